@@ -1,0 +1,147 @@
+//! The chunk store: for every file this daemon holds chunks of, one sparse local file
+//! in which chunk `k` sits at offset `k * chunk_size`, which is simply the file
+//! offset. Holes read as zeros; truncate is one `ftruncate`; unlink is one `unlink`.
+//!
+//! Local files are named by file id (hex) under `chunks/<first two hex digits>/`, so
+//! no client-supplied path ever reaches the local file system.
+
+use gust_proto::Span;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::metadata::Res;
+
+/// Bound on cached open local files; past it the cache is emptied (descriptors are
+/// cheap to reopen, and the bound keeps a daemon under its RLIMIT_NOFILE).
+const OPEN_FILES_MAX: usize = 2048;
+
+pub struct ChunkStore {
+    dir: PathBuf,
+    open: Mutex<HashMap<u128, Arc<File>>>,
+}
+
+fn errno(e: io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+impl ChunkStore {
+    pub fn open(dir: &Path) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        for i in 0..256 {
+            fs::create_dir_all(dir.join(format!("{i:02x}")))?;
+        }
+        Ok(ChunkStore { dir: dir.to_path_buf(), open: Mutex::new(HashMap::new()) })
+    }
+
+    fn path(&self, file_id: u128) -> PathBuf {
+        let h = format!("{file_id:032x}");
+        self.dir.join(&h[..2]).join(h)
+    }
+
+    fn file(&self, file_id: u128, create: bool) -> Res<Option<Arc<File>>> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = open.get(&file_id) {
+            return Ok(Some(f.clone()));
+        }
+        let r = OpenOptions::new().read(true).write(true).create(create).open(self.path(file_id));
+        match r {
+            Ok(f) => {
+                if open.len() >= OPEN_FILES_MAX {
+                    open.clear();
+                }
+                let f = Arc::new(f);
+                open.insert(file_id, f.clone());
+                Ok(Some(f))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => Ok(None),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    pub fn write(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
+        let f = self.file(file_id, true)?.expect("create=true always yields a file");
+        let mut pos = 0usize;
+        for s in spans {
+            let len = s.len as usize;
+            f.write_all_at(&data[pos..pos + len], s.offset).map_err(errno)?;
+            pos += len;
+        }
+        Ok(pos as u64)
+    }
+
+    /// Reads spans into `out` (cleared first); bytes past the local file's end, and
+    /// chunks never written here, read as zeros.
+    pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<()> {
+        out.clear();
+        let total: usize = spans.iter().map(|s| s.len as usize).sum();
+        out.resize(total, 0);
+        let Some(f) = self.file(file_id, false)? else { return Ok(()) };
+        let mut pos = 0usize;
+        for s in spans {
+            let buf = &mut out[pos..pos + s.len as usize];
+            let mut done = 0;
+            while done < buf.len() {
+                match f.read_at(&mut buf[done..], s.offset + done as u64) {
+                    Ok(0) => break, // past EOF: the rest stays zero
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(errno(e)),
+                }
+            }
+            pos += s.len as usize;
+        }
+        Ok(())
+    }
+
+    pub fn truncate(&self, file_id: u128, size: u64) -> Res<()> {
+        let Some(f) = self.file(file_id, false)? else { return Ok(()) };
+        let len = f.metadata().map_err(errno)?.len();
+        if len > size {
+            f.set_len(size).map_err(errno)?;
+        }
+        Ok(())
+    }
+
+    pub fn remove(&self, file_id: u128) -> Res<()> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&file_id);
+        match fs::remove_file(self.path(file_id)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    pub fn sync(&self, file_id: u128) -> Res<()> {
+        match self.file(file_id, false)? {
+            Some(f) => f.sync_data().map_err(errno),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_write_read_truncate_remove() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let spans = [Span { offset: 10, len: 3 }, Span { offset: 1 << 20, len: 2 }];
+        s.write(1, &spans, b"abcde").unwrap();
+        let mut out = Vec::new();
+        s.read(1, &[Span { offset: 8, len: 6 }, Span { offset: (1 << 20) + 1, len: 4 }], &mut out).unwrap();
+        assert_eq!(out, b"\0\0abc\0e\0\0\0");
+        s.truncate(1, 11).unwrap();
+        s.read(1, &[Span { offset: 10, len: 3 }], &mut out).unwrap();
+        assert_eq!(out, b"a\0\0");
+        s.remove(1).unwrap();
+        s.read(1, &[Span { offset: 10, len: 1 }], &mut out).unwrap();
+        assert_eq!(out, b"\0");
+        s.remove(1).unwrap();
+    }
+}

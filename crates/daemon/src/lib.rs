@@ -1,0 +1,197 @@
+//! The GustFS daemon: one per node (or several per node in tests).
+//!
+//! It owns a root directory on node-local storage holding a RocksDB metadata store
+//! (`metadata/`) and a chunk store (`chunks/`), registers itself in the hosts file,
+//! and serves framed requests over TCP and a Unix socket. Daemons never talk to each
+//! other: every decision about placement is the client's.
+//!
+//! Not for: placement (gust-placement), client-side logic (gust-client).
+
+pub mod chunks;
+pub mod metadata;
+pub mod server;
+
+use gust_hosts::{DaemonEntry, HostsFile};
+use std::fs;
+use std::io::{self, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Settings of one daemon, as `gust daemon` takes them.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub rootdir: PathBuf,
+    pub mountdir: String,
+    pub hosts_file: PathBuf,
+    /// TCP address to listen on; port 0 picks a free port.
+    pub listen: String,
+    /// None: take the instance's chunk size (or the default for a new instance).
+    pub chunk_size_bytes: Option<u64>,
+    pub clean_rootdir: bool,
+    /// None: keep the id recorded in the root directory, or take the next free one.
+    pub id: Option<u32>,
+    /// For a new hosts file: whether create/mkdir check that the parent exists.
+    pub check_parent: bool,
+}
+
+pub fn log(msg: &str) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut e = io::stderr().lock();
+    let _ = writeln!(e, "[{}.{:03}] gust daemon {}: {}", now.as_secs(), now.subsec_millis(), std::process::id(), msg);
+}
+
+fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
+    r.map_err(|e| format!("{what} {}: {e}", path.display()))
+}
+
+/// Reads `rootdir/instance`: (instance id, daemon id), if this root directory was
+/// used before.
+fn read_identity(rootdir: &Path) -> Result<Option<(String, u32)>, String> {
+    let p = rootdir.join("instance");
+    let text = match fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
+    };
+    let mut inst = None;
+    let mut id = None;
+    for l in text.lines() {
+        let mut it = l.split_whitespace();
+        match (it.next(), it.next()) {
+            (Some("instance"), Some(v)) => inst = Some(v.to_string()),
+            (Some("daemon_id"), Some(v)) => id = v.parse().ok(),
+            _ => {}
+        }
+    }
+    match (inst, id) {
+        (Some(i), Some(d)) => Ok(Some((i, d))),
+        _ => Err(format!("{} is malformed; use --clean-rootdir to start afresh", p.display())),
+    }
+}
+
+/// Runs a daemon until SIGTERM or SIGINT. Returns an error message fit for a
+/// terminal if it cannot start.
+pub fn run(cfg: DaemonConfig) -> Result<(), String> {
+    server::block_termination_signals();
+    if cfg.clean_rootdir && cfg.rootdir.exists() {
+        ctx(fs::remove_dir_all(&cfg.rootdir), "cannot clean root directory", &cfg.rootdir)?;
+    }
+    ctx(fs::create_dir_all(&cfg.rootdir), "cannot create root directory", &cfg.rootdir)?;
+    // Fail early and clearly on an unwritable root directory.
+    let probe = cfg.rootdir.join(".gust-write-probe");
+    ctx(fs::write(&probe, b"x"), "root directory is not writable:", &cfg.rootdir)?;
+    let _ = fs::remove_file(&probe);
+    let rootdir = ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)?;
+
+    let identity = read_identity(&rootdir)?;
+    let tcp = TcpListener::bind(&cfg.listen).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            format!("cannot listen on {}: address already in use (another daemon? pick another --listen port)", cfg.listen)
+        } else {
+            format!("cannot listen on {}: {e}", cfg.listen)
+        }
+    })?;
+    let tcp_addr = tcp.local_addr().map_err(|e| e.to_string())?;
+
+    let metadata = metadata::MetadataStore::open(&rootdir.join("metadata")).map_err(|e| {
+        if e.contains("lock") {
+            format!("{e}\n(is another daemon already running on root directory {}?)", rootdir.display())
+        } else {
+            e
+        }
+    })?;
+    let chunks = ctx(chunks::ChunkStore::open(&rootdir.join("chunks")), "cannot create chunk store in", &rootdir)?;
+
+    // Unix socket for clients on this node. sun_path holds 108 bytes; skip the
+    // socket (TCP still works) if the root directory's path is too long.
+    let uds_path = rootdir.join("daemon.sock");
+    let uds = if uds_path.as_os_str().len() < 100 {
+        let _ = fs::remove_file(&uds_path);
+        Some(ctx(UnixListener::bind(&uds_path), "cannot bind Unix socket", &uds_path)?)
+    } else {
+        log(&format!("root directory path too long for a Unix socket; TCP only ({})", uds_path.display()));
+        None
+    };
+
+    // Register in the hosts file under its lock.
+    let (daemon_id, hosts) = {
+        let _lock = gust_hosts::lock(&cfg.hosts_file).map_err(|e| e.to_string())?;
+        let mut hosts = if cfg.hosts_file.exists() {
+            HostsFile::load(&cfg.hosts_file).map_err(|e| e.to_string())?
+        } else {
+            let cs = cfg.chunk_size_bytes.unwrap_or(gust_placement::CHUNK_SIZE_BYTES_DEFAULT);
+            gust_hosts::create_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
+            HostsFile::new(gust_hosts::new_instance_id(), cs, cfg.mountdir.clone(), cfg.check_parent)
+        };
+        if let Some(cs) = cfg.chunk_size_bytes {
+            if cs != hosts.chunk_size_bytes {
+                return Err(format!(
+                    "--chunk-size {cs} differs from the instance's chunk size {} in {}",
+                    hosts.chunk_size_bytes,
+                    cfg.hosts_file.display()
+                ));
+            }
+        }
+        if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX).contains(&hosts.chunk_size_bytes) {
+            return Err(format!("chunk size {} out of range", hosts.chunk_size_bytes));
+        }
+        let id = match (&identity, cfg.id) {
+            (Some((inst, _)), _) if *inst != hosts.instance => {
+                return Err(format!(
+                    "root directory {} belongs to instance {inst}, but hosts file {} is of instance {}; \
+                     use --clean-rootdir to discard the old data, or the matching hosts file",
+                    rootdir.display(),
+                    cfg.hosts_file.display(),
+                    hosts.instance
+                ));
+            }
+            (Some((_, old)), Some(want)) if *old != want => {
+                return Err(format!("root directory {} holds daemon {old}, not {want}", rootdir.display()));
+            }
+            (Some((_, old)), _) => *old,
+            (None, Some(want)) => want,
+            (None, None) => hosts.daemons.iter().map(|d| d.id + 1).max().unwrap_or(0),
+        };
+        if identity.is_none() && hosts.daemons.iter().any(|d| d.id == id) {
+            return Err(format!(
+                "daemon id {id} is already registered in {} by another root directory",
+                cfg.hosts_file.display()
+            ));
+        }
+        let ident = format!("instance {}\ndaemon_id {id}\n", hosts.instance);
+        ctx(fs::write(rootdir.join("instance"), ident), "cannot write", &rootdir.join("instance"))?;
+        hosts.daemons.retain(|d| d.id != id);
+        hosts.daemons.push(DaemonEntry {
+            id,
+            host: gust_hosts::this_host(),
+            tcp_addr: tcp_addr.to_string(),
+            uds_path: uds.as_ref().map(|_| uds_path.clone()),
+            pid: std::process::id(),
+        });
+        hosts.daemons.sort_by_key(|d| d.id);
+        hosts.store(&cfg.hosts_file).map_err(|e| e.to_string())?;
+        (id, hosts)
+    };
+    let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
+
+    let state = Arc::new(server::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret));
+    server::spawn_tcp(state.clone(), tcp);
+    if let Some(u) = uds {
+        server::spawn_uds(state.clone(), u);
+    }
+    log(&format!(
+        "daemon {daemon_id} of instance {} serving {} (tcp {tcp_addr}), chunk size {} bytes",
+        hosts.instance,
+        rootdir.display(),
+        hosts.chunk_size_bytes
+    ));
+    let sig = server::wait_for_termination();
+    log(&format!("signal {sig}: syncing metadata and stopping"));
+    if let Err(e) = state.metadata.sync() {
+        log(&format!("metadata sync at shutdown failed: errno {e}"));
+    }
+    let _ = fs::remove_file(&uds_path);
+    Ok(())
+}

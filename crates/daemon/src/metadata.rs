@@ -1,0 +1,546 @@
+//! The metadata store: one RocksDB per daemon, one record per file, directory or
+//! symlink.
+//!
+//! Key: `parent path | 0x00 | name`. Every direct child of a directory therefore sits
+//! in one contiguous key range (`dir | 0x00 ...`), so listing costs O(children held
+//! here), never O(subtree). Descendants at any depth are the ranges `dir | 0x00` and
+//! `dir | '/'`. The root directory has no record; it always exists.
+//!
+//! Value (format 1, little endian), 60 bytes + target:
+//!
+//! ```text
+//! 0  u8   format (1)        1  u8  kind          2  u32 mode       6  u64 size
+//! 14 u128 file id           30 u32 nlink         34 i64 ctime_ns   42 i64 mtime_ns
+//! 50 i64  atime_ns          58 u16 target len    60 target bytes
+//! ```
+//!
+//! An empty value is a tombstone: a size merge that arrived after the record was
+//! removed leaves one, and every reader treats it as absent.
+//!
+//! Size grows through the merge operator (operand: `0xF1 | u64 end | i64 mtime_ns`),
+//! so parallel writers never race a read-modify-write. Operations that must read
+//! before writing (exclusive create, append reservation, truncate, set-attr) hold a
+//! striped lock on the key; merges need no lock.
+
+use gust_proto::{FileKind, Record};
+use rocksdb::{BlockBasedOptions, MergeOperands, Options, WriteBatch, WriteOptions, DB};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+pub const VALUE_FORMAT: u8 = 1;
+const VALUE_FIXED_BYTES: usize = 60;
+const MERGE_GROW: u8 = 0xF1;
+const MERGE_OPERAND_BYTES: usize = 17;
+const LOCK_STRIPES: usize = 1024;
+
+/// errno-valued result used throughout the daemon.
+pub type Res<T> = Result<T, i32>;
+
+pub fn encode_record(r: &Record) -> Vec<u8> {
+    let t = r.target.as_bytes();
+    assert!(t.len() <= u16::MAX as usize, "symlink target bounded by PATH_BYTES_MAX");
+    let mut v = Vec::with_capacity(VALUE_FIXED_BYTES + t.len());
+    v.push(VALUE_FORMAT);
+    v.push(r.kind as u8);
+    v.extend_from_slice(&r.mode.to_le_bytes());
+    v.extend_from_slice(&r.size.to_le_bytes());
+    v.extend_from_slice(&r.file_id.to_le_bytes());
+    v.extend_from_slice(&r.nlink.to_le_bytes());
+    v.extend_from_slice(&r.ctime_ns.to_le_bytes());
+    v.extend_from_slice(&r.mtime_ns.to_le_bytes());
+    v.extend_from_slice(&r.atime_ns.to_le_bytes());
+    v.extend_from_slice(&(t.len() as u16).to_le_bytes());
+    v.extend_from_slice(t);
+    debug_assert_eq!(decode_record(&v).as_ref(), Some(r));
+    v
+}
+
+/// Decodes a stored value. `None` for a tombstone or a value this build cannot read
+/// (the caller reports EIO for the latter; see `decode_checked`).
+pub fn decode_record(v: &[u8]) -> Option<Record> {
+    if v.len() < VALUE_FIXED_BYTES || v[0] != VALUE_FORMAT {
+        return None;
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(v[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(v[o..o + 8].try_into().unwrap());
+    let kind = match v[1] {
+        1 => FileKind::File,
+        2 => FileKind::Dir,
+        3 => FileKind::Symlink,
+        _ => return None,
+    };
+    let tlen = u16::from_le_bytes([v[58], v[59]]) as usize;
+    if v.len() != VALUE_FIXED_BYTES + tlen {
+        return None;
+    }
+    Some(Record {
+        kind,
+        mode: u32_at(2),
+        size: u64_at(6),
+        file_id: u128::from_le_bytes(v[14..30].try_into().unwrap()),
+        nlink: u32_at(30),
+        ctime_ns: u64_at(34) as i64,
+        mtime_ns: u64_at(42) as i64,
+        atime_ns: u64_at(50) as i64,
+        target: String::from_utf8(v[60..].to_vec()).ok()?,
+    })
+}
+
+/// Absent (tombstone) is `Ok(None)`; an unreadable value is EIO with a log line.
+fn decode_checked(key: &[u8], v: &[u8]) -> Res<Option<Record>> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    match decode_record(v) {
+        Some(r) => Ok(Some(r)),
+        None => {
+            crate::log(&format!("corrupt metadata record for key {:?} ({} bytes)", String::from_utf8_lossy(key), v.len()));
+            Err(libc::EIO)
+        }
+    }
+}
+
+fn grow_operand(end: u64, mtime_ns: i64) -> [u8; MERGE_OPERAND_BYTES] {
+    let mut o = [0u8; MERGE_OPERAND_BYTES];
+    o[0] = MERGE_GROW;
+    o[1..9].copy_from_slice(&end.to_le_bytes());
+    o[9..17].copy_from_slice(&mtime_ns.to_le_bytes());
+    o
+}
+
+fn parse_operand(o: &[u8]) -> Option<(u64, i64)> {
+    if o.len() != MERGE_OPERAND_BYTES || o[0] != MERGE_GROW {
+        return None;
+    }
+    Some((u64::from_le_bytes(o[1..9].try_into().unwrap()), i64::from_le_bytes(o[9..17].try_into().unwrap())))
+}
+
+fn full_merge(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
+    let Some(mut rec) = existing.and_then(decode_record) else {
+        // The record was removed (or never existed): stay absent, never resurrect.
+        return Some(Vec::new());
+    };
+    for o in ops.iter() {
+        if let Some((end, mtime)) = parse_operand(o) {
+            rec.size = rec.size.max(end);
+            rec.mtime_ns = rec.mtime_ns.max(mtime);
+        }
+    }
+    Some(encode_record(&rec))
+}
+
+fn partial_merge(_key: &[u8], _existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
+    let mut end = 0u64;
+    let mut mtime = i64::MIN;
+    for o in ops.iter() {
+        let (e, m) = parse_operand(o)?;
+        end = end.max(e);
+        mtime = mtime.max(m);
+    }
+    Some(grow_operand(end, mtime).to_vec())
+}
+
+pub fn key_of(path: &str) -> Vec<u8> {
+    debug_assert!(path.starts_with('/') && path != "/");
+    let slash = path.rfind('/').expect("validated paths start with '/'");
+    let parent = if slash == 0 { "/" } else { &path[..slash] };
+    let mut k = Vec::with_capacity(path.len() + 1);
+    k.extend_from_slice(parent.as_bytes());
+    k.push(0);
+    k.extend_from_slice(path[slash + 1..].as_bytes());
+    k
+}
+
+pub fn path_of(key: &[u8]) -> Option<String> {
+    let z = key.iter().position(|&b| b == 0)?;
+    let parent = std::str::from_utf8(&key[..z]).ok()?;
+    let name = std::str::from_utf8(&key[z + 1..]).ok()?;
+    Some(if parent == "/" { format!("/{name}") } else { format!("{parent}/{name}") })
+}
+
+fn children_prefix(dir: &str) -> Vec<u8> {
+    let mut p = dir.as_bytes().to_vec();
+    p.push(0);
+    p
+}
+
+/// Smallest key greater than every key with prefix `p`.
+fn prefix_end(p: &[u8]) -> Vec<u8> {
+    let mut e = p.to_vec();
+    while let Some(last) = e.pop() {
+        if last < 0xFF {
+            e.push(last + 1);
+            return e;
+        }
+    }
+    vec![0xFF; p.len() + 1]
+}
+
+pub fn root_record() -> Record {
+    Record {
+        kind: FileKind::Dir,
+        mode: 0o777,
+        size: 0,
+        file_id: 0,
+        nlink: 2,
+        ctime_ns: 0,
+        mtime_ns: 0,
+        atime_ns: 0,
+        target: String::new(),
+    }
+}
+
+pub struct MetadataStore {
+    db: DB,
+    write_opts: WriteOptions,
+    locks: Vec<Mutex<()>>,
+}
+
+impl MetadataStore {
+    pub fn open(dir: &Path) -> Result<Self, String> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_merge_operator("gust_size_max", full_merge, partial_merge);
+        opts.increase_parallelism(2);
+        opts.set_write_buffer_size(64 << 20);
+        let mut bb = BlockBasedOptions::default();
+        bb.set_bloom_filter(10.0, false);
+        opts.set_block_based_table_factory(&bb);
+        let db = DB::open(&opts, dir).map_err(|e| format!("cannot open RocksDB at {}: {e}", dir.display()))?;
+        // WAL on, no sync per write: an acknowledged write is in the OS page cache and
+        // survives the daemon being killed; fsync syncs the WAL for node crashes.
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(false);
+        Ok(MetadataStore { db, write_opts, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() })
+    }
+
+    fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
+        let h = xxhash_rust::xxh3::xxh3_64(key) as usize % LOCK_STRIPES;
+        self.locks[h].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn db_err(e: rocksdb::Error) -> i32 {
+        crate::log(&format!("RocksDB error: {e}"));
+        if e.to_string().contains("No space") {
+            libc::ENOSPC
+        } else {
+            libc::EIO
+        }
+    }
+
+    fn get_key(&self, key: &[u8]) -> Res<Option<Record>> {
+        match self.db.get_pinned(key).map_err(Self::db_err)? {
+            Some(v) => decode_checked(key, &v),
+            None => Ok(None),
+        }
+    }
+
+    fn put_key(&self, key: &[u8], r: &Record) -> Res<()> {
+        self.db.put_opt(key, encode_record(r), &self.write_opts).map_err(Self::db_err)
+    }
+
+    pub fn get(&self, path: &str) -> Res<Option<Record>> {
+        if path == "/" {
+            return Ok(Some(root_record()));
+        }
+        self.get_key(&key_of(path))
+    }
+
+    pub fn create(&self, path: &str, rec: &Record, exclusive: bool) -> Res<Record> {
+        if path == "/" {
+            return Err(libc::EEXIST);
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        if let Some(existing) = self.get_key(&key)? {
+            if exclusive {
+                return Err(libc::EEXIST);
+            }
+            return Ok(existing);
+        }
+        self.put_key(&key, rec)?;
+        Ok(rec.clone())
+    }
+
+    pub fn remove(&self, path: &str, want_dir: bool) -> Res<Record> {
+        if path == "/" {
+            return Err(libc::EBUSY);
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        let rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        match (want_dir, rec.kind == FileKind::Dir) {
+            (true, false) => return Err(libc::ENOTDIR),
+            (false, true) => return Err(libc::EISDIR),
+            _ => {}
+        }
+        self.db.delete_opt(&key, &self.write_opts).map_err(Self::db_err)?;
+        Ok(rec)
+    }
+
+    /// Grows the size to at least `end`; with `append_len`, reserves bytes at the end
+    /// and returns their offset.
+    pub fn update_size(&self, path: &str, end: u64, append_len: Option<u64>, mtime_ns: i64) -> Res<u64> {
+        if path == "/" {
+            return Err(libc::EISDIR);
+        }
+        let key = key_of(path);
+        match append_len {
+            None => {
+                self.db.merge_opt(&key, grow_operand(end, mtime_ns), &self.write_opts).map_err(Self::db_err)?;
+                Ok(end)
+            }
+            Some(len) => {
+                // Appenders serialize on the key's lock so each sees the others'
+                // reservations; plain writers' merges stay lock-free and commute.
+                let _g = self.lock(&key);
+                let rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+                let offset = rec.size;
+                let new_end = offset.checked_add(len).ok_or(libc::EFBIG)?;
+                self.db.merge_opt(&key, grow_operand(new_end, mtime_ns), &self.write_opts).map_err(Self::db_err)?;
+                Ok(offset)
+            }
+        }
+    }
+
+    pub fn truncate(&self, path: &str, size: u64, mtime_ns: i64) -> Res<Record> {
+        if path == "/" {
+            return Err(libc::EISDIR);
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        let old = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        if old.kind == FileKind::Dir {
+            return Err(libc::EISDIR);
+        }
+        if old.kind != FileKind::File {
+            return Err(libc::EINVAL);
+        }
+        let mut new = old.clone();
+        new.size = size;
+        new.mtime_ns = mtime_ns;
+        new.ctime_ns = mtime_ns;
+        self.put_key(&key, &new)?;
+        Ok(old)
+    }
+
+    pub fn set_attr(&self, path: &str, mode: Option<u32>, atime: Option<i64>, mtime: Option<i64>, ctime: i64) -> Res<Record> {
+        if path == "/" {
+            // The root's attributes are fixed; accept the call as a no-op.
+            return Ok(root_record());
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        if let Some(m) = mode {
+            rec.mode = m & 0o7777;
+        }
+        if let Some(a) = atime {
+            rec.atime_ns = a;
+        }
+        if let Some(m) = mtime {
+            rec.mtime_ns = m;
+        }
+        rec.ctime_ns = ctime;
+        self.put_key(&key, &rec)?;
+        Ok(rec)
+    }
+
+    /// Puts a full record (rename's target). Without `replace`, EEXIST if present.
+    /// With it, a file may replace a non-directory and a directory may replace a
+    /// directory (the caller checked it is empty).
+    pub fn put_record(&self, path: &str, rec: &Record, replace: bool) -> Res<Option<Record>> {
+        if path == "/" {
+            return Err(libc::EBUSY);
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        let old = self.get_key(&key)?;
+        if let Some(o) = &old {
+            if !replace {
+                return Err(libc::EEXIST);
+            }
+            match (rec.kind == FileKind::Dir, o.kind == FileKind::Dir) {
+                (true, false) => return Err(libc::ENOTDIR),
+                (false, true) => return Err(libc::EISDIR),
+                _ => {}
+            }
+        }
+        self.put_key(&key, rec)?;
+        Ok(old)
+    }
+
+    pub fn read_dir(&self, dir: &str, after: Option<&str>, max_entries: usize, max_bytes: usize) -> Res<(Vec<(String, FileKind)>, bool)> {
+        let prefix = children_prefix(dir);
+        let mut start = prefix.clone();
+        if let Some(a) = after {
+            start.extend_from_slice(a.as_bytes());
+            start.push(0); // strictly after `a`
+        }
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_iterate_upper_bound(prefix_end(&prefix));
+        let it = self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro);
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for item in it {
+            let (k, v) = item.map_err(Self::db_err)?;
+            let Some(rec) = decode_checked(&k, &v)? else { continue };
+            if out.len() >= max_entries || bytes >= max_bytes {
+                return Ok((out, false));
+            }
+            let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            bytes += name.len() + 16;
+            out.push((name, rec.kind));
+        }
+        Ok((out, true))
+    }
+
+    pub fn has_children(&self, dir: &str) -> Res<bool> {
+        let (page, _) = self.read_dir(dir, None, 1, usize::MAX)?;
+        Ok(!page.is_empty())
+    }
+
+    /// All descendants of `dir` held here, in key order, one page at a time.
+    pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<(Vec<(String, Record)>, Option<Vec<u8>>, bool)> {
+        // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
+        // For the root every key is a descendant.
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = if dir == "/" {
+            vec![(Vec::new(), vec![0xFF; 8])]
+        } else {
+            let a = children_prefix(dir);
+            let mut b = dir.as_bytes().to_vec();
+            b.push(b'/');
+            vec![(a.clone(), prefix_end(&a)), (b.clone(), prefix_end(&b))]
+        };
+        let mut out = Vec::new();
+        let mut last: Option<Vec<u8>> = None;
+        for (lo, hi) in ranges {
+            let start = match after {
+                Some(a) if a >= lo.as_slice() => {
+                    if a >= hi.as_slice() {
+                        continue;
+                    }
+                    let mut s = a.to_vec();
+                    s.push(0);
+                    s
+                }
+                _ => lo.clone(),
+            };
+            let mut ro = rocksdb::ReadOptions::default();
+            ro.set_iterate_upper_bound(hi.clone());
+            for item in self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro) {
+                let (k, v) = item.map_err(Self::db_err)?;
+                let Some(rec) = decode_checked(&k, &v)? else { continue };
+                if out.len() >= max_entries {
+                    return Ok((out, last, false));
+                }
+                let Some(p) = path_of(&k) else { continue };
+                out.push((p, rec));
+                last = Some(k.to_vec());
+            }
+        }
+        Ok((out, last, true))
+    }
+
+    pub fn remove_records(&self, paths: &[String]) -> Res<()> {
+        let mut b = WriteBatch::default();
+        for p in paths {
+            if p != "/" {
+                b.delete(key_of(p));
+            }
+        }
+        self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)
+    }
+
+    pub fn sync(&self) -> Res<()> {
+        self.db.flush_wal(true).map_err(Self::db_err)
+    }
+
+    pub fn estimate_records(&self) -> u64 {
+        self.db.property_int_value("rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(kind: FileKind) -> Record {
+        Record { kind, mode: 0o644, size: 0, file_id: 7, nlink: 1, ctime_ns: 1, mtime_ns: 1, atime_ns: 1, target: String::new() }
+    }
+
+    #[test]
+    fn record_encoding_roundtrip_and_rejects_garbage() {
+        let mut r = rec(FileKind::Symlink);
+        r.target = "../x/y".into();
+        assert_eq!(decode_record(&encode_record(&r)), Some(r));
+        assert_eq!(decode_record(&[1, 2, 3]), None);
+        let mut bad = encode_record(&rec(FileKind::File));
+        bad[0] = 9;
+        assert_eq!(decode_record(&bad), None);
+    }
+
+    #[test]
+    fn keys_group_children_and_roundtrip() {
+        assert_eq!(key_of("/a"), b"/\0a");
+        assert_eq!(key_of("/a/b"), b"/a\0b");
+        assert_eq!(path_of(&key_of("/a/b/c")).unwrap(), "/a/b/c");
+        assert_eq!(path_of(&key_of("/x")).unwrap(), "/x");
+    }
+
+    #[test]
+    fn merge_grows_size_and_never_resurrects() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        s.create("/f", &rec(FileKind::File), true).unwrap();
+        s.update_size("/f", 100, None, 5).unwrap();
+        s.update_size("/f", 50, None, 6).unwrap();
+        assert_eq!(s.get("/f").unwrap().unwrap().size, 100);
+        assert_eq!(s.update_size("/f", 0, Some(10), 7).unwrap(), 100);
+        assert_eq!(s.get("/f").unwrap().unwrap().size, 110);
+        s.remove("/f", false).unwrap();
+        s.update_size("/f", 500, None, 8).unwrap();
+        assert_eq!(s.get("/f").unwrap(), None);
+        // A new file at the same path starts clean.
+        s.create("/f", &rec(FileKind::File), true).unwrap();
+        assert_eq!(s.get("/f").unwrap().unwrap().size, 0);
+    }
+
+    #[test]
+    fn readdir_pages_and_scan_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        s.create("/d", &rec(FileKind::Dir), true).unwrap();
+        for i in 0..25 {
+            s.create(&format!("/d/f{i:02}"), &rec(FileKind::File), true).unwrap();
+        }
+        s.create("/d/f00/deep", &rec(FileKind::File), true).unwrap();
+        s.create("/dd", &rec(FileKind::File), true).unwrap();
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let (page, done) = s.read_dir("/d", after.as_deref(), 10, usize::MAX).unwrap();
+            after = page.last().map(|e| e.0.clone());
+            all.extend(page);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(all.len(), 25);
+        let mut tree = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let (page, last, done) = s.scan_tree("/d", after.as_deref(), 7).unwrap();
+            tree.extend(page.into_iter().map(|p| p.0));
+            after = last.or(after);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(tree.len(), 26);
+        assert!(tree.contains(&"/d/f00/deep".to_string()));
+        assert!(!tree.contains(&"/dd".to_string()));
+        assert!(s.has_children("/d").unwrap());
+        assert!(!s.has_children("/dd").unwrap());
+    }
+}

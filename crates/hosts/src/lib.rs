@@ -1,0 +1,286 @@
+//! The hosts file and the instance secret.
+//!
+//! The hosts file is how a GustFS instance is found: every client reads it once and
+//! computes all placement from it; every daemon registers itself in it at start.
+//!
+//! ```text
+//! # GustFS hosts file, format 1
+//! instance 6f1c...            128-bit instance id, hex
+//! chunk_size 524288           bytes, fixed for the instance's life
+//! mountdir /tmp/gust          the path prefix front ends serve
+//! check_parent 0              1: create/mkdir verify the parent directory exists
+//! daemon 0 node17 127.0.0.1:40111 /tmp/gust-root/d0/daemon.sock 4242
+//! ```
+//!
+//! A daemon line is: id, host name, TCP address, Unix socket path ("-" if none),
+//! process id. Registration rewrites the whole file under a lock file and renames it
+//! into place, so readers never see a half-written file.
+//!
+//! The secret lives next to the hosts file as `<hosts file>.secret` (mode 0600).
+
+use rand::RngCore;
+use std::fmt;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+pub const FORMAT_LINE: &str = "# GustFS hosts file, format 1";
+/// Bound on daemons per instance (ids are u32 on the wire; this keeps files sane).
+pub const DAEMONS_MAX: usize = 65_536;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonEntry {
+    pub id: u32,
+    pub host: String,
+    pub tcp_addr: String,
+    pub uds_path: Option<PathBuf>,
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostsFile {
+    pub instance: String,
+    pub chunk_size_bytes: u64,
+    pub mountdir: String,
+    pub check_parent: bool,
+    /// Sorted by id.
+    pub daemons: Vec<DaemonEntry>,
+}
+
+#[derive(Debug)]
+pub enum HostsError {
+    Io { path: PathBuf, err: io::Error },
+    Parse { path: PathBuf, line: usize, msg: String },
+}
+
+impl fmt::Display for HostsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostsError::Io { path, err } => write!(f, "{}: {}", path.display(), err),
+            HostsError::Parse { path, line, msg } => write!(f, "{}:{}: {}", path.display(), line, msg),
+        }
+    }
+}
+
+impl std::error::Error for HostsError {}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> HostsError + '_ {
+    move |err| HostsError::Io { path: path.to_path_buf(), err }
+}
+
+pub fn new_instance_id() -> String {
+    let mut b = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    hex(&b)
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+pub fn this_host() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for its length; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+impl HostsFile {
+    pub fn new(instance: String, chunk_size_bytes: u64, mountdir: String, check_parent: bool) -> Self {
+        HostsFile { instance, chunk_size_bytes, mountdir, check_parent, daemons: Vec::new() }
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        s.push_str(FORMAT_LINE);
+        s.push('\n');
+        s.push_str(&format!("instance {}\n", self.instance));
+        s.push_str(&format!("chunk_size {}\n", self.chunk_size_bytes));
+        s.push_str(&format!("mountdir {}\n", self.mountdir));
+        s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
+        for d in &self.daemons {
+            let uds = d.uds_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
+            s.push_str(&format!("daemon {} {} {} {} {}\n", d.id, d.host, d.tcp_addr, uds, d.pid));
+        }
+        s
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<HostsFile, HostsError> {
+        let perr = |line: usize, msg: String| HostsError::Parse { path: path.to_path_buf(), line, msg };
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, l)) if l.trim() == FORMAT_LINE => {}
+            _ => return Err(perr(1, format!("not a GustFS hosts file (first line must be '{FORMAT_LINE}')"))),
+        }
+        let mut h = HostsFile::new(String::new(), 0, String::new(), false);
+        for (i, line) in lines {
+            let n = i + 1;
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut it = line.splitn(2, ' ');
+            let key = it.next().unwrap_or("");
+            let rest = it.next().unwrap_or("").trim();
+            match key {
+                "instance" => h.instance = rest.to_string(),
+                "chunk_size" => h.chunk_size_bytes = rest.parse().map_err(|_| perr(n, format!("bad chunk_size '{rest}'")))?,
+                "mountdir" => h.mountdir = rest.to_string(),
+                "check_parent" => h.check_parent = rest == "1",
+                "daemon" => {
+                    let f: Vec<&str> = rest.split_whitespace().collect();
+                    if f.len() != 5 {
+                        return Err(perr(n, format!("daemon line needs 5 fields, has {}", f.len())));
+                    }
+                    let id: u32 = f[0].parse().map_err(|_| perr(n, format!("bad daemon id '{}'", f[0])))?;
+                    let pid: u32 = f[4].parse().map_err(|_| perr(n, format!("bad pid '{}'", f[4])))?;
+                    if h.daemons.len() >= DAEMONS_MAX {
+                        return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
+                    }
+                    h.daemons.push(DaemonEntry {
+                        id,
+                        host: f[1].to_string(),
+                        tcp_addr: f[2].to_string(),
+                        uds_path: if f[3] == "-" { None } else { Some(PathBuf::from(f[3])) },
+                        pid,
+                    });
+                }
+                other => return Err(perr(n, format!("unknown key '{other}'"))),
+            }
+        }
+        if h.instance.is_empty() {
+            return Err(perr(0, "missing 'instance' line".into()));
+        }
+        if h.chunk_size_bytes == 0 {
+            return Err(perr(0, "missing 'chunk_size' line".into()));
+        }
+        h.daemons.sort_by_key(|d| d.id);
+        Ok(h)
+    }
+
+    pub fn load(path: &Path) -> Result<HostsFile, HostsError> {
+        let text = fs::read_to_string(path).map_err(io_err(path))?;
+        HostsFile::parse(path, &text)
+    }
+
+    /// Writes atomically: temporary file in the same directory, then rename.
+    pub fn store(&self, path: &Path) -> Result<(), HostsError> {
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        {
+            let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(self.render().as_bytes()).map_err(io_err(&tmp))?;
+            f.sync_all().map_err(io_err(&tmp))?;
+        }
+        fs::rename(&tmp, path).map_err(io_err(path))
+    }
+
+    /// Daemons with ids 0..n-1 all present: the instance is complete.
+    pub fn is_complete(&self, n: usize) -> bool {
+        self.daemons.len() == n && self.daemons.iter().enumerate().all(|(i, d)| d.id as usize == i)
+    }
+}
+
+/// An exclusive lock on `<hosts file>.lock`, held while a registration rewrites the file.
+pub struct HostsLock {
+    _file: fs::File,
+}
+
+pub fn lock(hosts_path: &Path) -> Result<HostsLock, HostsError> {
+    let lp = PathBuf::from(format!("{}.lock", hosts_path.display()));
+    let f = fs::OpenOptions::new().create(true).write(true).truncate(false).mode(0o600).open(&lp).map_err(io_err(&lp))?;
+    // SAFETY: valid descriptor owned by `f`.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    if rc != 0 {
+        return Err(HostsError::Io { path: lp, err: io::Error::last_os_error() });
+    }
+    Ok(HostsLock { _file: f })
+}
+
+pub fn secret_path(hosts_path: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.secret", hosts_path.display()))
+}
+
+/// Creates a fresh 256-bit secret (mode 0600) next to the hosts file.
+pub fn create_secret(hosts_path: &Path) -> Result<Vec<u8>, HostsError> {
+    let p = secret_path(hosts_path);
+    let mut b = vec![0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    let _ = fs::remove_file(&p);
+    let mut f = fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&p).map_err(io_err(&p))?;
+    f.write_all(format!("{}\n", hex(&b)).as_bytes()).map_err(io_err(&p))?;
+    Ok(b)
+}
+
+/// Reads the secret; refuses one readable by group or others.
+pub fn load_secret(hosts_path: &Path) -> Result<Vec<u8>, HostsError> {
+    let p = secret_path(hosts_path);
+    let meta = fs::metadata(&p).map_err(io_err(&p))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(HostsError::Parse {
+            path: p,
+            line: 0,
+            msg: "instance secret is readable by others; chmod 600 it".into(),
+        });
+    }
+    let text = fs::read_to_string(&p).map_err(io_err(&p))?;
+    unhex(text.trim()).filter(|b| b.len() >= 16).ok_or(HostsError::Parse {
+        path: p,
+        line: 1,
+        msg: "instance secret is not a hex string of at least 16 bytes".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_parse_roundtrip() {
+        let mut h = HostsFile::new(new_instance_id(), 524288, "/tmp/gust".into(), true);
+        h.daemons.push(DaemonEntry { id: 1, host: "n1".into(), tcp_addr: "127.0.0.1:2".into(), uds_path: None, pid: 9 });
+        h.daemons.push(DaemonEntry {
+            id: 0,
+            host: "n0".into(),
+            tcp_addr: "127.0.0.1:1".into(),
+            uds_path: Some("/x/s".into()),
+            pid: 8,
+        });
+        let p = Path::new("h");
+        let back = HostsFile::parse(p, &h.render()).unwrap();
+        assert_eq!(back.daemons[0].id, 0);
+        assert_eq!(back.daemons[1].uds_path, None);
+        assert!(back.is_complete(2));
+        assert!(back.check_parent);
+    }
+
+    #[test]
+    fn rejects_foreign_files() {
+        assert!(HostsFile::parse(Path::new("h"), "hello\n").is_err());
+        let bad = format!("{FORMAT_LINE}\ninstance x\nchunk_size 4096\ndaemon 0 a b\n");
+        let e = HostsFile::parse(Path::new("h"), &bad).unwrap_err().to_string();
+        assert!(e.contains("5 fields"), "{e}");
+    }
+
+    #[test]
+    fn secret_roundtrip_and_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let hp = d.path().join("hosts");
+        let s = create_secret(&hp).unwrap();
+        assert_eq!(load_secret(&hp).unwrap(), s);
+        fs::set_permissions(secret_path(&hp), fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(load_secret(&hp).is_err());
+    }
+}
