@@ -73,28 +73,31 @@ impl ChunkStore {
         Ok(pos as u64)
     }
 
-    /// Reads spans into `out` (cleared first); bytes past the local file's end, and
-    /// chunks never written here, read as zeros.
-    pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<()> {
+    /// Reads spans into `out` (cleared first) and returns how many bytes of each span
+    /// it holds: a span is cut short where the local file ends (the caller reads the
+    /// rest as zeros). Holes inside the local file come back as zeros.
+    pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
         out.clear();
-        let total: usize = spans.iter().map(|s| s.len as usize).sum();
-        out.resize(total, 0);
-        let Some(f) = self.file(file_id, false)? else { return Ok(()) };
-        let mut pos = 0usize;
+        let Some(f) = self.file(file_id, false)? else { return Ok(vec![0; spans.len()]) };
+        let local_len = f.metadata().map_err(errno)?.len();
+        let mut lens = Vec::with_capacity(spans.len());
         for s in spans {
-            let buf = &mut out[pos..pos + s.len as usize];
+            let want = (s.len as u64).min(local_len.saturating_sub(s.offset)) as usize;
+            let start = out.len();
+            out.resize(start + want, 0);
+            let buf = &mut out[start..];
             let mut done = 0;
             while done < buf.len() {
                 match f.read_at(&mut buf[done..], s.offset + done as u64) {
-                    Ok(0) => break, // past EOF: the rest stays zero
+                    Ok(0) => break, // shrunk concurrently: the rest stays zero
                     Ok(n) => done += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(errno(e)),
                 }
             }
-            pos += s.len as usize;
+            lens.push(want as u32);
         }
-        Ok(())
+        Ok(lens)
     }
 
     pub fn truncate(&self, file_id: u128, size: u64) -> Res<()> {
@@ -134,14 +137,15 @@ mod tests {
         let spans = [Span { offset: 10, len: 3 }, Span { offset: 1 << 20, len: 2 }];
         s.write(1, &spans, b"abcde").unwrap();
         let mut out = Vec::new();
-        s.read(1, &[Span { offset: 8, len: 6 }, Span { offset: (1 << 20) + 1, len: 4 }], &mut out).unwrap();
-        assert_eq!(out, b"\0\0abc\0e\0\0\0");
+        let lens = s.read(1, &[Span { offset: 8, len: 6 }, Span { offset: (1 << 20) + 1, len: 4 }], &mut out).unwrap();
+        assert_eq!(lens, vec![6, 1]);
+        assert_eq!(out, b"\0\0abc\0e");
         s.truncate(1, 11).unwrap();
-        s.read(1, &[Span { offset: 10, len: 3 }], &mut out).unwrap();
-        assert_eq!(out, b"a\0\0");
+        let lens = s.read(1, &[Span { offset: 10, len: 3 }], &mut out).unwrap();
+        assert_eq!((lens, &out[..]), (vec![1], &b"a"[..]));
         s.remove(1).unwrap();
-        s.read(1, &[Span { offset: 10, len: 1 }], &mut out).unwrap();
-        assert_eq!(out, b"\0");
+        let lens = s.read(1, &[Span { offset: 10, len: 1 }], &mut out).unwrap();
+        assert_eq!(lens, vec![0]);
         s.remove(1).unwrap();
     }
 }

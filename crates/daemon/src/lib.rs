@@ -169,6 +169,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             tcp_addr: tcp_addr.to_string(),
             uds_path: uds.as_ref().map(|_| uds_path.clone()),
             pid: std::process::id(),
+            rootdir: rootdir.clone(),
         });
         hosts.daemons.sort_by_key(|d| d.id);
         hosts.store(&cfg.hosts_file).map_err(|e| e.to_string())?;

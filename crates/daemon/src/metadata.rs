@@ -442,6 +442,28 @@ impl MetadataStore {
         Ok((out, last, true))
     }
 
+    /// Puts records that must all be new, atomically (one write batch). The keys'
+    /// locks are taken in sorted stripe order, so concurrent batches cannot deadlock.
+    pub fn put_records(&self, records: &[(String, Record)]) -> Res<()> {
+        let keys: Vec<Vec<u8>> = records.iter().map(|(p, _)| if p == "/" { Vec::new() } else { key_of(p) }).collect();
+        if keys.iter().any(|k| k.is_empty()) {
+            return Err(libc::EEXIST);
+        }
+        let mut stripes: Vec<usize> =
+            keys.iter().map(|k| xxhash_rust::xxh3::xxh3_64(k) as usize % LOCK_STRIPES).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _guards: Vec<_> = stripes.iter().map(|&i| self.locks[i].lock().unwrap_or_else(|e| e.into_inner())).collect();
+        let mut b = WriteBatch::default();
+        for (k, (_, r)) in keys.iter().zip(records) {
+            if self.get_key(k)?.is_some() {
+                return Err(libc::EEXIST);
+            }
+            b.put(k, encode_record(r));
+        }
+        self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)
+    }
+
     pub fn remove_records(&self, paths: &[String]) -> Res<()> {
         let mut b = WriteBatch::default();
         for p in paths {

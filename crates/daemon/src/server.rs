@@ -206,7 +206,7 @@ fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
         state.ops[op as usize].fetch_add(1, Ordering::Relaxed);
         bulk_out.clear();
         let reply = handle(state, req, &bulk_in, &mut bulk_out);
-        let out: &[u8] = if matches!(reply, Ok(Response::Data)) { &bulk_out } else { &[] };
+        let out: &[u8] = if matches!(reply, Ok(Response::Data { .. })) { &bulk_out } else { &[] };
         if let Err(e) = write_frame(&mut writer, op | OP_RESPONSE_BIT, id, &encode(&reply), out) {
             log(&format!("closing connection from {peer}: cannot send reply: {e}"));
             return;
@@ -310,6 +310,18 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
             let (records, last_key, done) = md.scan_tree(&dir, after.as_deref(), max)?;
             Ok(Response::Tree { records, last_key, done })
         }
+        Request::PutRecords { records } => {
+            if records.len() > SCAN_PAGE_ENTRIES_MAX as usize {
+                return Err(libc::EINVAL);
+            }
+            for (p, r) in &records {
+                validate_path(p)?;
+                if r.target.len() > PATH_BYTES_MAX {
+                    return Err(libc::ENAMETOOLONG);
+                }
+            }
+            md.put_records(&records).map(|_| Response::Ok)
+        }
         Request::RemoveRecords { paths } => {
             if paths.len() > SCAN_PAGE_ENTRIES_MAX as usize {
                 return Err(libc::EINVAL);
@@ -326,10 +338,10 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
             Ok(Response::Written(n))
         }
         Request::Read { file_id, spans } => {
-            let total = validate_spans(&spans, None)?;
-            state.chunks.read(file_id, &spans, bulk_out)?;
-            state.bytes_read.fetch_add(total as u64, Ordering::Relaxed);
-            Ok(Response::Data)
+            validate_spans(&spans, None)?;
+            let span_lens = state.chunks.read(file_id, &spans, bulk_out)?;
+            state.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
+            Ok(Response::Data { span_lens })
         }
         Request::TruncateChunks { file_id, size } => state.chunks.truncate(file_id, size).map(|_| Response::Ok),
         Request::RemoveChunks { file_id } => state.chunks.remove(file_id).map(|_| Response::Ok),

@@ -9,11 +9,11 @@
 //! chunk_size 524288           bytes, fixed for the instance's life
 //! mountdir /tmp/gust          the path prefix front ends serve
 //! check_parent 0              1: create/mkdir verify the parent directory exists
-//! daemon 0 node17 127.0.0.1:40111 /tmp/gust-root/d0/daemon.sock 4242
+//! daemon 0 node17 127.0.0.1:40111 /tmp/gust-root/d0/daemon.sock 4242 /tmp/gust-root/d0
 //! ```
 //!
 //! A daemon line is: id, host name, TCP address, Unix socket path ("-" if none),
-//! process id. Registration rewrites the whole file under a lock file and renames it
+//! process id, root directory. Paths with spaces are not supported. Registration rewrites the whole file under a lock file and renames it
 //! into place, so readers never see a half-written file.
 //!
 //! The secret lives next to the hosts file as `<hosts file>.secret` (mode 0600).
@@ -37,6 +37,8 @@ pub struct DaemonEntry {
     pub tcp_addr: String,
     pub uds_path: Option<PathBuf>,
     pub pid: u32,
+    /// The daemon's root directory on its node (for `gust stop` to clean up).
+    pub rootdir: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +115,7 @@ impl HostsFile {
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
         for d in &self.daemons {
             let uds = d.uds_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
-            s.push_str(&format!("daemon {} {} {} {} {}\n", d.id, d.host, d.tcp_addr, uds, d.pid));
+            s.push_str(&format!("daemon {} {} {} {} {} {}\n", d.id, d.host, d.tcp_addr, uds, d.pid, d.rootdir.display()));
         }
         s
     }
@@ -142,8 +144,8 @@ impl HostsFile {
                 "check_parent" => h.check_parent = rest == "1",
                 "daemon" => {
                     let f: Vec<&str> = rest.split_whitespace().collect();
-                    if f.len() != 5 {
-                        return Err(perr(n, format!("daemon line needs 5 fields, has {}", f.len())));
+                    if f.len() != 6 {
+                        return Err(perr(n, format!("daemon line needs 6 fields, has {}", f.len())));
                     }
                     let id: u32 = f[0].parse().map_err(|_| perr(n, format!("bad daemon id '{}'", f[0])))?;
                     let pid: u32 = f[4].parse().map_err(|_| perr(n, format!("bad pid '{}'", f[4])))?;
@@ -156,6 +158,7 @@ impl HostsFile {
                         tcp_addr: f[2].to_string(),
                         uds_path: if f[3] == "-" { None } else { Some(PathBuf::from(f[3])) },
                         pid,
+                        rootdir: PathBuf::from(f[5]),
                     });
                 }
                 other => return Err(perr(n, format!("unknown key '{other}'"))),
@@ -250,13 +253,14 @@ mod tests {
     #[test]
     fn render_parse_roundtrip() {
         let mut h = HostsFile::new(new_instance_id(), 524288, "/tmp/gust".into(), true);
-        h.daemons.push(DaemonEntry { id: 1, host: "n1".into(), tcp_addr: "127.0.0.1:2".into(), uds_path: None, pid: 9 });
+        h.daemons.push(DaemonEntry { id: 1, host: "n1".into(), tcp_addr: "127.0.0.1:2".into(), uds_path: None, pid: 9, rootdir: "/r1".into() });
         h.daemons.push(DaemonEntry {
             id: 0,
             host: "n0".into(),
             tcp_addr: "127.0.0.1:1".into(),
             uds_path: Some("/x/s".into()),
             pid: 8,
+            rootdir: "/r0".into(),
         });
         let p = Path::new("h");
         let back = HostsFile::parse(p, &h.render()).unwrap();
@@ -271,7 +275,7 @@ mod tests {
         assert!(HostsFile::parse(Path::new("h"), "hello\n").is_err());
         let bad = format!("{FORMAT_LINE}\ninstance x\nchunk_size 4096\ndaemon 0 a b\n");
         let e = HostsFile::parse(Path::new("h"), &bad).unwrap_err().to_string();
-        assert!(e.contains("5 fields"), "{e}");
+        assert!(e.contains("6 fields"), "{e}");
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub enum Request {
     HasChildren { dir: String },
     /// One page of all descendant records of `dir` held by this daemon, keys > `after`.
     ScanTree { dir: String, after: Option<Vec<u8>>, max_entries: u32 },
+    /// Put records that must not exist yet, all or none (directory rename's first
+    /// phase). EEXIST if any is present.
+    PutRecords { records: Vec<(String, Record)> },
     /// Remove these records if present (directory rename's second phase).
     RemoveRecords { paths: Vec<String> },
     /// Write the bulk section: spans in order, their bytes concatenated.
@@ -113,8 +116,10 @@ pub enum Response {
     Bool(bool),
     Tree { records: Vec<(String, Record)>, last_key: Option<Vec<u8>>, done: bool },
     Written(u64),
-    /// Data follows in the bulk section.
-    Data,
+    /// Data follows in the bulk section: for each requested span, `span_lens[i]`
+    /// bytes (fewer than asked where the daemon's local file ends; the client fills
+    /// the rest with zeros, so holes and short chunks never cross the wire).
+    Data { span_lens: Vec<u32> },
     StatFs { total_bytes: u64, free_bytes: u64, avail_bytes: u64, files: u64 },
     Stats(DaemonStats),
 }
@@ -146,18 +151,19 @@ impl Request {
             Request::Fsync { .. } => 17,
             Request::StatFs => 18,
             Request::Stats => 19,
+            Request::PutRecords { .. } => 20,
         }
     }
 }
 
 /// Highest op code; codes are 1..=OP_MAX.
-pub const OP_MAX: u16 = 19;
+pub const OP_MAX: u16 = 20;
 
 pub fn op_name(op: u16) -> &'static str {
     const NAMES: [&str; OP_MAX as usize + 1] = [
         "?", "ping", "create", "stat", "remove", "update_size", "truncate", "set_attr", "put_record", "readdir",
         "has_children", "scan_tree", "remove_records", "write", "read", "truncate_chunks", "remove_chunks", "fsync",
-        "statfs", "stats",
+        "statfs", "stats", "put_records",
     ];
     NAMES.get(op as usize).copied().unwrap_or("?")
 }

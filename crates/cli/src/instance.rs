@@ -1,0 +1,368 @@
+//! Starting, stopping and inspecting an instance on this machine.
+
+use clap::Args;
+use gust_client::{Client, ClientOptions};
+use gust_hosts::HostsFile;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn default_rootdir() -> PathBuf {
+    let user = std::env::var("USER").unwrap_or_else(|_| format!("uid{}", unsafe { libc::getuid() }));
+    PathBuf::from(format!("/tmp/gustfs-{user}"))
+}
+
+#[derive(Args, Clone)]
+pub struct InstanceArgs {
+    /// Hosts file of the instance [default: $GUST_HOSTS_FILE, else <rootdir>/gust.hosts]
+    #[arg(long)]
+    pub hosts_file: Option<PathBuf>,
+    /// Root directory given to `gust start` [default: /tmp/gustfs-$USER]
+    #[arg(long)]
+    pub rootdir: Option<PathBuf>,
+}
+
+impl InstanceArgs {
+    pub fn hosts_path(&self) -> PathBuf {
+        if let Some(h) = &self.hosts_file {
+            return h.clone();
+        }
+        if let Some(r) = &self.rootdir {
+            return r.join("gust.hosts");
+        }
+        if let Some(h) = std::env::var_os("GUST_HOSTS_FILE") {
+            return PathBuf::from(h);
+        }
+        default_rootdir().join("gust.hosts")
+    }
+
+    pub fn client(&self) -> Result<Client, String> {
+        let p = self.hosts_path();
+        if !p.exists() {
+            return Err(format!("no instance: hosts file {} does not exist (start one with `gust start`)", p.display()));
+        }
+        Client::open_instance(&p, ClientOptions::from_env())
+    }
+}
+
+#[derive(Args)]
+pub struct StartArgs {
+    /// Number of daemons to start on this machine.
+    #[arg(long, default_value_t = 1)]
+    local: u32,
+    /// Directory under which each daemon gets a root directory d0, d1, ...
+    #[arg(long)]
+    rootdir: Option<PathBuf>,
+    /// Path prefix the preload library and tools serve from GustFS.
+    #[arg(long, default_value = "/gustfs")]
+    mountdir: String,
+    /// Hosts file [default: <rootdir>/gust.hosts]
+    #[arg(long)]
+    hosts_file: Option<PathBuf>,
+    #[arg(long, value_parser = crate::parse_size, default_value = "512KiB")]
+    chunk_size: u64,
+    /// First TCP port; daemons use consecutive ports. Default: free ports.
+    #[arg(long)]
+    port: Option<u16>,
+    /// create/mkdir check that the parent directory exists (one more RPC each).
+    #[arg(long)]
+    check_parent: bool,
+    /// Seconds to wait for every daemon to answer.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    /// Replace a stale hosts file and root directories left by an instance that is
+    /// no longer running.
+    #[arg(long)]
+    force: bool,
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence.
+    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let t = fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<&str> = t.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+pub fn start(a: StartArgs) -> Result<(), String> {
+    if a.local == 0 {
+        return Err("--local must be at least 1".into());
+    }
+    let rootdir = a.rootdir.clone().unwrap_or_else(default_rootdir);
+    let hosts_path = a.hosts_file.clone().unwrap_or_else(|| rootdir.join("gust.hosts"));
+    if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX).contains(&a.chunk_size) {
+        return Err(format!(
+            "--chunk-size must be between {} and {} bytes",
+            gust_placement::CHUNK_SIZE_BYTES_MIN,
+            gust_placement::CHUNK_SIZE_BYTES_MAX
+        ));
+    }
+    if hosts_path.exists() {
+        let old = HostsFile::load(&hosts_path).map_err(|e| format!("{e} (not a GustFS hosts file? refusing to overwrite it)"))?;
+        let alive: Vec<u32> = old.daemons.iter().filter(|d| d.host == gust_hosts::this_host() && pid_alive(d.pid)).map(|d| d.pid).collect();
+        if !alive.is_empty() {
+            return Err(format!(
+                "instance {} is already running with hosts file {} (daemon pids {alive:?}); stop it first with `gust stop`",
+                old.instance,
+                hosts_path.display()
+            ));
+        }
+        if !a.force {
+            return Err(format!(
+                "stale hosts file {} of instance {} (no daemon running); pass --force to replace it and its root directories",
+                hosts_path.display(),
+                old.instance
+            ));
+        }
+        for d in &old.daemons {
+            let _ = fs::remove_dir_all(&d.rootdir);
+        }
+        let _ = fs::remove_file(&hosts_path);
+    }
+    fs::create_dir_all(&rootdir).map_err(|e| format!("cannot create root directory {}: {e}", rootdir.display()))?;
+    if let Some(parent) = hosts_path.parent() {
+        fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    // Create the instance (header and secret) before any daemon, so all join it.
+    let hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
+    hosts.store(&hosts_path).map_err(|e| e.to_string())?;
+    gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
+
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
+    let mut children = Vec::new();
+    for i in 0..a.local {
+        let droot = rootdir.join(format!("d{i}"));
+        if droot.exists() {
+            fs::remove_dir_all(&droot).map_err(|e| format!("cannot clean {}: {e}", droot.display()))?;
+        }
+        fs::create_dir_all(&droot).map_err(|e| format!("cannot create {}: {e}", droot.display()))?;
+        let log_path = rootdir.join(format!("d{i}.log"));
+        let log = fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let listen = match a.port {
+            Some(p) => format!("127.0.0.1:{}", p as u32 + i),
+            None => "127.0.0.1:0".to_string(),
+        };
+        let mut cmd = Command::new(&exe);
+        cmd.arg("daemon")
+            .arg("--rootdir")
+            .arg(&droot)
+            .arg("--mountdir")
+            .arg(&a.mountdir)
+            .arg("--hosts-file")
+            .arg(&hosts_path)
+            .arg("--listen")
+            .arg(&listen)
+            .arg("--id")
+            .arg(i.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log);
+        // Detach from our session so the daemons outlive this command.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| format!("cannot start daemon {i}: {e}"))?;
+        children.push((i, child, log_path));
+    }
+    // Wait until every daemon has registered and answers.
+    let deadline = Instant::now() + Duration::from_secs(a.timeout);
+    loop {
+        for (i, c, log) in children.iter_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                let msg = tail(log, 5);
+                kill_children(&mut children_pids(&hosts_path));
+                return Err(format!("daemon {i} exited ({st}) during start-up; its log {}:\n{msg}", log.display()));
+            }
+        }
+        if let Ok(h) = HostsFile::load(&hosts_path) {
+            if h.is_complete(a.local as usize) {
+                if let Ok(c) = Client::open_instance(&hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false }) {
+                    if (0..a.local).all(|d| c.ping(d).is_ok()) {
+                        break;
+                    }
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            for (_, c, _) in children.iter_mut() {
+                let _ = c.kill();
+            }
+            return Err(format!("daemons did not all answer within {} s; see the logs in {}", a.timeout, rootdir.display()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let h = HostsFile::load(&hosts_path).map_err(|e| e.to_string())?;
+    eprintln!("gust: instance {} up: {} daemon(s), chunk size {} bytes, hosts file {}", h.instance, a.local, a.chunk_size, hosts_path.display());
+    print_env(&hosts_path, &h);
+    Ok(())
+}
+
+fn children_pids(hosts_path: &Path) -> Vec<u32> {
+    HostsFile::load(hosts_path).map(|h| h.daemons.iter().map(|d| d.pid).collect()).unwrap_or_default()
+}
+
+fn kill_children(pids: &mut [u32]) {
+    for p in pids {
+        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+    }
+}
+
+fn print_env(hosts_path: &Path, h: &HostsFile) {
+    let abs = fs::canonicalize(hosts_path).unwrap_or_else(|_| hosts_path.to_path_buf());
+    println!("export GUST_HOSTS_FILE={}", abs.display());
+    println!("export GUST_MOUNTDIR={}", h.mountdir);
+}
+
+pub fn env(a: InstanceArgs) -> Result<(), String> {
+    let p = a.hosts_path();
+    let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running? `gust start`)"))?;
+    print_env(&p, &h);
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    inst: InstanceArgs,
+    /// Keep the daemons' root directories (data and metadata) and the hosts file.
+    #[arg(long)]
+    keep: bool,
+}
+
+pub fn stop(a: StopArgs) -> Result<(), String> {
+    let p = a.inst.hosts_path();
+    let h = HostsFile::load(&p).map_err(|e| format!("{e} (nothing to stop?)"))?;
+    let me = gust_hosts::this_host();
+    let mut waiting = Vec::new();
+    for d in &h.daemons {
+        if d.host != me {
+            eprintln!("gust: daemon {} runs on {}; stop it there", d.id, d.host);
+            continue;
+        }
+        if pid_alive(d.pid) {
+            unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
+            waiting.push(d.pid);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while waiting.iter().any(|&p| pid_alive(p) && !is_zombie(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for &p in &waiting {
+        if pid_alive(p) && !is_zombie(p) {
+            eprintln!("gust: daemon pid {p} did not stop within 10 s; killing it");
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+    }
+    if !a.keep {
+        for d in &h.daemons {
+            if d.host == me {
+                let _ = fs::remove_dir_all(&d.rootdir);
+            }
+        }
+        for suffix in ["", ".secret", ".lock"] {
+            let _ = fs::remove_file(format!("{}{suffix}", p.display()));
+        }
+    }
+    eprintln!("gust: instance {} stopped{}", h.instance, if a.keep { " (data kept)" } else { "" });
+    Ok(())
+}
+
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.split_whitespace().nth(2) == Some("Z")).unwrap_or(true)
+}
+
+fn human(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1} {}", units[i])
+}
+
+pub fn status(a: InstanceArgs) -> Result<(), String> {
+    let p = a.hosts_path();
+    let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
+    let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
+    println!("instance {}  chunk size {}  mountdir {}  hosts file {}", h.instance, human(h.chunk_size_bytes), h.mountdir, p.display());
+    println!("{:>3} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}", "id", "address", "pid", "state", "requests", "creates", "stats", "used", "free");
+    let mut down = 0;
+    for d in &h.daemons {
+        match (c.daemon_stats(d.id), c.daemon_statfs(d.id)) {
+            (Ok(s), Ok(fs)) => {
+                let total: u64 = s.ops.iter().map(|x| x.1).sum();
+                let get = |n: &str| s.ops.iter().find(|x| x.0 == n).map(|x| x.1).unwrap_or(0);
+                println!(
+                    "{:>3} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
+                    d.id,
+                    d.tcp_addr,
+                    d.pid,
+                    "up",
+                    total,
+                    get("create"),
+                    get("stat"),
+                    human(fs.total_bytes - fs.free_bytes),
+                    human(fs.avail_bytes)
+                );
+            }
+            _ => {
+                down += 1;
+                println!("{:>3} {:<22} {:>8} {:<5}", d.id, d.tcp_addr, d.pid, "DOWN");
+            }
+        }
+    }
+    if down > 0 {
+        return Err(format!("{down} daemon(s) not answering"));
+    }
+    Ok(())
+}
+
+pub fn ls(a: InstanceArgs, path: &str) -> Result<(), String> {
+    let c = a.client()?;
+    let p = c.internal_path(path).unwrap_or_else(|| path.to_string());
+    let mut names: Vec<(String, char)> = Vec::new();
+    for e in c.opendir(&p).map_err(|e| format!("{path}: {e}"))? {
+        let e = e.map_err(|e| format!("{path}: {e}"))?;
+        let k = match e.kind {
+            gust_client::Kind::Dir => '/',
+            gust_client::Kind::Symlink => '@',
+            gust_client::Kind::File => ' ',
+        };
+        names.push((e.name, k));
+    }
+    names.sort();
+    let mut out = std::io::stdout().lock();
+    for (n, k) in names {
+        let _ = writeln!(out, "{n}{}", if k == ' ' { String::new() } else { k.to_string() });
+    }
+    Ok(())
+}
+
+pub fn cat(a: InstanceArgs, path: &str) -> Result<(), String> {
+    let c = a.client()?;
+    let p = c.internal_path(path).unwrap_or_else(|| path.to_string());
+    let fd = c.open(&p, libc::O_RDONLY, 0).map_err(|e| format!("{path}: {e}"))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut out = std::io::stdout().lock();
+    loop {
+        let n = c.read(fd, &mut buf).map_err(|e| format!("{path}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+    }
+    let _ = c.close(fd);
+    Ok(())
+}

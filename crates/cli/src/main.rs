@@ -1,0 +1,118 @@
+//! `gust`: the one command a person types. This crate only wires the others.
+
+mod bench;
+mod instance;
+mod stage;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "gust", version, about = "GustFS: an ad hoc burst-buffer file system for HPC jobs")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Parses sizes like 4096, 4k, 512KiB, 1M, 2g.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("bad size unit in '{s}' (use k, m, g)")),
+    };
+    n.checked_mul(mult).ok_or(format!("size '{s}' too large"))
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one daemon in the foreground.
+    Daemon {
+        #[arg(long)]
+        rootdir: PathBuf,
+        #[arg(long, default_value = "/gustfs")]
+        mountdir: String,
+        #[arg(long)]
+        hosts_file: PathBuf,
+        /// TCP address to serve; port 0 picks a free port.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Chunk size of a new instance (must match an existing one).
+        #[arg(long, value_parser = parse_size)]
+        chunk_size: Option<u64>,
+        /// Discard the root directory's previous contents.
+        #[arg(long)]
+        clean_rootdir: bool,
+        /// Daemon id (0-based); default: the one recorded in the root directory,
+        /// or the next free id.
+        #[arg(long)]
+        id: Option<u32>,
+        /// For a new instance: create/mkdir check that the parent directory exists.
+        #[arg(long)]
+        check_parent: bool,
+    },
+    /// Start an instance: N daemons on this machine.
+    Start(instance::StartArgs),
+    /// Stop an instance's daemons and remove their data (unless --keep).
+    Stop(instance::StopArgs),
+    /// Show each daemon's address, health, operation counts and capacity.
+    Status(instance::InstanceArgs),
+    /// Print the shell exports a client needs: eval "$(gust env)".
+    Env(instance::InstanceArgs),
+    /// List a directory in GustFS.
+    Ls {
+        path: String,
+        #[command(flatten)]
+        inst: instance::InstanceArgs,
+    },
+    /// Print a GustFS file to stdout.
+    Cat {
+        path: String,
+        #[command(flatten)]
+        inst: instance::InstanceArgs,
+    },
+    /// Copy between a local (parallel) file system and GustFS, in parallel.
+    Stage(stage::StageArgs),
+    /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Daemon { rootdir, mountdir, hosts_file, listen, chunk_size, clean_rootdir, id, check_parent } => {
+            gust_daemon::run(gust_daemon::DaemonConfig {
+                rootdir,
+                mountdir,
+                hosts_file,
+                listen,
+                chunk_size_bytes: chunk_size,
+                clean_rootdir,
+                id,
+                check_parent,
+            })
+        }
+        Cmd::Start(a) => instance::start(a),
+        Cmd::Stop(a) => instance::stop(a),
+        Cmd::Status(a) => instance::status(a),
+        Cmd::Env(a) => instance::env(a),
+        Cmd::Ls { path, inst } => instance::ls(inst, &path),
+        Cmd::Cat { path, inst } => instance::cat(inst, &path),
+        Cmd::Stage(a) => stage::run(a),
+        Cmd::Bench(a) => bench::run(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gust: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
