@@ -1,0 +1,100 @@
+//! Harness for the end-to-end tests: start an instance of real `gust daemon`
+//! processes on loopback in a temporary directory, connect a client, stop on drop.
+
+use gust_client::{Client, ClientOptions};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The `gust` binary of this build (target/<profile>/gust).
+pub fn gust_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("GUST_BIN") {
+        return PathBuf::from(p);
+    }
+    // Test executables live in target/<profile>/deps.
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let p = dir.join("gust");
+    assert!(p.exists(), "{} missing: build the workspace first (cargo build --release)", p.display());
+    p
+}
+
+pub struct Instance {
+    pub dir: tempfile::TempDir,
+    pub hosts: PathBuf,
+    pub daemons: u32,
+    stopped: bool,
+}
+
+impl Instance {
+    /// Starts `n` daemons with the default chunk size.
+    pub fn start(n: u32) -> Instance {
+        Self::start_with(n, &[])
+    }
+
+    /// Starts `n` daemons; `extra` are more `gust start` arguments
+    /// (e.g. ["--chunk-size", "4k", "--check-parent"]).
+    pub fn start_with(n: u32, extra: &[&str]) -> Instance {
+        let dir = tempfile::Builder::new().prefix("gust-e2e").tempdir_in("/tmp").expect("tempdir");
+        let hosts = dir.path().join("gust.hosts");
+        let out = Command::new(gust_bin())
+            .args(["start", "--local", &n.to_string(), "--rootdir"])
+            .arg(dir.path())
+            .args(["--mountdir", "/gustfs"])
+            .args(extra)
+            .output()
+            .expect("run gust start");
+        assert!(out.status.success(), "gust start failed: {}", String::from_utf8_lossy(&out.stderr));
+        Instance { dir, hosts, daemons: n, stopped: false }
+    }
+
+    pub fn client(&self) -> Client {
+        self.client_with(ClientOptions::default())
+    }
+
+    pub fn client_with(&self, o: ClientOptions) -> Client {
+        Client::open_instance(&self.hosts, o).expect("client")
+    }
+
+    pub fn hosts_file(&self) -> gust_hosts::HostsFile {
+        gust_hosts::HostsFile::load(&self.hosts).expect("hosts file")
+    }
+
+    pub fn daemon_pid(&self, id: u32) -> u32 {
+        self.hosts_file().daemons[id as usize].pid
+    }
+
+    pub fn rootdir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `gust ARGS` with this instance's hosts file in the environment.
+    pub fn gust(&self, args: &[&str]) -> std::process::Output {
+        Command::new(gust_bin()).args(args).env("GUST_HOSTS_FILE", &self.hosts).output().expect("run gust")
+    }
+
+    pub fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            let _ = Command::new(gust_bin()).arg("stop").arg("--hosts-file").arg(&self.hosts).output();
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Waits until `f` is true or the timeout passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
