@@ -117,11 +117,18 @@ pub struct StatFs {
 
 /// One open file description; shared by descriptors made with `dup`.
 struct OpenFile {
-    path: String,
+    /// Current path: rename through this client rewrites it (see `rename`).
+    path: RwLock<String>,
     file_id: u128,
     kind: FileKind,
     flags: i32,
     offset: Mutex<u64>,
+}
+
+impl OpenFile {
+    fn path(&self) -> String {
+        self.path.read().unwrap().clone()
+    }
 }
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.
@@ -431,13 +438,13 @@ impl Client {
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }
-        if rec.kind == FileKind::Dir && (writable || flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY == 0 && writable) {
+        if rec.kind == FileKind::Dir && (writable || flags & libc::O_CREAT != 0) {
             return Err(Errno(libc::EISDIR));
         }
         if flags & libc::O_TRUNC != 0 && writable && rec.kind == FileKind::File && rec.size > 0 {
             self.truncate_resolved(&p, 0)?;
         }
-        self.install(OpenFile { path: p, file_id: rec.file_id, kind: rec.kind, flags, offset: Mutex::new(0) })
+        self.install(OpenFile { path: RwLock::new(p), file_id: rec.file_id, kind: rec.kind, flags, offset: Mutex::new(0) })
     }
 
     fn install(&self, f: OpenFile) -> Result<i32> {
@@ -480,7 +487,7 @@ impl Client {
     /// Path (inside the file system) and open flags of a descriptor.
     pub fn fd_info(&self, fd: i32) -> Result<(String, i32)> {
         let f = self.file(fd)?;
-        Ok((f.path.clone(), f.flags))
+        Ok((f.path(), f.flags))
     }
 
     pub fn read(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
@@ -547,7 +554,7 @@ impl Client {
             let d = self.dist.locate_chunk(f.file_id, s.chunk);
             per_daemon.entry(d).or_default().push((Span { offset: s.file_offset, len: s.len as u32 }, (s.file_offset - offset) as usize));
         }
-        let mut calls = vec![Call { daemon: self.md_daemon(&f.path), req: Request::Stat { path: f.path.clone() }, bulk: Vec::new() }];
+        let mut calls = vec![Call { daemon: self.md_daemon(&f.path()), req: Request::Stat { path: f.path() }, bulk: Vec::new() }];
         let order: Vec<u32> = per_daemon.keys().copied().collect();
         for d in &order {
             calls.push(Call {
@@ -597,11 +604,13 @@ impl Client {
     }
 
     fn check_writable(f: &OpenFile) -> Result<()> {
-        if f.kind == FileKind::Dir {
-            return Err(Errno(libc::EISDIR));
-        }
+        // Linux checks the access mode first: write(2) on a directory opened
+        // read-only is EBADF.
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return Err(Errno(libc::EBADF));
+        }
+        if f.kind == FileKind::Dir {
+            return Err(Errno(libc::EISDIR));
         }
         Ok(())
     }
@@ -609,13 +618,13 @@ impl Client {
     /// Returns (offset written at, bytes written).
     fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
-        let md = self.md_daemon(&f.path);
+        let md = self.md_daemon(&f.path());
         let append = f.flags & libc::O_APPEND != 0;
         let start = if append {
             // Reserve the range first: two appenders never get the same offset.
             match self.transport.call(
                 md,
-                Request::UpdateSize { path: f.path.clone(), end: 0, append_len: Some(buf.len() as u64), mtime_ns: now_ns() },
+                Request::UpdateSize { path: f.path(), file_id: f.file_id, end: 0, append_len: Some(buf.len() as u64), mtime_ns: now_ns() },
             )? {
                 Response::Offset(o) => o,
                 r => return Err(unexpected(r)),
@@ -648,7 +657,7 @@ impl Client {
                 // The size update travels with the data, not after it.
                 calls.push(Call {
                     daemon: md,
-                    req: Request::UpdateSize { path: f.path.clone(), end: at + window as u64, append_len: None, mtime_ns: now_ns() },
+                    req: Request::UpdateSize { path: f.path(), file_id: f.file_id, end: at + window as u64, append_len: None, mtime_ns: now_ns() },
                     bulk: Vec::new(),
                 });
             }
@@ -663,7 +672,7 @@ impl Client {
     pub fn lseek(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
         let f = self.file(fd)?;
         let mut off = f.offset.lock().unwrap();
-        let size = || -> Result<u64> { Ok(self.get_record(&f.path)?.size) };
+        let size = || -> Result<u64> { Ok(self.get_record(&f.path())?.size) };
         let new: i64 = match whence {
             libc::SEEK_SET => offset,
             libc::SEEK_CUR => (*off as i64).checked_add(offset).ok_or(Errno(libc::EOVERFLOW))?,
@@ -695,7 +704,7 @@ impl Client {
 
     pub fn fstat(&self, fd: i32) -> Result<Stat> {
         let f = self.file(fd)?;
-        let r = self.get_record(&f.path)?;
+        let r = self.get_record(&f.path())?;
         Ok(Stat::from_record(&r, self.chunk_size))
     }
 
@@ -811,15 +820,15 @@ impl Client {
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return Err(Errno(libc::EINVAL));
         }
-        self.truncate_resolved(&f.path, size)
+        self.truncate_resolved(&f.path(), size)
     }
 
     /// Makes the file's data and the metadata log durable on every daemon involved.
     pub fn fsync(&self, fd: i32) -> Result<()> {
         let f = self.file(fd)?;
-        let r = self.get_record(&f.path)?;
+        let r = self.get_record(&f.path())?;
         let mut daemons = if r.size > 0 { self.dist.daemons_for_chunks(f.file_id, 0, (r.size - 1) / self.chunk_size) } else { Vec::new() };
-        let md = self.md_daemon(&f.path);
+        let md = self.md_daemon(&f.path());
         if !daemons.contains(&md) {
             daemons.push(md);
         }
@@ -923,8 +932,31 @@ impl Client {
             if new.starts_with(&format!("{old}/")) {
                 return Err(Errno(libc::EINVAL));
             }
-            return self.rename_dir(&old, &new, r);
+            self.rename_dir(&old, &new, r)?;
+        } else {
+            self.rename_file(&old, &new, r)?;
         }
+        self.retarget_open_files(&old, &new);
+        Ok(())
+    }
+
+    /// Descriptors of this client open on `old` (or below it) follow the rename,
+    /// as POSIX descriptors follow the file. Other processes' descriptors keep the
+    /// old path and get ENOENT or ESTALE (docs/SEMANTICS.md).
+    fn retarget_open_files(&self, old: &str, new: &str) {
+        let prefix = format!("{old}/");
+        for f in self.files.read().unwrap().values() {
+            let mut p = f.path.write().unwrap();
+            if *p == old {
+                *p = new.to_string();
+            } else if p.starts_with(&prefix) {
+                *p = format!("{new}{}", &p[old.len()..]);
+            }
+        }
+    }
+
+    fn rename_file(&self, old: &str, new: &str, r: Record) -> Result<()> {
+        let (old, new) = (old.to_string(), new.to_string());
         self.check_parent(&new)?;
         let mut moved = r.clone();
         moved.ctime_ns = now_ns();

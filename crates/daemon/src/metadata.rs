@@ -280,13 +280,19 @@ impl MetadataStore {
 
     /// Grows the size to at least `end`; with `append_len`, reserves bytes at the end
     /// and returns their offset.
-    pub fn update_size(&self, path: &str, end: u64, append_len: Option<u64>, mtime_ns: i64) -> Res<u64> {
+    pub fn update_size(&self, path: &str, file_id: u128, end: u64, append_len: Option<u64>, mtime_ns: i64) -> Res<u64> {
         if path == "/" {
             return Err(libc::EISDIR);
         }
         let key = key_of(path);
         match append_len {
             None => {
+                // An existence check (a memtable or bloom-filtered lookup), not a
+                // read-modify-write: the size change itself is still a merge.
+                let rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+                if rec.file_id != file_id {
+                    return Err(libc::ESTALE);
+                }
                 self.db.merge_opt(&key, grow_operand(end, mtime_ns), &self.write_opts).map_err(Self::db_err)?;
                 Ok(end)
             }
@@ -295,6 +301,9 @@ impl MetadataStore {
                 // reservations; plain writers' merges stay lock-free and commute.
                 let _g = self.lock(&key);
                 let rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+                if rec.file_id != file_id {
+                    return Err(libc::ESTALE);
+                }
                 let offset = rec.size;
                 let new_end = offset.checked_add(len).ok_or(libc::EFBIG)?;
                 self.db.merge_opt(&key, grow_operand(new_end, mtime_ns), &self.write_opts).map_err(Self::db_err)?;
@@ -515,13 +524,17 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = MetadataStore::open(d.path()).unwrap();
         s.create("/f", &rec(FileKind::File), true).unwrap();
-        s.update_size("/f", 100, None, 5).unwrap();
-        s.update_size("/f", 50, None, 6).unwrap();
+        s.update_size("/f", 7, 100, None, 5).unwrap();
+        s.update_size("/f", 7, 50, None, 6).unwrap();
         assert_eq!(s.get("/f").unwrap().unwrap().size, 100);
-        assert_eq!(s.update_size("/f", 0, Some(10), 7).unwrap(), 100);
+        assert_eq!(s.update_size("/f", 7, 0, Some(10), 7).unwrap(), 100);
         assert_eq!(s.get("/f").unwrap().unwrap().size, 110);
+        assert_eq!(s.update_size("/f", 8, 500, None, 8), Err(libc::ESTALE));
         s.remove("/f", false).unwrap();
-        s.update_size("/f", 500, None, 8).unwrap();
+        assert_eq!(s.update_size("/f", 7, 500, None, 8), Err(libc::ENOENT));
+        // A merge racing the removal (checked before, merged after) leaves a
+        // tombstone, never a resurrected record.
+        s.db.merge(key_of("/f"), grow_operand(500, 9)).unwrap();
         assert_eq!(s.get("/f").unwrap(), None);
         // A new file at the same path starts clean.
         s.create("/f", &rec(FileKind::File), true).unwrap();

@@ -275,9 +275,9 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
             validate_path(&path)?;
             md.remove(&path, kind == gust_proto::RemoveKind::Dir).map(Response::Record)
         }
-        Request::UpdateSize { path, end, append_len, mtime_ns } => {
+        Request::UpdateSize { path, file_id, end, append_len, mtime_ns } => {
             validate_path(&path)?;
-            md.update_size(&path, end, append_len, mtime_ns).map(Response::Offset)
+            md.update_size(&path, file_id, end, append_len, mtime_ns).map(Response::Offset)
         }
         Request::Truncate { path, size, mtime_ns } => {
             validate_path(&path)?;

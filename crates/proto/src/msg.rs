@@ -56,8 +56,10 @@ pub enum Request {
     Remove { path: String, kind: RemoveKind },
     /// Grow the size to at least `end` (a merge, never a read-modify-write).
     /// With `append_len`, atomically reserve `append_len` bytes at the current end
-    /// and return the reserved offset (O_APPEND).
-    UpdateSize { path: String, end: u64, append_len: Option<u64>, mtime_ns: i64 },
+    /// and return the reserved offset (O_APPEND). ENOENT if the path is gone,
+    /// ESTALE if it now names another file than `file_id`, so a write through a
+    /// stale descriptor fails instead of growing the wrong file.
+    UpdateSize { path: String, file_id: u128, end: u64, append_len: Option<u64>, mtime_ns: i64 },
     /// Set the size exactly; returns the record as it was before.
     Truncate { path: String, size: u64, mtime_ns: i64 },
     SetAttr { path: String, mode: Option<u32>, atime_ns: Option<i64>, mtime_ns: Option<i64>, ctime_ns: i64 },
