@@ -566,9 +566,8 @@ impl Client {
         let mut answers = self.transport.batch(calls).into_iter();
         let size = match answers.next().expect("stat answer")? {
             (Response::Record(r), _) if r.file_id == f.file_id => r.size,
-            // The path now names another file (renamed or replaced): fall back to the
-            // data we can see, bounded by what the chunk daemons hold.
-            (Response::Record(_), _) => u64::MAX,
+            // The path now names another file (renamed or replaced by another process).
+            (Response::Record(_), _) => return Err(Errno(libc::ESTALE)),
             (r, _) => return Err(unexpected(r)),
         };
         let mut first_err = None;
@@ -596,9 +595,6 @@ impl Client {
         }
         if let Some(e) = first_err {
             return Err(e);
-        }
-        if size == u64::MAX {
-            return Ok(buf.len());
         }
         Ok(size.saturating_sub(offset).min(len) as usize)
     }
