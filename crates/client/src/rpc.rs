@@ -20,6 +20,22 @@ use std::time::Duration;
 /// Idle connections kept per daemon; more may be open while in use.
 const IDLE_CONNECTIONS_MAX: usize = 16;
 
+/// Bumped in every child after fork (pthread_atfork), so pools can tell that their
+/// connections belong to the parent without a getpid syscall per RPC.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+fn register_fork_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a handler that only touches an atomic.
+    ONCE.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    });
+}
+
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
@@ -75,7 +91,7 @@ pub(crate) struct Conn {
 pub(crate) struct DaemonLink {
     pub entry: DaemonEntry,
     use_uds: bool,
-    idle: Mutex<(u32, Vec<Conn>)>, // (pid that opened them, connections)
+    idle: Mutex<(u64, Vec<Conn>)>, // (fork generation that opened them, connections)
 }
 
 pub(crate) struct Transport {
@@ -100,12 +116,13 @@ pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
 
 impl Transport {
     pub fn new(entries: Vec<DaemonEntry>, secret: Vec<u8>, timeout: Duration, force_tcp: bool) -> Self {
+        register_fork_handler();
         let me = gust_hosts::this_host();
         let links = entries
             .into_iter()
             .map(|e| {
                 let use_uds = !force_tcp && e.host == me && e.uds_path.as_ref().is_some_and(|p| p.exists());
-                DaemonLink { entry: e, use_uds, idle: Mutex::new((std::process::id(), Vec::new())) }
+                DaemonLink { entry: e, use_uds, idle: Mutex::new((FORK_GENERATION.load(Ordering::SeqCst), Vec::new())) }
             })
             .collect();
         Transport {
@@ -157,11 +174,15 @@ impl Transport {
     fn take(&self, daemon: u32) -> Result<Conn, Errno> {
         {
             let mut idle = self.links[daemon as usize].idle.lock().unwrap();
-            let pid = std::process::id();
-            if idle.0 != pid {
+            let generation = FORK_GENERATION.load(Ordering::Relaxed);
+            if idle.0 != generation {
                 // After fork the parent's sockets are shared: never use them here.
-                idle.1.clear();
-                idle.0 = pid;
+                // Forget them without closing: closing would not disturb the parent,
+                // but the descriptors may already be reused by the child.
+                for c in idle.1.drain(..) {
+                    std::mem::forget(c);
+                }
+                idle.0 = generation;
             }
             if let Some(c) = idle.1.pop() {
                 return Ok(c);
@@ -172,7 +193,7 @@ impl Transport {
 
     fn give_back(&self, daemon: u32, c: Conn) {
         let mut idle = self.links[daemon as usize].idle.lock().unwrap();
-        if idle.0 == std::process::id() && idle.1.len() < IDLE_CONNECTIONS_MAX {
+        if idle.0 == FORK_GENERATION.load(Ordering::Relaxed) && idle.1.len() < IDLE_CONNECTIONS_MAX {
             idle.1.push(c);
         }
     }
