@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 pub const CONNECTIONS_MAX: u64 = 1024;
 /// A peer must finish the handshake within this time.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Per-connection buffers above this size are released after each request.
+const BUFFER_KEEP_BYTES_MAX: usize = 4 << 20;
 /// Bound on scan_tree pages.
 const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
 
@@ -210,6 +212,13 @@ fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
         if let Err(e) = write_frame(&mut writer, op | OP_RESPONSE_BIT, id, &encode(&reply), out) {
             log(&format!("closing connection from {peer}: cannot send reply: {e}"));
             return;
+        }
+        // An idle connection should not pin a large transfer's buffers.
+        if bulk_in.capacity() > BUFFER_KEEP_BYTES_MAX {
+            bulk_in = Vec::new();
+        }
+        if bulk_out.capacity() > BUFFER_KEEP_BYTES_MAX {
+            bulk_out = Vec::new();
         }
     }
 }

@@ -223,6 +223,35 @@ mod tests {
             let op = rng.gen_range(0..=OP_MAX + 1);
             let _ = decode_request(op, &body);
         }
+        // Mutations of valid encodings of every request: flips, cuts, extensions.
+        let rec = Record { kind: FileKind::File, mode: 0o644, size: 1, file_id: 9, nlink: 1, ctime_ns: 1, mtime_ns: 2, atime_ns: 3, target: "t".into() };
+        let samples = vec![
+            Request::Ping,
+            Request::Create { path: "/a/b".into(), record: rec.clone(), exclusive: true },
+            Request::UpdateSize { path: "/a".into(), file_id: 3, end: 10, append_len: Some(4), mtime_ns: 5 },
+            Request::ReadDir { dir: "/".into(), after: Some("x".into()), max_entries: 10 },
+            Request::ScanTree { dir: "/d".into(), after: Some(vec![1, 2]), max_entries: 5 },
+            Request::PutRecords { records: vec![("/x".into(), rec.clone())] },
+            Request::Write { file_id: 1, spans: vec![Span { offset: 0, len: 4 }] },
+            Request::SetAttr { path: "/a".into(), mode: Some(1), atime_ns: None, mtime_ns: Some(2), ctime_ns: 3 },
+        ];
+        for s in &samples {
+            let enc = encode(s);
+            assert_eq!(&decode_request(s.op(), &enc).unwrap(), s);
+            for _ in 0..2_000 {
+                let mut m = enc.clone();
+                match rng.gen_range(0..3) {
+                    0 => {
+                        let i = rng.gen_range(0..m.len());
+                        m[i] ^= 1 << rng.gen_range(0..8);
+                    }
+                    1 => m.truncate(rng.gen_range(0..m.len())),
+                    _ => m.extend((0..rng.gen_range(1..16)).map(|_| rng.gen::<u8>())),
+                }
+                let _ = decode_request(s.op(), &m);
+                let _ = decode::<Reply>(&m);
+            }
+        }
         // A declared string length far past the body must fail, not allocate.
         let mut evil = encode(&Request::Stat { path: "x".into() });
         evil[4..12].copy_from_slice(&u64::MAX.to_le_bytes());
