@@ -104,7 +104,14 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     }
     if hosts_path.exists() {
         let old = HostsFile::load(&hosts_path).map_err(|e| format!("{e} (not a GustFS hosts file? refusing to overwrite it)"))?;
-        let alive: Vec<u32> = old.daemons.iter().filter(|d| d.host == gust_hosts::this_host() && pid_alive(d.pid)).map(|d| d.pid).collect();
+        // A daemon that exited but is not yet reaped (its parent, often init in a
+        // container, reaps lazily) is not running.
+        let alive: Vec<u32> = old
+            .daemons
+            .iter()
+            .filter(|d| d.host == gust_hosts::this_host() && pid_alive(d.pid) && !is_zombie(d.pid))
+            .map(|d| d.pid)
+            .collect();
         if !alive.is_empty() {
             return Err(format!(
                 "instance {} is already running with hosts file {} (daemon pids {alive:?}); stop it first with `gust stop`",

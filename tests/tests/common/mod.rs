@@ -1,0 +1,121 @@
+//! Helpers shared by the end-to-end test files (each file is its own crate and uses
+//! only some of them).
+#![allow(dead_code)]
+
+use gust_client::{Client, Result};
+use gust_e2e::Instance;
+
+/// Instance sizes every POSIX scenario runs on: one daemon, a few, and more daemons
+/// than a small file has chunks.
+pub const SIZES: [u32; 3] = [1, 3, 8];
+
+/// Runs `f` on a fresh instance of each size in `SIZES`, started with `extra`.
+pub fn each_size(extra: &[&str], f: impl Fn(&Instance, &Client)) {
+    for n in SIZES {
+        eprintln!("--- {n} daemon(s), options {extra:?}");
+        let inst = Instance::start_with(n, extra);
+        let c = inst.client();
+        f(&inst, &c);
+    }
+}
+
+/// The errno of a call that must fail.
+pub fn errno_of<T: std::fmt::Debug>(r: Result<T>) -> i32 {
+    match r {
+        Ok(v) => panic!("expected an error, got Ok({v:?})"),
+        Err(e) => e.0,
+    }
+}
+
+pub fn errname(e: i32) -> String {
+    format!("{} ({e})", std::io::Error::from_raw_os_error(e))
+}
+
+/// Asserts that `$call` fails with `$errno`.
+#[macro_export]
+macro_rules! assert_err {
+    ($call:expr, $errno:expr) => {{
+        let got = $crate::common::errno_of($call);
+        assert_eq!(
+            got,
+            $errno,
+            "{}: got {}, want {}",
+            stringify!($call),
+            $crate::common::errname(got),
+            $crate::common::errname($errno)
+        );
+    }};
+}
+
+/// Deterministic test bytes: different for each `seed` and offset.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Creates (or truncates) `path` and writes `data` to it.
+pub fn put(c: &Client, path: &str, data: &[u8]) {
+    let fd = c
+        .open(path, libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY, 0o644)
+        .unwrap_or_else(|e| panic!("open {path}: {e}"));
+    assert_eq!(
+        c.write(fd, data)
+            .unwrap_or_else(|e| panic!("write {path}: {e}")),
+        data.len()
+    );
+    c.close(fd).unwrap();
+}
+
+/// The whole content of `path`, read in one pread sized from stat.
+pub fn get(c: &Client, path: &str) -> Vec<u8> {
+    let size = c
+        .stat(path)
+        .unwrap_or_else(|e| panic!("stat {path}: {e}"))
+        .size as usize;
+    let fd = c
+        .open(path, libc::O_RDONLY, 0)
+        .unwrap_or_else(|e| panic!("open {path}: {e}"));
+    let mut buf = vec![0u8; size + 17];
+    let n = c
+        .pread(fd, &mut buf, 0)
+        .unwrap_or_else(|e| panic!("read {path}: {e}"));
+    c.close(fd).unwrap();
+    assert_eq!(n, size, "{path}: read returned {n} bytes, stat says {size}");
+    buf.truncate(n);
+    buf
+}
+
+/// Names in a directory, sorted.
+pub fn names(c: &Client, dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = c
+        .read_dir(dir)
+        .unwrap_or_else(|e| panic!("readdir {dir}: {e}"))
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    v.sort();
+    v
+}
+
+/// Sum of one op counter ("create", "stat", ...) over all daemons of `c`.
+pub fn op_total(c: &Client, op: &str) -> u64 {
+    (0..c.daemon_count()).map(|d| op_count(c, d, op)).sum()
+}
+
+pub fn op_count(c: &Client, d: u32, op: &str) -> u64 {
+    let s = c
+        .daemon_stats(d)
+        .unwrap_or_else(|e| panic!("stats of daemon {d}: {e}"));
+    s.ops
+        .iter()
+        .find(|x| x.0 == op)
+        .unwrap_or_else(|| panic!("daemon {d} has no counter {op}"))
+        .1
+}

@@ -1,0 +1,112 @@
+//! Metadata operations on small files cost exactly one RPC to exactly one daemon,
+//! measured by the daemons' own counters and by the client's.
+
+mod common;
+
+use gust_client::Client;
+use gust_e2e::Instance;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Every op counter of every daemon: (daemon, op) -> count.
+fn snapshot(c: &Client) -> BTreeMap<(u32, String), u64> {
+    let mut m = BTreeMap::new();
+    for d in 0..c.daemon_count() {
+        for (op, n) in c.daemon_stats(d).unwrap().ops {
+            m.insert((d, op), n);
+        }
+    }
+    m
+}
+
+/// Runs `f` and returns the (daemon, op) counters that moved, leaving out the
+/// "stats" requests the measurement itself makes, and the client's RPC count.
+fn measure(c: &Client, f: impl FnOnce()) -> (Vec<(u32, String, u64)>, u64) {
+    let before = snapshot(c);
+    let sent = c.rpcs_sent();
+    f();
+    let sent = c.rpcs_sent() - sent;
+    let after = snapshot(c);
+    let moved = after
+        .iter()
+        .filter(|((_, op), _)| op != "stats")
+        .filter_map(|((d, op), n)| {
+            let delta = n - before.get(&(*d, op.clone())).copied().unwrap_or(0);
+            (delta > 0).then(|| (*d, op.clone(), delta))
+        })
+        .collect();
+    (moved, sent)
+}
+
+fn assert_one_rpc(c: &Client, what: &str, want_op: &str, f: impl FnOnce()) -> u32 {
+    let (moved, sent) = measure(c, f);
+    assert_eq!(sent, 1, "{what}: the client sent {sent} RPCs");
+    assert_eq!(moved.len(), 1, "{what}: daemons served {moved:?}");
+    let (d, op, n) = &moved[0];
+    assert_eq!(
+        (op.as_str(), *n),
+        (want_op, 1),
+        "{what}: daemons served {moved:?}"
+    );
+    *d
+}
+
+#[test]
+fn create_stat_unlink_cost_one_rpc_each() {
+    for n in [1u32, 4, 16] {
+        eprintln!("--- {n} daemon(s)");
+        let inst = Instance::start(n);
+        let c = inst.client();
+        c.mkdir("/dir", 0o755).unwrap();
+        let mut daemons_hit = BTreeSet::new();
+        for i in 0..24 {
+            let p = format!("/dir/file-{i}");
+            let d_create = assert_one_rpc(&c, &format!("create {p}"), "create", || {
+                let fd = c.open(&p, libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+                c.close(fd).unwrap();
+            });
+            let d_stat = assert_one_rpc(&c, &format!("stat {p}"), "stat", || {
+                assert_eq!(c.stat(&p).unwrap().size, 0);
+            });
+            // open of an existing file, and fstat, are one RPC too.
+            let d_open = assert_one_rpc(&c, &format!("open {p}"), "stat", || {
+                let fd = c.open(&p, libc::O_RDONLY, 0).unwrap();
+                c.close(fd).unwrap();
+            });
+            let d_unlink = assert_one_rpc(&c, &format!("unlink {p}"), "remove", || {
+                c.unlink(&p).unwrap()
+            });
+            // Metadata of one path lives on one daemon.
+            assert_eq!([d_create, d_stat, d_open], [d_unlink; 3], "{p}");
+            daemons_hit.insert(d_create);
+            assert_err!(c.stat(&p), libc::ENOENT);
+        }
+        // Placement spreads paths: with several daemons, several are used.
+        if n > 1 {
+            assert!(
+                daemons_hit.len() > 1,
+                "all 24 paths hashed to daemons {daemons_hit:?}"
+            );
+        }
+        // mkdir is one RPC as well (no parent check by default).
+        assert_one_rpc(&c, "mkdir", "create", || {
+            c.mkdir("/dir/sub", 0o755).unwrap()
+        });
+    }
+}
+
+#[test]
+fn check_parent_costs_one_more_rpc() {
+    let inst = Instance::start_with(4, &["--check-parent"]);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let (moved, sent) = measure(&c, || {
+        let fd = c
+            .open("/d/f", libc::O_CREAT | libc::O_WRONLY, 0o644)
+            .unwrap();
+        c.close(fd).unwrap();
+    });
+    assert_eq!(sent, 2);
+    let ops: BTreeSet<&str> = moved.iter().map(|m| m.1.as_str()).collect();
+    assert_eq!(ops, BTreeSet::from(["create", "stat"]), "{moved:?}");
+    assert_eq!(moved.iter().map(|m| m.2).sum::<u64>(), 2);
+}
