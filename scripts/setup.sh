@@ -3,7 +3,7 @@
 # RocksDB comes from Debian (librocksdb-dev) instead of being compiled from source:
 # the same library, minutes instead of half an hour on a 2-core machine.
 set -euo pipefail
-pkgs=(librocksdb-dev libclang-dev clang pkg-config fuse3 libfuse3-dev fio strace attr)
+pkgs=(librocksdb-dev libclang-dev clang pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,7 +31,9 @@ struct Common {
     /// Processes.
     #[arg(short = 'p', long, default_value_t = 1)]
     procs: u32,
-    /// Where to run: `gust` (client core) or `posix:DIR` (plain POSIX calls in DIR).
+    /// Where to run: `gust` (client core), `preload` (plain POSIX calls on
+    /// $GUST_MOUNTDIR paths in workers started with libgust_preload.so), or
+    /// `posix:DIR` (plain POSIX calls in DIR).
     #[arg(long, default_value = "gust")]
     target: String,
     /// Also run the same workload on this local directory and report GustFS/local.
@@ -191,10 +193,12 @@ impl Target for PosixTarget {
 fn make_target(target: &str, hosts: &PathBuf) -> Result<Box<dyn Target>, String> {
     if target == "gust" {
         Ok(Box::new(GustTarget(Client::open_instance(hosts, ClientOptions::from_env())?)))
-    } else if target.starts_with("posix:") {
+    } else if target.starts_with("posix:") || target == "preload" {
+        // preload: the worker runs with LD_PRELOAD, so these libc calls are the
+        // interposed ones, exactly what an unmodified program does.
         Ok(Box::new(PosixTarget))
     } else {
-        Err(format!("unknown target '{target}' (use gust or posix:DIR)"))
+        Err(format!("unknown target '{target}' (use gust, preload or posix:DIR)"))
     }
 }
 
@@ -387,8 +391,22 @@ fn spawn_workers(specs: Vec<WorkerSpec>, extra_env: &[(String, String)]) -> Resu
 
 fn run_once(w: &Workload, c: &Common, target: &str, run: u32) -> Result<Vec<PhaseResult>, String> {
     let hosts = c.inst.hosts_path();
-    let setup = make_target(target, &hosts)?;
+    // The preload target is set up and cleaned up through the client core; its
+    // workers see the same directory under the mount directory.
+    let preload = target == "preload";
+    let setup = make_target(if preload { "gust" } else { target }, &hosts)?;
     let base = format!("{}/gust-bench.{}.{}", target_root(target), std::process::id(), run);
+    let (worker_base, worker_env) = if preload {
+        let h = gust_hosts::HostsFile::load(&hosts).map_err(|e| e.to_string())?;
+        let lib = crate::run::preload_lib(None)?;
+        let env = crate::run::preload_env(&hosts, &lib)?
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+            .collect::<Vec<_>>();
+        (format!("{}{base}", h.mountdir.trim_end_matches('/')), env)
+    } else {
+        (base.clone(), Vec::new())
+    };
     setup.mkdir(&base).map_err(|e| format!("mkdir {base}: {e}"))?;
     if let Workload::Md { shared_dir, .. } = w {
         setup.mkdir(&format!("{base}/md")).map_err(|e| format!("mkdir: {e}"))?;
@@ -400,9 +418,9 @@ fn run_once(w: &Workload, c: &Common, target: &str, run: u32) -> Result<Vec<Phas
     }
     let seed = 0x5eed_0000 + run as u64;
     let specs = (0..c.procs)
-        .map(|rank| WorkerSpec { workload: w.clone(), target: target.into(), hosts_file: hosts.clone(), base: base.clone(), rank, procs: c.procs, seed })
+        .map(|rank| WorkerSpec { workload: w.clone(), target: target.into(), hosts_file: hosts.clone(), base: worker_base.clone(), rank, procs: c.procs, seed })
         .collect();
-    let mut workers = spawn_workers(specs, &[])?;
+    let mut workers = spawn_workers(specs, &worker_env)?;
     let mut results = Vec::new();
     for phase in phases(w) {
         let t0 = Instant::now();
@@ -470,7 +488,9 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
     if c.procs == 0 || c.runs == 0 {
         return Err("--procs and --runs must be at least 1".into());
     }
-    let mut targets = vec![c.target.clone()];
+    // Several targets (comma-separated) run interleaved, run by run, and the first is
+    // reported as a ratio to each of the others.
+    let mut targets: Vec<String> = c.target.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
     if let Some(b) = &c.baseline {
         targets.push(format!("posix:{}", b.display()));
     }
@@ -499,6 +519,13 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
         if meds.len() == 2 && meds[1] > 0.0 {
             row.insert("ratio".into(), (meds[0] / meds[1]).into());
         }
+        if meds.len() > 2 {
+            for (t, m) in targets.iter().zip(&meds).skip(1) {
+                if *m > 0.0 {
+                    row.insert(format!("ratio_vs_{t}"), (meds[0] / m).into());
+                }
+            }
+        }
         summary.push(serde_json::Value::Object(row));
     }
     let errors: u64 = all.iter().map(|r| r.errors).sum();
@@ -514,6 +541,12 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
         if targets.len() == 2 {
             print!(" {:>8}", "ratio");
         }
+        if targets.len() > 2 {
+            for t in &targets[1..] {
+                let short = t.split(':').next().unwrap_or(t);
+                print!(" {:>12}", format!("/{short}"));
+            }
+        }
         println!();
         for row in &summary {
             print!("{:<8}", row["phase"].as_str().unwrap());
@@ -522,6 +555,11 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
             }
             if let Some(r) = row.get("ratio") {
                 print!(" {:>8.3}", r.as_f64().unwrap());
+            }
+            if targets.len() > 2 {
+                for t in &targets[1..] {
+                    print!(" {:>12.3}", row.get(&format!("ratio_vs_{t}")).and_then(|v| v.as_f64()).unwrap_or(f64::NAN));
+                }
             }
             println!();
         }

@@ -2,6 +2,8 @@
 
 mod bench;
 mod instance;
+mod run;
+mod mount;
 mod stage;
 
 use clap::{Parser, Subcommand};
@@ -82,6 +84,13 @@ enum Cmd {
     Stage(stage::StageArgs),
     /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
     Bench(bench::BenchArgs),
+    /// Run a command with GustFS under the mount directory (LD_PRELOAD library):
+    /// gust run -- CMD ARGS
+    Run(run::RunArgs),
+    /// Mount an instance with FUSE (foreground; -d to detach); see docs/FUSE.md.
+    Mount(mount::MountArgs),
+    /// Unmount a `gust mount`.
+    Umount(mount::UmountArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +116,9 @@ fn main() -> ExitCode {
         Cmd::Cat { path, inst } => instance::cat(inst, &path),
         Cmd::Stage(a) => stage::run(a),
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Run(a) => run::run(a),
+        Cmd::Mount(a) => mount::mount(a),
+        Cmd::Umount(a) => mount::umount(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -401,6 +401,12 @@ impl Client {
     /// Opens (and with O_CREAT creates) a file. Costs one RPC for an existing file or
     /// for a create, plus one for O_TRUNC of a non-empty file.
     pub fn open(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
+        self.open_stat(path, flags, mode).map(|(fd, _)| fd)
+    }
+
+    /// `open` that also returns the attributes it fetched anyway, saving a front end
+    /// (FUSE create, preload open+fstat) one `fstat` RPC.
+    pub fn open_stat(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat)> {
         let mut p = normalize(path)?;
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
@@ -441,10 +447,14 @@ impl Client {
         if rec.kind == FileKind::Dir && (writable || flags & libc::O_CREAT != 0) {
             return Err(Errno(libc::EISDIR));
         }
+        let mut rec = rec;
         if flags & libc::O_TRUNC != 0 && writable && rec.kind == FileKind::File && rec.size > 0 {
             self.truncate_resolved(&p, 0)?;
+            rec.size = 0;
         }
-        self.install(OpenFile { path: RwLock::new(p), file_id: rec.file_id, kind: rec.kind, flags, offset: Mutex::new(0) })
+        let st = Stat::from_record(&rec, self.chunk_size);
+        let fd = self.install(OpenFile { path: RwLock::new(p), file_id: rec.file_id, kind: rec.kind, flags, offset: Mutex::new(0) })?;
+        Ok((fd, st))
     }
 
     fn install(&self, f: OpenFile) -> Result<i32> {
