@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing GustFS needs on Debian 12 (bookworm).
-# RocksDB comes from Debian (librocksdb-dev) instead of being compiled from source:
-# the same library, minutes instead of half an hour on a 2-core machine.
+# RocksDB itself is compiled from the sources bundled with the rocksdb crate (see
+# .cargo/config.toml); it needs a C++ compiler and libclang (bindgen).
 set -euo pipefail
-pkgs=(librocksdb-dev libclang-dev clang pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev)
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
