@@ -17,6 +17,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Microseconds a caller polls for a reply before sleeping (GUST_SPIN_US, default 0).
+/// Sleeping costs a wake-up, which on a VM is often a cross-CPU interrupt; polling
+/// avoids it when the reply comes quickly and a core is free. With more runnable
+/// processes than cores, polling steals the daemon's CPU, hence off by default.
+fn spin_us() -> u64 {
+    static SPIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SPIN.get_or_init(|| std::env::var("GUST_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
 /// Idle connections kept per daemon; more may be open while in use.
 const IDLE_CONNECTIONS_MAX: usize = 16;
 
@@ -63,6 +72,14 @@ impl Write for Stream {
 }
 
 impl Stream {
+    fn raw_fd(&self) -> i32 {
+        use std::os::unix::io::AsRawFd;
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
     fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
@@ -221,6 +238,19 @@ impl Transport {
 
     fn recv(&self, c: &mut Conn, id: u64, op: u16) -> Result<(Reply, Vec<u8>), String> {
         let mut hb = [0u8; HEADER_BYTES];
+        let spin = spin_us();
+        if spin > 0 && c.reader.buffer().is_empty() {
+            let fd = c.reader.get_ref().raw_fd();
+            let t0 = std::time::Instant::now();
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            while t0.elapsed().as_micros() < spin as u128 {
+                // SAFETY: one valid pollfd, zero timeout.
+                if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
         c.reader.read_exact(&mut hb).map_err(|e| format!("no reply: {e}"))?;
         let h = Header::decode(&hb).map_err(|e: FrameError| e.to_string())?;
         if h.request_id != id || h.op != op | OP_RESPONSE_BIT {
