@@ -268,6 +268,26 @@ fn c_program_api_errors_threads_fork() {
 }
 
 #[test]
+fn c_program_scandir_readdir_r_freopen() {
+    let inst = Instance::start(2);
+    let l = local_dir("c2");
+    let bin = l.path().join("preload_dirstdio");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/preload_dirstdio.c");
+    let cc = Command::new("cc").args(["-O1", "-o"]).arg(&bin).arg(&src).output().expect("cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let local = l.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    let plain = Command::new(&bin).arg(&local).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stderr), "C-OK\n");
+    let out = sh_out(&inst, &format!("mkdir /gustfs/d2 && {} /gustfs/d2", bin.display()));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "C-OK\n", "status {}", out.status);
+    // The files really are in GustFS.
+    let c = inst.client();
+    assert_eq!(c.stat("/d2/out").unwrap().size, "to the file 42\n".len() as u64);
+    assert_eq!(c.stat("/d2/y").unwrap().size, 4);
+}
+
+#[test]
 fn fio_psync_verify() {
     let inst = Instance::start(3);
     for rw in ["randwrite", "write"] {

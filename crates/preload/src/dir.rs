@@ -322,3 +322,141 @@ pub unsafe extern "C" fn getdents64(fd: c_int, b: *mut c_void, n: size_t) -> ssi
     })();
     ret(r)
 }
+
+// ----- readdir_r and scandir ------------------------------------------------------------
+//
+// glibc's scandir calls its own opendir/readdir internally, past this library, so
+// GustFS directories need their own scandir. On x86-64 and AArch64 glibc, `dirent`
+// and `dirent64` have the same layout, which both pairs below rely on.
+
+pub type Filter = Option<unsafe extern "C" fn(*const libc::dirent) -> c_int>;
+pub type Compar = Option<unsafe extern "C" fn(*mut *const libc::dirent, *mut *const libc::dirent) -> c_int>;
+pub type Filter64 = Option<unsafe extern "C" fn(*const dirent64) -> c_int>;
+pub type Compar64 = Option<unsafe extern "C" fn(*mut *const dirent64, *mut *const dirent64) -> c_int>;
+
+const _: () = assert!(std::mem::size_of::<libc::dirent>() == std::mem::size_of::<dirent64>());
+
+unsafe fn readdir_r_gust(g: &mut GDir, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int {
+    let saved = crate::get_errno();
+    set_errno(0);
+    let e = gdir_next(g);
+    let err = crate::get_errno();
+    set_errno(saved);
+    if e.is_null() {
+        *result = std::ptr::null_mut();
+        return err; // 0 at the end of the directory
+    }
+    std::ptr::copy_nonoverlapping(e as *const u8, entry as *mut u8, std::mem::size_of::<dirent64>());
+    *result = entry;
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readdir_r(d: *mut DIR, entry: *mut libc::dirent, result: *mut *mut libc::dirent) -> c_int {
+    match as_gdir(d) {
+        None => real::readdir_r(d, entry, result),
+        Some(g) => readdir_r_gust(g, entry as *mut dirent64, result as *mut *mut dirent64),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn readdir64_r(d: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int {
+    match as_gdir(d) {
+        None => real::readdir64_r(d, entry, result),
+        Some(g) => readdir_r_gust(g, entry, result),
+    }
+}
+
+/// scandir over a GustFS directory: entries copied into malloc'd records, filtered,
+/// sorted with qsort, returned in a malloc'd array, as glibc does.
+unsafe fn scandir_gust(p: *const c_char, namelist: *mut *mut *mut dirent64, filter: Filter64, compar: Compar64) -> c_int {
+    let d = opendir(p);
+    if d.is_null() {
+        return -1;
+    }
+    let mut v: Vec<*mut dirent64> = Vec::new();
+    let fail = |v: &mut Vec<*mut dirent64>, e: c_int| {
+        for x in v.drain(..) {
+            libc::free(x as *mut c_void);
+        }
+        closedir(d);
+        set_errno(e);
+        -1
+    };
+    loop {
+        set_errno(0);
+        let e = readdir64(d);
+        if e.is_null() {
+            let err = crate::get_errno();
+            if err != 0 {
+                return fail(&mut v, err);
+            }
+            break;
+        }
+        if let Some(f) = filter {
+            if f(e) == 0 {
+                continue;
+            }
+        }
+        let copy = libc::malloc(std::mem::size_of::<dirent64>()) as *mut dirent64;
+        if copy.is_null() {
+            return fail(&mut v, libc::ENOMEM);
+        }
+        std::ptr::copy_nonoverlapping(e as *const u8, copy as *mut u8, std::mem::size_of::<dirent64>());
+        v.push(copy);
+    }
+    closedir(d);
+    if let Some(c) = compar {
+        // SAFETY: qsort hands the comparator pointers to elements, each a *mut dirent64,
+        // which is exactly `const struct dirent64 **`.
+        let c: unsafe extern "C" fn(*const c_void, *const c_void) -> c_int = std::mem::transmute(c);
+        libc::qsort(v.as_mut_ptr() as *mut c_void, v.len(), std::mem::size_of::<*mut dirent64>(), Some(c));
+    }
+    let arr = libc::malloc(v.len().max(1) * std::mem::size_of::<*mut dirent64>()) as *mut *mut dirent64;
+    if arr.is_null() {
+        return fail(&mut v, libc::ENOMEM);
+    }
+    std::ptr::copy_nonoverlapping(v.as_ptr(), arr, v.len());
+    *namelist = arr;
+    v.len() as c_int
+}
+
+unsafe fn scandir_route(p: *const c_char) -> Result<Option<std::ffi::CString>, i32> {
+    // Ok(None): ours; Ok(Some(path)): libc's, with this path.
+    if reentrant() {
+        return Ok(Some(std::ffi::CStr::from_ptr(p).to_owned()));
+    }
+    match route_cwd(p)? {
+        Route::Real => Ok(Some(std::ffi::CStr::from_ptr(p).to_owned())),
+        Route::RealAbs(c) => Ok(Some(c)),
+        Route::Ours(_) => Ok(None),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn scandir(p: *const c_char, namelist: *mut *mut *mut libc::dirent, filter: Filter, compar: Compar) -> c_int {
+    if p.is_null() {
+        return real::scandir(p, namelist, filter, compar);
+    }
+    match scandir_route(p) {
+        Ok(Some(c)) => real::scandir(c.as_ptr(), namelist, filter, compar),
+        Ok(None) => scandir_gust(p, namelist as *mut *mut *mut dirent64, std::mem::transmute(filter), std::mem::transmute(compar)),
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn scandir64(p: *const c_char, namelist: *mut *mut *mut dirent64, filter: Filter64, compar: Compar64) -> c_int {
+    if p.is_null() {
+        return real::scandir64(p, namelist, filter, compar);
+    }
+    match scandir_route(p) {
+        Ok(Some(c)) => real::scandir64(c.as_ptr(), namelist, filter, compar),
+        Ok(None) => scandir_gust(p, namelist, filter, compar),
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}

@@ -118,6 +118,12 @@ real_fns! {
     fn telldir(d: *mut DIR) -> libc::c_long;
     fn seekdir(d: *mut DIR, l: libc::c_long) -> ();
     fn getdents64(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t;
+    fn readdir_r(d: *mut DIR, e: *mut libc::dirent, r: *mut *mut libc::dirent) -> c_int;
+    fn readdir64_r(d: *mut DIR, e: *mut dirent64, r: *mut *mut dirent64) -> c_int;
+    fn scandir(p: *const c_char, l: *mut *mut *mut libc::dirent, f: crate::dir::Filter, c: crate::dir::Compar) -> c_int;
+    fn scandir64(p: *const c_char, l: *mut *mut *mut dirent64, f: crate::dir::Filter64, c: crate::dir::Compar64) -> c_int;
+    fn freopen(p: *const c_char, m: *const c_char, s: *mut FILE) -> *mut FILE;
+    fn freopen64(p: *const c_char, m: *const c_char, s: *mut FILE) -> *mut FILE;
     fn fopen(p: *const c_char, m: *const c_char) -> *mut FILE;
     fn fopen64(p: *const c_char, m: *const c_char) -> *mut FILE;
     fn fdopen(fd: c_int, m: *const c_char) -> *mut FILE;

@@ -171,6 +171,62 @@ pub unsafe extern "C" fn fdopen(fd: c_int, m: *const c_char) -> *mut FILE {
     }
 }
 
+/// freopen onto a GustFS path. A standard stream keeps its identity: the new file is
+/// opened and dup2'd onto descriptor 0, 1 or 2, which swaps in a GustFS stream (see
+/// below). Another stream is closed and a new one returned (callers use freopen's
+/// return value; the old pointer is not reused, unlike glibc).
+unsafe fn freopen_any(p: *const c_char, mode: *const c_char, s: *mut FILE, realf: impl FnOnce(*const c_char) -> *mut FILE) -> *mut FILE {
+    if reentrant() || p.is_null() || mode.is_null() || s.is_null() {
+        return realf(p);
+    }
+    match route_cwd(p) {
+        Ok(Route::Real) => realf(p),
+        Ok(Route::RealAbs(c)) => realf(c.as_ptr()),
+        Ok(Route::Ours(i)) => {
+            let Some(flags) = mode_flags(std::ffi::CStr::from_ptr(mode).to_bytes()) else {
+                set_errno(libc::EINVAL);
+                return std::ptr::null_mut();
+            };
+            for k in 0..3 {
+                let var = std_var(k);
+                if !var.is_null() && *var == s {
+                    libc::fflush(s);
+                    let fd = match gust_open(&i, flags | libc::O_CLOEXEC, 0o666) {
+                        Ok(fd) => fd,
+                        Err(e) => {
+                            set_errno(e);
+                            return std::ptr::null_mut();
+                        }
+                    };
+                    let r = crate::fs::dup2(fd, k);
+                    let e = crate::get_errno();
+                    crate::fs::close(fd);
+                    if r < 0 {
+                        set_errno(e);
+                        return std::ptr::null_mut();
+                    }
+                    return *var;
+                }
+            }
+            libc::fclose(s);
+            fopen_any(p, mode, |p| real::fopen(p, mode))
+        }
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn freopen(p: *const c_char, m: *const c_char, s: *mut FILE) -> *mut FILE {
+    freopen_any(p, m, s, |p| real::freopen(p, m, s))
+}
+#[no_mangle]
+pub unsafe extern "C" fn freopen64(p: *const c_char, m: *const c_char, s: *mut FILE) -> *mut FILE {
+    freopen_any(p, m, s, |p| real::freopen64(p, m, s))
+}
+
 // ----- standard streams ---------------------------------------------------------------
 
 /// (original FILE, our cookie FILE) per standard descriptor, while swapped.
