@@ -658,3 +658,36 @@ fn dead_daemon_gives_eio_promptly_and_unmount_succeeds() {
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.split_whitespace().nth(2) == Some("Z")).unwrap_or(true)
 }
+
+/// Requests served by all daemons, not counting the `stats` requests that read them.
+fn daemon_requests(c: &gust_client::Client) -> u64 {
+    (0..c.daemon_count())
+        .map(|d| c.daemon_stats(d).expect("daemon stats").ops.iter().filter(|x| x.0 != "stats").map(|x| x.1).sum::<u64>())
+        .sum()
+}
+
+#[test]
+fn open_within_the_attribute_timeout_asks_no_daemon() {
+    let inst = Instance::start(3);
+    let m = Mount::new(&inst, &["--attr-timeout", "30", "--entry-timeout", "30"]);
+    let p = m.p("f");
+    std::fs::write(&p, b"hello").unwrap();
+    let c = inst.client();
+    std::fs::metadata(&p).unwrap();
+    let before = daemon_requests(&c);
+    for _ in 0..20 {
+        drop(std::fs::File::open(&p).unwrap());
+    }
+    assert_eq!(daemon_requests(&c) - before, 0, "opens with fresh attributes went to the daemons");
+    assert_eq!(std::fs::read(&p).unwrap(), b"hello");
+    // The file replaced behind the mount's back: I/O through the stale attributes
+    // fails cleanly (ESTALE) instead of reading another file's data.
+    c.unlink("/f").unwrap();
+    let fd = c.open("/f", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    c.write(fd, b"other").unwrap();
+    c.close(fd).unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    use std::io::Write;
+    let e = f.write_all(b"x").and_then(|_| f.sync_all()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}");
+}

@@ -457,6 +457,26 @@ impl Client {
         Ok((fd, st))
     }
 
+    /// Opens a file whose record the caller fetched recently, without an RPC: for a
+    /// FUSE mount, which may trust attributes within their timeout. If the path names
+    /// another file by now, I/O through the descriptor fails with ESTALE, as for any
+    /// descriptor whose path was replaced. O_CREAT and O_TRUNC need `open`.
+    pub fn open_known(&self, path: &str, flags: i32, file_id: u128, kind: FileKind) -> Result<i32> {
+        let p = normalize(path)?;
+        if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 || kind == FileKind::Symlink {
+            return Err(Errno(libc::EINVAL));
+        }
+        let acc = flags & libc::O_ACCMODE;
+        let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        if flags & libc::O_DIRECTORY != 0 && kind != FileKind::Dir {
+            return Err(Errno(libc::ENOTDIR));
+        }
+        if kind == FileKind::Dir && writable {
+            return Err(Errno(libc::EISDIR));
+        }
+        self.install(OpenFile { path: RwLock::new(p), file_id, kind, flags, offset: Mutex::new(0) })
+    }
+
     fn install(&self, f: OpenFile) -> Result<i32> {
         let mut files = self.files.write().unwrap();
         if files.len() >= OPEN_FILES_MAX {

@@ -32,7 +32,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Largest write the kernel sends in one request. Linux caps a request at
 /// `fuse_max_pages_limit` pages (256 = 1 MiB by default); larger values are clamped.
@@ -87,6 +87,9 @@ impl Default for MountOptions {
 
 struct Node {
     path: String,
+    /// File id and kind from the last lookup/getattr/create, and when: `open` within
+    /// the attribute timeout trusts them, as the kernel trusts the attributes.
+    known: Option<(u128, Kind, Instant)>,
     /// Lookup references the kernel holds (FUSE `nlookup`).
     lookups: u64,
     /// Open file handles on this inode.
@@ -233,7 +236,7 @@ fn name_ino(path: &str) -> u64 {
 impl GustFs {
     pub fn new(client: &'static Client, opts: MountOptions) -> GustFs {
         let mut t = Table::default();
-        t.nodes.insert(ROOT, Node { path: "/".into(), lookups: 1, open_handles: 0, hidden: false });
+        t.nodes.insert(ROOT, Node { path: "/".into(), known: None, lookups: 1, open_handles: 0, hidden: false });
         t.by_path.insert("/".into(), ROOT);
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -289,13 +292,23 @@ impl GustFs {
         match t.nodes.get_mut(&ino) {
             Some(n) => n.lookups += 1,
             None => {
-                t.nodes.insert(ino, Node { path: path.to_string(), lookups: 1, open_handles: 0, hidden: false });
+                t.nodes.insert(ino, Node { path: path.to_string(), known: None, lookups: 1, open_handles: 0, hidden: false });
             }
         }
         // Also corrects the path if another client renamed the entry.
         t.set_path(ino, path);
+        if let Some(n) = t.nodes.get_mut(&ino) {
+            n.known = Some((st.file_id, st.kind, Instant::now()));
+        }
         drop(t);
         self.attr(ino, st)
+    }
+
+    /// File id and kind of `ino` if fetched within the attribute timeout.
+    fn known(&self, ino: u64) -> Option<(u128, Kind)> {
+        let t = self.table.lock().unwrap();
+        let (id, kind, at) = t.nodes.get(&ino)?.known?;
+        (at.elapsed() < self.opts.attr_timeout).then_some((id, kind))
     }
 
     /// Stat of an inode by its path, checking that the path still names that inode
@@ -305,6 +318,9 @@ impl GustFs {
         let st = self.client.lstat(&path)?;
         if Self::ino_of(&path, &st) != ino {
             return Err(Errno(libc::ESTALE));
+        }
+        if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
+            n.known = Some((st.file_id, st.kind, Instant::now()));
         }
         Ok((path, st))
     }
@@ -691,7 +707,12 @@ impl Filesystem for GustFs {
             }
             let path = self.path(ino)?;
             let cflags = self.client_flags(kflags);
-            let fd = self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?;
+            // The kernel looked this inode up (or stat'ed it) within the attribute
+            // timeout: open without asking the daemon again.
+            let fd = match self.known(ino.0) {
+                Some((id, kind)) if kflags & libc::O_TRUNC == 0 && kind != Kind::Symlink => self.client.open_known(&path, cflags, id, kind)?,
+                _ => self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?,
+            };
             Ok(self.add_handle(ino.0, fd, cflags))
         })();
         match r {
