@@ -36,6 +36,12 @@ struct Acked {
 /// TCP address, same id; detached, output to a log file.
 fn restart_daemon(inst: &Instance, id: u32) -> std::path::PathBuf {
     let e = inst.hosts_file().daemons[id as usize].clone();
+    restart_daemon_at(inst, id, &e.tcp_addr)
+}
+
+/// Restarts daemon `id` on its root directory, listening on `listen`.
+fn restart_daemon_at(inst: &Instance, id: u32, listen: &str) -> std::path::PathBuf {
+    let e = inst.hosts_file().daemons[id as usize].clone();
     let log_path = inst.rootdir().join(format!("d{id}.restart.log"));
     let log = std::fs::File::create(&log_path).unwrap();
     let mut cmd = Command::new(gust_bin());
@@ -45,7 +51,7 @@ fn restart_daemon(inst: &Instance, id: u32) -> std::path::PathBuf {
         .arg("--hosts-file")
         .arg(&inst.hosts)
         .arg("--listen")
-        .arg(&e.tcp_addr)
+        .arg(listen)
         .arg("--id")
         .arg(id.to_string())
         .stdin(Stdio::null())
@@ -224,4 +230,46 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
         log_text.contains(&format!("daemon {VICTIM} of instance")),
         "restart log:\n{log_text}"
     );
+}
+
+/// A client keeps working across a daemon restart on a new port: its pooled
+/// connections are dead, so idempotent requests are sent again on a new connection,
+/// and the connection follows the daemon's new line in the hosts file.
+#[test]
+fn client_follows_a_daemon_restarted_on_a_new_port() {
+    let inst = Instance::start(2);
+    let c = inst.client_with(ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: true });
+    // Files whose metadata lives on the victim, so every stat below needs it.
+    let mut on_victim = Vec::new();
+    for i in 0..200 {
+        let p = format!("/f{i}");
+        put(&c, &p, p.as_bytes());
+        if gust_placement_of(&c, &p) == VICTIM {
+            on_victim.push(p);
+        }
+    }
+    assert!(on_victim.len() > 20, "placement put too few files on daemon {VICTIM}");
+    for p in &on_victim {
+        c.stat(p).unwrap(); // warm the connection pool
+    }
+    let old = inst.hosts_file().daemons[VICTIM as usize].clone();
+    unsafe { libc::kill(old.pid as i32, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(&old.tcp_addr).is_err()));
+    restart_daemon_at(&inst, VICTIM, "127.0.0.1:0");
+    assert!(wait_until(Duration::from_secs(20), || {
+        let e = inst.hosts_file().daemons[VICTIM as usize].clone();
+        e.pid != old.pid && std::net::TcpStream::connect(&e.tcp_addr).is_ok()
+    }));
+    assert_ne!(inst.hosts_file().daemons[VICTIM as usize].tcp_addr, old.tcp_addr);
+    // The same client, without being told: every record and byte is back.
+    for p in &on_victim {
+        assert_eq!(get(&c, p), p.as_bytes(), "{p}");
+    }
+}
+
+/// Which daemon holds a path's metadata: the one whose stat counter moves.
+fn gust_placement_of(c: &gust_client::Client, p: &str) -> u32 {
+    let before: Vec<u64> = (0..c.daemon_count()).map(|d| op_count(c, d, "stat")).collect();
+    c.stat(p).unwrap();
+    (0..c.daemon_count()).find(|&d| op_count(c, d, "stat") > before[d as usize]).expect("some daemon served the stat")
 }

@@ -259,7 +259,7 @@ impl Client {
         }
         let secret = gust_hosts::load_secret(hosts_path).map_err(|e| e.to_string())?;
         let n = hosts.daemons.len() as u32;
-        let transport = Transport::new(hosts.daemons.clone(), secret, opts.rpc_timeout, opts.force_tcp);
+        let transport = Transport::new(hosts.daemons.clone(), Some(hosts_path.to_path_buf()), secret, opts.rpc_timeout, opts.force_tcp);
         Ok(Client {
             chunk_size: hosts.chunk_size_bytes,
             hosts,

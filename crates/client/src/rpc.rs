@@ -10,11 +10,12 @@ use crate::Errno;
 use gust_hosts::DaemonEntry;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::{decode, encode, handshake, FrameError, Reply, Request, Response, PROTOCOL_VERSION};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 /// Microseconds a caller polls for a reply before sleeping (GUST_SPIN_US, default 0).
@@ -106,13 +107,18 @@ pub(crate) struct Conn {
 }
 
 pub(crate) struct DaemonLink {
-    pub entry: DaemonEntry,
-    use_uds: bool,
+    /// Where the daemon is; replaced when a restarted daemon re-registered
+    /// elsewhere in the hosts file.
+    entry: RwLock<DaemonEntry>,
     idle: Mutex<(u64, Vec<Conn>)>, // (fork generation that opened them, connections)
 }
 
 pub(crate) struct Transport {
-    pub links: Vec<DaemonLink>,
+    links: Vec<DaemonLink>,
+    /// Re-read when a daemon cannot be reached: it may have restarted on a new address.
+    hosts_path: Option<PathBuf>,
+    force_tcp: bool,
+    this_host: String,
     secret: Vec<u8>,
     timeout: Duration,
     next_id: AtomicU64,
@@ -132,18 +138,17 @@ pub(crate) struct Call<'a> {
 pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
 
 impl Transport {
-    pub fn new(entries: Vec<DaemonEntry>, secret: Vec<u8>, timeout: Duration, force_tcp: bool) -> Self {
+    pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, timeout: Duration, force_tcp: bool) -> Self {
         register_fork_handler();
-        let me = gust_hosts::this_host();
         let links = entries
             .into_iter()
-            .map(|e| {
-                let use_uds = !force_tcp && e.host == me && e.uds_path.as_ref().is_some_and(|p| p.exists());
-                DaemonLink { entry: e, use_uds, idle: Mutex::new((FORK_GENERATION.load(Ordering::SeqCst), Vec::new())) }
-            })
+            .map(|e| DaemonLink { entry: RwLock::new(e), idle: Mutex::new((FORK_GENERATION.load(Ordering::SeqCst), Vec::new())) })
             .collect();
         Transport {
             links,
+            hosts_path,
+            force_tcp,
+            this_host: gust_hosts::this_host(),
             secret,
             timeout,
             next_id: AtomicU64::new(1),
@@ -157,20 +162,51 @@ impl Transport {
     }
 
     fn fail(&self, daemon: u32, what: String) -> Errno {
-        let e = &self.links[daemon as usize].entry;
+        let e = self.links[daemon as usize].entry.read().unwrap();
         let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr);
         *self.last_error.lock().unwrap() = Some(msg);
         Errno(libc::EIO)
     }
 
+    /// Connects; if that fails and the hosts file now lists this daemon elsewhere (it
+    /// restarted, e.g. on another port), follows it there once.
     fn connect(&self, daemon: u32) -> Result<Conn, Errno> {
+        match self.connect_once(daemon) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                if self.refresh_entry(daemon) {
+                    self.connect_once(daemon)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Re-reads this daemon's line of the hosts file; true if it changed.
+    fn refresh_entry(&self, daemon: u32) -> bool {
+        let Some(path) = &self.hosts_path else { return false };
+        let Ok(h) = gust_hosts::HostsFile::load(path) else { return false };
+        let Some(new) = h.daemons.into_iter().find(|d| d.id == daemon) else { return false };
         let link = &self.links[daemon as usize];
-        let stream = if link.use_uds {
-            let p = link.entry.uds_path.as_ref().expect("use_uds implies a socket path");
+        let mut e = link.entry.write().unwrap();
+        if *e == new {
+            return false;
+        }
+        *e = new;
+        drop(e);
+        // Pooled connections lead to the old address.
+        link.idle.lock().unwrap().1.clear();
+        true
+    }
+
+    fn connect_once(&self, daemon: u32) -> Result<Conn, Errno> {
+        let entry = self.links[daemon as usize].entry.read().unwrap().clone();
+        let uds = if !self.force_tcp && entry.host == self.this_host { entry.uds_path.as_ref().filter(|p| p.exists()) } else { None };
+        let stream = if let Some(p) = uds {
             UnixStream::connect(p).map(Stream::Unix).map_err(|e| self.fail(daemon, format!("connect {}: {e}", p.display())))?
         } else {
-            let addr = link
-                .entry
+            let addr = entry
                 .tcp_addr
                 .to_socket_addrs()
                 .ok()
@@ -188,7 +224,8 @@ impl Transport {
         Ok(Conn { reader: BufReader::with_capacity(64 * 1024, stream), writer })
     }
 
-    fn take(&self, daemon: u32) -> Result<Conn, Errno> {
+    /// An idle pooled connection (second value true) or a new one.
+    fn take(&self, daemon: u32) -> Result<(Conn, bool), Errno> {
         {
             let mut idle = self.links[daemon as usize].idle.lock().unwrap();
             let generation = FORK_GENERATION.load(Ordering::Relaxed);
@@ -202,10 +239,10 @@ impl Transport {
                 idle.0 = generation;
             }
             if let Some(c) = idle.1.pop() {
-                return Ok(c);
+                return Ok((c, true));
             }
         }
-        self.connect(daemon)
+        self.connect(daemon).map(|c| (c, false))
     }
 
     fn give_back(&self, daemon: u32, c: Conn) {
@@ -236,7 +273,12 @@ impl Transport {
         }
     }
 
-    fn recv(&self, c: &mut Conn, id: u64, op: u16) -> Result<(Reply, Vec<u8>), String> {
+    /// Reads one reply. The error says whether no byte of it arrived.
+    fn recv(&self, c: &mut Conn, id: u64, op: u16) -> Result<(Reply, Vec<u8>), (bool, String)> {
+        self.recv_inner(c, id, op)
+    }
+
+    fn recv_inner(&self, c: &mut Conn, id: u64, op: u16) -> Result<(Reply, Vec<u8>), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
         if spin > 0 && c.reader.buffer().is_empty() {
@@ -251,31 +293,61 @@ impl Transport {
                 std::hint::spin_loop();
             }
         }
-        c.reader.read_exact(&mut hb).map_err(|e| format!("no reply: {e}"))?;
-        let h = Header::decode(&hb).map_err(|e: FrameError| e.to_string())?;
+        // The first byte separately: "nothing came" (the daemon died before the
+        // reply) is what makes a retry safe for idempotent requests.
+        let first = c.reader.fill_buf().map_err(|e| (true, format!("no reply: {e}")))?;
+        if first.is_empty() {
+            return Err((true, "no reply: connection closed by the daemon".into()));
+        }
+        c.reader.read_exact(&mut hb).map_err(|e| (false, format!("truncated reply: {e}")))?;
+        let h = Header::decode(&hb).map_err(|e: FrameError| (false, e.to_string()))?;
         if h.request_id != id || h.op != op | OP_RESPONSE_BIT {
-            return Err(format!("reply for request {} op {:#x}, expected {id} op {op:#x}", h.request_id, h.op));
+            return Err((false, format!("reply for request {} op {:#x}, expected {id} op {op:#x}", h.request_id, h.op)));
         }
         let mut body = vec![0u8; h.body_len as usize];
-        c.reader.read_exact(&mut body).map_err(|e| format!("truncated reply: {e}"))?;
+        c.reader.read_exact(&mut body).map_err(|e| (false, format!("truncated reply: {e}")))?;
         let mut bulk = vec![0u8; h.bulk_len as usize];
-        c.reader.read_exact(&mut bulk).map_err(|e| format!("truncated reply: {e}"))?;
-        let reply: Reply = decode(&body).map_err(|e| e.to_string())?;
+        c.reader.read_exact(&mut bulk).map_err(|e| (false, format!("truncated reply: {e}")))?;
+        let reply: Reply = decode(&body).map_err(|e| (false, e.to_string()))?;
         Ok((reply, bulk))
     }
 
+    /// One call on a fresh connection (the retry of a call whose pooled connection
+    /// turned out to be dead).
+    fn call_fresh(&self, call: &Call<'_>) -> Answer {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut c = self.connect(call.daemon)?;
+        self.send(&mut c, id, &call.req, &call.bulk).map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
+        match self.recv(&mut c, id, call.req.op()) {
+            Ok((reply, bulk)) => {
+                self.give_back(call.daemon, c);
+                reply.map(|r| (r, bulk)).map_err(Errno)
+            }
+            Err(e) => Err(self.fail(call.daemon, e.1)),
+        }
+    }
+
     /// Sends every call, then collects every answer, in order.
+    ///
+    /// A pooled connection may have died with its daemon (which may be back by now).
+    /// Such a call is sent again, once, on a new connection when that cannot apply it
+    /// twice: when sending failed (the daemon never got a whole frame), or when no
+    /// byte of the reply came and the request is idempotent.
     pub fn batch(&self, calls: Vec<Call<'_>>) -> Vec<Answer> {
-        let mut pending: Vec<Option<(Conn, u64, u16)>> = Vec::with_capacity(calls.len());
+        let mut pending: Vec<Option<(Conn, u64, u16, bool)>> = Vec::with_capacity(calls.len());
         let mut answers: Vec<Option<Answer>> = Vec::with_capacity(calls.len());
         for call in &calls {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
             match self.take(call.daemon) {
-                Ok(mut c) => match self.send(&mut c, id, &call.req, &call.bulk) {
+                Ok((mut c, reused)) => match self.send(&mut c, id, &call.req, &call.bulk) {
                     Ok(()) => {
-                        pending.push(Some((c, id, call.req.op())));
+                        pending.push(Some((c, id, call.req.op(), reused)));
                         answers.push(None);
+                    }
+                    Err(_) if reused => {
+                        pending.push(None);
+                        answers.push(Some(self.call_fresh(call)));
                     }
                     Err(e) => {
                         pending.push(None);
@@ -289,14 +361,18 @@ impl Transport {
             }
         }
         for (i, p) in pending.into_iter().enumerate() {
-            let Some((mut c, id, op)) = p else { continue };
+            let Some((mut c, id, op, reused)) = p else { continue };
             let daemon = calls[i].daemon;
             answers[i] = Some(match self.recv(&mut c, id, op) {
                 Ok((reply, bulk)) => {
                     self.give_back(daemon, c);
                     reply.map(|r| (r, bulk)).map_err(Errno)
                 }
-                Err(e) => Err(self.fail(daemon, e)),
+                Err((true, _)) if reused && idempotent(&calls[i].req) => {
+                    drop(c);
+                    self.call_fresh(&calls[i])
+                }
+                Err((_, e)) => Err(self.fail(daemon, e)),
             });
         }
         answers.into_iter().map(|a| a.expect("every call answered")).collect()
@@ -305,5 +381,30 @@ impl Transport {
     pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
         let mut v = self.batch(vec![Call { daemon, req, bulk: Vec::new() }]);
         v.pop().expect("one answer").map(|(r, _)| r)
+    }
+}
+
+/// Requests that give the same result when a daemon applies them twice: safe to send
+/// again when a connection died before any reply. Not: exclusive create, remove,
+/// append reservation, record puts (a second try would see the first one's effect).
+fn idempotent(r: &Request) -> bool {
+    match r {
+        Request::Ping
+        | Request::Stat { .. }
+        | Request::ReadDir { .. }
+        | Request::HasChildren { .. }
+        | Request::ScanTree { .. }
+        | Request::Read { .. }
+        | Request::Write { .. }
+        | Request::TruncateChunks { .. }
+        | Request::RemoveChunks { .. }
+        | Request::Truncate { .. }
+        | Request::RemoveRecords { .. }
+        | Request::Fsync { .. }
+        | Request::StatFs
+        | Request::Stats => true,
+        Request::UpdateSize { append_len, .. } => append_len.is_none(),
+        Request::Create { exclusive, .. } => !exclusive,
+        Request::Remove { .. } | Request::SetAttr { .. } | Request::PutRecord { .. } | Request::PutRecords { .. } => false,
     }
 }
