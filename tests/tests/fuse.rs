@@ -691,3 +691,64 @@ fn open_within_the_attribute_timeout_asks_no_daemon() {
     let e = f.write_all(b"x").and_then(|_| f.sync_all()).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}");
 }
+
+/// Restores /dev/fuse's mode when dropped.
+struct DevFuseMode(u32);
+
+impl Drop for DevFuseMode {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
+    }
+}
+
+/// An ordinary user starts an instance and mounts it through the setuid fusermount3
+/// helper, writes and reads a file, and unmounts. Needs root to act as `nobody`; on
+/// machines where /dev/fuse is not world-accessible (this CI's container makes it
+/// 0600, distributions ship 0666) the test opens it up for its duration.
+#[test]
+fn ordinary_user_mounts_through_fusermount3() {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test switches to user nobody and needs root");
+    assert!(Path::new("/usr/bin/fusermount3").exists(), "fusermount3 missing: run scripts/setup.sh");
+    let mode = std::fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
+    let _restore = DevFuseMode(mode);
+    std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).unwrap();
+    // Everything nobody touches lives in one directory it owns, binary included
+    // (the build directory may sit under root's home).
+    let dir = tempfile::Builder::new().prefix("gust-user").tempdir_in("/tmp").unwrap();
+    let bin = dir.path().join("gust");
+    std::fs::copy(gust_bin(), &bin).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let d = dir.path().display();
+    let script = format!(
+        "set -e
+         {d}/gust start --local 2 --rootdir {d}/fs >/dev/null 2>&1
+         export GUST_HOSTS_FILE={d}/fs/gust.hosts
+         mkdir {d}/mnt
+         {d}/gust mount -d {d}/mnt --log {d}/mount.log >/dev/null 2>&1
+         echo written-by-nobody > {d}/mnt/f
+         cat {d}/mnt/f
+         grep ' {d}/mnt ' /proc/self/mountinfo | grep -o 'user_id=[0-9]*'
+         {d}/gust umount {d}/mnt"
+    );
+    let out = Command::new("runuser").args(["-u", "nobody", "--", "bash", "-c", &script]).output().expect("runuser");
+    let still_mounted = mounted(&dir.path().join("mnt"));
+    if still_mounted {
+        let _ = Command::new("umount").arg("-l").arg(dir.path().join("mnt")).status();
+    }
+    let _ = Command::new("runuser")
+        .args(["-u", "nobody", "--", &format!("{d}/gust"), "stop", "--rootdir", &format!("{d}/fs")])
+        .output();
+    let log = std::fs::read_to_string(dir.path().join("mount.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "as nobody: {}\nstdout: {}\nstderr: {}\nmount log: {log}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The mount belonged to nobody (uid 65534), and `gust umount` removed it.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "written-by-nobody\nuser_id=65534\n");
+    assert!(!still_mounted, "gust umount as an ordinary user left the mount in place");
+}
