@@ -76,6 +76,10 @@ pub struct StartArgs {
     /// no longer running.
     #[arg(long)]
     force: bool,
+    /// Restart the daemons of a stopped instance (`gust stop --keep`) on their root
+    /// directories: same instance, ids and data, e.g. for the next job of a campaign.
+    #[arg(long, conflicts_with = "force")]
+    restart: bool,
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -119,9 +123,24 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 hosts_path.display()
             ));
         }
+        if a.restart {
+            let me = gust_hosts::this_host();
+            let plan: Vec<(u32, PathBuf, String)> = old
+                .daemons
+                .iter()
+                .filter(|d| d.host == me)
+                .map(|d| (d.id, d.rootdir.clone(), match a.port { Some(p) => format!("127.0.0.1:{}", p as u32 + d.id), None => "127.0.0.1:0".into() }))
+                .collect();
+            if plan.len() != old.daemons.len() {
+                return Err(format!("{} lists daemons on other hosts; restart those with `gust daemon` there", hosts_path.display()));
+            }
+            let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
+            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false);
+        }
         if !a.force {
             return Err(format!(
-                "stale hosts file {} of instance {} (no daemon running); pass --force to replace it and its root directories",
+                "stale hosts file {} of instance {} (no daemon running); pass --restart to bring it back with its data, \
+                 or --force to replace it and its root directories",
                 hosts_path.display(),
                 old.instance
             ));
@@ -130,6 +149,9 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             let _ = fs::remove_dir_all(&d.rootdir);
         }
         let _ = fs::remove_file(&hosts_path);
+    }
+    if a.restart {
+        return Err(format!("--restart: no stopped instance at {} (nothing to restart)", hosts_path.display()));
     }
     fs::create_dir_all(&rootdir).map_err(|e| format!("cannot create root directory {}: {e}", rootdir.display()))?;
     if let Some(parent) = hosts_path.parent() {
@@ -140,30 +162,46 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
-    let mut children = Vec::new();
+    let mut plan = Vec::new();
     for i in 0..a.local {
         let droot = rootdir.join(format!("d{i}"));
         if droot.exists() {
             fs::remove_dir_all(&droot).map_err(|e| format!("cannot clean {}: {e}", droot.display()))?;
         }
         fs::create_dir_all(&droot).map_err(|e| format!("cannot create {}: {e}", droot.display()))?;
-        let log_path = rootdir.join(format!("d{i}.log"));
-        let log = fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let listen = match a.port {
             Some(p) => format!("127.0.0.1:{}", p as u32 + i),
             None => "127.0.0.1:0".to_string(),
         };
+        plan.push((i, droot, listen));
+    }
+    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true)
+}
+
+/// Starts one daemon per (id, root directory, listen address), detached, each logging
+/// to `<log_dir>/d<id>.log`, and waits until all have registered and answer.
+fn launch(plan: &[(u32, PathBuf, String)], mountdir: &str, hosts_path: &Path, log_dir: &Path, timeout_s: u64, fresh_logs: bool) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
+    let mut children = Vec::new();
+    for (i, droot, listen) in plan {
+        let log_path = log_dir.join(format!("d{i}.log"));
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(!fresh_logs)
+            .truncate(fresh_logs)
+            .open(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let mut cmd = Command::new(&exe);
         cmd.arg("daemon")
             .arg("--rootdir")
-            .arg(&droot)
+            .arg(droot)
             .arg("--mountdir")
-            .arg(&a.mountdir)
+            .arg(mountdir)
             .arg("--hosts-file")
-            .arg(&hosts_path)
+            .arg(hosts_path)
             .arg("--listen")
-            .arg(&listen)
+            .arg(listen)
             .arg("--id")
             .arg(i.to_string())
             .stdin(Stdio::null())
@@ -178,22 +216,24 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             });
         }
         let child = cmd.spawn().map_err(|e| format!("cannot start daemon {i}: {e}"))?;
-        children.push((i, child, log_path));
+        children.push((*i, child, log_path));
     }
+    let n = plan.len();
     // Wait until every daemon has registered and answers.
-    let deadline = Instant::now() + Duration::from_secs(a.timeout);
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
         for (i, c, log) in children.iter_mut() {
             if let Ok(Some(st)) = c.try_wait() {
                 let msg = tail(log, 5);
-                kill_children(&mut children_pids(&hosts_path));
+                kill_children(&mut children_pids(hosts_path));
                 return Err(format!("daemon {i} exited ({st}) during start-up; its log {}:\n{msg}", log.display()));
             }
         }
-        if let Ok(h) = HostsFile::load(&hosts_path) {
-            if h.is_complete(a.local as usize) {
-                if let Ok(c) = Client::open_instance(&hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false }) {
-                    if (0..a.local).all(|d| c.ping(d).is_ok()) {
+        if let Ok(h) = HostsFile::load(hosts_path) {
+            let registered = h.is_complete(n) && h.daemons.iter().all(|d| children.iter().any(|c| c.1.id() == d.pid));
+            if registered {
+                if let Ok(c) = Client::open_instance(hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false }) {
+                    if (0..n as u32).all(|d| c.ping(d).is_ok()) {
                         break;
                     }
                 }
@@ -203,13 +243,13 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             for (_, c, _) in children.iter_mut() {
                 let _ = c.kill();
             }
-            return Err(format!("daemons did not all answer within {} s; see the logs in {}", a.timeout, rootdir.display()));
+            return Err(format!("daemons did not all answer within {timeout_s} s; see the logs in {}", log_dir.display()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let h = HostsFile::load(&hosts_path).map_err(|e| e.to_string())?;
-    eprintln!("gust: instance {} up: {} daemon(s), chunk size {} bytes, hosts file {}", h.instance, a.local, a.chunk_size, hosts_path.display());
-    print_env(&hosts_path, &h);
+    let h = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
+    eprintln!("gust: instance {} up: {n} daemon(s), chunk size {} bytes, hosts file {}", h.instance, h.chunk_size_bytes, hosts_path.display());
+    print_env(hosts_path, &h);
     Ok(())
 }
 
