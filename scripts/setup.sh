@@ -3,7 +3,7 @@
 # RocksDB itself is compiled from the sources bundled with the rocksdb crate (see
 # .cargo/config.toml); it needs a C++ compiler and libclang (bindgen).
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev)
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev iproute2 util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,183 @@
+//! Daemons on separate test hosts: each in a network namespace the test creates,
+//! reached over its own veth link with its own address (10.77.<i>.2), so every
+//! request crosses a real network interface over TCP, as between nodes. Then a
+//! network partition (the link to one host goes down: no reset, only silence): the
+//! operations that need that host fail with EIO within the RPC timeout, the others
+//! keep working, and everything works again once the link is back.
+//! Needs root and iproute2 (scripts/setup.sh).
+
+use gust_client::{Client, ClientOptions, Errno};
+use gust_e2e::{gust_bin, wait_until};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HOSTS: u32 = 3;
+const PORT: u16 = 7070;
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip (iproute2)");
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Network namespaces, links and daemons of the test; all removed on drop.
+struct TestHosts {
+    tag: String,
+    dir: tempfile::TempDir,
+    pids: Vec<u32>,
+}
+
+impl TestHosts {
+    fn ns(&self, i: u32) -> String {
+        format!("gust{}n{i}", self.tag)
+    }
+    /// Host-side end of host i's link.
+    fn link(&self, i: u32) -> String {
+        format!("gv{}h{i}", self.tag)
+    }
+    fn addr(i: u32) -> String {
+        format!("10.77.{i}.2")
+    }
+
+    fn create() -> TestHosts {
+        let tag = format!("{}", std::process::id() % 100_000);
+        let t = TestHosts { tag, dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(), pids: Vec::new() };
+        for i in 0..HOSTS {
+            let (ns, h, n) = (t.ns(i), t.link(i), format!("gv{}n{i}", t.tag));
+            ip(&["netns", "add", &ns]);
+            ip(&["link", "add", &h, "type", "veth", "peer", "name", &n]);
+            ip(&["link", "set", &n, "netns", &ns]);
+            ip(&["addr", "add", &format!("10.77.{i}.1/24"), "dev", &h]);
+            ip(&["link", "set", &h, "up"]);
+            ip(&["-n", &ns, "addr", "add", &format!("{}/24", Self::addr(i)), "dev", &n]);
+            ip(&["-n", &ns, "link", "set", &n, "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        }
+        t
+    }
+
+    fn hosts_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("gust.hosts")
+    }
+
+    fn start_daemons(&mut self) {
+        for i in 0..HOSTS {
+            let log = std::fs::File::create(self.dir.path().join(format!("d{i}.log"))).unwrap();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &self.ns(i)])
+                .arg(gust_bin())
+                .arg("daemon")
+                .arg("--rootdir")
+                .arg(self.dir.path().join(format!("d{i}")))
+                .arg("--hosts-file")
+                .arg(self.hosts_file())
+                .arg("--listen")
+                .arg(format!("{}:{PORT}", Self::addr(i)))
+                .arg("--id")
+                .arg(i.to_string())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log);
+            // SAFETY: setsid in the child before exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+            let mut child = cmd.spawn().expect("start daemon in its namespace");
+            self.pids.push(child.id());
+            std::thread::spawn(move || child.wait());
+        }
+        let hosts = self.hosts_file();
+        let up = wait_until(Duration::from_secs(30), || {
+            gust_hosts::HostsFile::load(&hosts).map(|h| h.is_complete(HOSTS as usize)).unwrap_or(false)
+        });
+        assert!(up, "daemons did not register; logs in {}", self.dir.path().display());
+    }
+}
+
+impl Drop for TestHosts {
+    fn drop(&mut self) {
+        for p in &self.pids {
+            // `ip netns exec` execs the daemon, so this pid is the daemon.
+            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        }
+        for i in 0..HOSTS {
+            let _ = Command::new("ip").args(["link", "del", &self.link(i)]).output();
+            let _ = Command::new("ip").args(["netns", "del", &self.ns(i)]).output();
+        }
+    }
+}
+
+fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
+    let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
+    let r = c.write(fd, data).map(|_| ());
+    c.close(fd)?;
+    r
+}
+
+fn get(c: &Client, p: &str, len: usize) -> Result<Vec<u8>, Errno> {
+    let fd = c.open(p, libc::O_RDONLY, 0)?;
+    let mut b = vec![0u8; len + 1];
+    let r = c.pread(fd, &mut b, 0);
+    c.close(fd)?;
+    b.truncate(r?);
+    Ok(b)
+}
+
+#[test]
+fn daemons_on_separate_hosts_and_a_network_partition() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
+    let mut hosts = TestHosts::create();
+    hosts.start_daemons();
+    let h = gust_hosts::HostsFile::load(&hosts.hosts_file()).unwrap();
+    for d in &h.daemons {
+        assert_eq!(d.tcp_addr, format!("{}:{PORT}", TestHosts::addr(d.id)), "daemon {} registered the wrong address", d.id);
+    }
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
+    let c = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
+
+    // Data spread over all hosts: 8 MiB in 512 KiB chunks, and many small files.
+    let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 253) as u8).collect();
+    put(&c, "/big", &big).unwrap();
+    assert!(get(&c, "/big", big.len()).unwrap() == big);
+    for d in 0..HOSTS {
+        assert!(c.daemon_stats(d).unwrap().bytes_written > 0, "host {d} got no data");
+    }
+    let small: Vec<String> = (0..60).map(|i| format!("/s{i}")).collect();
+    for p in &small {
+        put(&c, p, p.as_bytes()).unwrap();
+    }
+
+    // Partition host 1: packets to it vanish (no RST).
+    ip(&["link", "set", &hosts.link(1), "down"]);
+    let mut failed = 0;
+    let mut served = 0;
+    for p in &small {
+        let t = Instant::now();
+        match c.stat(p) {
+            Ok(_) => served += 1,
+            Err(e) => {
+                assert_eq!(e, Errno(libc::EIO), "{p}");
+                failed += 1;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(12), "stat of {p} took {:?} during the partition", t.elapsed());
+        if failed >= 3 && served >= 10 {
+            break;
+        }
+    }
+    assert!(failed >= 1 && served >= 1, "partition: {failed} failed, {served} served");
+    // A read needing the partitioned host errs instead of returning zeros.
+    assert_eq!(get(&c, "/big", big.len()), Err(Errno(libc::EIO)));
+
+    // Heal: everything is served again, with the same data.
+    ip(&["link", "set", &hosts.link(1), "up"]);
+    let healed = wait_until(Duration::from_secs(20), || small.iter().all(|p| c.stat(p).is_ok()));
+    assert!(healed, "files on host 1 not reachable after the link came back");
+    assert!(get(&c, "/big", big.len()).unwrap() == big);
+    for p in &small {
+        assert_eq!(get(&c, p, p.len()).unwrap(), p.as_bytes());
+    }
+}
