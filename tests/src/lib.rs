@@ -73,6 +73,36 @@ impl Instance {
         Command::new(gust_bin()).args(args).env("GUST_HOSTS_FILE", &self.hosts).output().expect("run gust")
     }
 
+    /// Restarts daemon `id` as `gust start` ran it (same root directory, address and
+    /// id), detached, appending to its log. The daemon must be dead.
+    pub fn restart_daemon(&self, id: u32) {
+        use std::os::unix::process::CommandExt;
+        let e = self.hosts_file().daemons[id as usize].clone();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join(format!("d{id}.log"))).unwrap();
+        let mut cmd = Command::new(gust_bin());
+        cmd.arg("daemon")
+            .arg("--rootdir")
+            .arg(&e.rootdir)
+            .arg("--hosts-file")
+            .arg(&self.hosts)
+            .arg("--listen")
+            .arg(&e.tcp_addr)
+            .arg("--id")
+            .arg(id.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        // SAFETY: setsid in the child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("spawn gust daemon");
+        std::thread::spawn(move || child.wait());
+    }
+
     pub fn stop(&mut self) {
         if !self.stopped {
             self.stopped = true;
