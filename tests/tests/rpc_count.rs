@@ -110,3 +110,29 @@ fn check_parent_costs_one_more_rpc() {
     assert_eq!(ops, BTreeSet::from(["create", "stat"]), "{moved:?}");
     assert_eq!(moved.iter().map(|m| m.2).sum::<u64>(), 2);
 }
+
+/// O_SYNC: every write returns only after the daemons holding the file's chunks and
+/// its record were asked to make them durable; without it, writes send no fsync.
+#[test]
+fn o_sync_writes_are_synced_and_plain_writes_are_not() {
+    let inst = Instance::start_with(3, &["--chunk-size", "4k"]);
+    let c = inst.client();
+    let fsyncs = |moved: &[(u32, String, u64)]| moved.iter().filter(|m| m.1 == "fsync").map(|m| m.2).sum::<u64>();
+    let fd = c.open("/plain", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    let (moved, _) = measure(&c, || {
+        c.write(fd, &[1u8; 20_000]).unwrap();
+    });
+    assert_eq!(fsyncs(&moved), 0, "a plain write asked for fsync: {moved:?}");
+    c.close(fd).unwrap();
+    let fd = c.open("/sync", libc::O_CREAT | libc::O_WRONLY | libc::O_SYNC, 0o644).unwrap();
+    let (moved, _) = measure(&c, || {
+        c.write(fd, &[2u8; 20_000]).unwrap();
+    });
+    // 20,000 bytes in 4 KiB chunks span 5 chunks: at least one daemon syncs.
+    assert!(fsyncs(&moved) >= 1, "an O_SYNC write was not synced: {moved:?}");
+    let (moved, _) = measure(&c, || {
+        c.pwrite(fd, &[3u8; 100], 0).unwrap();
+    });
+    assert!(fsyncs(&moved) >= 1, "an O_SYNC pwrite was not synced: {moved:?}");
+    c.close(fd).unwrap();
+}

@@ -538,14 +538,26 @@ impl Client {
         let mut off = f.offset.lock().unwrap();
         let (at, n) = self.write_file(&f, buf, Some(*off))?;
         *off = at + n as u64;
+        drop(off);
+        self.sync_if_asked(&f)?;
         Ok(n)
+    }
+
+    /// O_SYNC and O_DSYNC: a write returns only once it is durable.
+    fn sync_if_asked(&self, f: &OpenFile) -> Result<()> {
+        if f.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            self.sync_file(f)?;
+        }
+        Ok(())
     }
 
     /// Writes at `offset`; on a descriptor opened with O_APPEND, Linux appends
     /// anyway, and so does this.
     pub fn pwrite(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
         let f = self.file(fd)?;
-        self.write_file(&f, buf, Some(offset)).map(|(_, n)| n)
+        let n = self.write_file(&f, buf, Some(offset)).map(|(_, n)| n)?;
+        self.sync_if_asked(&f)?;
+        Ok(n)
     }
 
     fn check_readable(f: &OpenFile) -> Result<()> {
@@ -852,6 +864,10 @@ impl Client {
     /// Makes the file's data and the metadata log durable on every daemon involved.
     pub fn fsync(&self, fd: i32) -> Result<()> {
         let f = self.file(fd)?;
+        self.sync_file(&f)
+    }
+
+    fn sync_file(&self, f: &OpenFile) -> Result<()> {
         let r = self.get_record(&f.path())?;
         let mut daemons = if r.size > 0 { self.dist.daemons_for_chunks(f.file_id, 0, (r.size - 1) / self.chunk_size) } else { Vec::new() };
         let md = self.md_daemon(&f.path());

@@ -118,9 +118,16 @@ impl ChunkStore {
         }
     }
 
+    /// Makes the file's chunks durable: its data (fdatasync) and its directory entry
+    /// (fsync of the directory), so a node crash after fsync keeps a new file too.
     pub fn sync(&self, file_id: u128) -> Res<()> {
         match self.file(file_id, false)? {
-            Some(f) => f.sync_data().map_err(errno),
+            Some(f) => {
+                f.sync_data().map_err(errno)?;
+                let dir = self.path(file_id);
+                let dir = dir.parent().expect("chunk files live in a subdirectory");
+                File::open(dir).and_then(|d| d.sync_all()).map_err(errno)
+            }
             None => Ok(()),
         }
     }
