@@ -38,14 +38,14 @@ done
 python3 - "$out" "$mnt" "$base/local" <<'PY'
 import json, sys
 path, mnt, local = sys.argv[1], sys.argv[2], sys.argv[3]
-print("| P | phase | API | preload | FUSE | local | preload/API | FUSE/preload | FUSE/API | API/local |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| P | phase | API | preload | FUSE | local | preload/API | FUSE/preload | FUSE/API | API/local | preload/local |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for line in open(path):
     r = json.loads(line)
     for ph in r["result"]["phases"]:
         g = ph["gust"]["median_rate"]; pl = ph["preload"]["median_rate"]
         f = ph["posix:" + mnt]["median_rate"]; l = ph["posix:" + local]["median_rate"]
         unit = "ops/s" if r["kind"] == "md" else "MiB/s"
-        print(f"| {r['procs']} | {r['kind']} {ph['phase']} ({unit}) | {g:,.0f} | {pl:,.0f} | {f:,.0f} | {l:,.0f} | {pl/g:.2f} | {f/pl:.2f} | {f/g:.2f} | {g/l:.2f} |")
+        print(f"| {r['procs']} | {r['kind']} {ph['phase']} ({unit}) | {g:,.0f} | {pl:,.0f} | {f:,.0f} | {l:,.0f} | {pl/g:.2f} | {f/pl:.2f} | {f/g:.2f} | {g/l:.2f} | {pl/l:.2f} |")
 print(f"results: {path}", file=sys.stderr)
 PY
