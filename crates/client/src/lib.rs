@@ -597,6 +597,7 @@ impl Client {
             per_daemon.entry(d).or_default().push((Span { offset: s.file_offset, len: s.len as u32 }, (s.file_offset - offset) as usize));
         }
         let mut calls = vec![Call { daemon: self.md_daemon(&f.path()), req: Request::Stat { path: f.path() }, bulk: Vec::new() }];
+        let mut dests = vec![None];
         let order: Vec<u32> = per_daemon.keys().copied().collect();
         for d in &order {
             calls.push(Call {
@@ -604,8 +605,10 @@ impl Client {
                 req: Request::Read { file_id: f.file_id, spans: per_daemon[d].iter().map(|x| x.0).collect() },
                 bulk: Vec::new(),
             });
+            dests.push(Some(per_daemon[d].iter().map(|(span, at)| (*at, span.len)).collect()));
         }
-        let mut answers = self.transport.batch(calls).into_iter();
+        // Chunk bytes land in `buf` straight from the sockets.
+        let mut answers = self.transport.batch_into(calls, dests, buf).into_iter();
         let size = match answers.next().expect("stat answer")? {
             (Response::Record(r), _) if r.file_id == f.file_id => r.size,
             // The path now names another file (renamed or replaced by another process).
@@ -613,24 +616,9 @@ impl Client {
             (r, _) => return Err(unexpected(r)),
         };
         let mut first_err = None;
-        for (d, a) in order.iter().zip(answers) {
+        for a in answers {
             match a {
-                Ok((Response::Data { span_lens }, bulk)) => {
-                    let spans = &per_daemon[d];
-                    if span_lens.len() != spans.len() {
-                        return Err(Errno(libc::EPROTO));
-                    }
-                    let mut pos = 0usize;
-                    for ((span, at), got) in spans.iter().zip(span_lens) {
-                        let got = (got.min(span.len)) as usize;
-                        if pos + got > bulk.len() {
-                            return Err(Errno(libc::EPROTO));
-                        }
-                        buf[*at..*at + got].copy_from_slice(&bulk[pos..pos + got]);
-                        buf[*at + got..*at + span.len as usize].fill(0);
-                        pos += got;
-                    }
-                }
+                Ok((Response::Data { .. }, _)) => {}
                 Ok((r, _)) => return Err(unexpected(r)),
                 Err(e) => first_err = first_err.or(Some(e)),
             }

@@ -134,6 +134,11 @@ pub(crate) struct Call<'a> {
     pub bulk: Vec<&'a [u8]>,
 }
 
+/// Where the bulk bytes of a Read reply go: for each requested span, its position in
+/// the caller's buffer. The reply's bytes are read straight from the socket into place
+/// (no intermediate buffer), and the part of a span the daemon does not hold is zeroed.
+pub(crate) type Dest = Vec<(usize, u32)>;
+
 /// A reply and its bulk bytes.
 pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
 
@@ -273,12 +278,9 @@ impl Transport {
         }
     }
 
-    /// Reads one reply. The error says whether no byte of it arrived.
-    fn recv(&self, c: &mut Conn, id: u64, op: u16) -> Result<(Reply, Vec<u8>), (bool, String)> {
-        self.recv_inner(c, id, op)
-    }
-
-    fn recv_inner(&self, c: &mut Conn, id: u64, op: u16) -> Result<(Reply, Vec<u8>), (bool, String)> {
+    /// Reads one reply, its bulk into a Vec or, for a Read reply with a `dest`,
+    /// straight into `buf`. The error says whether no byte of it arrived.
+    fn recv(&self, c: &mut Conn, id: u64, op: u16, dest: Option<&Dest>, buf: &mut [u8]) -> Result<(Reply, Vec<u8>), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
         if spin > 0 && c.reader.buffer().is_empty() {
@@ -306,19 +308,34 @@ impl Transport {
         }
         let mut body = vec![0u8; h.body_len as usize];
         c.reader.read_exact(&mut body).map_err(|e| (false, format!("truncated reply: {e}")))?;
+        let reply: Reply = decode(&body).map_err(|e| (false, e.to_string()))?;
+        if let (Some(dest), Ok(Response::Data { span_lens })) = (dest, &reply) {
+            // Check the layout before writing anything into the caller's buffer.
+            let fits = span_lens.len() == dest.len()
+                && span_lens.iter().zip(dest).all(|(got, (at, len))| got <= len && at + *len as usize <= buf.len())
+                && span_lens.iter().map(|g| *g as u64).sum::<u64>() == h.bulk_len as u64;
+            if !fits {
+                return Err((false, "read reply does not match the requested spans".into()));
+            }
+            for (got, (at, len)) in span_lens.iter().zip(dest) {
+                let (at, got, len) = (*at, *got as usize, *len as usize);
+                c.reader.read_exact(&mut buf[at..at + got]).map_err(|e| (false, format!("truncated reply: {e}")))?;
+                buf[at + got..at + len].fill(0);
+            }
+            return Ok((reply, Vec::new()));
+        }
         let mut bulk = vec![0u8; h.bulk_len as usize];
         c.reader.read_exact(&mut bulk).map_err(|e| (false, format!("truncated reply: {e}")))?;
-        let reply: Reply = decode(&body).map_err(|e| (false, e.to_string()))?;
         Ok((reply, bulk))
     }
 
     /// One call on a fresh connection (the retry of a call whose pooled connection
     /// turned out to be dead).
-    fn call_fresh(&self, call: &Call<'_>) -> Answer {
+    fn call_fresh(&self, call: &Call<'_>, dest: Option<&Dest>, buf: &mut [u8]) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut c = self.connect(call.daemon)?;
         self.send(&mut c, id, &call.req, &call.bulk).map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
-        match self.recv(&mut c, id, call.req.op()) {
+        match self.recv(&mut c, id, call.req.op(), dest, buf) {
             Ok((reply, bulk)) => {
                 self.give_back(call.daemon, c);
                 reply.map(|r| (r, bulk)).map_err(Errno)
@@ -334,48 +351,54 @@ impl Transport {
     /// twice: when sending failed (the daemon never got a whole frame), or when no
     /// byte of the reply came and the request is idempotent.
     pub fn batch(&self, calls: Vec<Call<'_>>) -> Vec<Answer> {
-        let mut pending: Vec<Option<(Conn, u64, u16, bool)>> = Vec::with_capacity(calls.len());
-        let mut answers: Vec<Option<Answer>> = Vec::with_capacity(calls.len());
+        let dests = calls.iter().map(|_| None).collect();
+        self.batch_into(calls, dests, &mut [])
+    }
+
+    /// `batch`, with Read replies delivered into `buf` at the positions `dests` give.
+    pub fn batch_into(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
+        debug_assert_eq!(calls.len(), dests.len());
+        enum Sent {
+            /// Waiting for the reply on this connection (id, op, pooled?).
+            Pending(Conn, u64, u16, bool),
+            /// Sending on a pooled connection failed: send again on a fresh one.
+            Resend,
+            Done(Answer),
+        }
+        let mut sent: Vec<Sent> = Vec::with_capacity(calls.len());
         for call in &calls {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
-            match self.take(call.daemon) {
+            sent.push(match self.take(call.daemon) {
                 Ok((mut c, reused)) => match self.send(&mut c, id, &call.req, &call.bulk) {
-                    Ok(()) => {
-                        pending.push(Some((c, id, call.req.op(), reused)));
-                        answers.push(None);
-                    }
-                    Err(_) if reused => {
-                        pending.push(None);
-                        answers.push(Some(self.call_fresh(call)));
-                    }
-                    Err(e) => {
-                        pending.push(None);
-                        answers.push(Some(Err(self.fail(call.daemon, format!("send: {e}")))));
-                    }
+                    Ok(()) => Sent::Pending(c, id, call.req.op(), reused),
+                    Err(_) if reused => Sent::Resend,
+                    Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
                 },
-                Err(e) => {
-                    pending.push(None);
-                    answers.push(Some(Err(e)));
-                }
-            }
-        }
-        for (i, p) in pending.into_iter().enumerate() {
-            let Some((mut c, id, op, reused)) = p else { continue };
-            let daemon = calls[i].daemon;
-            answers[i] = Some(match self.recv(&mut c, id, op) {
-                Ok((reply, bulk)) => {
-                    self.give_back(daemon, c);
-                    reply.map(|r| (r, bulk)).map_err(Errno)
-                }
-                Err((true, _)) if reused && idempotent(&calls[i].req) => {
-                    drop(c);
-                    self.call_fresh(&calls[i])
-                }
-                Err((_, e)) => Err(self.fail(daemon, e)),
+                Err(e) => Sent::Done(Err(e)),
             });
         }
-        answers.into_iter().map(|a| a.expect("every call answered")).collect()
+        let mut answers = Vec::with_capacity(calls.len());
+        for (i, st) in sent.into_iter().enumerate() {
+            let call = &calls[i];
+            let dest = dests[i].as_ref();
+            answers.push(match st {
+                Sent::Done(a) => a,
+                Sent::Resend => self.call_fresh(call, dest, buf),
+                Sent::Pending(mut c, id, op, reused) => match self.recv(&mut c, id, op, dest, buf) {
+                    Ok((reply, bulk)) => {
+                        self.give_back(call.daemon, c);
+                        reply.map(|r| (r, bulk)).map_err(Errno)
+                    }
+                    Err((true, _)) if reused && idempotent(&call.req) => {
+                        drop(c);
+                        self.call_fresh(call, dest, buf)
+                    }
+                    Err((_, e)) => Err(self.fail(call.daemon, e)),
+                },
+            });
+        }
+        answers
     }
 
     pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
