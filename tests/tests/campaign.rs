@@ -36,7 +36,7 @@ fn stop_keep_then_restart_serves_everything() {
         let fd = c.open(p, libc::O_RDONLY, 0).unwrap();
         let mut b = vec![0u8; data.len() + 1];
         assert_eq!(c.pread(fd, &mut b, 0).unwrap(), data.len(), "{p}");
-        assert!(&b[..data.len()] == &data[..], "{p} changed across the restart");
+        assert!(b[..data.len()] == data[..], "{p} changed across the restart");
         c.close(fd).unwrap();
     }
     // Nothing to restart once an instance is gone for good.

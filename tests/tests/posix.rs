@@ -410,7 +410,7 @@ fn append_from_two_clients() {
             assert!(seen.insert((ci, t, s)), "record {ci}:{t}:{s} appears twice");
             // One thread's appends land in the order it made them.
             assert!(
-                last_seq[ci][t].map_or(true, |p| p < s),
+                last_seq[ci][t].is_none_or(|p| p < s),
                 "record {ci}:{t}:{s} out of order"
             );
             last_seq[ci][t] = Some(s);

@@ -190,7 +190,7 @@ impl Target for PosixTarget {
     }
 }
 
-fn make_target(target: &str, hosts: &PathBuf) -> Result<Box<dyn Target>, String> {
+fn make_target(target: &str, hosts: &std::path::Path) -> Result<Box<dyn Target>, String> {
     if target == "gust" {
         Ok(Box::new(GustTarget(Client::open_instance(hosts, ClientOptions::from_env())?)))
     } else if target.starts_with("posix:") || target == "preload" {
@@ -513,7 +513,7 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
             let rs: Vec<&PhaseResult> = all.iter().filter(|r| r.phase == *phase && &r.target == t).collect();
             let m = median(rs.iter().map(|r| r.rate).collect());
             let errors: u64 = rs.iter().map(|r| r.errors).sum();
-            row.insert(format!("{t}"), serde_json::json!({"median_rate": m, "runs": rs.iter().map(|r| r.rate).collect::<Vec<_>>(), "errors": errors}));
+            row.insert(t.to_string(), serde_json::json!({"median_rate": m, "runs": rs.iter().map(|r| r.rate).collect::<Vec<_>>(), "errors": errors}));
             meds.push(m);
         }
         if meds.len() == 2 && meds[1] > 0.0 {
@@ -558,7 +558,7 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
             }
             if targets.len() > 2 {
                 for t in &targets[1..] {
-                    print!(" {:>12.3}", row.get(&format!("ratio_vs_{t}")).and_then(|v| v.as_f64()).unwrap_or(f64::NAN));
+                    print!(" {:>12.3}", row.get(format!("ratio_vs_{t}")).and_then(|v| v.as_f64()).unwrap_or(f64::NAN));
                 }
             }
             println!();

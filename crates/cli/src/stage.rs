@@ -41,21 +41,20 @@ const COPY_BUFFER_BYTES: usize = 4 << 20;
 pub fn run(a: StageArgs) -> Result<(), String> {
     let c = a.inst.client()?;
     let started = Instant::now();
-    let files: Vec<(String, String)>;
-    match a.direction {
+    let files: Vec<(String, String)> = match a.direction {
         Direction::In => {
             let dest = c.internal_path(&a.dest).unwrap_or_else(|| a.dest.clone());
             let mut list = Vec::new();
             walk_local(&c, Path::new(&a.src), &dest, &mut list)?;
-            files = list.into_iter().map(|(s, d)| (s.display().to_string(), d)).collect();
+            list.into_iter().map(|(s, d)| (s.display().to_string(), d)).collect()
         }
         Direction::Out => {
             let src = c.internal_path(&a.src).unwrap_or_else(|| a.src.clone());
             let mut list = Vec::new();
             walk_gust(&c, &src, Path::new(&a.dest), &mut list)?;
-            files = list.into_iter().map(|(s, d)| (s, d.display().to_string())).collect();
+            list.into_iter().map(|(s, d)| (s, d.display().to_string())).collect()
         }
-    }
+    };
     let total = files.len();
     let queue = Mutex::new(files);
     let bytes = AtomicU64::new(0);
@@ -73,7 +72,7 @@ pub fn run(a: StageArgs) -> Result<(), String> {
                     Ok(n) => {
                         bytes.fetch_add(n, Ordering::Relaxed);
                         let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if d % 1000 == 0 {
+                        if d.is_multiple_of(1000) {
                             eprint!("\rgust stage: {d}/{total} files");
                         }
                     }

@@ -33,6 +33,10 @@ const MERGE_GROW: u8 = 0xF1;
 const MERGE_OPERAND_BYTES: usize = 17;
 const LOCK_STRIPES: usize = 1024;
 
+/// One page of `scan_tree`: (path, record) pairs, the last key returned (to resume
+/// after), and whether the scan is complete.
+pub type TreePage = (Vec<(String, Record)>, Option<Vec<u8>>, bool);
+
 /// errno-valued result used throughout the daemon.
 pub type Res<T> = Result<T, i32>;
 
@@ -147,7 +151,7 @@ pub fn key_of(path: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(path.len() + 1);
     k.extend_from_slice(parent.as_bytes());
     k.push(0);
-    k.extend_from_slice(path[slash + 1..].as_bytes());
+    k.extend_from_slice(&path.as_bytes()[slash + 1..]);
     k
 }
 
@@ -410,7 +414,7 @@ impl MetadataStore {
     }
 
     /// All descendants of `dir` held here, in key order, one page at a time.
-    pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<(Vec<(String, Record)>, Option<Vec<u8>>, bool)> {
+    pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
         // For the root every key is a descendant.
         let ranges: Vec<(Vec<u8>, Vec<u8>)> = if dir == "/" {

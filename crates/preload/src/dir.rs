@@ -439,7 +439,12 @@ pub unsafe extern "C" fn scandir(p: *const c_char, namelist: *mut *mut *mut libc
     }
     match scandir_route(p) {
         Ok(Some(c)) => real::scandir(c.as_ptr(), namelist, filter, compar),
-        Ok(None) => scandir_gust(p, namelist as *mut *mut *mut dirent64, std::mem::transmute(filter), std::mem::transmute(compar)),
+        Ok(None) => scandir_gust(
+            p,
+            namelist as *mut *mut *mut dirent64,
+            std::mem::transmute::<Filter, Filter64>(filter),
+            std::mem::transmute::<Compar, Compar64>(compar),
+        ),
         Err(e) => {
             set_errno(e);
             -1
