@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 . scripts/env.sh
+cargo fmt --all -- --check
 cargo build --release --workspace --all-targets
 cargo test --release --workspace -- --test-threads="${GUST_TEST_THREADS:-2}"

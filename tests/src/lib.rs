@@ -78,7 +78,11 @@ impl Instance {
     pub fn restart_daemon(&self, id: u32) {
         use std::os::unix::process::CommandExt;
         let e = self.hosts_file().daemons[id as usize].clone();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join(format!("d{id}.log"))).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("d{id}.log")))
+            .unwrap();
         let mut cmd = Command::new(gust_bin());
         cmd.arg("daemon")
             .arg("--rootdir")

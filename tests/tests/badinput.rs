@@ -8,19 +8,14 @@ use gust_client::Client;
 use gust_e2e::{wait_until, Instance};
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::handshake::{self, HandshakeError, HELLO_MAGIC, STATUS_BAD_VERSION};
-use gust_proto::{
-    decode, encode, FileKind, Record, Reply, Request, Response, Span, PROTOCOL_VERSION,
-};
+use gust_proto::{decode, encode, FileKind, Record, Reply, Request, Response, Span, PROTOCOL_VERSION};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 fn connect(inst: &Instance, d: u32) -> TcpStream {
     let addr = inst.hosts_file().daemons[d as usize].tcp_addr.clone();
-    assert!(
-        addr.starts_with("127.0.0.1:"),
-        "daemons must listen on loopback only: {addr}"
-    );
+    assert!(addr.starts_with("127.0.0.1:"), "daemons must listen on loopback only: {addr}");
     let s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -36,19 +31,11 @@ fn authed(inst: &Instance, d: u32) -> TcpStream {
 }
 
 fn header(op: u16, body_len: u32, bulk_len: u32) -> [u8; HEADER_BYTES] {
-    Header {
-        version: PROTOCOL_VERSION,
-        op,
-        request_id: 7,
-        body_len,
-        bulk_len,
-    }
-    .encode()
+    Header { version: PROTOCOL_VERSION, op, request_id: 7, body_len, bulk_len }.encode()
 }
 
 fn send_req(s: &mut TcpStream, op: u16, body: &[u8], bulk: &[u8]) {
-    s.write_all(&header(op, body.len() as u32, bulk.len() as u32))
-        .unwrap();
+    s.write_all(&header(op, body.len() as u32, bulk.len() as u32)).unwrap();
     s.write_all(body).unwrap();
     s.write_all(bulk).unwrap();
 }
@@ -86,14 +73,9 @@ fn assert_closed(s: &mut TcpStream) {
 /// The daemon still answers and serves file-system operations.
 fn assert_serving(inst: &Instance, c: &Client) {
     for d in 0..inst.daemons {
-        c.ping(d)
-            .unwrap_or_else(|e| panic!("daemon {d} stopped answering: {e}"));
+        c.ping(d).unwrap_or_else(|e| panic!("daemon {d} stopped answering: {e}"));
         // SAFETY: kill with signal 0 only checks that the process exists.
-        assert_eq!(
-            unsafe { libc::kill(inst.daemon_pid(d) as i32, 0) },
-            0,
-            "daemon {d} died"
-        );
+        assert_eq!(unsafe { libc::kill(inst.daemon_pid(d) as i32, 0) }, 0, "daemon {d} died");
     }
     common::put(c, "/alive", b"still here");
     assert_eq!(common::get(c, "/alive"), b"still here");
@@ -107,11 +89,7 @@ fn log_of(inst: &Instance, d: u32) -> String {
 /// connection closes, which may trail our read of the close by a moment).
 fn assert_logged(inst: &Instance, d: u32, needle: &str) {
     let ok = wait_until(Duration::from_secs(5), || log_of(inst, d).contains(needle));
-    assert!(
-        ok,
-        "daemon {d} did not log {needle:?}; log:\n{}",
-        log_of(inst, d)
-    );
+    assert!(ok, "daemon {d} did not log {needle:?}; log:\n{}", log_of(inst, d));
 }
 
 fn frames_refused(c: &Client, d: u32) -> u64 {
@@ -165,8 +143,7 @@ fn garbage_and_bad_versions_before_the_handshake() {
     assert_logged(&inst, 0, "not a GustFS client");
     // An HTTP request, a classic stray peer.
     let mut s = connect(&inst, 0);
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\r\n\r\n\r\n\r\n")
-        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\r\n\r\n\r\n\r\n").unwrap();
     assert_closed(&mut s);
     // A hello from another protocol version gets a clear status, then the close.
     let mut s = connect(&inst, 0);
@@ -190,9 +167,7 @@ fn garbage_and_bad_versions_before_the_handshake() {
     // and meanwhile others are served.
     let mut silent = connect(&inst, 0);
     assert_serving(&inst, &c);
-    silent
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     assert_closed(&mut silent);
     assert_serving(&inst, &c);
 }
@@ -204,12 +179,7 @@ fn malformed_frames_after_the_handshake() {
     let before = frames_refused(&c, 0);
 
     // Oversized declared lengths: refused before any allocation, connection closed.
-    for (body, bulk) in [
-        (u32::MAX, 0),
-        ((1 << 20) + 1, 0),
-        (0, u32::MAX),
-        (16, (32 << 20) + 1),
-    ] {
+    for (body, bulk) in [(u32::MAX, 0), ((1 << 20) + 1, 0), (0, u32::MAX), (16, (32 << 20) + 1)] {
         let mut s = authed(&inst, 0);
         s.write_all(&header(3, body, bulk)).unwrap();
         assert_closed(&mut s);
@@ -224,30 +194,14 @@ fn malformed_frames_after_the_handshake() {
     assert_closed(&mut s);
     assert_logged(&inst, 0, "bad frame magic");
     let mut s = authed(&inst, 0);
-    s.write_all(
-        &Header {
-            version: 77,
-            op: 1,
-            request_id: 1,
-            body_len: 0,
-            bulk_len: 0,
-        }
-        .encode(),
-    )
-    .unwrap();
+    s.write_all(&Header { version: 77, op: 1, request_id: 1, body_len: 0, bulk_len: 0 }.encode()).unwrap();
     assert_closed(&mut s);
     assert_logged(&inst, 0, "protocol version 77 not supported");
 
     // Truncated frames: a partial header, a header with half its body, a body with
     // half its bulk; then the peer closes its side.
     let full = {
-        let req = Request::Write {
-            file_id: 5,
-            spans: vec![Span {
-                offset: 0,
-                len: 100,
-            }],
-        };
+        let req = Request::Write { file_id: 5, spans: vec![Span { offset: 0, len: 100 }] };
         let body = encode(&req);
         let mut f = header(req.op(), body.len() as u32, 100).to_vec();
         f.extend_from_slice(&body);
@@ -277,12 +231,7 @@ fn malformed_frames_after_the_handshake() {
     assert_eq!(read_reply(&mut s, 3), Some(Err(libc::EPROTO)));
     assert_closed(&mut s);
     let mut s = authed(&inst, 0);
-    send_req(
-        &mut s,
-        2,
-        &encode(&Request::Stat { path: "/x".into() }),
-        &[],
-    );
+    send_req(&mut s, 2, &encode(&Request::Stat { path: "/x".into() }), &[]);
     assert_eq!(read_reply(&mut s, 2), Some(Err(libc::EPROTO)));
     assert_closed(&mut s);
     assert_logged(&inst, 0, "malformed message body");
@@ -293,10 +242,7 @@ fn malformed_frames_after_the_handshake() {
     send_req(&mut s, 3, &evil, &[]);
     assert_eq!(read_reply(&mut s, 3), Some(Err(libc::EPROTO)));
 
-    assert!(
-        frames_refused(&c, 0) >= before + 15,
-        "frames_refused did not count the refusals"
-    );
+    assert!(frames_refused(&c, 0) >= before + 15, "frames_refused did not count the refusals");
     assert_serving(&inst, &c);
 }
 
@@ -316,11 +262,7 @@ fn bad_requests_get_errors_and_keep_the_connection() {
         atime_ns: 0,
         target: String::new(),
     };
-    let create = |p: &str| Request::Create {
-        path: p.to_string(),
-        record: rec.clone(),
-        exclusive: true,
-    };
+    let create = |p: &str| Request::Create { path: p.to_string(), record: rec.clone(), exclusive: true };
     // Paths are validated by the daemon too, not only by well-behaved clients.
     for (p, want) in [
         ("/../../escape", libc::EINVAL),
@@ -333,80 +275,29 @@ fn bad_requests_get_errors_and_keep_the_connection() {
     ] {
         assert_eq!(call(&mut s, &create(p), &[]), Err(want), "create {p:?}");
     }
+    assert_eq!(call(&mut s, &create(&"/x".repeat(5_000)), &[]), Err(libc::ENAMETOOLONG));
+    assert_eq!(call(&mut s, &create(&format!("/{}", "n".repeat(300))), &[]), Err(libc::ENAMETOOLONG));
+    assert_eq!(call(&mut s, &Request::Stat { path: "/..".into() }, &[]), Err(libc::EINVAL));
     assert_eq!(
-        call(&mut s, &create(&"/x".repeat(5_000)), &[]),
-        Err(libc::ENAMETOOLONG)
-    );
-    assert_eq!(
-        call(&mut s, &create(&format!("/{}", "n".repeat(300))), &[]),
-        Err(libc::ENAMETOOLONG)
-    );
-    assert_eq!(
-        call(&mut s, &Request::Stat { path: "/..".into() }, &[]),
-        Err(libc::EINVAL)
-    );
-    assert_eq!(
-        call(
-            &mut s,
-            &Request::RemoveRecords {
-                paths: vec!["/ok".into(), "/../x".into()]
-            },
-            &[]
-        ),
+        call(&mut s, &Request::RemoveRecords { paths: vec!["/ok".into(), "/../x".into()] }, &[]),
         Err(libc::EINVAL)
     );
     let mut link = rec.clone();
     link.target = "t".repeat(5_000);
     assert_eq!(
-        call(
-            &mut s,
-            &Request::Create {
-                path: "/l".into(),
-                record: link,
-                exclusive: true
-            },
-            &[]
-        ),
+        call(&mut s, &Request::Create { path: "/l".into(), record: link, exclusive: true }, &[]),
         Err(libc::ENAMETOOLONG)
     );
     // Spans that do not match the bulk, overflow, or ask for too much.
     let w = |spans: Vec<Span>| Request::Write { file_id: 5, spans };
-    assert_eq!(
-        call(&mut s, &w(vec![Span { offset: 0, len: 10 }]), &[1u8; 4]),
-        Err(libc::EINVAL)
-    );
-    assert_eq!(
-        call(
-            &mut s,
-            &w(vec![Span {
-                offset: u64::MAX - 2,
-                len: 4
-            }]),
-            &[1u8; 4]
-        ),
-        Err(libc::EFBIG)
-    );
-    assert_eq!(
-        call(&mut s, &w(vec![Span { offset: 0, len: 0 }; 5_000]), &[]),
-        Err(libc::EINVAL)
-    );
-    let huge_read = Request::Read {
-        file_id: 5,
-        spans: vec![
-            Span {
-                offset: 0,
-                len: u32::MAX
-            };
-            16
-        ],
-    };
+    assert_eq!(call(&mut s, &w(vec![Span { offset: 0, len: 10 }]), &[1u8; 4]), Err(libc::EINVAL));
+    assert_eq!(call(&mut s, &w(vec![Span { offset: u64::MAX - 2, len: 4 }]), &[1u8; 4]), Err(libc::EFBIG));
+    assert_eq!(call(&mut s, &w(vec![Span { offset: 0, len: 0 }; 5_000]), &[]), Err(libc::EINVAL));
+    let huge_read = Request::Read { file_id: 5, spans: vec![Span { offset: 0, len: u32::MAX }; 16] };
     assert_eq!(call(&mut s, &huge_read, &[]), Err(libc::EINVAL));
     // The same connection still works.
     assert_eq!(call(&mut s, &Request::Ping, &[]), Ok(Response::Ok));
-    assert_eq!(
-        call(&mut s, &create("/fine"), &[]),
-        Ok(Response::Record(rec.clone()))
-    );
+    assert_eq!(call(&mut s, &create("/fine"), &[]), Ok(Response::Record(rec.clone())));
     assert_eq!(c.stat("/fine").unwrap().file_id, 77);
     assert_serving(&inst, &c);
 }
@@ -417,11 +308,8 @@ fn bad_paths_through_the_client() {
     let c = inst.client();
     let parent = inst.rootdir().parent().unwrap().to_path_buf();
     let name = format!("escape-{}", std::process::id());
-    let outside: Vec<std::path::PathBuf> = vec![
-        parent.join(&name),
-        inst.rootdir().join(&name),
-        std::path::PathBuf::from("/").join(&name),
-    ];
+    let outside: Vec<std::path::PathBuf> =
+        vec![parent.join(&name), inst.rootdir().join(&name), std::path::PathBuf::from("/").join(&name)];
     for p in &outside {
         assert!(!p.exists(), "{} exists before the test", p.display());
     }
@@ -430,10 +318,7 @@ fn bad_paths_through_the_client() {
     common::put(&c, &up, b"inside");
     assert_eq!(common::get(&c, &format!("/{name}")), b"inside");
     c.mkdir(&format!("/d/../../../{name}.dir"), 0o755).unwrap();
-    assert_eq!(
-        c.stat(&format!("/{name}.dir")).unwrap().kind,
-        gust_client::Kind::Dir
-    );
+    assert_eq!(c.stat(&format!("/{name}.dir")).unwrap().kind, gust_client::Kind::Dir);
     c.symlink(&format!("../../../{name}"), "/sneaky").unwrap();
     assert_eq!(common::get(&c, "/sneaky"), b"inside");
     c.symlink("/etc/passwd", "/outside-link").unwrap();
@@ -446,11 +331,9 @@ fn bad_paths_through_the_client() {
     let long_path = format!("/{}", "abcdefghi/".repeat(1_000));
     let long_name = format!("/{}", "n".repeat(300));
     let nul = "/a\0b";
-    for (p, want) in [
-        (nul, libc::EINVAL),
-        (long_path.as_str(), libc::ENAMETOOLONG),
-        (long_name.as_str(), libc::ENAMETOOLONG),
-    ] {
+    for (p, want) in
+        [(nul, libc::EINVAL), (long_path.as_str(), libc::ENAMETOOLONG), (long_name.as_str(), libc::ENAMETOOLONG)]
+    {
         assert_err!(c.open(p, libc::O_CREAT | libc::O_WRONLY, 0o644), want);
         assert_err!(c.stat(p), want);
         assert_err!(c.lstat(p), want);
@@ -462,10 +345,7 @@ fn bad_paths_through_the_client() {
         assert_err!(c.symlink("x", p), want);
         assert_err!(c.opendir(p).map(|_| ()), want);
     }
-    assert_err!(
-        c.symlink(&"t".repeat(10_000), "/long-target"),
-        libc::ENAMETOOLONG
-    );
+    assert_err!(c.symlink(&"t".repeat(10_000), "/long-target"), libc::ENAMETOOLONG);
     // A 255-byte component is fine.
     let max_name = format!("/{}", "m".repeat(255));
     common::put(&c, &max_name, b"ok");

@@ -9,7 +9,8 @@ fn stop_keep_then_restart_serves_everything() {
     let mut inst = Instance::start_with(3, &["--chunk-size", "4k"]);
     let dir = inst.rootdir().to_path_buf();
     let instance_id = inst.hosts_file().instance;
-    let files: Vec<(String, Vec<u8>)> = (0..30).map(|i| (format!("/job1/f{i}"), vec![i as u8; 1000 + i * 997])).collect();
+    let files: Vec<(String, Vec<u8>)> =
+        (0..30).map(|i| (format!("/job1/f{i}"), vec![i as u8; 1000 + i * 997])).collect();
     {
         let c = inst.client();
         c.mkdir("/job1", 0o755).unwrap();

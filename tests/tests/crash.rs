@@ -74,10 +74,7 @@ fn restart_daemon_at(inst: &Instance, id: u32, listen: &str) -> std::path::PathB
 #[test]
 fn acknowledged_writes_survive_kill_9_and_restart() {
     let inst = Instance::start_with(3, &["--chunk-size", "4k"]);
-    let opts = ClientOptions {
-        rpc_timeout: Duration::from_secs(2),
-        ..Default::default()
-    };
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), ..Default::default() };
     let c = Arc::new(inst.client_with(opts.clone()));
     for w in 0..WRITERS {
         c.mkdir(&format!("/w{w}"), 0o755).unwrap();
@@ -90,8 +87,7 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
     let acked = Arc::new(Mutex::new(Acked::default()));
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
-            let (c, stop, failures, acked) =
-                (c.clone(), stop.clone(), failures.clone(), acked.clone());
+            let (c, stop, failures, acked) = (c.clone(), stop.clone(), failures.clone(), acked.clone());
             std::thread::spawn(move || {
                 for i in 0..FILES_PER_WRITER_MAX {
                     if stop.load(Ordering::Relaxed) {
@@ -133,23 +129,14 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
 
     // Let writes flow, then kill the daemon mid-run.
     assert!(
-        wait_until(Duration::from_secs(20), || acked
-            .lock()
-            .unwrap()
-            .files
-            .len()
-            >= 200),
+        wait_until(Duration::from_secs(20), || acked.lock().unwrap().files.len() >= 200),
         "writers made no progress"
     );
     let acked_before_kill = acked.lock().unwrap().files.len();
     // SAFETY: plain kill(2) of the daemon's pid.
-    assert_eq!(
-        unsafe { libc::kill(old_entry.pid as i32, libc::SIGKILL) },
-        0
-    );
+    assert_eq!(unsafe { libc::kill(old_entry.pid as i32, libc::SIGKILL) }, 0);
     assert!(
-        wait_until(Duration::from_secs(10), || failures.load(Ordering::Relaxed)
-            >= 5),
+        wait_until(Duration::from_secs(10), || failures.load(Ordering::Relaxed) >= 5),
         "no write failed while the daemon was dead"
     );
     std::thread::sleep(Duration::from_millis(200));
@@ -157,8 +144,7 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
     let log_path = restart_daemon(&inst, VICTIM);
     let up = wait_until(Duration::from_secs(20), || {
         let h = inst.hosts_file();
-        h.daemons[VICTIM as usize].pid != old_entry.pid
-            && inst.client_with(opts.clone()).ping(VICTIM).is_ok()
+        h.daemons[VICTIM as usize].pid != old_entry.pid && inst.client_with(opts.clone()).ping(VICTIM).is_ok()
     });
     assert!(
         up,
@@ -172,12 +158,7 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
     // Writers keep going against the restarted daemon for a while.
     let n_restart = acked.lock().unwrap().files.len();
     assert!(
-        wait_until(Duration::from_secs(20), || acked
-            .lock()
-            .unwrap()
-            .files
-            .len()
-            >= n_restart + 100),
+        wait_until(Duration::from_secs(20), || acked.lock().unwrap().files.len() >= n_restart + 100),
         "writers made no progress after the restart"
     );
     stop.store(true, Ordering::Relaxed);
@@ -198,20 +179,15 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
     for (path, seed, len) in &acked.files {
         let got = get(&fresh, path);
         assert_eq!(got.len(), *len, "{path}: size after restart");
-        assert!(
-            got == pattern(*seed, *len),
-            "{path}: content differs after restart"
-        );
+        assert!(got == pattern(*seed, *len), "{path}: content differs after restart");
     }
     let log = get(&fresh, "/log");
     let mut found = HashSet::new();
     for slot in log.chunks(RECORD_BYTES) {
         let head = String::from_utf8_lossy(&slot[..slot.len().min(20)]).to_string();
         let mut it = head.trim_start_matches('<').split(':');
-        let (Some(w), Some(i)) = (
-            it.next().and_then(|x| x.parse().ok()),
-            it.next().and_then(|x| x.parse().ok()),
-        ) else {
+        let (Some(w), Some(i)) = (it.next().and_then(|x| x.parse().ok()), it.next().and_then(|x| x.parse().ok()))
+        else {
             continue; // an append that failed part-way: its slot may hold zeros
         };
         if slot == record(w, i) {
@@ -219,17 +195,11 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
         }
     }
     for r in &acked.records {
-        assert!(
-            found.contains(r),
-            "acknowledged record {r:?} missing from /log after the restart"
-        );
+        assert!(found.contains(r), "acknowledged record {r:?} missing from /log after the restart");
     }
     eprintln!("verified in {:?}", t.elapsed());
     let log_text = std::fs::read_to_string(&log_path).unwrap();
-    assert!(
-        log_text.contains(&format!("daemon {VICTIM} of instance")),
-        "restart log:\n{log_text}"
-    );
+    assert!(log_text.contains(&format!("daemon {VICTIM} of instance")), "restart log:\n{log_text}");
 }
 
 /// A client keeps working across a daemon restart on a new port: its pooled

@@ -30,11 +30,7 @@ fn check_split(c: &Client, before: &[(String, u32)]) -> (usize, usize) {
     for (p, home) in before {
         let r = timed(&format!("stat {p}"), || c.stat(p));
         if *home == VICTIM {
-            assert_eq!(
-                r.map(|_| ()),
-                Err(gust_client::Errno(libc::EIO)),
-                "stat {p} (on the dead daemon)"
-            );
+            assert_eq!(r.map(|_| ()), Err(gust_client::Errno(libc::EIO)), "stat {p} (on the dead daemon)");
             failed += 1;
         } else {
             assert_eq!(r.unwrap().size, 3, "stat {p} (on a live daemon)");
@@ -50,13 +46,9 @@ fn homes(c: &Client, files: usize) -> Vec<(String, u32)> {
         .map(|i| {
             let p = format!("/f{i}");
             put(c, &p, b"abc");
-            let before: Vec<u64> = (0..c.daemon_count())
-                .map(|d| op_count(c, d, "stat"))
-                .collect();
+            let before: Vec<u64> = (0..c.daemon_count()).map(|d| op_count(c, d, "stat")).collect();
             c.stat(&p).unwrap();
-            let d = (0..c.daemon_count())
-                .find(|&d| op_count(c, d, "stat") > before[d as usize])
-                .unwrap();
+            let d = (0..c.daemon_count()).find(|&d| op_count(c, d, "stat") > before[d as usize]).unwrap();
             (p, d)
         })
         .collect()
@@ -64,10 +56,7 @@ fn homes(c: &Client, files: usize) -> Vec<(String, u32)> {
 
 fn run(force_tcp: bool, hang: bool) {
     let inst = Instance::start_with(4, &["--chunk-size", "4k"]);
-    let c = inst.client_with(ClientOptions {
-        rpc_timeout: TIMEOUT,
-        force_tcp,
-    });
+    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp });
     let files = homes(&c, if hang { FILES_HUNG } else { FILES });
     assert!(files.iter().any(|f| f.1 == VICTIM) && files.iter().any(|f| f.1 != VICTIM));
     // A multi-chunk file: its chunks are spread over all four daemons.
@@ -79,35 +68,20 @@ fn run(force_tcp: bool, hang: bool) {
     if hang {
         // The stop is asynchronous: wait until every thread of the daemon is stopped.
         let all_stopped = || {
-            std::fs::read_dir(format!("/proc/{pid}/task"))
-                .unwrap()
-                .all(|t| {
-                    let stat =
-                        std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
-                    // The state follows the parenthesized command name.
-                    stat.rsplit(')')
-                        .next()
-                        .and_then(|r| r.split_whitespace().next())
-                        == Some("T")
-                })
+            std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().all(|t| {
+                let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesized command name.
+                stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("T")
+            })
         };
-        assert!(
-            gust_e2e::wait_until(Duration::from_secs(5), all_stopped),
-            "daemon did not stop"
-        );
+        assert!(gust_e2e::wait_until(Duration::from_secs(5), all_stopped), "daemon did not stop");
     }
 
     let (failed, worked) = check_split(&c, &files);
     eprintln!("{failed} operations failed with EIO, {worked} worked");
-    assert!(c
-        .last_transport_error()
-        .unwrap()
-        .contains(&format!("daemon {VICTIM}")));
+    assert!(c.last_transport_error().unwrap().contains(&format!("daemon {VICTIM}")));
     // A fresh client (no pooled connections) behaves the same.
-    let fresh = inst.client_with(ClientOptions {
-        rpc_timeout: TIMEOUT,
-        force_tcp,
-    });
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp });
     check_split(&fresh, &files[..6]);
     // Creating, writing and reading files whose daemons are all alive still works,
     // while a read that needs a chunk on the dead daemon fails (never zeros).
@@ -129,11 +103,7 @@ fn run(force_tcp: bool, hang: bool) {
                 c.pread(fd, &mut b, 0).unwrap();
                 assert_eq!(&b, b"xyz");
             }
-            other => assert_eq!(
-                other,
-                Err(gust_client::Errno(libc::EIO)),
-                "{p} (metadata on {home})"
-            ),
+            other => assert_eq!(other, Err(gust_client::Errno(libc::EIO)), "{p} (metadata on {home})"),
         }
         c.close(fd).unwrap();
     }

@@ -164,7 +164,9 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                     std::thread::sleep(Duration::from_millis(rng.gen_range(50..400)));
                     inst.restart_daemon(d);
-                    let back = wait_until(Duration::from_secs(20), || inst.daemon_pid(d) as i32 != pid && inst.client().ping(d).is_ok());
+                    let back = wait_until(Duration::from_secs(20), || {
+                        inst.daemon_pid(d) as i32 != pid && inst.client().ping(d).is_ok()
+                    });
                     assert!(back, "seed {seed}: daemon {d} did not come back");
                 } else {
                     let ms = rng.gen_range(100..2000);
@@ -196,14 +198,22 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
 
     // Oracle, through a fresh client once every daemon answers.
     let c = inst.client();
-    assert!(wait_until(Duration::from_secs(20), || (0..DAEMONS).all(|d| c.ping(d).is_ok())), "seed {seed}: daemons not all up");
+    assert!(
+        wait_until(Duration::from_secs(20), || (0..DAEMONS).all(|d| c.ping(d).is_ok())),
+        "seed {seed}: daemons not all up"
+    );
     let mut checked = 0;
     for m in &models {
         for (p, want) in &m.certain {
             match want {
                 Some(want) => {
                     let got = read(&c, p).unwrap_or_else(|e| panic!("seed {seed}: acknowledged {p} unreadable: {e}"));
-                    assert!(&got == want, "seed {seed}: {p} holds {} bytes, acknowledged content {} bytes", got.len(), want.len());
+                    assert!(
+                        &got == want,
+                        "seed {seed}: {p} holds {} bytes, acknowledged content {} bytes",
+                        got.len(),
+                        want.len()
+                    );
                 }
                 None => assert_eq!(c.stat(p).map(|_| ()), Err(Errno(libc::ENOENT)), "seed {seed}: removed {p} is back"),
             }

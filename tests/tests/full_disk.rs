@@ -55,7 +55,8 @@ fn full_disk_gives_enospc_and_loses_nothing() {
     std::fs::create_dir(d.mnt()).unwrap();
     let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"]).arg(d.mnt()).status().unwrap();
     assert!(st.success(), "cannot mount a tmpfs");
-    let out = Command::new(gust_bin()).args(["start", "--local", "2", "--rootdir"]).arg(d.mnt().join("fs")).output().unwrap();
+    let out =
+        Command::new(gust_bin()).args(["start", "--local", "2", "--rootdir"]).arg(d.mnt().join("fs")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let c = Client::open_instance(&d.mnt().join("fs/gust.hosts"), ClientOptions::default()).unwrap();
 

@@ -22,7 +22,10 @@ struct Mount {
 fn mounted(dir: &Path) -> bool {
     let want = dir.to_string_lossy().to_string();
     std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|s| s.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()) && l.contains(" - fuse") && l.contains("gustfs")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.split(' ').nth(4) == Some(want.as_str()) && l.contains(" - fuse") && l.contains("gustfs"))
+        })
         .unwrap_or(false)
 }
 
@@ -453,7 +456,8 @@ fn interoperability_with_the_client_core() {
     assert_eq!(&again[1000..1011], b"OVERWRITTEN");
     // Names made by one side are listed by the other.
     c.mkdir("/dir/api_dir", 0o755).unwrap();
-    let names: Vec<String> = std::fs::read_dir(m.p("dir")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let names: Vec<String> =
+        std::fs::read_dir(m.p("dir")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     for n in ["from_mount", "from_api", "api_dir"] {
         assert!(names.iter().any(|x| x == n), "{n} missing in {names:?}");
     }
@@ -516,7 +520,8 @@ fn large_directory_is_listed_completely() {
     c.mkdir("/big", 0o755).unwrap();
     let n = 20_000;
     for i in 0..n {
-        let fd = c.open(&format!("/big/entry_with_a_longish_name_{i:06}"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        let fd =
+            c.open(&format!("/big/entry_with_a_longish_name_{i:06}"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
         c.close(fd).unwrap();
     }
     let out = sh(m.path(), "ls big | wc -l; ls -f big | sort | uniq -d | wc -l; find big -type f | wc -l");
@@ -593,7 +598,14 @@ fn unmount_by_gust_umount_fusermount_signal_and_background() {
     drop(m);
     // --background returns once mounted; gust umount ends the detached process.
     let dir = tempfile::tempdir_in("/tmp").unwrap();
-    let out = Command::new(gust_bin()).arg("mount").arg("-d").arg(dir.path()).arg("--hosts-file").arg(&inst.hosts).output().unwrap();
+    let out = Command::new(gust_bin())
+        .arg("mount")
+        .arg("-d")
+        .arg(dir.path())
+        .arg("--hosts-file")
+        .arg(&inst.hosts)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(mounted(dir.path()));
     assert_eq!(std::fs::read(dir.path().join("x")).unwrap(), b"1");
@@ -656,13 +668,17 @@ fn dead_daemon_gives_eio_promptly_and_unmount_succeeds() {
 }
 
 fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.split_whitespace().nth(2) == Some("Z")).unwrap_or(true)
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.split_whitespace().nth(2) == Some("Z"))
+        .unwrap_or(true)
 }
 
 /// Requests served by all daemons, not counting the `stats` requests that read them.
 fn daemon_requests(c: &gust_client::Client) -> u64 {
     (0..c.daemon_count())
-        .map(|d| c.daemon_stats(d).expect("daemon stats").ops.iter().filter(|x| x.0 != "stats").map(|x| x.1).sum::<u64>())
+        .map(|d| {
+            c.daemon_stats(d).expect("daemon stats").ops.iter().filter(|x| x.0 != "stats").map(|x| x.1).sum::<u64>()
+        })
         .sum()
 }
 

@@ -54,11 +54,9 @@ enum Out {
 
 fn short(r: &Result<Out, i32>) -> String {
     match r {
-        Ok(Out::Data(d)) => format!(
-            "Ok(Data: {} bytes, xxh {:x})",
-            d.len(),
-            d.iter().fold(0u64, |h, &b| h.wrapping_mul(31) ^ b as u64)
-        ),
+        Ok(Out::Data(d)) => {
+            format!("Ok(Data: {} bytes, xxh {:x})", d.len(), d.iter().fold(0u64, |h, &b| h.wrapping_mul(31) ^ b as u64))
+        }
         Ok(o) => format!("Ok({o:?})"),
         Err(e) => format!("Err({})", common::errname(*e)),
     }
@@ -93,10 +91,7 @@ impl Model {
     fn new(root: &str) -> Model {
         let mut nodes = BTreeMap::new();
         nodes.insert(root.to_string(), Node::Dir);
-        Model {
-            root: root.to_string(),
-            nodes,
-        }
+        Model { root: root.to_string(), nodes }
     }
 
     fn check_parent(&self, p: &str) -> Result<(), i32> {
@@ -200,9 +195,7 @@ impl Model {
                         }
                         match self.nodes.get(b) {
                             Some(Node::File(_)) => return Err(libc::ENOTDIR),
-                            Some(Node::Dir) if !self.children(b).is_empty() => {
-                                return Err(libc::ENOTEMPTY)
-                            }
+                            Some(Node::Dir) if !self.children(b).is_empty() => return Err(libc::ENOTEMPTY),
                             Some(Node::Dir) => {}
                             None => self.check_parent(b)?,
                         }
@@ -213,8 +206,7 @@ impl Model {
                             .filter(|(k, _)| *k == a || k.starts_with(&prefix))
                             .map(|(k, v)| (format!("{b}{}", &k[a.len()..]), v.clone()))
                             .collect();
-                        self.nodes
-                            .retain(|k, _| !(k == a || k.starts_with(&prefix)));
+                        self.nodes.retain(|k, _| !(k == a || k.starts_with(&prefix)));
                         self.nodes.extend(moved);
                     }
                     Node::File(_) => {
@@ -260,9 +252,7 @@ impl Model {
                 let dirs: Vec<&String> = self
                     .nodes
                     .iter()
-                    .filter(|(k, v)| {
-                        **v == Node::Dir && k[self.root.len()..].matches('/').count() < DEPTH_MAX
-                    })
+                    .filter(|(k, v)| **v == Node::Dir && k[self.root.len()..].matches('/').count() < DEPTH_MAX)
                     .map(|(k, _)| k)
                     .collect();
                 let d = dirs[rng.gen_range(0..dirs.len())];
@@ -270,12 +260,7 @@ impl Model {
             }
         }
         if rng.gen_bool(0.5) && self.nodes.len() > 1 {
-            return self
-                .nodes
-                .keys()
-                .nth(rng.gen_range(1..self.nodes.len()))
-                .unwrap()
-                .clone();
+            return self.nodes.keys().nth(rng.gen_range(1..self.nodes.len())).unwrap().clone();
         }
         let mut p = self.root.clone();
         for _ in 0..rng.gen_range(1..=DEPTH_MAX) {
@@ -289,31 +274,19 @@ impl Model {
         let (file, dir, new) = (Some(true), Some(false), None);
         match rng.gen_range(0..100) {
             0..=11 => Op::Create(self.pick(rng, new)),
-            12..=25 => Op::Write(
-                self.pick(rng, file),
-                rng.gen_range(0..OFFSET_MAX),
-                rng.gen_range(1..LEN_MAX),
-                rng.gen(),
-            ),
+            12..=25 => {
+                Op::Write(self.pick(rng, file), rng.gen_range(0..OFFSET_MAX), rng.gen_range(1..LEN_MAX), rng.gen())
+            }
             26..=30 => Op::Append(self.pick(rng, file), rng.gen_range(1..LEN_MAX), rng.gen()),
-            31..=42 => Op::Read(
-                self.pick(rng, file),
-                rng.gen_range(0..OFFSET_MAX + 4_000),
-                rng.gen_range(1..LEN_MAX * 2),
-            ),
-            43..=49 => Op::Truncate(
-                self.pick(rng, file),
-                rng.gen_range(0..OFFSET_MAX + LEN_MAX as u64),
-            ),
+            31..=42 => {
+                Op::Read(self.pick(rng, file), rng.gen_range(0..OFFSET_MAX + 4_000), rng.gen_range(1..LEN_MAX * 2))
+            }
+            43..=49 => Op::Truncate(self.pick(rng, file), rng.gen_range(0..OFFSET_MAX + LEN_MAX as u64)),
             50..=55 => Op::Unlink(self.pick(rng, file)),
             56..=65 => Op::Mkdir(self.pick(rng, new)),
             66..=70 => Op::Rmdir(self.pick(rng, dir)),
             71..=80 => {
-                let src = if rng.gen_bool(0.5) {
-                    self.pick(rng, dir)
-                } else {
-                    self.pick(rng, file)
-                };
+                let src = if rng.gen_bool(0.5) { self.pick(rng, dir) } else { self.pick(rng, file) };
                 let dst = match rng.gen_range(0..3) {
                     0 => self.pick(rng, file),
                     1 => self.pick(rng, dir),
@@ -323,17 +296,9 @@ impl Model {
             }
             81..=90 => {
                 let kind = if rng.gen() { file } else { dir };
-                Op::Stat(if rng.gen_bool(0.1) {
-                    self.root.clone()
-                } else {
-                    self.pick(rng, kind)
-                })
+                Op::Stat(if rng.gen_bool(0.1) { self.root.clone() } else { self.pick(rng, kind) })
             }
-            _ => Op::ReadDir(if rng.gen_bool(0.3) {
-                self.root.clone()
-            } else {
-                self.pick(rng, dir)
-            }),
+            _ => Op::ReadDir(if rng.gen_bool(0.3) { self.root.clone() } else { self.pick(rng, dir) }),
         }
     }
 }
@@ -345,21 +310,20 @@ fn errno<T>(r: gust_client::Result<T>) -> Result<T, i32> {
 /// Runs `op` against the real file system.
 fn exec(c: &Client, op: &Op) -> Result<Out, i32> {
     use libc::{O_APPEND, O_CREAT, O_EXCL, O_RDONLY, O_WRONLY};
-    let with_fd =
-        |p: &str, flags: i32, f: &dyn Fn(i32) -> gust_client::Result<Out>| -> Result<Out, i32> {
-            let fd = errno(c.open(p, flags, 0o644))?;
-            let r = errno(f(fd));
-            errno(c.close(fd))?;
-            r
-        };
+    let with_fd = |p: &str, flags: i32, f: &dyn Fn(i32) -> gust_client::Result<Out>| -> Result<Out, i32> {
+        let fd = errno(c.open(p, flags, 0o644))?;
+        let r = errno(f(fd));
+        errno(c.close(fd))?;
+        r
+    };
     match op {
         Op::Create(p) => with_fd(p, O_CREAT | O_EXCL | O_WRONLY, &|_| Ok(Out::Unit)),
-        Op::Write(p, off, len, seed) => with_fd(p, O_WRONLY, &|fd| {
-            c.pwrite(fd, &data_for(*seed, *len), *off).map(Out::Len)
-        }),
-        Op::Append(p, len, seed) => with_fd(p, O_WRONLY | O_APPEND, &|fd| {
-            c.write(fd, &data_for(*seed, *len)).map(Out::Len)
-        }),
+        Op::Write(p, off, len, seed) => {
+            with_fd(p, O_WRONLY, &|fd| c.pwrite(fd, &data_for(*seed, *len), *off).map(Out::Len))
+        }
+        Op::Append(p, len, seed) => {
+            with_fd(p, O_WRONLY | O_APPEND, &|fd| c.write(fd, &data_for(*seed, *len)).map(Out::Len))
+        }
         Op::Read(p, off, len) => with_fd(p, O_RDONLY, &|fd| {
             let mut b = vec![0u8; *len];
             let n = c.pread(fd, &mut b, *off)?;
@@ -371,8 +335,7 @@ fn exec(c: &Client, op: &Op) -> Result<Out, i32> {
         Op::Mkdir(p) => errno(c.mkdir(p, 0o755)).map(|_| Out::Unit),
         Op::Rmdir(p) => errno(c.rmdir(p)).map(|_| Out::Unit),
         Op::Rename(a, b) => errno(c.rename(a, b)).map(|_| Out::Unit),
-        Op::Stat(p) => errno(c.stat(p))
-            .map(|s| Out::Stat(s.kind, if s.kind == Kind::File { s.size } else { 0 })),
+        Op::Stat(p) => errno(c.stat(p)).map(|s| Out::Stat(s.kind, if s.kind == Kind::File { s.size } else { 0 })),
         Op::ReadDir(p) => errno(c.read_dir(p)).map(|v| {
             let mut n: Vec<String> = v.into_iter().map(|e| e.name).collect();
             n.sort();
@@ -390,19 +353,13 @@ fn check_tree(c: &Client, m: &Model) -> Result<(), String> {
                 let want = Ok(Out::Names(m.children(p)));
                 let got = exec(c, &Op::ReadDir(p.clone()));
                 if got != want {
-                    return Err(format!(
-                        "tree check: readdir {p}: got {got:?}, model {want:?}"
-                    ));
+                    return Err(format!("tree check: readdir {p}: got {got:?}, model {want:?}"));
                 }
             }
             Node::File(d) => {
                 let got = exec(c, &Op::Read(p.clone(), 0, d.len() + 10));
                 if got != Ok(Out::Data(d.clone())) {
-                    return Err(format!(
-                        "tree check: content of {p}: got {}, model {} bytes",
-                        short(&got),
-                        d.len()
-                    ));
+                    return Err(format!("tree check: content of {p}: got {}, model {} bytes", short(&got), d.len()));
                 }
             }
         }
@@ -438,15 +395,10 @@ fn run_model(c: &Client, root: &str, seed: u64, ops: usize) -> Result<(), String
         }
     }
     check_tree(c, &m).map_err(|e| format!("{root}, at the end: {e}"))?;
-    eprintln!(
-        "{root}: {ops} operations, {succeeded} succeeded, {} paths at the end",
-        m.nodes.len()
-    );
+    eprintln!("{root}: {ops} operations, {succeeded} succeeded, {} paths at the end", m.nodes.len());
     // A sequence where almost everything fails (ENOENT) would test little.
     if succeeded * 3 < ops {
-        return Err(format!(
-            "{root}: only {succeeded} of {ops} operations succeeded; the generator is degenerate"
-        ));
+        return Err(format!("{root}: only {succeeded} of {ops} operations succeeded; the generator is degenerate"));
     }
     Ok(())
 }
@@ -455,10 +407,7 @@ fn base_seed() -> u64 {
     match std::env::var("GUST_TEST_SEED") {
         Ok(s) => s.trim().parse().expect("GUST_TEST_SEED must be an integer"),
         Err(_) => {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
                 % 1_000_000_007
         }
     }
@@ -478,20 +427,10 @@ fn model_from_several_threads() {
             std::thread::spawn(move || run_model(&c, &root, seed.wrapping_add(t), OPS_PER_THREAD))
         })
         .collect();
-    let failures: Vec<String> = hs
-        .into_iter()
-        .filter_map(|h| h.join().unwrap().err())
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "model mismatch with GUST_TEST_SEED={seed}:\n{}",
-        failures.join("\n\n")
-    );
+    let failures: Vec<String> = hs.into_iter().filter_map(|h| h.join().unwrap().err()).collect();
+    assert!(failures.is_empty(), "model mismatch with GUST_TEST_SEED={seed}:\n{}", failures.join("\n\n"));
     // The subtrees did not leak into each other.
-    assert_eq!(
-        common::names(&c, "/"),
-        (0..THREADS).map(|t| format!("t{t}")).collect::<Vec<_>>()
-    );
+    assert_eq!(common::names(&c, "/"), (0..THREADS).map(|t| format!("t{t}")).collect::<Vec<_>>());
 }
 
 /// A worker process of `model_from_several_processes`; does nothing unless that
@@ -502,12 +441,8 @@ fn model_worker() {
         return;
     };
     let hosts = std::env::var("GUST_MODEL_HOSTS").expect("GUST_MODEL_HOSTS");
-    let seed: u64 = std::env::var("GUST_MODEL_SEED")
-        .expect("GUST_MODEL_SEED")
-        .parse()
-        .unwrap();
-    let c =
-        Client::open_instance(std::path::Path::new(&hosts), Default::default()).expect("client");
+    let seed: u64 = std::env::var("GUST_MODEL_SEED").expect("GUST_MODEL_SEED").parse().unwrap();
+    let c = Client::open_instance(std::path::Path::new(&hosts), Default::default()).expect("client");
     if let Err(e) = run_model(&c, &root, seed, OPS_PER_WORKER) {
         panic!(
             "model mismatch in worker process (GUST_TEST_SEED={}):\n{e}",
@@ -528,13 +463,7 @@ fn model_from_several_processes() {
         let root = format!("/p{w}");
         c.mkdir(&root, 0o755).unwrap();
         let child = Command::new(&exe)
-            .args([
-                "--exact",
-                "model_worker",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
+            .args(["--exact", "model_worker", "--nocapture", "--test-threads", "1"])
             .env("GUST_MODEL_WORKER", &root)
             .env("GUST_MODEL_HOSTS", &inst.hosts)
             .env("GUST_MODEL_SEED", (seed.wrapping_add(1000 + w)).to_string())
@@ -569,22 +498,12 @@ fn model_from_several_processes() {
         } else {
             // The worker must really have run its sequence, not returned at once.
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                text.contains("1 passed"),
-                "worker {w} did not run model_worker:\n{text}"
-            );
+            assert!(text.contains("1 passed"), "worker {w} did not run model_worker:\n{text}");
         }
     }
-    assert!(
-        failures.is_empty(),
-        "GUST_TEST_SEED={seed}:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "GUST_TEST_SEED={seed}:\n{}", failures.join("\n"));
     // Each worker left a non-trivial subtree behind, visible to this process.
-    assert_eq!(
-        common::names(&c, "/"),
-        (0..WORKERS).map(|w| format!("p{w}")).collect::<Vec<_>>()
-    );
+    assert_eq!(common::names(&c, "/"), (0..WORKERS).map(|w| format!("p{w}")).collect::<Vec<_>>());
 }
 
 /// The model itself must catch a wrong answer: feed it a run where the file system
@@ -601,8 +520,5 @@ fn model_detects_a_divergence() {
     exec(&c, &Op::Create("/x/a".into())).unwrap();
     check_tree(&c, &m).unwrap();
     exec(&c, &Op::Write("/x/a".into(), 5, 10, 1)).unwrap();
-    assert!(
-        check_tree(&c, &m).is_err(),
-        "content difference not detected"
-    );
+    assert!(check_tree(&c, &m).is_err(), "content difference not detected");
 }

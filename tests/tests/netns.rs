@@ -41,7 +41,11 @@ impl TestHosts {
 
     fn create() -> TestHosts {
         let tag = format!("{}", std::process::id() % 100_000);
-        let t = TestHosts { tag, dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(), pids: Vec::new() };
+        let t = TestHosts {
+            tag,
+            dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(),
+            pids: Vec::new(),
+        };
         for i in 0..HOSTS {
             let (ns, h, n) = (t.ns(i), t.link(i), format!("gv{}n{i}", t.tag));
             ip(&["netns", "add", &ns]);
@@ -133,7 +137,12 @@ fn daemons_on_separate_hosts_and_a_network_partition() {
     hosts.start_daemons();
     let h = gust_hosts::HostsFile::load(&hosts.hosts_file()).unwrap();
     for d in &h.daemons {
-        assert_eq!(d.tcp_addr, format!("{}:{PORT}", TestHosts::addr(d.id)), "daemon {} registered the wrong address", d.id);
+        assert_eq!(
+            d.tcp_addr,
+            format!("{}:{PORT}", TestHosts::addr(d.id)),
+            "daemon {} registered the wrong address",
+            d.id
+        );
     }
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
     let c = Client::open_instance(&hosts.hosts_file(), opts).unwrap();

@@ -5,9 +5,7 @@ mod common;
 use common::*;
 use gust_client::{Client, ClientOptions, Kind};
 use gust_e2e::Instance;
-use libc::{
-    O_APPEND, O_CREAT, O_DIRECTORY, O_EXCL, O_NOFOLLOW, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY,
-};
+use libc::{O_APPEND, O_CREAT, O_DIRECTORY, O_EXCL, O_NOFOLLOW, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -24,10 +22,7 @@ fn open_flags_and_their_errors() {
         assert_eq!(c.write(fd, b"hello world").unwrap(), 11);
         c.close(fd).unwrap();
         assert_err!(c.open("/f", O_CREAT | O_EXCL | O_RDWR, 0o644), libc::EEXIST);
-        assert_err!(
-            c.open("/f", O_CREAT | O_EXCL | O_RDONLY, 0o644),
-            libc::EEXIST
-        );
+        assert_err!(c.open("/f", O_CREAT | O_EXCL | O_RDONLY, 0o644), libc::EEXIST);
 
         // O_CREAT without O_EXCL opens the existing file and keeps its data and mode.
         let fd = c.open("/f", O_CREAT | O_RDONLY, 0o600).unwrap();
@@ -60,22 +55,14 @@ fn open_flags_and_their_errors() {
         let fd = c.open("/f", O_CREAT | O_TRUNC | O_WRONLY, 0o644).unwrap();
         c.close(fd).unwrap();
         c.truncate("/f", 20_000).unwrap();
-        assert_eq!(
-            get(c, "/f"),
-            vec![0u8; 20_000],
-            "data before O_TRUNC reappeared"
-        );
+        assert_eq!(get(c, "/f"), vec![0u8; 20_000], "data before O_TRUNC reappeared");
 
         // O_APPEND: every write goes to the end, whatever the offset says.
         put(c, "/a", b"0123");
         let fd = c.open("/a", O_APPEND | O_WRONLY, 0).unwrap();
         c.lseek(fd, 0, libc::SEEK_SET).unwrap();
         assert_eq!(c.write(fd, b"ab").unwrap(), 2);
-        assert_eq!(
-            c.lseek(fd, 0, libc::SEEK_CUR).unwrap(),
-            6,
-            "offset after an append is the new end"
-        );
+        assert_eq!(c.lseek(fd, 0, libc::SEEK_CUR).unwrap(), 6, "offset after an append is the new end");
         assert_eq!(c.pwrite(fd, b"cd", 0).unwrap(), 2);
         c.close(fd).unwrap();
         assert_eq!(get(c, "/a"), b"0123abcd");
@@ -86,10 +73,7 @@ fn open_flags_and_their_errors() {
         assert_err!(c.open("/d", O_RDWR, 0), libc::EISDIR);
         assert_err!(c.open("/d", O_CREAT | O_RDWR, 0o644), libc::EISDIR);
         assert_err!(c.open("/d", O_CREAT | O_RDONLY, 0o644), libc::EISDIR);
-        assert_err!(
-            c.open("/d", O_CREAT | O_EXCL | O_RDONLY, 0o644),
-            libc::EEXIST
-        );
+        assert_err!(c.open("/d", O_CREAT | O_EXCL | O_RDONLY, 0o644), libc::EEXIST);
         assert_err!(c.open("/", O_CREAT | O_EXCL | O_RDWR, 0o644), libc::EEXIST);
         let dfd = c.open("/d", O_RDONLY | O_DIRECTORY, 0).unwrap();
         assert_err!(c.read(dfd, &mut b), libc::EISDIR);
@@ -240,10 +224,7 @@ fn sparse_files_read_holes_as_zeros() {
             let mut b = vec![0xAAu8; (off + 100) as usize];
             assert_eq!(c.pread(fd, &mut b, 0).unwrap(), (off + 10) as usize);
             assert_eq!(&b[..4], b"head");
-            assert!(
-                b[4..off as usize].iter().all(|&x| x == 0),
-                "hole does not read as zeros"
-            );
+            assert!(b[4..off as usize].iter().all(|&x| x == 0), "hole does not read as zeros");
             assert_eq!(&b[off as usize..off as usize + 10], b"tail-bytes");
             // A read wholly inside the hole, far from any written chunk.
             let mut h = vec![0xAAu8; 10_000];
@@ -275,10 +256,7 @@ fn truncate_shrinks_and_grows() {
         let back = get(c, "/t");
         assert_eq!(back.len(), 60_000);
         assert_eq!(&back[..10_001], &data[..10_001]);
-        assert!(
-            back[10_001..].iter().all(|&x| x == 0),
-            "data past the shrunk end reappeared after growing"
-        );
+        assert!(back[10_001..].iter().all(|&x| x == 0), "data past the shrunk end reappeared after growing");
         // ftruncate on a descriptor, to zero and up again.
         let fd = c.open("/t", O_RDWR, 0).unwrap();
         c.ftruncate(fd, 0).unwrap();
@@ -391,28 +369,14 @@ fn append_from_two_clients() {
         let mut last_seq = vec![vec![None::<usize>; THREADS]; 2];
         for (i, rec) in log.chunks(RECORD_BYTES).enumerate() {
             let head = String::from_utf8_lossy(&rec[..20]).to_string();
-            let parts: Vec<usize> = head
-                .trim_start_matches('[')
-                .split(':')
-                .take(3)
-                .map(|x| x.parse().unwrap_or(usize::MAX))
-                .collect();
+            let parts: Vec<usize> =
+                head.trim_start_matches('[').split(':').take(3).map(|x| x.parse().unwrap_or(usize::MAX)).collect();
             let (ci, t, s) = (parts[0], parts[1], parts[2]);
-            assert!(
-                ci < 2 && t < THREADS && s < RECORDS,
-                "record {i} is torn: {head:?}"
-            );
-            assert_eq!(
-                rec,
-                &record(ci, t, s)[..],
-                "record {i} is torn or overlapped"
-            );
+            assert!(ci < 2 && t < THREADS && s < RECORDS, "record {i} is torn: {head:?}");
+            assert_eq!(rec, &record(ci, t, s)[..], "record {i} is torn or overlapped");
             assert!(seen.insert((ci, t, s)), "record {ci}:{t}:{s} appears twice");
             // One thread's appends land in the order it made them.
-            assert!(
-                last_seq[ci][t].is_none_or(|p| p < s),
-                "record {ci}:{t}:{s} out of order"
-            );
+            assert!(last_seq[ci][t].is_none_or(|p| p < s), "record {ci}:{t}:{s} out of order");
             last_seq[ci][t] = Some(s);
         }
         assert_eq!(seen.len(), 2 * THREADS * RECORDS);
@@ -424,42 +388,26 @@ fn large_file_spans_many_chunks_and_daemons() {
     const SIZE: usize = 40 << 20;
     each_size(&["--chunk-size", "64k"], |_, c| {
         let n = c.daemon_count();
-        let before: Vec<u64> = (0..n)
-            .map(|d| c.daemon_stats(d).unwrap().bytes_written)
-            .collect();
+        let before: Vec<u64> = (0..n).map(|d| c.daemon_stats(d).unwrap().bytes_written).collect();
         let data = pattern(5, SIZE);
         let fd = c.open("/big", O_CREAT | O_RDWR, 0o644).unwrap();
         // Start off a chunk boundary so every chunk span is split unevenly.
         assert_eq!(c.pwrite(fd, &data[..1000], 0).unwrap(), 1000);
         assert_eq!(c.pwrite(fd, &data[1000..], 1000).unwrap(), SIZE - 1000);
         assert_eq!(c.fstat(fd).unwrap().size, SIZE as u64);
-        let after: Vec<u64> = (0..n)
-            .map(|d| c.daemon_stats(d).unwrap().bytes_written)
-            .collect();
+        let after: Vec<u64> = (0..n).map(|d| c.daemon_stats(d).unwrap().bytes_written).collect();
         let per: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-        assert_eq!(
-            per.iter().sum::<u64>(),
-            SIZE as u64,
-            "bytes written per daemon: {per:?}"
-        );
+        assert_eq!(per.iter().sum::<u64>(), SIZE as u64, "bytes written per daemon: {per:?}");
         // 640 chunks hashed over n daemons: every daemon holds a fair share.
         let chunks = (SIZE / (64 << 10)) as u64;
         for (d, b) in per.iter().enumerate() {
-            assert!(
-                *b >= (chunks / n as u64 / 2) * (64 << 10),
-                "daemon {d} got only {b} bytes: {per:?}"
-            );
+            assert!(*b >= (chunks / n as u64 / 2) * (64 << 10), "daemon {d} got only {b} bytes: {per:?}");
         }
         let mut back = vec![0u8; SIZE];
         assert_eq!(c.pread(fd, &mut back, 0).unwrap(), SIZE);
         assert!(back == data, "40 MiB file read back differs");
         // Odd ranges straddling chunk boundaries.
-        for (off, len) in [
-            (65_535usize, 3usize),
-            (1 << 20, 200_000),
-            (SIZE - 70_000, 100_000),
-            (7, 1),
-        ] {
+        for (off, len) in [(65_535usize, 3usize), (1 << 20, 200_000), (SIZE - 70_000, 100_000), (7, 1)] {
             let mut b = vec![0u8; len];
             let got = c.pread(fd, &mut b, off as u64).unwrap();
             let want = &data[off..(off + len).min(SIZE)];
@@ -487,11 +435,7 @@ fn deep_directory_tree() {
         put(c, &leaf, b"deep data");
         for (i, l) in levels.iter().enumerate() {
             assert_eq!(c.stat(l).unwrap().kind, Kind::Dir);
-            let want = if i + 1 < DEPTH {
-                format!("lvl{}", i + 1)
-            } else {
-                "leaf".into()
-            };
+            let want = if i + 1 < DEPTH { format!("lvl{}", i + 1) } else { "leaf".into() };
             assert_eq!(names(c, l), vec![want], "listing of {l}");
         }
         assert_eq!(get(c, &leaf), b"deep data");
@@ -502,10 +446,7 @@ fn deep_directory_tree() {
         assert_err!(c.stat(&leaf), libc::ENOENT);
         assert_err!(c.stat("/lvl0/lvl1"), libc::ENOENT);
         // Tear down bottom-up; every level refuses while it has a child.
-        let mut levels: Vec<String> = levels
-            .iter()
-            .map(|l| l.replacen("/lvl0/lvl1", "/lvl0/moved", 1))
-            .collect();
+        let mut levels: Vec<String> = levels.iter().map(|l| l.replacen("/lvl0/lvl1", "/lvl0/moved", 1)).collect();
         assert_err!(c.rmdir(&levels[0]), libc::ENOTEMPTY);
         c.unlink(&new_leaf).unwrap();
         while let Some(l) = levels.pop() {
@@ -567,13 +508,7 @@ fn huge_directory_is_listed_completely() {
             let c = c.clone();
             std::thread::spawn(move || {
                 for i in (t..ENTRIES).step_by(THREADS) {
-                    let fd = c
-                        .open(
-                            &format!("/big/file-{i:06}"),
-                            O_CREAT | O_EXCL | O_WRONLY,
-                            0o644,
-                        )
-                        .unwrap();
+                    let fd = c.open(&format!("/big/file-{i:06}"), O_CREAT | O_EXCL | O_WRONLY, 0o644).unwrap();
                     c.close(fd).unwrap();
                 }
             })
@@ -599,12 +534,7 @@ fn huge_directory_is_listed_completely() {
         assert!(count <= ENTRIES);
     }
     eprintln!("listed {count} entries in {:?}", t1.elapsed());
-    assert_eq!(
-        count,
-        ENTRIES,
-        "first missing: {:?}",
-        seen.iter().position(|x| !x)
-    );
+    assert_eq!(count, ENTRIES, "first missing: {:?}", seen.iter().position(|x| !x));
 }
 
 #[test]
@@ -616,11 +546,7 @@ fn rename_files() {
         c.rename("/a", "/b").unwrap();
         assert_err!(c.stat("/a"), libc::ENOENT);
         assert_eq!(get(c, "/b"), data);
-        assert_eq!(
-            c.stat("/b").unwrap().ino,
-            ino,
-            "rename keeps the file's identity"
-        );
+        assert_eq!(c.stat("/b").unwrap().ino, ino, "rename keeps the file's identity");
         // Into another directory.
         c.mkdir("/dir", 0o755).unwrap();
         c.rename("/b", "/dir/c").unwrap();
@@ -634,10 +560,7 @@ fn rename_files() {
         assert_eq!(get(c, "/victim"), data);
         assert_err!(c.stat("/dir/c"), libc::ENOENT);
         c.truncate("/victim", 40_000).unwrap();
-        assert!(
-            get(c, "/victim")[25_000..].iter().all(|&x| x == 0),
-            "replaced file's chunks survived"
-        );
+        assert!(get(c, "/victim")[25_000..].iter().all(|&x| x == 0), "replaced file's chunks survived");
         // An open descriptor of the old name keeps working on the renamed file's data.
         put(c, "/x", b"xdata");
         c.rename("/x", "/x").unwrap();
@@ -666,11 +589,7 @@ fn rename_directories_with_descendants() {
                 c.mkdir(&format!("/src/d{a}/e{b}"), 0o755).unwrap();
                 for f in 0..3 {
                     let p = format!("d{a}/e{b}/f{f}");
-                    put(
-                        c,
-                        &format!("/src/{p}"),
-                        &pattern((a * 100 + b * 10 + f) as u64, 5_000 + f * 3_000),
-                    );
+                    put(c, &format!("/src/{p}"), &pattern((a * 100 + b * 10 + f) as u64, 5_000 + f * 3_000));
                     files.push(p);
                 }
             }
@@ -696,17 +615,11 @@ fn rename_directories_with_descendants() {
         for p in &files {
             assert_err!(c.stat(&format!("/src/{p}")), libc::ENOENT);
             let parts: Vec<usize> = p.split('/').map(|x| x[1..].parse().unwrap()).collect();
-            let want = pattern(
-                (parts[0] * 100 + parts[1] * 10 + parts[2]) as u64,
-                5_000 + parts[2] * 3_000,
-            );
+            let want = pattern((parts[0] * 100 + parts[1] * 10 + parts[2]) as u64, 5_000 + parts[2] * 3_000);
             assert_eq!(get(c, &format!("/dst/moved/{p}")), want, "{p}");
         }
         assert_eq!(c.stat("/dst/moved/d1").unwrap().mode, 0o750);
-        assert_eq!(
-            names(c, "/dst/moved"),
-            vec!["d0", "d1", "d2", "d3", "link", "top"]
-        );
+        assert_eq!(names(c, "/dst/moved"), vec!["d0", "d1", "d2", "d3", "link", "top"]);
         assert_eq!(names(c, "/dst/moved/d2/e1"), vec!["f0", "f1", "f2"]);
         assert_eq!(get(c, "/dst/moved/link"), b"top");
         assert_eq!(names(c, "/"), vec!["dst", "full", "srcx", "srcx.d"]);
@@ -818,11 +731,7 @@ fn chmod_and_utimens_show_in_stat() {
         c.utimens("/l", Some(11), Some(12), false).unwrap();
         let ls = c.lstat("/l").unwrap();
         assert_eq!((ls.atime_ns, ls.mtime_ns), (11, 12));
-        assert_eq!(
-            c.stat("/f").unwrap().mtime_ns,
-            m + 5,
-            "utimens without follow changed the target"
-        );
+        assert_eq!(c.stat("/f").unwrap().mtime_ns, m + 5, "utimens without follow changed the target");
         c.utimens("/l", Some(21), Some(22), true).unwrap();
         let st = c.stat("/f").unwrap();
         assert_eq!((st.atime_ns, st.mtime_ns), (21, 22));
@@ -830,15 +739,9 @@ fn chmod_and_utimens_show_in_stat() {
         let fd = c.open("/f", O_WRONLY, 0).unwrap();
         c.write(fd, b"y").unwrap();
         c.close(fd).unwrap();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i64;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
         let mt = c.stat("/f").unwrap().mtime_ns;
-        assert!(
-            (now - mt).abs() < 60_000_000_000,
-            "mtime after write is {mt}, now {now}"
-        );
+        assert!((now - mt).abs() < 60_000_000_000, "mtime after write is {mt}, now {now}");
     });
 }
 
@@ -849,13 +752,8 @@ fn statfs_sums_the_daemons() {
         let n = c.daemon_count();
         assert_eq!(s.daemons, n);
         let per: Vec<_> = (0..n).map(|d| c.daemon_statfs(d).unwrap()).collect();
-        assert_eq!(
-            s.total_bytes,
-            per.iter().map(|p| p.total_bytes).sum::<u64>()
-        );
-        assert!(
-            s.total_bytes > 0 && s.free_bytes <= s.total_bytes && s.avail_bytes <= s.free_bytes
-        );
+        assert_eq!(s.total_bytes, per.iter().map(|p| p.total_bytes).sum::<u64>());
+        assert!(s.total_bytes > 0 && s.free_bytes <= s.total_bytes && s.avail_bytes <= s.free_bytes);
         // Every daemon's root directory here is on the same local file system, so the
         // instance reports n times its size.
         assert_eq!(s.total_bytes, per[0].total_bytes * n as u64);
@@ -867,10 +765,7 @@ fn statfs_sums_the_daemons() {
 fn check_parent_option() {
     each_size(&["--check-parent"], |_, c| {
         assert!(c.hosts().check_parent);
-        assert_err!(
-            c.open("/missing/f", O_CREAT | O_WRONLY, 0o644),
-            libc::ENOENT
-        );
+        assert_err!(c.open("/missing/f", O_CREAT | O_WRONLY, 0o644), libc::ENOENT);
         assert_err!(c.mkdir("/missing/d", 0o755), libc::ENOENT);
         assert_err!(c.symlink("x", "/missing/l"), libc::ENOENT);
         put(c, "/file", b"");
@@ -897,10 +792,7 @@ fn check_parent_option() {
 #[test]
 fn tcp_transport_behaves_like_unix_sockets() {
     let inst = Instance::start_with(3, SMALL_CHUNKS);
-    let c = inst.client_with(ClientOptions {
-        force_tcp: true,
-        ..Default::default()
-    });
+    let c = inst.client_with(ClientOptions { force_tcp: true, ..Default::default() });
     let data = pattern(8, 100_000);
     put(&c, "/over-tcp", &data);
     assert_eq!(get(&inst.client(), "/over-tcp"), data);

@@ -172,7 +172,10 @@ cd /gustfs/many && ls f5* | wc -l && pwd && cat f7 && cd /
 rm -r /gustfs/many; [ ! -e /gustfs/many ] && echo gone
 "#,
     );
-    assert_eq!(out, "one\ntwo\nthree\nfirst=one\ntwo three one \nvia-fd3\n1000\n11\n1000\n111\n/gustfs/many\n7\ngone\n");
+    assert_eq!(
+        out,
+        "one\ntwo\nthree\nfirst=one\ntwo three one \nvia-fd3\n1000\n11\n1000\n111\n/gustfs/many\n7\ngone\n"
+    );
 }
 
 #[test]

@@ -42,11 +42,7 @@ fn assert_one_rpc(c: &Client, what: &str, want_op: &str, f: impl FnOnce()) -> u3
     assert_eq!(sent, 1, "{what}: the client sent {sent} RPCs");
     assert_eq!(moved.len(), 1, "{what}: daemons served {moved:?}");
     let (d, op, n) = &moved[0];
-    assert_eq!(
-        (op.as_str(), *n),
-        (want_op, 1),
-        "{what}: daemons served {moved:?}"
-    );
+    assert_eq!((op.as_str(), *n), (want_op, 1), "{what}: daemons served {moved:?}");
     *d
 }
 
@@ -72,9 +68,7 @@ fn create_stat_unlink_cost_one_rpc_each() {
                 let fd = c.open(&p, libc::O_RDONLY, 0).unwrap();
                 c.close(fd).unwrap();
             });
-            let d_unlink = assert_one_rpc(&c, &format!("unlink {p}"), "remove", || {
-                c.unlink(&p).unwrap()
-            });
+            let d_unlink = assert_one_rpc(&c, &format!("unlink {p}"), "remove", || c.unlink(&p).unwrap());
             // Metadata of one path lives on one daemon.
             assert_eq!([d_create, d_stat, d_open], [d_unlink; 3], "{p}");
             daemons_hit.insert(d_create);
@@ -82,15 +76,10 @@ fn create_stat_unlink_cost_one_rpc_each() {
         }
         // Placement spreads paths: with several daemons, several are used.
         if n > 1 {
-            assert!(
-                daemons_hit.len() > 1,
-                "all 24 paths hashed to daemons {daemons_hit:?}"
-            );
+            assert!(daemons_hit.len() > 1, "all 24 paths hashed to daemons {daemons_hit:?}");
         }
         // mkdir is one RPC as well (no parent check by default).
-        assert_one_rpc(&c, "mkdir", "create", || {
-            c.mkdir("/dir/sub", 0o755).unwrap()
-        });
+        assert_one_rpc(&c, "mkdir", "create", || c.mkdir("/dir/sub", 0o755).unwrap());
     }
 }
 
@@ -100,9 +89,7 @@ fn check_parent_costs_one_more_rpc() {
     let c = inst.client();
     c.mkdir("/d", 0o755).unwrap();
     let (moved, sent) = measure(&c, || {
-        let fd = c
-            .open("/d/f", libc::O_CREAT | libc::O_WRONLY, 0o644)
-            .unwrap();
+        let fd = c.open("/d/f", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
         c.close(fd).unwrap();
     });
     assert_eq!(sent, 2);

@@ -15,10 +15,7 @@ fn gust_start(args: &[&str], root: &std::path::Path) -> Output {
 
 fn assert_fails(out: &Output, needle: &str) -> String {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        !out.status.success(),
-        "gust start succeeded; stderr:\n{err}"
-    );
+    assert!(!out.status.success(), "gust start succeeded; stderr:\n{err}");
     assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
     assert!(err.contains(needle), "stderr lacks {needle:?}:\n{err}");
     err
@@ -36,12 +33,7 @@ fn port_in_use() {
     if let Ok(h) = gust_hosts::HostsFile::load(&tmp.path().join("gust.hosts")) {
         for d in h.daemons {
             // SAFETY: kill with signal 0 only checks for existence.
-            assert_ne!(
-                unsafe { libc::kill(d.pid as i32, 0) },
-                0,
-                "daemon {} still running",
-                d.pid
-            );
+            assert_ne!(unsafe { libc::kill(d.pid as i32, 0) }, 0, "daemon {} still running", d.pid);
         }
     }
     drop(l);
@@ -53,10 +45,7 @@ fn unwritable_root_directory() {
     let file = tmp.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
     let root = file.join("root");
-    let err = assert_fails(
-        &gust_start(&["--local", "2"], &root),
-        "cannot create root directory",
-    );
+    let err = assert_fails(&gust_start(&["--local", "2"], &root), "cannot create root directory");
     assert!(err.contains(&root.display().to_string()), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
 }
@@ -65,10 +54,7 @@ fn unwritable_root_directory() {
 fn hosts_file_of_a_running_instance() {
     let inst = Instance::start(2);
     let before = std::fs::read_to_string(&inst.hosts).unwrap();
-    let err = assert_fails(
-        &gust_start(&["--local", "1"], inst.rootdir()),
-        "already running",
-    );
+    let err = assert_fails(&gust_start(&["--local", "1"], inst.rootdir()), "already running");
     assert!(err.contains("gust stop"), "{err}");
     // The running instance is untouched and still serves.
     assert_eq!(std::fs::read_to_string(&inst.hosts).unwrap(), before);
@@ -76,32 +62,19 @@ fn hosts_file_of_a_running_instance() {
     for d in 0..2 {
         c.ping(d).unwrap();
     }
-    let fd = c
-        .open("/still-works", libc::O_CREAT | libc::O_WRONLY, 0o644)
-        .unwrap();
+    let fd = c.open("/still-works", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
     c.close(fd).unwrap();
 }
 
 #[test]
 fn stale_hosts_file_needs_force() {
     let mut inst = Instance::start(1);
-    let keep = Command::new(gust_bin())
-        .args(["stop", "--keep", "--hosts-file"])
-        .arg(&inst.hosts)
-        .output()
-        .unwrap();
+    let keep = Command::new(gust_bin()).args(["stop", "--keep", "--hosts-file"]).arg(&inst.hosts).output().unwrap();
     assert!(keep.status.success());
-    let err = assert_fails(
-        &gust_start(&["--local", "1"], inst.rootdir()),
-        "stale hosts file",
-    );
+    let err = assert_fails(&gust_start(&["--local", "1"], inst.rootdir()), "stale hosts file");
     assert!(err.contains("--force"), "{err}");
     let out = gust_start(&["--local", "1", "--force"], inst.rootdir());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     inst.client().ping(0).unwrap();
     inst.stop();
 }
@@ -109,12 +82,6 @@ fn stale_hosts_file_needs_force() {
 #[test]
 fn bad_arguments() {
     let tmp = tempfile::tempdir_in("/tmp").unwrap();
-    assert_fails(
-        &gust_start(&["--local", "0"], tmp.path()),
-        "--local must be at least 1",
-    );
-    assert_fails(
-        &gust_start(&["--local", "1", "--chunk-size", "1k"], tmp.path()),
-        "--chunk-size must be between",
-    );
+    assert_fails(&gust_start(&["--local", "0"], tmp.path()), "--local must be at least 1");
+    assert_fails(&gust_start(&["--local", "1", "--chunk-size", "1k"], tmp.path()), "--chunk-size must be between");
 }

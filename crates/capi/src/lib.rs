@@ -196,18 +196,17 @@ fn offset_arg(off: off_t, what: &str) -> R<u64> {
 // ----- instance ----------------------------------------------------------------------
 
 fn mount(hosts: Option<&str>) -> R<gust_fs> {
-    let path = match hosts {
-        Some(p) => p.to_string(),
-        None => match std::env::var("GUST_HOSTS_FILE") {
-            Ok(p) if !p.is_empty() => p,
-            _ => {
-                return Err(failure(
+    let path =
+        match hosts {
+            Some(p) => p.to_string(),
+            None => match std::env::var("GUST_HOSTS_FILE") {
+                Ok(p) if !p.is_empty() => p,
+                _ => return Err(failure(
                     libc::EINVAL,
                     "hosts file is NULL and GUST_HOSTS_FILE is not set; run `eval \"$(gust env)\"` or pass the path",
-                ))
-            }
-        },
-    };
+                )),
+            },
+        };
     let client = Client::open_instance(Path::new(&path), ClientOptions::from_env()).map_err(|msg| {
         // The core reports a message; the errno comes from the file itself where it
         // is the cause (missing, unreadable), otherwise the file's content is bad.
@@ -307,7 +306,13 @@ pub unsafe extern "C" fn gust_write(fs: *mut gust_fs, fd: c_int, buf: *const lib
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn gust_pread(fs: *mut gust_fs, fd: c_int, buf: *mut libc::c_void, count: size_t, offset: off_t) -> ssize_t {
+pub unsafe extern "C" fn gust_pread(
+    fs: *mut gust_fs,
+    fd: c_int,
+    buf: *mut libc::c_void,
+    count: size_t,
+    offset: off_t,
+) -> ssize_t {
     guard("gust_pread", -1, || {
         let fs = fs_ref(fs)?;
         let n = buf_len(buf, count)?;
@@ -318,7 +323,13 @@ pub unsafe extern "C" fn gust_pread(fs: *mut gust_fs, fd: c_int, buf: *mut libc:
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn gust_pwrite(fs: *mut gust_fs, fd: c_int, buf: *const libc::c_void, count: size_t, offset: off_t) -> ssize_t {
+pub unsafe extern "C" fn gust_pwrite(
+    fs: *mut gust_fs,
+    fd: c_int,
+    buf: *const libc::c_void,
+    count: size_t,
+    offset: off_t,
+) -> ssize_t {
     guard("gust_pwrite", -1, || {
         let fs = fs_ref(fs)?;
         let n = buf_len(buf, count)?;
@@ -569,7 +580,12 @@ pub unsafe extern "C" fn gust_symlink(fs: *mut gust_fs, target: *const c_char, l
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn gust_readlink(fs: *mut gust_fs, path: *const c_char, buf: *mut c_char, bufsiz: size_t) -> ssize_t {
+pub unsafe extern "C" fn gust_readlink(
+    fs: *mut gust_fs,
+    path: *const c_char,
+    buf: *mut c_char,
+    bufsiz: size_t,
+) -> ssize_t {
     guard("gust_readlink", -1, || {
         let fs = fs_ref(fs)?;
         let p = fs.path(path, "path")?;

@@ -331,8 +331,9 @@ fn run_phase(t: &dyn Target, s: &WorkerSpec, phase: &str) -> PhaseReport {
 
 /// Entry point of `gust bench worker`: spec from the environment, phases on stdin.
 fn worker() -> Result<(), String> {
-    let spec: WorkerSpec = serde_json::from_str(&std::env::var("GUST_BENCH_SPEC").map_err(|_| "GUST_BENCH_SPEC not set")?)
-        .map_err(|e| e.to_string())?;
+    let spec: WorkerSpec =
+        serde_json::from_str(&std::env::var("GUST_BENCH_SPEC").map_err(|_| "GUST_BENCH_SPEC not set")?)
+            .map_err(|e| e.to_string())?;
     let t = make_target(&spec.target, &spec.hosts_file)?;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
@@ -375,7 +376,11 @@ fn spawn_workers(specs: Vec<WorkerSpec>, extra_env: &[(String, String)]) -> Resu
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().map_err(|e| format!("cannot spawn worker: {e}"))?;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot spawn worker: {e}"))?;
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
@@ -418,7 +423,15 @@ fn run_once(w: &Workload, c: &Common, target: &str, run: u32) -> Result<Vec<Phas
     }
     let seed = 0x5eed_0000 + run as u64;
     let specs = (0..c.procs)
-        .map(|rank| WorkerSpec { workload: w.clone(), target: target.into(), hosts_file: hosts.clone(), base: worker_base.clone(), rank, procs: c.procs, seed })
+        .map(|rank| WorkerSpec {
+            workload: w.clone(),
+            target: target.into(),
+            hosts_file: hosts.clone(),
+            base: worker_base.clone(),
+            rank,
+            procs: c.procs,
+            seed,
+        })
         .collect();
     let mut workers = spawn_workers(specs, &worker_env)?;
     let mut results = Vec::new();
@@ -432,7 +445,8 @@ fn run_once(w: &Workload, c: &Common, target: &str, run: u32) -> Result<Vec<Phas
         for wk in workers.iter_mut() {
             let mut line = String::new();
             wk.stdout.read_line(&mut line).map_err(|e| e.to_string())?;
-            let r: PhaseReport = serde_json::from_str(line.trim()).map_err(|e| format!("worker died in phase {phase}: {e}"))?;
+            let r: PhaseReport =
+                serde_json::from_str(line.trim()).map_err(|e| format!("worker died in phase {phase}: {e}"))?;
             total.ops += r.ops;
             total.bytes += r.bytes;
             total.errors += r.errors;
@@ -442,7 +456,15 @@ fn run_once(w: &Workload, c: &Common, target: &str, run: u32) -> Result<Vec<Phas
             Workload::Md { .. } => total.ops as f64 / secs,
             Workload::Io { .. } => total.bytes as f64 / 1048576.0 / secs,
         };
-        results.push(PhaseResult { phase: phase.to_string(), target: target.into(), ops: total.ops, bytes: total.bytes, errors: total.errors, seconds: secs, rate });
+        results.push(PhaseResult {
+            phase: phase.to_string(),
+            target: target.into(),
+            ops: total.ops,
+            bytes: total.bytes,
+            errors: total.errors,
+            seconds: secs,
+            rate,
+        });
     }
     for mut wk in workers {
         drop(wk.stdin);
@@ -490,7 +512,8 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
     }
     // Several targets (comma-separated) run interleaved, run by run, and the first is
     // reported as a ratio to each of the others.
-    let mut targets: Vec<String> = c.target.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+    let mut targets: Vec<String> =
+        c.target.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
     if let Some(b) = &c.baseline {
         targets.push(format!("posix:{}", b.display()));
     }

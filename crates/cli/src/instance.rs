@@ -41,7 +41,10 @@ impl InstanceArgs {
     pub fn client(&self) -> Result<Client, String> {
         let p = self.hosts_path();
         if !p.exists() {
-            return Err(format!("no instance: hosts file {} does not exist (start one with `gust start`)", p.display()));
+            return Err(format!(
+                "no instance: hosts file {} does not exist (start one with `gust start`)",
+                p.display()
+            ));
         }
         Client::open_instance(&p, ClientOptions::from_env())
     }
@@ -107,7 +110,8 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         ));
     }
     if hosts_path.exists() {
-        let old = HostsFile::load(&hosts_path).map_err(|e| format!("{e} (not a GustFS hosts file? refusing to overwrite it)"))?;
+        let old = HostsFile::load(&hosts_path)
+            .map_err(|e| format!("{e} (not a GustFS hosts file? refusing to overwrite it)"))?;
         // A daemon that exited but is not yet reaped (its parent, often init in a
         // container, reaps lazily) is not running.
         let alive: Vec<u32> = old
@@ -129,10 +133,22 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 .daemons
                 .iter()
                 .filter(|d| d.host == me)
-                .map(|d| (d.id, d.rootdir.clone(), match a.port { Some(p) => format!("127.0.0.1:{}", p as u32 + d.id), None => "127.0.0.1:0".into() }))
+                .map(|d| {
+                    (
+                        d.id,
+                        d.rootdir.clone(),
+                        match a.port {
+                            Some(p) => format!("127.0.0.1:{}", p as u32 + d.id),
+                            None => "127.0.0.1:0".into(),
+                        },
+                    )
+                })
                 .collect();
             if plan.len() != old.daemons.len() {
-                return Err(format!("{} lists daemons on other hosts; restart those with `gust daemon` there", hosts_path.display()));
+                return Err(format!(
+                    "{} lists daemons on other hosts; restart those with `gust daemon` there",
+                    hosts_path.display()
+                ));
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
             return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false);
@@ -180,7 +196,14 @@ pub fn start(a: StartArgs) -> Result<(), String> {
 
 /// Starts one daemon per (id, root directory, listen address), detached, each logging
 /// to `<log_dir>/d<id>.log`, and waits until all have registered and answer.
-fn launch(plan: &[(u32, PathBuf, String)], mountdir: &str, hosts_path: &Path, log_dir: &Path, timeout_s: u64, fresh_logs: bool) -> Result<(), String> {
+fn launch(
+    plan: &[(u32, PathBuf, String)],
+    mountdir: &str,
+    hosts_path: &Path,
+    log_dir: &Path,
+    timeout_s: u64,
+    fresh_logs: bool,
+) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let mut children = Vec::new();
     for (i, droot, listen) in plan {
@@ -232,7 +255,10 @@ fn launch(plan: &[(u32, PathBuf, String)], mountdir: &str, hosts_path: &Path, lo
         if let Ok(h) = HostsFile::load(hosts_path) {
             let registered = h.is_complete(n) && h.daemons.iter().all(|d| children.iter().any(|c| c.1.id() == d.pid));
             if registered {
-                if let Ok(c) = Client::open_instance(hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false }) {
+                if let Ok(c) = Client::open_instance(
+                    hosts_path,
+                    ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false },
+                ) {
                     if (0..n as u32).all(|d| c.ping(d).is_ok()) {
                         break;
                     }
@@ -243,12 +269,20 @@ fn launch(plan: &[(u32, PathBuf, String)], mountdir: &str, hosts_path: &Path, lo
             for (_, c, _) in children.iter_mut() {
                 let _ = c.kill();
             }
-            return Err(format!("daemons did not all answer within {timeout_s} s; see the logs in {}", log_dir.display()));
+            return Err(format!(
+                "daemons did not all answer within {timeout_s} s; see the logs in {}",
+                log_dir.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let h = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
-    eprintln!("gust: instance {} up: {n} daemon(s), chunk size {} bytes, hosts file {}", h.instance, h.chunk_size_bytes, hosts_path.display());
+    eprintln!(
+        "gust: instance {} up: {n} daemon(s), chunk size {} bytes, hosts file {}",
+        h.instance,
+        h.chunk_size_bytes,
+        hosts_path.display()
+    );
     print_env(hosts_path, &h);
     Ok(())
 }
@@ -343,8 +377,17 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
     let p = a.hosts_path();
     let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
     let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
-    println!("instance {}  chunk size {}  mountdir {}  hosts file {}", h.instance, human(h.chunk_size_bytes), h.mountdir, p.display());
-    println!("{:>3} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}", "id", "address", "pid", "state", "requests", "creates", "stats", "used", "free");
+    println!(
+        "instance {}  chunk size {}  mountdir {}  hosts file {}",
+        h.instance,
+        human(h.chunk_size_bytes),
+        h.mountdir,
+        p.display()
+    );
+    println!(
+        "{:>3} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
+        "id", "address", "pid", "state", "requests", "creates", "stats", "used", "free"
+    );
     let mut down = 0;
     for d in &h.daemons {
         match (c.daemon_stats(d.id), c.daemon_statfs(d.id)) {

@@ -2,8 +2,8 @@
 
 mod bench;
 mod instance;
-mod run;
 mod mount;
+mod run;
 mod stage;
 
 use clap::{Parser, Subcommand};

@@ -71,7 +71,10 @@ pub fn mount(a: MountArgs) -> Result<(), String> {
     };
     let hosts = a.inst.hosts_path();
     if !hosts.exists() {
-        return Err(format!("no instance: hosts file {} does not exist (start one with `gust start`)", hosts.display()));
+        return Err(format!(
+            "no instance: hosts file {} does not exist (start one with `gust start`)",
+            hosts.display()
+        ));
     }
     if !a.mountpoint.is_dir() {
         return Err(format!("mount point {} is not a directory (create it first)", a.mountpoint.display()));
@@ -92,12 +95,20 @@ pub fn mount(a: MountArgs) -> Result<(), String> {
     // Fail early and clearly if the daemons are not there, rather than at first use.
     for d in 0..client.daemon_count() {
         client.ping(d).map_err(|e| {
-            format!("daemon {d} does not answer ({e}; {}); is the instance running? `gust status`", client.last_transport_error().unwrap_or_default())
+            format!(
+                "daemon {d} does not answer ({e}; {}); is the instance running? `gust status`",
+                client.last_transport_error().unwrap_or_default()
+            )
         })?;
     }
     let mp = a.mountpoint.clone();
     gust_fuse::run(client, &a.mountpoint, opts, || {
-        eprintln!("gust: mounted {} at {} (stop with Ctrl-C or `gust umount {}`)", hosts.display(), mp.display(), mp.display());
+        eprintln!(
+            "gust: mounted {} at {} (stop with Ctrl-C or `gust umount {}`)",
+            hosts.display(),
+            mp.display(),
+            mp.display()
+        );
     })
 }
 
@@ -107,7 +118,11 @@ fn background(a: &MountArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let args: Vec<String> = std::env::args().skip(1).filter(|x| x != "-d" && x != "--background").collect();
     let log_path = a.log.clone().unwrap_or_else(|| PathBuf::from("/dev/null"));
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let mut cmd = Command::new(exe);
     cmd.args(&args).stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
     // SAFETY: setsid is async-signal-safe; detaches from our terminal and session.
@@ -122,11 +137,19 @@ fn background(a: &MountArgs) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(BACKGROUND_WAIT_S);
     while Instant::now() < deadline {
         if gust_fuse::is_mounted(&a.mountpoint) {
-            eprintln!("gust: mounted at {} (pid {}); unmount with `gust umount {}`", a.mountpoint.display(), child.id(), a.mountpoint.display());
+            eprintln!(
+                "gust: mounted at {} (pid {}); unmount with `gust umount {}`",
+                a.mountpoint.display(),
+                child.id(),
+                a.mountpoint.display()
+            );
             return Ok(());
         }
         if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!("the mount process exited ({st}) before the mount came up; see {}", log_path.display()));
+            return Err(format!(
+                "the mount process exited ({st}) before the mount came up; see {}",
+                log_path.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -255,11 +255,21 @@ impl Client {
             return Err(format!("{}: no daemon registered yet", hosts_path.display()));
         }
         if !hosts.is_complete(hosts.daemons.len()) {
-            return Err(format!("{}: daemon ids are not 0..{} (a daemon missing?)", hosts_path.display(), hosts.daemons.len()));
+            return Err(format!(
+                "{}: daemon ids are not 0..{} (a daemon missing?)",
+                hosts_path.display(),
+                hosts.daemons.len()
+            ));
         }
         let secret = gust_hosts::load_secret(hosts_path).map_err(|e| e.to_string())?;
         let n = hosts.daemons.len() as u32;
-        let transport = Transport::new(hosts.daemons.clone(), Some(hosts_path.to_path_buf()), secret, opts.rpc_timeout, opts.force_tcp);
+        let transport = Transport::new(
+            hosts.daemons.clone(),
+            Some(hosts_path.to_path_buf()),
+            secret,
+            opts.rpc_timeout,
+            opts.force_tcp,
+        );
         Ok(Client {
             chunk_size: hosts.chunk_size_bytes,
             hosts,
@@ -390,7 +400,14 @@ impl Client {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let m = st.mode;
-        let ok = |bit: i32, owner_bit: u32| mode & bit == 0 || (if root { bit != libc::X_OK || m & 0o111 != 0 || st.kind == FileKind::Dir } else { m & owner_bit != 0 });
+        let ok = |bit: i32, owner_bit: u32| {
+            mode & bit == 0
+                || (if root {
+                    bit != libc::X_OK || m & 0o111 != 0 || st.kind == FileKind::Dir
+                } else {
+                    m & owner_bit != 0
+                })
+        };
         if ok(libc::R_OK, 0o400) && ok(libc::W_OK, 0o200) && ok(libc::X_OK, 0o100) {
             Ok(())
         } else {
@@ -453,7 +470,13 @@ impl Client {
             rec.size = 0;
         }
         let st = Stat::from_record(&rec, self.chunk_size);
-        let fd = self.install(OpenFile { path: RwLock::new(p), file_id: rec.file_id, kind: rec.kind, flags, offset: Mutex::new(0) })?;
+        let fd = self.install(OpenFile {
+            path: RwLock::new(p),
+            file_id: rec.file_id,
+            kind: rec.kind,
+            flags,
+            offset: Mutex::new(0),
+        })?;
         Ok((fd, st))
     }
 
@@ -594,9 +617,13 @@ impl Client {
         let mut per_daemon: BTreeMap<u32, Vec<(Span, usize)>> = BTreeMap::new();
         for s in chunk_spans(offset, len, self.chunk_size) {
             let d = self.dist.locate_chunk(f.file_id, s.chunk);
-            per_daemon.entry(d).or_default().push((Span { offset: s.file_offset, len: s.len as u32 }, (s.file_offset - offset) as usize));
+            per_daemon
+                .entry(d)
+                .or_default()
+                .push((Span { offset: s.file_offset, len: s.len as u32 }, (s.file_offset - offset) as usize));
         }
-        let mut calls = vec![Call { daemon: self.md_daemon(&f.path()), req: Request::Stat { path: f.path() }, bulk: Vec::new() }];
+        let mut calls =
+            vec![Call { daemon: self.md_daemon(&f.path()), req: Request::Stat { path: f.path() }, bulk: Vec::new() }];
         let mut dests = vec![None];
         let order: Vec<u32> = per_daemon.keys().copied().collect();
         for d in &order {
@@ -650,7 +677,13 @@ impl Client {
             // Reserve the range first: two appenders never get the same offset.
             match self.transport.call(
                 md,
-                Request::UpdateSize { path: f.path(), file_id: f.file_id, end: 0, append_len: Some(buf.len() as u64), mtime_ns: now_ns() },
+                Request::UpdateSize {
+                    path: f.path(),
+                    file_id: f.file_id,
+                    end: 0,
+                    append_len: Some(buf.len() as u64),
+                    mtime_ns: now_ns(),
+                },
             )? {
                 Response::Offset(o) => o,
                 r => return Err(unexpected(r)),
@@ -677,13 +710,23 @@ impl Client {
             }
             let mut calls: Vec<Call> = per_daemon
                 .into_iter()
-                .map(|(d, (spans, parts))| Call { daemon: d, req: Request::Write { file_id: f.file_id, spans }, bulk: parts })
+                .map(|(d, (spans, parts))| Call {
+                    daemon: d,
+                    req: Request::Write { file_id: f.file_id, spans },
+                    bulk: parts,
+                })
                 .collect();
             if !append {
                 // The size update travels with the data, not after it.
                 calls.push(Call {
                     daemon: md,
-                    req: Request::UpdateSize { path: f.path(), file_id: f.file_id, end: at + window as u64, append_len: None, mtime_ns: now_ns() },
+                    req: Request::UpdateSize {
+                        path: f.path(),
+                        file_id: f.file_id,
+                        end: at + window as u64,
+                        append_len: None,
+                        mtime_ns: now_ns(),
+                    },
                     bulk: Vec::new(),
                 });
             }
@@ -740,7 +783,11 @@ impl Client {
             return Err(Errno(libc::EEXIST));
         }
         self.check_parent(&p)?;
-        let req = Request::Create { path: p.clone(), record: Self::new_record(FileKind::Dir, mode, String::new()), exclusive: true };
+        let req = Request::Create {
+            path: p.clone(),
+            record: Self::new_record(FileKind::Dir, mode, String::new()),
+            exclusive: true,
+        };
         self.transport.call(self.md_daemon(&p), req).map(|_| ())
     }
 
@@ -810,7 +857,10 @@ impl Client {
         if size > i64::MAX as u64 {
             return Err(Errno(libc::EFBIG));
         }
-        let old = match self.transport.call(self.md_daemon(p), Request::Truncate { path: p.to_string(), size, mtime_ns: now_ns() })? {
+        let old = match self
+            .transport
+            .call(self.md_daemon(p), Request::Truncate { path: p.to_string(), size, mtime_ns: now_ns() })?
+        {
             Response::Record(r) => r,
             r => return Err(unexpected(r)),
         };
@@ -821,7 +871,11 @@ impl Client {
                 .dist
                 .daemons_for_chunks(old.file_id, first, last)
                 .into_iter()
-                .map(|d| Call { daemon: d, req: Request::TruncateChunks { file_id: old.file_id, size }, bulk: Vec::new() })
+                .map(|d| Call {
+                    daemon: d,
+                    req: Request::TruncateChunks { file_id: old.file_id, size },
+                    bulk: Vec::new(),
+                })
                 .collect();
             for a in self.transport.batch(calls) {
                 a?;
@@ -857,7 +911,11 @@ impl Client {
 
     fn sync_file(&self, f: &OpenFile) -> Result<()> {
         let r = self.get_record(&f.path())?;
-        let mut daemons = if r.size > 0 { self.dist.daemons_for_chunks(f.file_id, 0, (r.size - 1) / self.chunk_size) } else { Vec::new() };
+        let mut daemons = if r.size > 0 {
+            self.dist.daemons_for_chunks(f.file_id, 0, (r.size - 1) / self.chunk_size)
+        } else {
+            Vec::new()
+        };
         let md = self.md_daemon(&f.path());
         if !daemons.contains(&md) {
             daemons.push(md);
@@ -900,7 +958,14 @@ impl Client {
         Ok(r.target)
     }
 
-    fn set_attr(&self, path: &str, mode: Option<u32>, atime: Option<i64>, mtime: Option<i64>, follow: bool) -> Result<()> {
+    fn set_attr(
+        &self,
+        path: &str,
+        mode: Option<u32>,
+        atime: Option<i64>,
+        mtime: Option<i64>,
+        follow: bool,
+    ) -> Result<()> {
         let p = if follow { self.resolve(path)?.0 } else { normalize(path)? };
         let req = Request::SetAttr { path: p.clone(), mode, atime_ns: atime, mtime_ns: mtime, ctime_ns: now_ns() };
         self.transport.call(self.md_daemon(&p), req).map(|_| ())
@@ -917,8 +982,16 @@ impl Client {
     }
 
     pub fn statfs(&self) -> Result<StatFs> {
-        let calls = (0..self.daemon_count()).map(|d| Call { daemon: d, req: Request::StatFs, bulk: Vec::new() }).collect();
-        let mut s = StatFs { total_bytes: 0, free_bytes: 0, avail_bytes: 0, files: 0, daemons: self.daemon_count(), chunk_size_bytes: self.chunk_size };
+        let calls =
+            (0..self.daemon_count()).map(|d| Call { daemon: d, req: Request::StatFs, bulk: Vec::new() }).collect();
+        let mut s = StatFs {
+            total_bytes: 0,
+            free_bytes: 0,
+            avail_bytes: 0,
+            files: 0,
+            daemons: self.daemon_count(),
+            chunk_size_bytes: self.chunk_size,
+        };
         for a in self.transport.batch(calls) {
             match a? {
                 (Response::StatFs { total_bytes, free_bytes, avail_bytes, files }, _) => {
@@ -990,7 +1063,10 @@ impl Client {
         self.check_parent(&new)?;
         let mut moved = r.clone();
         moved.ctime_ns = now_ns();
-        let replaced = match self.transport.call(self.md_daemon(&new), Request::PutRecord { path: new.clone(), record: moved, replace: true })? {
+        let replaced = match self
+            .transport
+            .call(self.md_daemon(&new), Request::PutRecord { path: new.clone(), record: moved, replace: true })?
+        {
             Response::MaybeRecord(x) => x,
             r => return Err(unexpected(r)),
         };
@@ -1041,7 +1117,10 @@ impl Client {
         // Phase one: new records, grouped per owning daemon, in bounded batches.
         let mut moved_dir = dir_rec.clone();
         moved_dir.ctime_ns = now_ns();
-        let replaced = match self.transport.call(self.md_daemon(new), Request::PutRecord { path: new.to_string(), record: moved_dir, replace: true })? {
+        let replaced = match self
+            .transport
+            .call(self.md_daemon(new), Request::PutRecord { path: new.to_string(), record: moved_dir, replace: true })?
+        {
             Response::MaybeRecord(x) => x,
             r => return Err(unexpected(r)),
         };
@@ -1069,10 +1148,15 @@ impl Client {
             }
             match replaced {
                 Some(t) => {
-                    let _ = self.transport.call(self.md_daemon(new), Request::PutRecord { path: new.to_string(), record: t, replace: true });
+                    let _ = self.transport.call(
+                        self.md_daemon(new),
+                        Request::PutRecord { path: new.to_string(), record: t, replace: true },
+                    );
                 }
                 None => {
-                    let _ = self.transport.call(self.md_daemon(new), Request::RemoveRecords { paths: vec![new.to_string()] });
+                    let _ = self
+                        .transport
+                        .call(self.md_daemon(new), Request::RemoveRecords { paths: vec![new.to_string()] });
                 }
             }
             return Err(e);
@@ -1102,9 +1186,14 @@ impl Client {
     /// Capacity of one daemon's root directory.
     pub fn daemon_statfs(&self, daemon: u32) -> Result<StatFs> {
         match self.transport.call(daemon, Request::StatFs)? {
-            Response::StatFs { total_bytes, free_bytes, avail_bytes, files } => {
-                Ok(StatFs { total_bytes, free_bytes, avail_bytes, files, daemons: 1, chunk_size_bytes: self.chunk_size })
-            }
+            Response::StatFs { total_bytes, free_bytes, avail_bytes, files } => Ok(StatFs {
+                total_bytes,
+                free_bytes,
+                avail_bytes,
+                files,
+                daemons: 1,
+                chunk_size_bytes: self.chunk_size,
+            }),
             r => Err(unexpected(r)),
         }
     }
@@ -1139,7 +1228,11 @@ impl Iterator for DirStream<'_> {
             if self.daemon >= self.client.daemon_count() {
                 return None;
             }
-            let req = Request::ReadDir { dir: self.dir.clone(), after: self.after.clone(), max_entries: READDIR_PAGE_ENTRIES };
+            let req = Request::ReadDir {
+                dir: self.dir.clone(),
+                after: self.after.clone(),
+                max_entries: READDIR_PAGE_ENTRIES,
+            };
             match self.client.transport.call(self.daemon, req) {
                 Ok(Response::DirPage { mut entries, done }) => {
                     self.after = entries.last().map(|e| e.name.clone());

@@ -13,8 +13,8 @@ use gust_proto::{decode, encode, handshake, FrameError, Reply, Request, Response
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
@@ -143,11 +143,20 @@ pub(crate) type Dest = Vec<(usize, u32)>;
 pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
 
 impl Transport {
-    pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, timeout: Duration, force_tcp: bool) -> Self {
+    pub fn new(
+        entries: Vec<DaemonEntry>,
+        hosts_path: Option<PathBuf>,
+        secret: Vec<u8>,
+        timeout: Duration,
+        force_tcp: bool,
+    ) -> Self {
         register_fork_handler();
         let links = entries
             .into_iter()
-            .map(|e| DaemonLink { entry: RwLock::new(e), idle: Mutex::new((FORK_GENERATION.load(Ordering::SeqCst), Vec::new())) })
+            .map(|e| DaemonLink {
+                entry: RwLock::new(e),
+                idle: Mutex::new((FORK_GENERATION.load(Ordering::SeqCst), Vec::new())),
+            })
             .collect();
         Transport {
             links,
@@ -207,9 +216,15 @@ impl Transport {
 
     fn connect_once(&self, daemon: u32) -> Result<Conn, Errno> {
         let entry = self.links[daemon as usize].entry.read().unwrap().clone();
-        let uds = if !self.force_tcp && entry.host == self.this_host { entry.uds_path.as_ref().filter(|p| p.exists()) } else { None };
+        let uds = if !self.force_tcp && entry.host == self.this_host {
+            entry.uds_path.as_ref().filter(|p| p.exists())
+        } else {
+            None
+        };
         let stream = if let Some(p) = uds {
-            UnixStream::connect(p).map(Stream::Unix).map_err(|e| self.fail(daemon, format!("connect {}: {e}", p.display())))?
+            UnixStream::connect(p)
+                .map(Stream::Unix)
+                .map_err(|e| self.fail(daemon, format!("connect {}: {e}", p.display())))?
         } else {
             let addr = entry
                 .tcp_addr
@@ -260,8 +275,15 @@ impl Transport {
     fn send(&self, c: &mut Conn, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<()> {
         let body = encode(req);
         let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
-        let h = Header { version: PROTOCOL_VERSION, op: req.op(), request_id: id, body_len: body.len() as u32, bulk_len: bulk_len as u32 };
-        let mut first = Vec::with_capacity(HEADER_BYTES + body.len() + if bulk_len <= 64 * 1024 { bulk_len } else { 0 });
+        let h = Header {
+            version: PROTOCOL_VERSION,
+            op: req.op(),
+            request_id: id,
+            body_len: body.len() as u32,
+            bulk_len: bulk_len as u32,
+        };
+        let mut first =
+            Vec::with_capacity(HEADER_BYTES + body.len() + if bulk_len <= 64 * 1024 { bulk_len } else { 0 });
         first.extend_from_slice(&h.encode());
         first.extend_from_slice(&body);
         if bulk_len <= 64 * 1024 {
@@ -280,7 +302,14 @@ impl Transport {
 
     /// Reads one reply, its bulk into a Vec or, for a Read reply with a `dest`,
     /// straight into `buf`. The error says whether no byte of it arrived.
-    fn recv(&self, c: &mut Conn, id: u64, op: u16, dest: Option<&Dest>, buf: &mut [u8]) -> Result<(Reply, Vec<u8>), (bool, String)> {
+    fn recv(
+        &self,
+        c: &mut Conn,
+        id: u64,
+        op: u16,
+        dest: Option<&Dest>,
+        buf: &mut [u8],
+    ) -> Result<(Reply, Vec<u8>), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
         if spin > 0 && c.reader.buffer().is_empty() {
@@ -304,7 +333,10 @@ impl Transport {
         c.reader.read_exact(&mut hb).map_err(|e| (false, format!("truncated reply: {e}")))?;
         let h = Header::decode(&hb).map_err(|e: FrameError| (false, e.to_string()))?;
         if h.request_id != id || h.op != op | OP_RESPONSE_BIT {
-            return Err((false, format!("reply for request {} op {:#x}, expected {id} op {op:#x}", h.request_id, h.op)));
+            return Err((
+                false,
+                format!("reply for request {} op {:#x}, expected {id} op {op:#x}", h.request_id, h.op),
+            ));
         }
         let mut body = vec![0u8; h.body_len as usize];
         c.reader.read_exact(&mut body).map_err(|e| (false, format!("truncated reply: {e}")))?;
@@ -428,6 +460,8 @@ fn idempotent(r: &Request) -> bool {
         | Request::Stats => true,
         Request::UpdateSize { append_len, .. } => append_len.is_none(),
         Request::Create { exclusive, .. } => !exclusive,
-        Request::Remove { .. } | Request::SetAttr { .. } | Request::PutRecord { .. } | Request::PutRecords { .. } => false,
+        Request::Remove { .. } | Request::SetAttr { .. } | Request::PutRecord { .. } | Request::PutRecords { .. } => {
+            false
+        }
     }
 }

@@ -88,7 +88,10 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let identity = read_identity(&rootdir)?;
     let tcp = TcpListener::bind(&cfg.listen).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
-            format!("cannot listen on {}: address already in use (another daemon? pick another --listen port)", cfg.listen)
+            format!(
+                "cannot listen on {}: address already in use (another daemon? pick another --listen port)",
+                cfg.listen
+            )
         } else {
             format!("cannot listen on {}: {e}", cfg.listen)
         }
@@ -134,7 +137,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
                 ));
             }
         }
-        if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX).contains(&hosts.chunk_size_bytes) {
+        if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX)
+            .contains(&hosts.chunk_size_bytes)
+        {
             return Err(format!("chunk size {} out of range", hosts.chunk_size_bytes));
         }
         let id = match (&identity, cfg.id) {

@@ -98,7 +98,11 @@ fn decode_checked(key: &[u8], v: &[u8]) -> Res<Option<Record>> {
     match decode_record(v) {
         Some(r) => Ok(Some(r)),
         None => {
-            crate::log(&format!("corrupt metadata record for key {:?} ({} bytes)", String::from_utf8_lossy(key), v.len()));
+            crate::log(&format!(
+                "corrupt metadata record for key {:?} ({} bytes)",
+                String::from_utf8_lossy(key),
+                v.len()
+            ));
             Err(libc::EIO)
         }
     }
@@ -337,7 +341,14 @@ impl MetadataStore {
         Ok(old)
     }
 
-    pub fn set_attr(&self, path: &str, mode: Option<u32>, atime: Option<i64>, mtime: Option<i64>, ctime: i64) -> Res<Record> {
+    pub fn set_attr(
+        &self,
+        path: &str,
+        mode: Option<u32>,
+        atime: Option<i64>,
+        mtime: Option<i64>,
+        ctime: i64,
+    ) -> Res<Record> {
         if path == "/" {
             // The root's attributes are fixed; accept the call as a no-op.
             return Ok(root_record());
@@ -383,7 +394,13 @@ impl MetadataStore {
         Ok(old)
     }
 
-    pub fn read_dir(&self, dir: &str, after: Option<&str>, max_entries: usize, max_bytes: usize) -> Res<(Vec<(String, FileKind)>, bool)> {
+    pub fn read_dir(
+        &self,
+        dir: &str,
+        after: Option<&str>,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Res<(Vec<(String, FileKind)>, bool)> {
         let prefix = children_prefix(dir);
         let mut start = prefix.clone();
         if let Some(a) = after {
@@ -466,7 +483,8 @@ impl MetadataStore {
             keys.iter().map(|k| xxhash_rust::xxh3::xxh3_64(k) as usize % LOCK_STRIPES).collect();
         stripes.sort_unstable();
         stripes.dedup();
-        let _guards: Vec<_> = stripes.iter().map(|&i| self.locks[i].lock().unwrap_or_else(|e| e.into_inner())).collect();
+        let _guards: Vec<_> =
+            stripes.iter().map(|&i| self.locks[i].lock().unwrap_or_else(|e| e.into_inner())).collect();
         let mut b = WriteBatch::default();
         for (k, (_, r)) in keys.iter().zip(records) {
             if self.get_key(k)?.is_some() {
@@ -501,7 +519,17 @@ mod tests {
     use super::*;
 
     fn rec(kind: FileKind) -> Record {
-        Record { kind, mode: 0o644, size: 0, file_id: 7, nlink: 1, ctime_ns: 1, mtime_ns: 1, atime_ns: 1, target: String::new() }
+        Record {
+            kind,
+            mode: 0o644,
+            size: 0,
+            file_id: 7,
+            nlink: 1,
+            ctime_ns: 1,
+            mtime_ns: 1,
+            atime_ns: 1,
+            target: String::new(),
+        }
     }
 
     #[test]

@@ -307,7 +307,10 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
             validate_path(&dir)?;
             let max = max_entries.clamp(1, READDIR_PAGE_ENTRIES_MAX) as usize;
             let (page, done) = md.read_dir(&dir, after.as_deref(), max, READDIR_PAGE_BYTES_MAX)?;
-            Ok(Response::DirPage { entries: page.into_iter().map(|(name, kind)| DirEntry { name, kind }).collect(), done })
+            Ok(Response::DirPage {
+                entries: page.into_iter().map(|(name, kind)| DirEntry { name, kind }).collect(),
+                done,
+            })
         }
         Request::HasChildren { dir } => {
             validate_path(&dir)?;

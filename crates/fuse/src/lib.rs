@@ -22,9 +22,10 @@
 //! of fuser's (touched only up to max_write), so memory stays under ~10 MiB touched.
 
 use fuser::{
-    AccessFlags, Config, Errno as FErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+    AccessFlags, Config, Errno as FErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow,
+    WriteFlags,
 };
 use gust_client::{Client, DirEntry, DirStream, Errno, Kind, Stat};
 use std::collections::{BTreeMap, HashMap};
@@ -292,7 +293,10 @@ impl GustFs {
         match t.nodes.get_mut(&ino) {
             Some(n) => n.lookups += 1,
             None => {
-                t.nodes.insert(ino, Node { path: path.to_string(), known: None, lookups: 1, open_handles: 0, hidden: false });
+                t.nodes.insert(
+                    ino,
+                    Node { path: path.to_string(), known: None, lookups: 1, open_handles: 0, hidden: false },
+                );
             }
         }
         // Also corrects the path if another client renamed the entry.
@@ -406,7 +410,14 @@ impl GustFs {
         (t.nodes.get(&ino)?.open_handles > 0).then_some(ino)
     }
 
-    fn do_rename(&self, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags) -> Result<(), Errno> {
+    fn do_rename(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+    ) -> Result<(), Errno> {
         self.ro()?;
         if flags.contains(RenameFlags::RENAME_EXCHANGE) || flags.contains(RenameFlags::RENAME_WHITEOUT) {
             return Err(Errno(libc::EINVAL));
@@ -606,7 +617,9 @@ impl Filesystem for GustFs {
             }
             if let Some(sz) = size {
                 match fh.and_then(|f| self.fd(f).ok()) {
-                    Some((h, fd)) if h.client_flags & libc::O_ACCMODE != libc::O_RDONLY => self.client.ftruncate(fd, sz)?,
+                    Some((h, fd)) if h.client_flags & libc::O_ACCMODE != libc::O_RDONLY => {
+                        self.client.ftruncate(fd, sz)?
+                    }
                     _ => self.client.truncate(&path, sz)?,
                 }
             }
@@ -692,7 +705,16 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
         match self.do_rename(parent, name, newparent, newname, flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fe(e)),
@@ -710,7 +732,9 @@ impl Filesystem for GustFs {
             // The kernel looked this inode up (or stat'ed it) within the attribute
             // timeout: open without asking the daemon again.
             let fd = match self.known(ino.0) {
-                Some((id, kind)) if kflags & libc::O_TRUNC == 0 && kind != Kind::Symlink => self.client.open_known(&path, cflags, id, kind)?,
+                Some((id, kind)) if kflags & libc::O_TRUNC == 0 && kind != Kind::Symlink => {
+                    self.client.open_known(&path, cflags, id, kind)?
+                }
                 _ => self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?,
             };
             Ok(self.add_handle(ino.0, fd, cflags))
@@ -721,23 +745,48 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let r = (|| {
             self.ro()?;
             let path = child(&self.path(parent)?, name)?;
             let cflags = self.client_flags(flags);
-            let (fd, st) = self.client.open_stat(&path, cflags | libc::O_CREAT | (flags & (libc::O_EXCL | libc::O_TRUNC)), mode & !umask & 0o7777)?;
+            let (fd, st) = self.client.open_stat(
+                &path,
+                cflags | libc::O_CREAT | (flags & (libc::O_EXCL | libc::O_TRUNC)),
+                mode & !umask & 0o7777,
+            )?;
             let attr = self.remember(&path, &st);
             let fh = self.add_handle(attr.ino.0, fd, cflags);
             Ok((attr, fh))
         })();
         match r {
-            Ok((attr, fh)) => reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags()),
+            Ok((attr, fh)) => {
+                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags())
+            }
             Err(e) => reply.error(fe(e)),
         }
     }
 
-    fn read(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
         let r = (|| {
             let (_h, fd) = self.fd(fh)?;
             let mut buf = vec![0u8; size.min(READ_BYTES_MAX) as usize];
@@ -782,7 +831,16 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         let h = self.files.write().unwrap().remove(&fh.0);
         if let Some(h) = h {
             let _ = self.client.close(h.fd);
@@ -826,7 +884,8 @@ impl Filesystem for GustFs {
                 return Err(Errno(libc::ENOTDIR));
             }
             let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-            let d = DirHandle { path, state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }) };
+            let d =
+                DirHandle { path, state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }) };
             self.dirs.write().unwrap().insert(fh, Arc::new(d));
             Ok(fh)
         })();
@@ -948,7 +1007,11 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
     config.n_threads = Some(opts.threads);
     config.clone_fd = true;
     let mut session = fuser::Session::new(fs, mountpoint, &config).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied { " (is /dev/fuse accessible? is fusermount3 installed?)" } else { "" };
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            " (is /dev/fuse accessible? is fusermount3 installed?)"
+        } else {
+            ""
+        };
         format!("cannot mount at {}: {e}{hint}", mountpoint.display())
     })?;
     set_read_ahead(mountpoint);
@@ -993,10 +1056,20 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
 fn set_read_ahead(mountpoint: &Path) {
     // The device number comes from mountinfo: a stat of the mount point would be a
     // FUSE request, and nothing serves requests yet.
-    let Ok(mp) = std::fs::canonicalize(mountpoint.parent().unwrap_or(Path::new("/"))).map(|p| p.join(mountpoint.file_name().unwrap_or_default())) else { return };
+    let Ok(mp) = std::fs::canonicalize(mountpoint.parent().unwrap_or(Path::new("/")))
+        .map(|p| p.join(mountpoint.file_name().unwrap_or_default()))
+    else {
+        return;
+    };
     let want = mp.to_string_lossy().replace(' ', "\\040");
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
-    if let Some(dev) = info.lines().rev().map(|l| l.split(' ').collect::<Vec<_>>()).find(|f| f.len() > 4 && f[4] == want).map(|f| f[2].to_string()) {
+    if let Some(dev) = info
+        .lines()
+        .rev()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .find(|f| f.len() > 4 && f[4] == want)
+        .map(|f| f[2].to_string())
+    {
         let _ = std::fs::write(format!("/sys/class/bdi/{dev}/read_ahead_kb"), format!("{}", MAX_WRITE_BYTES / 1024));
     }
 }
@@ -1005,7 +1078,8 @@ fn set_read_ahead(mountpoint: &Path) {
 /// `fusermount3 -u`. `lazy` detaches a busy mount (MNT_DETACH / `-z`).
 pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| "mount point contains a NUL byte".to_string())?;
     // SAFETY: c is a valid NUL-terminated path.
     let rc = unsafe { libc::umount2(c.as_ptr(), if lazy { libc::MNT_DETACH } else { 0 }) };
     if rc == 0 {
@@ -1026,7 +1100,10 @@ pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
                 Err(format!("fusermount3 -u {}: {}", mountpoint.display(), String::from_utf8_lossy(&out.stderr).trim()))
             }
         }
-        Some(libc::EBUSY) => Err(format!("{} is busy (a process has files open or its cwd there); pass --lazy to detach it now", mountpoint.display())),
+        Some(libc::EBUSY) => Err(format!(
+            "{} is busy (a process has files open or its cwd there); pass --lazy to detach it now",
+            mountpoint.display()
+        )),
         Some(libc::EINVAL) => Err(format!("{} is not a mount point", mountpoint.display())),
         _ => Err(format!("cannot unmount {}: {err}", mountpoint.display())),
     }

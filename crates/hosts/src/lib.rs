@@ -115,7 +115,15 @@ impl HostsFile {
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
         for d in &self.daemons {
             let uds = d.uds_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
-            s.push_str(&format!("daemon {} {} {} {} {} {}\n", d.id, d.host, d.tcp_addr, uds, d.pid, d.rootdir.display()));
+            s.push_str(&format!(
+                "daemon {} {} {} {} {} {}\n",
+                d.id,
+                d.host,
+                d.tcp_addr,
+                uds,
+                d.pid,
+                d.rootdir.display()
+            ));
         }
         s
     }
@@ -139,7 +147,9 @@ impl HostsFile {
             let rest = it.next().unwrap_or("").trim();
             match key {
                 "instance" => h.instance = rest.to_string(),
-                "chunk_size" => h.chunk_size_bytes = rest.parse().map_err(|_| perr(n, format!("bad chunk_size '{rest}'")))?,
+                "chunk_size" => {
+                    h.chunk_size_bytes = rest.parse().map_err(|_| perr(n, format!("bad chunk_size '{rest}'")))?
+                }
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
                 "daemon" => {
@@ -203,7 +213,8 @@ pub struct HostsLock {
 
 pub fn lock(hosts_path: &Path) -> Result<HostsLock, HostsError> {
     let lp = PathBuf::from(format!("{}.lock", hosts_path.display()));
-    let f = fs::OpenOptions::new().create(true).write(true).truncate(false).mode(0o600).open(&lp).map_err(io_err(&lp))?;
+    let f =
+        fs::OpenOptions::new().create(true).write(true).truncate(false).mode(0o600).open(&lp).map_err(io_err(&lp))?;
     // SAFETY: valid descriptor owned by `f`.
     let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
     if rc != 0 {
@@ -253,7 +264,14 @@ mod tests {
     #[test]
     fn render_parse_roundtrip() {
         let mut h = HostsFile::new(new_instance_id(), 524288, "/tmp/gust".into(), true);
-        h.daemons.push(DaemonEntry { id: 1, host: "n1".into(), tcp_addr: "127.0.0.1:2".into(), uds_path: None, pid: 9, rootdir: "/r1".into() });
+        h.daemons.push(DaemonEntry {
+            id: 1,
+            host: "n1".into(),
+            tcp_addr: "127.0.0.1:2".into(),
+            uds_path: None,
+            pid: 9,
+            rootdir: "/r1".into(),
+        });
         h.daemons.push(DaemonEntry {
             id: 0,
             host: "n0".into(),

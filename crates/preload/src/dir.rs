@@ -368,7 +368,12 @@ pub unsafe extern "C" fn readdir64_r(d: *mut DIR, entry: *mut dirent64, result: 
 
 /// scandir over a GustFS directory: entries copied into malloc'd records, filtered,
 /// sorted with qsort, returned in a malloc'd array, as glibc does.
-unsafe fn scandir_gust(p: *const c_char, namelist: *mut *mut *mut dirent64, filter: Filter64, compar: Compar64) -> c_int {
+unsafe fn scandir_gust(
+    p: *const c_char,
+    namelist: *mut *mut *mut dirent64,
+    filter: Filter64,
+    compar: Compar64,
+) -> c_int {
     let d = opendir(p);
     if d.is_null() {
         return -1;
@@ -433,7 +438,12 @@ unsafe fn scandir_route(p: *const c_char) -> Result<Option<std::ffi::CString>, i
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn scandir(p: *const c_char, namelist: *mut *mut *mut libc::dirent, filter: Filter, compar: Compar) -> c_int {
+pub unsafe extern "C" fn scandir(
+    p: *const c_char,
+    namelist: *mut *mut *mut libc::dirent,
+    filter: Filter,
+    compar: Compar,
+) -> c_int {
     if p.is_null() {
         return real::scandir(p, namelist, filter, compar);
     }
@@ -452,7 +462,12 @@ pub unsafe extern "C" fn scandir(p: *const c_char, namelist: *mut *mut *mut libc
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn scandir64(p: *const c_char, namelist: *mut *mut *mut dirent64, filter: Filter64, compar: Compar64) -> c_int {
+pub unsafe extern "C" fn scandir64(
+    p: *const c_char,
+    namelist: *mut *mut *mut dirent64,
+    filter: Filter64,
+    compar: Compar64,
+) -> c_int {
     if p.is_null() {
         return real::scandir64(p, namelist, filter, compar);
     }

@@ -6,7 +6,10 @@
 
 #![allow(clippy::missing_safety_doc)]
 
-use crate::{call, external, install, ours, real, reentrant, ret, route, route_cwd, set_errno, stdio, tracked, umask, unregister, Route};
+use crate::{
+    call, external, install, ours, real, reentrant, ret, route, route_cwd, set_errno, stdio, tracked, umask,
+    unregister, Route,
+};
 use gust_client::{Kind, Stat};
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, mode_t, off64_t, off_t, size_t, ssize_t};
 use std::ffi::CStr;
@@ -33,7 +36,12 @@ unsafe fn buf<'a>(b: *const c_void, n: size_t) -> &'a [u8] {
 }
 
 /// The common shape of a path call: libc for foreign paths, `gust` for ours.
-unsafe fn by_path<T: From<i8>>(dirfd: c_int, path: *const c_char, real: impl FnOnce(*const c_char) -> T, gust: impl FnOnce(String) -> Result<T, i32>) -> T {
+unsafe fn by_path<T: From<i8>>(
+    dirfd: c_int,
+    path: *const c_char,
+    real: impl FnOnce(*const c_char) -> T,
+    gust: impl FnOnce(String) -> Result<T, i32>,
+) -> T {
     if reentrant() {
         return real(path);
     }
@@ -121,12 +129,25 @@ pub(crate) fn gust_open(p: &str, flags: c_int, mode: mode_t) -> Result<c_int, i3
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return Err(libc::EOPNOTSUPP);
     }
-    let cflags = flags & !(libc::O_CLOEXEC | libc::O_PATH | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_LARGEFILE);
+    let cflags = flags
+        & !(libc::O_CLOEXEC
+            | libc::O_PATH
+            | libc::O_NOCTTY
+            | libc::O_NONBLOCK
+            | libc::O_DIRECT
+            | libc::O_NOATIME
+            | libc::O_LARGEFILE);
     let cfd = call(|c| c.open(p, cflags, mode & !umask() & 0o7777))?;
     install(cfd, flags & libc::O_CLOEXEC != 0)
 }
 
-unsafe fn open_any(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t, real: impl FnOnce(*const c_char) -> c_int) -> c_int {
+unsafe fn open_any(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+    real: impl FnOnce(*const c_char) -> c_int,
+) -> c_int {
     by_path(dirfd, path, real, |p| gust_open(&p, flags, mode))
 }
 
@@ -542,7 +563,9 @@ fn gust_unlink(p: &str) -> Result<c_int, i32> {
     call(|c| {
         match c.unlink(p) {
             // Linux says EISDIR for unlink of a directory.
-            Err(gust_client::Errno(libc::EPERM)) if c.lstat(p).map(|s| s.kind == Kind::Dir).unwrap_or(false) => Err(gust_client::Errno(libc::EISDIR)),
+            Err(gust_client::Errno(libc::EPERM)) if c.lstat(p).map(|s| s.kind == Kind::Dir).unwrap_or(false) => {
+                Err(gust_client::Errno(libc::EISDIR))
+            }
             r => r,
         }
     })
@@ -653,11 +676,21 @@ pub unsafe extern "C" fn linkat(da: c_int, a: *const c_char, db: c_int, b: *cons
 
 #[no_mangle]
 pub unsafe extern "C" fn truncate(p: *const c_char, l: off_t) -> c_int {
-    by_path(libc::AT_FDCWD, p, |p| real::truncate(p, l), |p| if l < 0 { Err(libc::EINVAL) } else { call(|c| c.truncate(&p, l as u64)).map(|_| 0) })
+    by_path(
+        libc::AT_FDCWD,
+        p,
+        |p| real::truncate(p, l),
+        |p| if l < 0 { Err(libc::EINVAL) } else { call(|c| c.truncate(&p, l as u64)).map(|_| 0) },
+    )
 }
 #[no_mangle]
 pub unsafe extern "C" fn truncate64(p: *const c_char, l: off64_t) -> c_int {
-    by_path(libc::AT_FDCWD, p, |p| real::truncate64(p, l), |p| if l < 0 { Err(libc::EINVAL) } else { call(|c| c.truncate(&p, l as u64)).map(|_| 0) })
+    by_path(
+        libc::AT_FDCWD,
+        p,
+        |p| real::truncate64(p, l),
+        |p| if l < 0 { Err(libc::EINVAL) } else { call(|c| c.truncate(&p, l as u64)).map(|_| 0) },
+    )
 }
 fn gust_ftruncate(c: i32, l: i64) -> c_int {
     ret(if l < 0 { Err(libc::EINVAL) } else { call(|cl| cl.ftruncate(c, l as u64)).map(|_| 0) })
@@ -719,7 +752,9 @@ unsafe fn gust_fcntl(fd: c_int, c: i32, cmd: c_int, arg: usize) -> c_int {
                 0
             }
         }
-        libc::F_GETLK | libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_GETLK | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => ret(Err(libc::ENOLCK)),
+        libc::F_GETLK | libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_GETLK | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
+            ret(Err(libc::ENOLCK))
+        }
         _ => ret(Err(libc::EINVAL)),
     }
 }
@@ -848,14 +883,16 @@ unsafe fn dup_onto(old: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
     if let Some(prev) = unregister(new) {
         let _ = call(|cl| cl.close(prev));
     }
-    if let Some(c) = src { match call(|cl| cl.dup(c)) {
-        Ok(nc) => crate::register(new, nc),
-        Err(e) => {
-            real::close(new);
-            stdio::std_sync(new);
-            return ret(Err(e));
+    if let Some(c) = src {
+        match call(|cl| cl.dup(c)) {
+            Ok(nc) => crate::register(new, nc),
+            Err(e) => {
+                real::close(new);
+                stdio::std_sync(new);
+                return ret(Err(e));
+            }
         }
-    } }
+    }
     stdio::std_sync(new);
     new
 }
@@ -1011,7 +1048,13 @@ pub unsafe extern "C" fn fchmodat(d: c_int, p: *const c_char, m: mode_t, f: c_in
         d,
         p,
         |p| real::fchmodat(d, p, m, f),
-        |p| if f & libc::AT_SYMLINK_NOFOLLOW != 0 { Err(libc::EOPNOTSUPP) } else { call(|c| c.chmod(&p, m)).map(|_| 0) },
+        |p| {
+            if f & libc::AT_SYMLINK_NOFOLLOW != 0 {
+                Err(libc::EOPNOTSUPP)
+            } else {
+                call(|c| c.chmod(&p, m)).map(|_| 0)
+            }
+        },
     )
 }
 #[no_mangle]
@@ -1087,7 +1130,12 @@ pub unsafe extern "C" fn utimensat(d: c_int, p: *const c_char, t: *const libc::t
         // Linux: utimensat(fd, NULL, ...) is futimens(fd, ...).
         return futimens(d, t);
     }
-    by_path(d, p, |p| real::utimensat(d, p, t, f), |p| gust_utimens(&p, times_ts(t), f & libc::AT_SYMLINK_NOFOLLOW == 0))
+    by_path(
+        d,
+        p,
+        |p| real::utimensat(d, p, t, f),
+        |p| gust_utimens(&p, times_ts(t), f & libc::AT_SYMLINK_NOFOLLOW == 0),
+    )
 }
 #[no_mangle]
 pub unsafe extern "C" fn futimens(fd: c_int, t: *const libc::timespec) -> c_int {
@@ -1382,7 +1430,14 @@ unsafe fn copy_emulated(fin: c_int, off_in: *mut i64, fout: c_int, off_out: *mut
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn copy_file_range(a: c_int, oa: *mut off64_t, b: c_int, ob: *mut off64_t, n: size_t, f: c_uint) -> ssize_t {
+pub unsafe extern "C" fn copy_file_range(
+    a: c_int,
+    oa: *mut off64_t,
+    b: c_int,
+    ob: *mut off64_t,
+    n: size_t,
+    f: c_uint,
+) -> ssize_t {
     if reentrant() || (ours(a).is_none() && ours(b).is_none()) {
         return real::copy_file_range(a, oa, b, ob, n, f);
     }
@@ -1452,7 +1507,11 @@ fn resolve_all(p: &str) -> Result<String, i32> {
     })
 }
 
-unsafe fn realpath_any(p: *const c_char, r: *mut c_char, realf: impl FnOnce(*const c_char) -> *mut c_char) -> *mut c_char {
+unsafe fn realpath_any(
+    p: *const c_char,
+    r: *mut c_char,
+    realf: impl FnOnce(*const c_char) -> *mut c_char,
+) -> *mut c_char {
     if reentrant() {
         return realf(p);
     }

@@ -104,7 +104,13 @@ unsafe fn cookie_file(fd: c_int, mode: *const c_char, std: bool) -> *mut FILE {
 fn mode_flags(m: &[u8]) -> Option<c_int> {
     let plus = m.contains(&b'+');
     let mut f = match m.first()? {
-        b'r' => if plus { libc::O_RDWR } else { libc::O_RDONLY },
+        b'r' => {
+            if plus {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            }
+        }
         b'w' => libc::O_CREAT | libc::O_TRUNC | if plus { libc::O_RDWR } else { libc::O_WRONLY },
         b'a' => libc::O_CREAT | libc::O_APPEND | if plus { libc::O_RDWR } else { libc::O_WRONLY },
         _ => return None,
@@ -120,7 +126,11 @@ fn mode_flags(m: &[u8]) -> Option<c_int> {
     Some(f)
 }
 
-unsafe fn fopen_any(p: *const c_char, mode: *const c_char, realf: impl FnOnce(*const c_char) -> *mut FILE) -> *mut FILE {
+unsafe fn fopen_any(
+    p: *const c_char,
+    mode: *const c_char,
+    realf: impl FnOnce(*const c_char) -> *mut FILE,
+) -> *mut FILE {
     if reentrant() || mode.is_null() {
         return realf(p);
     }
@@ -175,7 +185,12 @@ pub unsafe extern "C" fn fdopen(fd: c_int, m: *const c_char) -> *mut FILE {
 /// opened and dup2'd onto descriptor 0, 1 or 2, which swaps in a GustFS stream (see
 /// below). Another stream is closed and a new one returned (callers use freopen's
 /// return value; the old pointer is not reused, unlike glibc).
-unsafe fn freopen_any(p: *const c_char, mode: *const c_char, s: *mut FILE, realf: impl FnOnce(*const c_char) -> *mut FILE) -> *mut FILE {
+unsafe fn freopen_any(
+    p: *const c_char,
+    mode: *const c_char,
+    s: *mut FILE,
+    realf: impl FnOnce(*const c_char) -> *mut FILE,
+) -> *mut FILE {
     if reentrant() || p.is_null() || mode.is_null() || s.is_null() {
         return realf(p);
     }

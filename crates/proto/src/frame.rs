@@ -81,7 +81,11 @@ pub enum FrameError {
     Closed,
     BadMagic(u32),
     BadVersion(u16),
-    TooLarge { what: &'static str, len: u64, max: u64 },
+    TooLarge {
+        what: &'static str,
+        len: u64,
+        max: u64,
+    },
     UnknownOp(u16),
     Decode(String),
 }
@@ -95,7 +99,9 @@ impl fmt::Display for FrameError {
             FrameError::BadVersion(v) => {
                 write!(f, "protocol version {v} not supported (this side speaks {PROTOCOL_VERSION})")
             }
-            FrameError::TooLarge { what, len, max } => write!(f, "frame {what} of {len} bytes exceeds the limit of {max}"),
+            FrameError::TooLarge { what, len, max } => {
+                write!(f, "frame {what} of {len} bytes exceeds the limit of {max}")
+            }
             FrameError::UnknownOp(op) => write!(f, "unknown op code {op}"),
             FrameError::Decode(e) => write!(f, "malformed message body: {e}"),
         }
@@ -118,7 +124,9 @@ pub fn read_frame<R: Read>(r: &mut R, bulk: &mut Vec<u8>) -> Result<Frame, Frame
     while got < HEADER_BYTES {
         match r.read(&mut hb[got..]) {
             Ok(0) if got == 0 => return Err(FrameError::Closed),
-            Ok(0) => return Err(FrameError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated frame header"))),
+            Ok(0) => {
+                return Err(FrameError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated frame header")))
+            }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(FrameError::Io(e)),
@@ -137,7 +145,8 @@ pub fn read_frame<R: Read>(r: &mut R, bulk: &mut Vec<u8>) -> Result<Frame, Frame
 pub fn write_frame<W: Write>(w: &mut W, op: u16, request_id: u64, body: &[u8], bulk: &[u8]) -> io::Result<()> {
     assert!(body.len() <= BODY_BYTES_MAX as usize, "body exceeds BODY_BYTES_MAX");
     assert!(bulk.len() <= BULK_BYTES_MAX as usize, "bulk exceeds BULK_BYTES_MAX");
-    let h = Header { version: PROTOCOL_VERSION, op, request_id, body_len: body.len() as u32, bulk_len: bulk.len() as u32 };
+    let h =
+        Header { version: PROTOCOL_VERSION, op, request_id, body_len: body.len() as u32, bulk_len: bulk.len() as u32 };
     let mut buf = Vec::with_capacity(HEADER_BYTES + body.len() + if bulk.len() <= 64 * 1024 { bulk.len() } else { 0 });
     buf.extend_from_slice(&h.encode());
     buf.extend_from_slice(body);

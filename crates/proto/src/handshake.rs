@@ -33,7 +33,10 @@ type HmacSha256 = Hmac<Sha256>;
 pub enum HandshakeError {
     Io(io::Error),
     NotGust,
-    BadVersion { ours: u16, theirs: u16 },
+    BadVersion {
+        ours: u16,
+        theirs: u16,
+    },
     /// The peer does not know the instance secret (or we do not).
     BadAuth,
     /// The daemon refused because it is at its connection limit.
@@ -120,7 +123,11 @@ pub fn daemon<S: Read + Write>(s: &mut S, secret: &[u8], busy: bool) -> Result<(
         reply.push(if busy { STATUS_BUSY } else { STATUS_BAD_VERSION });
         reply.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
         s.write_all(&reply)?;
-        return Err(if busy { HandshakeError::Busy } else { HandshakeError::BadVersion { ours: PROTOCOL_VERSION, theirs } });
+        return Err(if busy {
+            HandshakeError::Busy
+        } else {
+            HandshakeError::BadVersion { ours: PROTOCOL_VERSION, theirs }
+        });
     }
     let cn = &hello[10..42];
     let dn = nonce();

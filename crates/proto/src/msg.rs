@@ -51,41 +51,97 @@ pub enum Request {
     Ping,
     /// Create a record. With `exclusive`, EEXIST if present; without, return the
     /// existing record (open with O_CREAT on an existing file costs one RPC).
-    Create { path: String, record: Record, exclusive: bool },
-    Stat { path: String },
-    Remove { path: String, kind: RemoveKind },
+    Create {
+        path: String,
+        record: Record,
+        exclusive: bool,
+    },
+    Stat {
+        path: String,
+    },
+    Remove {
+        path: String,
+        kind: RemoveKind,
+    },
     /// Grow the size to at least `end` (a merge, never a read-modify-write).
     /// With `append_len`, atomically reserve `append_len` bytes at the current end
     /// and return the reserved offset (O_APPEND). ENOENT if the path is gone,
     /// ESTALE if it now names another file than `file_id`, so a write through a
     /// stale descriptor fails instead of growing the wrong file.
-    UpdateSize { path: String, file_id: u128, end: u64, append_len: Option<u64>, mtime_ns: i64 },
+    UpdateSize {
+        path: String,
+        file_id: u128,
+        end: u64,
+        append_len: Option<u64>,
+        mtime_ns: i64,
+    },
     /// Set the size exactly; returns the record as it was before.
-    Truncate { path: String, size: u64, mtime_ns: i64 },
-    SetAttr { path: String, mode: Option<u32>, atime_ns: Option<i64>, mtime_ns: Option<i64>, ctime_ns: i64 },
+    Truncate {
+        path: String,
+        size: u64,
+        mtime_ns: i64,
+    },
+    SetAttr {
+        path: String,
+        mode: Option<u32>,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
+        ctime_ns: i64,
+    },
     /// Put a full record (rename). `replace`: overwrite a non-directory or an empty
     /// directory target of a compatible kind; returns the replaced record.
-    PutRecord { path: String, record: Record, replace: bool },
+    PutRecord {
+        path: String,
+        record: Record,
+        replace: bool,
+    },
     /// One page of the direct children of `dir` held by this daemon, names > `after`.
-    ReadDir { dir: String, after: Option<String>, max_entries: u32 },
+    ReadDir {
+        dir: String,
+        after: Option<String>,
+        max_entries: u32,
+    },
     /// Whether this daemon holds any direct child of `dir` (rmdir's emptiness check).
-    HasChildren { dir: String },
+    HasChildren {
+        dir: String,
+    },
     /// One page of all descendant records of `dir` held by this daemon, keys > `after`.
-    ScanTree { dir: String, after: Option<Vec<u8>>, max_entries: u32 },
+    ScanTree {
+        dir: String,
+        after: Option<Vec<u8>>,
+        max_entries: u32,
+    },
     /// Put records that must not exist yet, all or none (directory rename's first
     /// phase). EEXIST if any is present.
-    PutRecords { records: Vec<(String, Record)> },
+    PutRecords {
+        records: Vec<(String, Record)>,
+    },
     /// Remove these records if present (directory rename's second phase).
-    RemoveRecords { paths: Vec<String> },
+    RemoveRecords {
+        paths: Vec<String>,
+    },
     /// Write the bulk section: spans in order, their bytes concatenated.
-    Write { file_id: u128, spans: Vec<Span> },
+    Write {
+        file_id: u128,
+        spans: Vec<Span>,
+    },
     /// Read spans; the response bulk holds their bytes concatenated (holes as zeros).
-    Read { file_id: u128, spans: Vec<Span> },
+    Read {
+        file_id: u128,
+        spans: Vec<Span>,
+    },
     /// Cut this daemon's local file of `file_id` to `size` bytes if longer.
-    TruncateChunks { file_id: u128, size: u64 },
-    RemoveChunks { file_id: u128 },
+    TruncateChunks {
+        file_id: u128,
+        size: u64,
+    },
+    RemoveChunks {
+        file_id: u128,
+    },
     /// Make chunks of `file_id` (if given) and the metadata log durable.
-    Fsync { file_id: Option<u128> },
+    Fsync {
+        file_id: Option<u128>,
+    },
     StatFs,
     Stats,
 }
@@ -114,15 +170,29 @@ pub enum Response {
     Record(Record),
     MaybeRecord(Option<Record>),
     Offset(u64),
-    DirPage { entries: Vec<DirEntry>, done: bool },
+    DirPage {
+        entries: Vec<DirEntry>,
+        done: bool,
+    },
     Bool(bool),
-    Tree { records: Vec<(String, Record)>, last_key: Option<Vec<u8>>, done: bool },
+    Tree {
+        records: Vec<(String, Record)>,
+        last_key: Option<Vec<u8>>,
+        done: bool,
+    },
     Written(u64),
     /// Data follows in the bulk section: for each requested span, `span_lens[i]`
     /// bytes (fewer than asked where the daemon's local file ends; the client fills
     /// the rest with zeros, so holes and short chunks never cross the wire).
-    Data { span_lens: Vec<u32> },
-    StatFs { total_bytes: u64, free_bytes: u64, avail_bytes: u64, files: u64 },
+    Data {
+        span_lens: Vec<u32>,
+    },
+    StatFs {
+        total_bytes: u64,
+        free_bytes: u64,
+        avail_bytes: u64,
+        files: u64,
+    },
     Stats(DaemonStats),
 }
 
@@ -163,9 +233,27 @@ pub const OP_MAX: u16 = 20;
 
 pub fn op_name(op: u16) -> &'static str {
     const NAMES: [&str; OP_MAX as usize + 1] = [
-        "?", "ping", "create", "stat", "remove", "update_size", "truncate", "set_attr", "put_record", "readdir",
-        "has_children", "scan_tree", "remove_records", "write", "read", "truncate_chunks", "remove_chunks", "fsync",
-        "statfs", "stats", "put_records",
+        "?",
+        "ping",
+        "create",
+        "stat",
+        "remove",
+        "update_size",
+        "truncate",
+        "set_attr",
+        "put_record",
+        "readdir",
+        "has_children",
+        "scan_tree",
+        "remove_records",
+        "write",
+        "read",
+        "truncate_chunks",
+        "remove_chunks",
+        "fsync",
+        "statfs",
+        "stats",
+        "put_records",
     ];
     NAMES.get(op as usize).copied().unwrap_or("?")
 }
@@ -224,7 +312,17 @@ mod tests {
             let _ = decode_request(op, &body);
         }
         // Mutations of valid encodings of every request: flips, cuts, extensions.
-        let rec = Record { kind: FileKind::File, mode: 0o644, size: 1, file_id: 9, nlink: 1, ctime_ns: 1, mtime_ns: 2, atime_ns: 3, target: "t".into() };
+        let rec = Record {
+            kind: FileKind::File,
+            mode: 0o644,
+            size: 1,
+            file_id: 9,
+            nlink: 1,
+            ctime_ns: 1,
+            mtime_ns: 2,
+            atime_ns: 3,
+            target: "t".into(),
+        };
         let samples = vec![
             Request::Ping,
             Request::Create { path: "/a/b".into(), record: rec.clone(), exclusive: true },

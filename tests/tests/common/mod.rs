@@ -65,27 +65,16 @@ pub fn put(c: &Client, path: &str, data: &[u8]) {
     let fd = c
         .open(path, libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY, 0o644)
         .unwrap_or_else(|e| panic!("open {path}: {e}"));
-    assert_eq!(
-        c.write(fd, data)
-            .unwrap_or_else(|e| panic!("write {path}: {e}")),
-        data.len()
-    );
+    assert_eq!(c.write(fd, data).unwrap_or_else(|e| panic!("write {path}: {e}")), data.len());
     c.close(fd).unwrap();
 }
 
 /// The whole content of `path`, read in one pread sized from stat.
 pub fn get(c: &Client, path: &str) -> Vec<u8> {
-    let size = c
-        .stat(path)
-        .unwrap_or_else(|e| panic!("stat {path}: {e}"))
-        .size as usize;
-    let fd = c
-        .open(path, libc::O_RDONLY, 0)
-        .unwrap_or_else(|e| panic!("open {path}: {e}"));
+    let size = c.stat(path).unwrap_or_else(|e| panic!("stat {path}: {e}")).size as usize;
+    let fd = c.open(path, libc::O_RDONLY, 0).unwrap_or_else(|e| panic!("open {path}: {e}"));
     let mut buf = vec![0u8; size + 17];
-    let n = c
-        .pread(fd, &mut buf, 0)
-        .unwrap_or_else(|e| panic!("read {path}: {e}"));
+    let n = c.pread(fd, &mut buf, 0).unwrap_or_else(|e| panic!("read {path}: {e}"));
     c.close(fd).unwrap();
     assert_eq!(n, size, "{path}: read returned {n} bytes, stat says {size}");
     buf.truncate(n);
@@ -94,12 +83,8 @@ pub fn get(c: &Client, path: &str) -> Vec<u8> {
 
 /// Names in a directory, sorted.
 pub fn names(c: &Client, dir: &str) -> Vec<String> {
-    let mut v: Vec<String> = c
-        .read_dir(dir)
-        .unwrap_or_else(|e| panic!("readdir {dir}: {e}"))
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let mut v: Vec<String> =
+        c.read_dir(dir).unwrap_or_else(|e| panic!("readdir {dir}: {e}")).into_iter().map(|e| e.name).collect();
     v.sort();
     v
 }
@@ -110,12 +95,6 @@ pub fn op_total(c: &Client, op: &str) -> u64 {
 }
 
 pub fn op_count(c: &Client, d: u32, op: &str) -> u64 {
-    let s = c
-        .daemon_stats(d)
-        .unwrap_or_else(|e| panic!("stats of daemon {d}: {e}"));
-    s.ops
-        .iter()
-        .find(|x| x.0 == op)
-        .unwrap_or_else(|| panic!("daemon {d} has no counter {op}"))
-        .1
+    let s = c.daemon_stats(d).unwrap_or_else(|e| panic!("stats of daemon {d}: {e}"));
+    s.ops.iter().find(|x| x.0 == op).unwrap_or_else(|| panic!("daemon {d} has no counter {op}")).1
 }
