@@ -25,13 +25,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 
-/// st_dev reported for every GustFS file; the same value the LD_PRELOAD library
-/// reports, so a program sees one device whichever front end it uses.
-const GUST_DEV: u64 = 0x6775;
-/// f_fsid reported by gust_statvfs ("GUST"), as the LD_PRELOAD library does.
-const GUST_MAGIC: u64 = 0x4755_5354;
-/// Block unit of gust_statvfs.
-const STATFS_BLOCK_BYTES: u64 = 4096;
 /// Bytes of `gust_dirent.name`, including the terminating NUL (NAME_MAX + 1).
 const DIRENT_NAME_BYTES: usize = 256;
 
@@ -369,33 +362,9 @@ pub unsafe extern "C" fn gust_ftruncate(fs: *mut gust_fs, fd: c_int, length: off
 
 // ----- attributes --------------------------------------------------------------------
 
-fn ns_split(ns: i64) -> (i64, i64) {
-    (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
-}
-
-/// Fills `struct stat` the way the LD_PRELOAD library does: one user owns every
-/// file of an instance, so uid/gid are the caller's.
+/// Fills `struct stat` as the client core reports it (`Stat::to_libc_stat`).
 unsafe fn fill_stat(s: &Stat, out: *mut libc::stat) {
-    let mut st: libc::stat = std::mem::zeroed();
-    st.st_dev = GUST_DEV as _;
-    st.st_ino = s.ino as _;
-    st.st_nlink = s.nlink as _;
-    st.st_mode = s.st_mode() as _;
-    st.st_uid = libc::geteuid();
-    st.st_gid = libc::getegid();
-    st.st_size = s.size as _;
-    st.st_blksize = s.blksize.min(1 << 30) as _;
-    st.st_blocks = s.blocks as _;
-    let (a, an) = ns_split(s.atime_ns);
-    let (m, mn) = ns_split(s.mtime_ns);
-    let (c, cn) = ns_split(s.ctime_ns);
-    st.st_atime = a as _;
-    st.st_atime_nsec = an as _;
-    st.st_mtime = m as _;
-    st.st_mtime_nsec = mn as _;
-    st.st_ctime = c as _;
-    st.st_ctime_nsec = cn as _;
-    *out = st;
+    *out = s.to_libc_stat();
 }
 
 unsafe fn stat_common(op: &str, fs: *mut gust_fs, path: *const c_char, buf: *mut libc::stat, follow: bool) -> c_int {
@@ -508,20 +477,7 @@ pub unsafe extern "C" fn gust_statvfs(fs: *mut gust_fs, buf: *mut libc::statvfs)
         let fs = fs_ref(fs)?;
         nonnull(buf, "struct statvfs pointer")?;
         let s = fs.client.statfs().map_err(|e| fs.fail("/", e))?;
-        let mut b: libc::statvfs = std::mem::zeroed();
-        b.f_bsize = STATFS_BLOCK_BYTES as _;
-        b.f_frsize = STATFS_BLOCK_BYTES as _;
-        b.f_blocks = (s.total_bytes / STATFS_BLOCK_BYTES) as _;
-        b.f_bfree = (s.free_bytes / STATFS_BLOCK_BYTES) as _;
-        b.f_bavail = (s.avail_bytes / STATFS_BLOCK_BYTES) as _;
-        // No inode table: report what exists plus a large free count, as the
-        // LD_PRELOAD library does, so tools that check for free inodes proceed.
-        b.f_files = (s.files + (1 << 32)) as _;
-        b.f_ffree = (1u64 << 32) as _;
-        b.f_favail = (1u64 << 32) as _;
-        b.f_fsid = GUST_MAGIC as _;
-        b.f_namemax = 255;
-        *buf = b;
+        *buf = s.to_libc_statvfs();
         Ok(0)
     })
 }

@@ -56,38 +56,13 @@ unsafe fn by_path<T: From<i8>>(
     }
 }
 
-fn ns_split(ns: i64) -> (i64, i64) {
-    (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
+pub(crate) unsafe fn fill_stat(s: &Stat, out: *mut libc::stat) {
+    *out = s.to_libc_stat();
 }
 
-macro_rules! fill_stat_fn {
-    ($name:ident, $t:ty) => {
-        pub(crate) unsafe fn $name(s: &Stat, out: *mut $t) {
-            let mut st: $t = std::mem::zeroed();
-            st.st_dev = crate::GUST_DEV as _;
-            st.st_ino = s.ino as _;
-            st.st_nlink = s.nlink as _;
-            st.st_mode = s.st_mode() as _;
-            st.st_uid = libc::geteuid();
-            st.st_gid = libc::getegid();
-            st.st_size = s.size as _;
-            st.st_blksize = s.blksize.min(1 << 30) as _;
-            st.st_blocks = s.blocks as _;
-            let (a, an) = ns_split(s.atime_ns);
-            let (m, mn) = ns_split(s.mtime_ns);
-            let (c, cn) = ns_split(s.ctime_ns);
-            st.st_atime = a as _;
-            st.st_atime_nsec = an as _;
-            st.st_mtime = m as _;
-            st.st_mtime_nsec = mn as _;
-            st.st_ctime = c as _;
-            st.st_ctime_nsec = cn as _;
-            *out = st;
-        }
-    };
+pub(crate) unsafe fn fill_stat64(s: &Stat, out: *mut libc::stat64) {
+    *out = s.to_libc_stat64();
 }
-fill_stat_fn!(fill_stat, libc::stat);
-fill_stat_fn!(fill_stat64, libc::stat64);
 
 unsafe fn fill_statx(s: &Stat, out: *mut libc::statx) {
     let mut st: libc::statx = std::mem::zeroed();
@@ -101,7 +76,7 @@ unsafe fn fill_statx(s: &Stat, out: *mut libc::statx) {
     st.stx_size = s.size;
     st.stx_blocks = s.blocks;
     let ts = |ns: i64| {
-        let (a, b) = ns_split(ns);
+        let (a, b) = gust_client::split_ns(ns);
         let mut t: libc::statx_timestamp = std::mem::zeroed();
         t.tv_sec = a;
         t.tv_nsec = b as u32;
@@ -1212,9 +1187,7 @@ xattr_fd!(fremovexattr, (n: *const c_char), c_int);
 
 // ----- file system ------------------------------------------------------------------
 
-/// f_type reported for GustFS ("GUST").
-const GUST_MAGIC: i64 = 0x4755_5354;
-const STATFS_BLOCK_BYTES: u64 = 4096;
+use gust_client::{GUST_MAGIC, STATFS_BLOCK_BYTES};
 
 macro_rules! fill_statfs_fn {
     ($name:ident, $t:ty) => {
@@ -1238,28 +1211,15 @@ macro_rules! fill_statfs_fn {
 fill_statfs_fn!(fill_statfs, libc::statfs);
 fill_statfs_fn!(fill_statfs64, libc::statfs64);
 
-macro_rules! fill_statvfs_fn {
-    ($name:ident, $t:ty) => {
-        unsafe fn $name(out: *mut $t) -> Result<c_int, i32> {
-            let s = call(|c| c.statfs())?;
-            let mut b: $t = std::mem::zeroed();
-            b.f_bsize = STATFS_BLOCK_BYTES as _;
-            b.f_frsize = STATFS_BLOCK_BYTES as _;
-            b.f_blocks = (s.total_bytes / STATFS_BLOCK_BYTES) as _;
-            b.f_bfree = (s.free_bytes / STATFS_BLOCK_BYTES) as _;
-            b.f_bavail = (s.avail_bytes / STATFS_BLOCK_BYTES) as _;
-            b.f_files = (s.files + (1 << 32)) as _;
-            b.f_ffree = (1u64 << 32) as _;
-            b.f_favail = (1u64 << 32) as _;
-            b.f_fsid = GUST_MAGIC as _;
-            b.f_namemax = 255;
-            *out = b;
-            Ok(0)
-        }
-    };
+unsafe fn fill_statvfs(out: *mut libc::statvfs) -> Result<c_int, i32> {
+    *out = call(|c| c.statfs())?.to_libc_statvfs();
+    Ok(0)
 }
-fill_statvfs_fn!(fill_statvfs, libc::statvfs);
-fill_statvfs_fn!(fill_statvfs64, libc::statvfs64);
+
+unsafe fn fill_statvfs64(out: *mut libc::statvfs64) -> Result<c_int, i32> {
+    *out = call(|c| c.statfs())?.to_libc_statvfs64();
+    Ok(0)
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn statfs(p: *const c_char, b: *mut libc::statfs) -> c_int {

@@ -47,7 +47,7 @@ pub(crate) const FD_MAX: usize = 1 << 16;
 /// Table value of a descriptor inherited across exec and not yet re-opened.
 const FD_PENDING: i32 = -1;
 /// st_dev reported for every GustFS file.
-pub(crate) const GUST_DEV: u64 = 0x6775;
+pub(crate) use gust_client::GUST_DEV;
 
 #[allow(clippy::declare_interior_mutable_const)]
 const FD_FREE: AtomicI32 = AtomicI32::new(0);
