@@ -74,15 +74,20 @@ impl Instance {
     }
 
     /// Restarts daemon `id` as `gust start` ran it (same root directory, address and
-    /// id), detached, appending to its log. The daemon must be dead.
-    pub fn restart_daemon(&self, id: u32) {
+    /// id), detached, appending to its log, whose path it returns. The daemon must be
+    /// dead.
+    pub fn restart_daemon(&self, id: u32) -> PathBuf {
+        let addr = self.hosts_file().daemons[id as usize].tcp_addr.clone();
+        self.restart_daemon_at(id, &addr)
+    }
+
+    /// Restarts daemon `id` on its root directory, listening on `listen` (port 0: a
+    /// new port, registered in the hosts file).
+    pub fn restart_daemon_at(&self, id: u32, listen: &str) -> PathBuf {
         use std::os::unix::process::CommandExt;
         let e = self.hosts_file().daemons[id as usize].clone();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("d{id}.log")))
-            .unwrap();
+        let log_path = self.dir.path().join(format!("d{id}.log"));
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
         let mut cmd = Command::new(gust_bin());
         cmd.arg("daemon")
             .arg("--rootdir")
@@ -90,7 +95,7 @@ impl Instance {
             .arg("--hosts-file")
             .arg(&self.hosts)
             .arg("--listen")
-            .arg(&e.tcp_addr)
+            .arg(listen)
             .arg("--id")
             .arg(id.to_string())
             .stdin(std::process::Stdio::null())
@@ -104,7 +109,10 @@ impl Instance {
             });
         }
         let mut child = cmd.spawn().expect("spawn gust daemon");
+        // The daemon outlives this handle; `gust stop` (on drop of the instance) ends
+        // it through the pid it records in the hosts file. Reap it in the background.
         std::thread::spawn(move || child.wait());
+        log_path
     }
 
     pub fn stop(&mut self) {

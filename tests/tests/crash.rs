@@ -5,10 +5,8 @@ mod common;
 
 use common::*;
 use gust_client::ClientOptions;
-use gust_e2e::{gust_bin, wait_until, Instance};
+use gust_e2e::{wait_until, Instance};
 use std::collections::HashSet;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,45 +28,6 @@ fn record(writer: usize, seq: usize) -> Vec<u8> {
 struct Acked {
     files: Vec<(String, u64, usize)>,
     records: Vec<(usize, usize)>,
-}
-
-/// Restarts daemon `id` exactly as `gust start` ran it: same root directory, same
-/// TCP address, same id; detached, output to a log file.
-fn restart_daemon(inst: &Instance, id: u32) -> std::path::PathBuf {
-    let e = inst.hosts_file().daemons[id as usize].clone();
-    restart_daemon_at(inst, id, &e.tcp_addr)
-}
-
-/// Restarts daemon `id` on its root directory, listening on `listen`.
-fn restart_daemon_at(inst: &Instance, id: u32, listen: &str) -> std::path::PathBuf {
-    let e = inst.hosts_file().daemons[id as usize].clone();
-    let log_path = inst.rootdir().join(format!("d{id}.restart.log"));
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut cmd = Command::new(gust_bin());
-    cmd.arg("daemon")
-        .arg("--rootdir")
-        .arg(&e.rootdir)
-        .arg("--hosts-file")
-        .arg(&inst.hosts)
-        .arg("--listen")
-        .arg(listen)
-        .arg("--id")
-        .arg(id.to_string())
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log);
-    // SAFETY: setsid in the child before exec; no allocation, no locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("spawn gust daemon");
-    // The daemon outlives this handle; `gust stop` (on drop of the instance) ends it
-    // through the pid it records in the hosts file. Reap it in the background.
-    std::thread::spawn(move || child.wait());
-    log_path
 }
 
 #[test]
@@ -141,7 +100,7 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
     );
     std::thread::sleep(Duration::from_millis(200));
 
-    let log_path = restart_daemon(&inst, VICTIM);
+    let log_path = inst.restart_daemon(VICTIM);
     let up = wait_until(Duration::from_secs(20), || {
         let h = inst.hosts_file();
         h.daemons[VICTIM as usize].pid != old_entry.pid && inst.client_with(opts.clone()).ping(VICTIM).is_ok()
@@ -225,7 +184,7 @@ fn client_follows_a_daemon_restarted_on_a_new_port() {
     let old = inst.hosts_file().daemons[VICTIM as usize].clone();
     unsafe { libc::kill(old.pid as i32, libc::SIGKILL) };
     assert!(wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(&old.tcp_addr).is_err()));
-    restart_daemon_at(&inst, VICTIM, "127.0.0.1:0");
+    inst.restart_daemon_at(VICTIM, "127.0.0.1:0");
     assert!(wait_until(Duration::from_secs(20), || {
         let e = inst.hosts_file().daemons[VICTIM as usize].clone();
         e.pid != old.pid && std::net::TcpStream::connect(&e.tcp_addr).is_ok()

@@ -163,7 +163,7 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
                     log.push(format!("kill -9 daemon {d}"));
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                     std::thread::sleep(Duration::from_millis(rng.gen_range(50..400)));
-                    inst.restart_daemon(d);
+                    let _ = inst.restart_daemon(d);
                     let back = wait_until(Duration::from_secs(20), || {
                         inst.daemon_pid(d) as i32 != pid && inst.client().ping(d).is_ok()
                     });
