@@ -709,8 +709,8 @@ impl Client {
                 .or_default()
                 .push((Span { offset: s.file_offset, len: s.len as u32 }, (s.file_offset - offset) as usize));
         }
-        let mut calls =
-            vec![Call { daemon: self.md_daemon(&f.path()), req: Request::Stat { path: f.path() }, bulk: Vec::new() }];
+        let path = f.path();
+        let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::Stat { path }, bulk: Vec::new() }];
         let mut dests = vec![None];
         let order: Vec<u32> = per_daemon.keys().copied().collect();
         for d in &order {
@@ -758,14 +758,17 @@ impl Client {
     /// Returns (offset written at, bytes written).
     fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
-        let md = self.md_daemon(&f.path());
+        // One snapshot of the path for the whole write: a rename through this
+        // client meanwhile cannot split its requests between two names.
+        let path = f.path();
+        let md = self.md_daemon(&path);
         let append = f.flags & libc::O_APPEND != 0;
         let start = if append {
             // Reserve the range first: two appenders never get the same offset.
             match self.transport.call(
                 md,
                 Request::UpdateSize {
-                    path: f.path(),
+                    path: path.clone(),
                     file_id: f.file_id,
                     end: 0,
                     append_len: Some(buf.len() as u64),
@@ -808,7 +811,7 @@ impl Client {
                 calls.push(Call {
                     daemon: md,
                     req: Request::UpdateSize {
-                        path: f.path(),
+                        path: path.clone(),
                         file_id: f.file_id,
                         end: at + window as u64,
                         append_len: None,
@@ -997,13 +1000,14 @@ impl Client {
     }
 
     fn sync_file(&self, f: &OpenFile) -> Result<()> {
-        let r = self.get_record(&f.path())?;
+        let path = f.path();
+        let r = self.get_record(&path)?;
         let mut daemons = if r.size > 0 {
             self.dist.daemons_for_chunks(f.file_id, 0, (r.size - 1) / self.chunk_size)
         } else {
             Vec::new()
         };
-        let md = self.md_daemon(&f.path());
+        let md = self.md_daemon(&path);
         if !daemons.contains(&md) {
             daemons.push(md);
         }
