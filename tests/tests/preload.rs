@@ -270,6 +270,28 @@ fn c_program_api_errors_threads_fork() {
     assert_eq!(out, "C-OK\n");
 }
 
+/// copy_file_range and sendfile emulation: cp's huge lengths, offsets, /proc sources,
+/// pipes, copies longer than one call; the same program on a local directory first.
+#[test]
+fn c_program_copy_file_range_sendfile() {
+    let inst = Instance::start(3);
+    let l = local_dir("copy");
+    let bin = l.path().join("preload_copy");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/preload_copy.c");
+    let cc = Command::new("cc").args(["-O1", "-o"]).arg(&bin).arg(&src).output().expect("cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let scratch = l.path().join("scratch");
+    let local = l.path().join("local");
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::create_dir(&local).unwrap();
+    let plain = Command::new(&bin).arg(&local).arg(&scratch).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "C-OK\n", "{}", String::from_utf8_lossy(&plain.stderr));
+    let out = sh(&inst, &format!("mkdir /gustfs/cp && {} /gustfs/cp {} gust", bin.display(), scratch.display()));
+    assert_eq!(out, "C-OK\n");
+    // The copies really are in GustFS.
+    assert_eq!(inst.client().stat("/cp/offout").unwrap().size, 31_050);
+}
+
 #[test]
 fn c_program_scandir_readdir_r_freopen() {
     let inst = Instance::start(2);

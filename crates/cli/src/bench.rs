@@ -93,6 +93,26 @@ enum Workload {
     Io { block_size: u64, transfer_size: u64, shared_file: bool, random: bool },
 }
 
+impl Workload {
+    /// One line for the table's heading, for people.
+    fn describe(&self) -> String {
+        match self {
+            Workload::Md { files, size, shared_dir } => format!(
+                "md: {files} files of {} per process, {}",
+                crate::human_bytes(*size),
+                if *shared_dir { "one shared directory" } else { "a directory per process" }
+            ),
+            Workload::Io { block_size, transfer_size, shared_file, random } => format!(
+                "io: {} per process in {} {} transfers, {}",
+                crate::human_bytes(*block_size),
+                if *random { "random" } else { "sequential" },
+                crate::human_bytes(*transfer_size),
+                if *shared_file { "one shared file" } else { "a file per process" }
+            ),
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug)]
 struct WorkerSpec {
     workload: Workload,
@@ -556,7 +576,7 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
         let out = serde_json::json!({"workload": w, "procs": c.procs, "runs": c.runs, "unit": unit, "phases": summary});
         println!("{}", serde_json::to_string_pretty(&out).unwrap());
     } else {
-        println!("{:?}  procs={} runs={} (median {unit})", w, c.procs, c.runs);
+        println!("{}; {} process(es), median of {} run(s), {unit}", w.describe(), c.procs, c.runs);
         print!("{:<8}", "phase");
         for t in &targets {
             print!(" {:>22}", if t.len() > 22 { &t[..22] } else { t });

@@ -21,17 +21,33 @@
 //! so parallel writers never race a read-modify-write. Operations that must read
 //! before writing (exclusive create, append reservation, truncate, set-attr) hold a
 //! striped lock on the key; merges need no lock.
+//!
+//! Operands per key are bounded. Every write adds one operand, and every lookup of the
+//! key (the write path's own existence check, stat, the size of a read) applies all
+//! operands not yet folded into a value. Left alone they pile up in the memtable until
+//! a flush, and writing a file in n pieces costs O(n^2). RocksDB's
+//! `max_successive_merges` folds them at insert time: once a key has
+//! [`MERGE_OPERANDS_PER_KEY_MAX`] merges at its head in the memtable, the next merge
+//! reads the key and inserts the merged value instead. A lookup then applies at most
+//! that many operands, whatever the file's history (measured in docs/PERFORMANCE.md,
+//! "Writes in many pieces").
 
 use gust_proto::{FileKind, Record};
 use rocksdb::{BlockBasedOptions, MergeOperands, Options, WriteBatch, WriteOptions, DB};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub const VALUE_FORMAT: u8 = 1;
 const VALUE_FIXED_BYTES: usize = 60;
 const MERGE_GROW: u8 = 0xF1;
 const MERGE_OPERAND_BYTES: usize = 17;
 const LOCK_STRIPES: usize = 1024;
+/// Bound on unfolded size operands per key in the memtable. A lookup applies at most
+/// this many; one merge in this many costs an extra read of the key (a memtable hit
+/// right after the previous fold). 16 keeps both below a microsecond: the fold reads
+/// back at most 16 fixed 17-byte operands.
+pub const MERGE_OPERANDS_PER_KEY_MAX: usize = 16;
 
 /// One page of `scan_tree`: (path, record) pairs, the last key returned (to resume
 /// after), and whether the scan is complete.
@@ -202,13 +218,28 @@ pub struct MetadataStore {
     db: DB,
     write_opts: WriteOptions,
     locks: Vec<Mutex<()>>,
+    /// Operands applied by full merges (lookups, folds, compactions) since open: the
+    /// cost that must not grow with a file's number of writes.
+    merge_operands_applied: Arc<AtomicU64>,
 }
 
 impl MetadataStore {
     pub fn open(dir: &Path) -> Result<Self, String> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
-        opts.set_merge_operator("gust_size_max", full_merge, partial_merge);
+        let merge_operands_applied = Arc::new(AtomicU64::new(0));
+        let counter = merge_operands_applied.clone();
+        opts.set_merge_operator(
+            "gust_size_max",
+            move |key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
+                counter.fetch_add(ops.len() as u64, Ordering::Relaxed);
+                full_merge(key, existing, ops)
+            },
+            partial_merge,
+        );
+        // Safe with concurrent memtable writes: RocksDB turns them off for a write
+        // group that holds a merge (db_impl_write.cc), and this fold needs them off.
+        opts.set_max_successive_merges(MERGE_OPERANDS_PER_KEY_MAX);
         opts.increase_parallelism(2);
         opts.set_write_buffer_size(64 << 20);
         let mut bb = BlockBasedOptions::default();
@@ -219,7 +250,17 @@ impl MetadataStore {
         // survives the daemon being killed; fsync syncs the WAL for node crashes.
         let mut write_opts = WriteOptions::default();
         write_opts.set_sync(false);
-        Ok(MetadataStore { db, write_opts, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() })
+        Ok(MetadataStore {
+            db,
+            write_opts,
+            locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            merge_operands_applied,
+        })
+    }
+
+    /// Size operands applied by full merges since the store was opened.
+    pub fn merge_operands_applied(&self) -> u64 {
+        self.merge_operands_applied.load(Ordering::Relaxed)
     }
 
     fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
@@ -595,6 +636,44 @@ mod tests {
         // A new file at the same path starts clean.
         s.create("/f", &rec(FileKind::File), true).unwrap();
         assert_eq!(s.get("/f").unwrap().unwrap().size, 0);
+    }
+
+    /// The cost of a lookup must not grow with the number of writes before it: a stat
+    /// after 10,000 size updates applies at most MERGE_OPERANDS_PER_KEY_MAX operands,
+    /// whether the record is still in the memtable or was flushed before the writes.
+    #[test]
+    fn lookups_apply_a_bounded_number_of_size_operands() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let writes = 10_000u64;
+        for (path, flush_first) in [("/hot", false), ("/flushed", true)] {
+            s.create(path, &rec(FileKind::File), true).unwrap();
+            if flush_first {
+                s.db.flush().unwrap();
+            }
+            for i in 0..writes {
+                s.update_size(path, 7, (i + 1) * 100, None, i as i64).unwrap();
+            }
+            for _ in 0..3 {
+                let before = s.merge_operands_applied();
+                let r = s.get(path).unwrap().unwrap();
+                let applied = s.merge_operands_applied() - before;
+                assert_eq!(r.size, writes * 100, "{path}");
+                assert_eq!(r.mtime_ns, writes as i64 - 1, "{path}");
+                assert!(
+                    applied <= MERGE_OPERANDS_PER_KEY_MAX as u64,
+                    "{path}: a lookup applied {applied} operands after {writes} writes"
+                );
+            }
+        }
+        // Folding must not break the size semantics: max of all ends, truncate exact.
+        s.update_size("/hot", 7, 5, None, 1).unwrap();
+        assert_eq!(s.get("/hot").unwrap().unwrap().size, writes * 100);
+        s.truncate("/hot", 10, 2).unwrap();
+        for i in 0..100 {
+            s.update_size("/hot", 7, 3 + i % 5, None, 3).unwrap();
+        }
+        assert_eq!(s.get("/hot").unwrap().unwrap().size, 10);
     }
 
     #[test]

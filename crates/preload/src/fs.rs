@@ -14,8 +14,6 @@ use gust_client::{Kind, Stat};
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, mode_t, off64_t, off_t, size_t, ssize_t};
 use std::ffi::CStr;
 
-/// Largest single transfer copy_file_range/sendfile emulation moves per call.
-const COPY_CALL_BYTES_MAX: usize = 8 << 20;
 /// Symlinks realpath follows before ELOOP.
 const SYMLINK_HOPS_MAX: u32 = 40;
 
@@ -1327,98 +1325,6 @@ pub unsafe extern "C" fn posix_fallocate64(fd: c_int, o: off64_t, l: off64_t) ->
         None => real::posix_fallocate64(fd, o, l),
         Some(c) => gust_fallocate(c, 0, o, l).err().unwrap_or(0),
     }
-}
-
-/// Reads from any descriptor (ours or not), at `off` or the current offset.
-unsafe fn any_read(fd: c_int, b: &mut [u8], off: Option<i64>) -> Result<usize, i32> {
-    let n = match off {
-        Some(o) => pread64(fd, b.as_mut_ptr().cast(), b.len(), o),
-        None => read(fd, b.as_mut_ptr().cast(), b.len()),
-    };
-    if n < 0 {
-        Err(crate::get_errno())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-unsafe fn any_write_all(fd: c_int, b: &[u8], off: Option<i64>) -> Result<usize, i32> {
-    let mut done = 0;
-    while done < b.len() {
-        let rest = &b[done..];
-        let n = match off {
-            Some(o) => pwrite64(fd, rest.as_ptr().cast(), rest.len(), o + done as i64),
-            None => write(fd, rest.as_ptr().cast(), rest.len()),
-        };
-        if n < 0 {
-            if done > 0 {
-                return Ok(done);
-            }
-            return Err(crate::get_errno());
-        }
-        if n == 0 {
-            break;
-        }
-        done += n as usize;
-    }
-    Ok(done)
-}
-
-/// copy_file_range/sendfile with a GustFS side: a bounded read then write.
-unsafe fn copy_emulated(fin: c_int, off_in: *mut i64, fout: c_int, off_out: *mut i64, n: usize) -> ssize_t {
-    let mut tmp = vec![0u8; n.min(COPY_CALL_BYTES_MAX)];
-    let r = (|| {
-        let oi = if off_in.is_null() { None } else { Some(*off_in) };
-        let got = any_read(fin, &mut tmp, oi)?;
-        if got == 0 {
-            return Ok(0);
-        }
-        let oo = if off_out.is_null() { None } else { Some(*off_out) };
-        let put = any_write_all(fout, &tmp[..got], oo)?;
-        if let Some(o) = oi {
-            *off_in = o + put as i64;
-        } else if put < got {
-            // Give back what was read and not written.
-            lseek64(fin, put as i64 - got as i64, libc::SEEK_CUR);
-        }
-        if let Some(o) = oo {
-            *off_out = o + put as i64;
-        }
-        Ok(put as ssize_t)
-    })();
-    ret(r)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn copy_file_range(
-    a: c_int,
-    oa: *mut off64_t,
-    b: c_int,
-    ob: *mut off64_t,
-    n: size_t,
-    f: c_uint,
-) -> ssize_t {
-    if reentrant() || (ours(a).is_none() && ours(b).is_none()) {
-        return real::copy_file_range(a, oa, b, ob, n, f);
-    }
-    if f != 0 {
-        return ret(Err(libc::EINVAL));
-    }
-    copy_emulated(a, oa, b, ob, n)
-}
-#[no_mangle]
-pub unsafe extern "C" fn sendfile(o: c_int, i: c_int, off: *mut off_t, n: size_t) -> ssize_t {
-    if reentrant() || (ours(o).is_none() && ours(i).is_none()) {
-        return real::sendfile(o, i, off, n);
-    }
-    copy_emulated(i, off, o, std::ptr::null_mut(), n)
-}
-#[no_mangle]
-pub unsafe extern "C" fn sendfile64(o: c_int, i: c_int, off: *mut off64_t, n: size_t) -> ssize_t {
-    if reentrant() || (ours(o).is_none() && ours(i).is_none()) {
-        return real::sendfile64(o, i, off, n);
-    }
-    copy_emulated(i, off, o, std::ptr::null_mut(), n)
 }
 
 // ----- realpath -----------------------------------------------------------------------

@@ -27,6 +27,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod copy;
 mod dir;
 mod exec;
 mod fs;
