@@ -65,7 +65,7 @@ for run in $(seq 1 "$runs"); do
     growth=$("$bin/gust" run -- python3 -c "$growth_py")
     shared=()
     for p in 1 2 4; do
-      shared+=("$("$bin/gust" bench io --shared-file -p "$p" -b 64MiB -t 8KiB --json)")
+      shared+=("$("$bin/gust" bench io --shared-file -p "$p" -b 16MiB -t 8KiB --json)")
     done
     md4k=$("$bin/gust" bench md -n 2000 --size 4096 -p 1 --json)
     t0=$(date +%s.%N)
@@ -97,7 +97,7 @@ for n in ["10", "1000", "10000", "50000"]:
     ps = med(r["growth"][n]["stat_us"] for r in by("prev")); cs = med(r["growth"][n]["stat_us"] for r in by("cur"))
     print(f"{n:>14} {pw:>14,.0f} {cw:>13,.0f} {ps:>8.0f}us {cs:>7.0f}us")
 print()
-print("Shared file, 8 KiB transfers, 64 MiB per process (MiB/s, medians)")
+print("Shared file, 8 KiB transfers, 16 MiB per process (MiB/s, medians)")
 print(f"{'procs':>5} {'phase':>6} {'prev':>8} {'cur':>8} {'cur/prev':>9}")
 for i, p in enumerate([1, 2, 4]):
     for ph in ["write", "read"]:
