@@ -3,12 +3,12 @@
 //! or log, list no daemon root directory and connect to no daemon socket, whatever
 //! umask the instance was started with, while the owner's programs keep working. A
 //! root directory left wider is tightened at start; a shared or foreign one is
-//! refused. Needs root.
+//! refused. Staged-out files and directories get their modes from GustFS. Needs root.
 
 mod common;
 
 use common::{get, put};
-use gust_e2e::{gust_bin, wait_until, Instance};
+use gust_e2e::{gust_bin, wait_until, with_umask, Instance};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -191,4 +191,38 @@ fn a_shared_or_foreign_root_directory_is_refused() {
     std::fs::write(foreign.join("theirs"), b"x").unwrap();
     std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
     assert_daemon_refuses(&foreign, "belongs to uid 65534");
+}
+
+#[test]
+fn staged_out_files_and_directories_keep_their_gustfs_modes() {
+    let inst = Instance::start(2);
+    let c = inst.client();
+    let dirs = [("/d", 0o755), ("/d/sub", 0o750), ("/d/ro", 0o555)];
+    for (p, m) in dirs {
+        c.mkdir(p, 0o700).unwrap();
+        c.chmod(p, m).unwrap();
+    }
+    let files = [("/d/a", 0o640), ("/d/p", 0o600), ("/d/sub/x", 0o755), ("/d/ro/r", 0o444)];
+    for (p, m) in files {
+        put(&c, p, p.as_bytes());
+        c.chmod(p, m).unwrap();
+    }
+    let out_dir = tempfile::tempdir_in("/tmp").unwrap();
+    let dest = out_dir.path().join("out");
+    // A umask that would give every new file 0600 and directory 0700.
+    let out = with_umask(
+        Command::new(gust_bin()).args(["stage", "out", "/d"]).arg(&dest).env("GUST_HOSTS_FILE", &inst.hosts),
+        0o077,
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "gust stage out: {}", String::from_utf8_lossy(&out.stderr));
+    for (p, m) in dirs.iter().chain(&files) {
+        let local = dest.join(p.strip_prefix("/d").unwrap().trim_start_matches('/'));
+        assert_eq!(mode(&local), *m, "{} (from {p}) has mode {:04o}, want {m:04o}", local.display(), mode(&local));
+    }
+    for (p, _) in files {
+        let local = dest.join(p.strip_prefix("/d/").unwrap());
+        assert_eq!(std::fs::read(&local).unwrap(), p.as_bytes());
+    }
 }
