@@ -35,15 +35,22 @@ impl Instance {
     /// Starts `n` daemons; `extra` are more `gust start` arguments
     /// (e.g. ["--chunk-size", "4k", "--check-parent"]).
     pub fn start_with(n: u32, extra: &[&str]) -> Instance {
+        Self::start_under_umask(n, extra, None)
+    }
+
+    /// Starts `n` daemons with `gust start` run under `umask` (None: this process's).
+    pub fn start_under_umask(n: u32, extra: &[&str], umask: Option<u32>) -> Instance {
         let dir = tempfile::Builder::new().prefix("gust-e2e").tempdir_in("/tmp").expect("tempdir");
         let hosts = dir.path().join("gust.hosts");
-        let out = Command::new(gust_bin())
-            .args(["start", "--local", &n.to_string(), "--rootdir"])
+        let mut cmd = Command::new(gust_bin());
+        cmd.args(["start", "--local", &n.to_string(), "--rootdir"])
             .arg(dir.path())
             .args(["--mountdir", "/gustfs"])
-            .args(extra)
-            .output()
-            .expect("run gust start");
+            .args(extra);
+        if let Some(m) = umask {
+            with_umask(&mut cmd, m);
+        }
+        let out = cmd.output().expect("run gust start");
         assert!(out.status.success(), "gust start failed: {}", String::from_utf8_lossy(&out.stderr));
         Instance { dir, hosts, daemons: n, stopped: false }
     }
@@ -84,10 +91,11 @@ impl Instance {
     /// Restarts daemon `id` on its root directory, listening on `listen` (port 0: a
     /// new port, registered in the hosts file).
     pub fn restart_daemon_at(&self, id: u32, listen: &str) -> PathBuf {
+        use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::process::CommandExt;
         let e = self.hosts_file().daemons[id as usize].clone();
         let log_path = self.dir.path().join(format!("d{id}.log"));
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&log_path).unwrap();
         let mut cmd = Command::new(gust_bin());
         cmd.arg("daemon")
             .arg("--rootdir")
@@ -126,6 +134,18 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Makes `cmd` run under `umask` (set in the child before exec).
+pub fn with_umask(cmd: &mut Command, umask: u32) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: umask is async-signal-safe and has no preconditions.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::umask(umask);
+            Ok(())
+        })
     }
 }
 

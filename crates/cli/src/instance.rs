@@ -5,6 +5,7 @@ use gust_client::{Client, ClientOptions};
 use gust_hosts::HostsFile;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -83,6 +84,12 @@ pub struct StartArgs {
     /// directories: same instance, ids and data, e.g. for the next job of a campaign.
     #[arg(long, conflicts_with = "force")]
     restart: bool,
+}
+
+/// Creates a directory (and missing parents) with mode 0700; an existing one is left
+/// as it is.
+fn private_dir(p: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -169,9 +176,12 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     if a.restart {
         return Err(format!("--restart: no stopped instance at {} (nothing to restart)", hosts_path.display()));
     }
-    fs::create_dir_all(&rootdir).map_err(|e| format!("cannot create root directory {}: {e}", rootdir.display()))?;
-    if let Some(parent) = hosts_path.parent() {
-        fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    // Directories this creates are the owner's alone (0700), whatever the umask. An
+    // existing --rootdir keeps its mode (it may be shared): what goes into it is
+    // private by itself (daemon root directories 0700; logs, hosts file, secret 0600).
+    private_dir(&rootdir).map_err(|e| format!("cannot create root directory {}: {e}", rootdir.display()))?;
+    if let Some(parent) = hosts_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        private_dir(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     // Create the instance (header and secret) before any daemon, so all join it.
     let hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
@@ -184,7 +194,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         if droot.exists() {
             fs::remove_dir_all(&droot).map_err(|e| format!("cannot clean {}: {e}", droot.display()))?;
         }
-        fs::create_dir_all(&droot).map_err(|e| format!("cannot create {}: {e}", droot.display()))?;
+        private_dir(&droot).map_err(|e| format!("cannot create {}: {e}", droot.display()))?;
         let listen = match a.port {
             Some(p) => format!("127.0.0.1:{}", p as u32 + i),
             None => "127.0.0.1:0".to_string(),
@@ -213,8 +223,13 @@ fn launch(
             .write(true)
             .append(!fresh_logs)
             .truncate(fresh_logs)
+            .mode(0o600)
             .open(&log_path)
             .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        // A log kept from an older GustFS may be wider; it names paths and errors of
+        // the owner's job.
+        log.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("cannot make {} private (chmod 600): {e}", log_path.display()))?;
         let mut cmd = Command::new(&exe);
         cmd.arg("daemon")
             .arg("--rootdir")

@@ -3,6 +3,7 @@
 use crate::instance::InstanceArgs;
 use clap::Args;
 use gust_client::{Client, ClientOptions};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -118,9 +119,11 @@ fn background(a: &MountArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let args: Vec<String> = std::env::args().skip(1).filter(|x| x != "-d" && x != "--background").collect();
     let log_path = a.log.clone().unwrap_or_else(|| PathBuf::from("/dev/null"));
+    // The owner's alone, like the daemons' logs (an existing file keeps its mode).
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&log_path)
         .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let mut cmd = Command::new(exe);

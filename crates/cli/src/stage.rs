@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use gust_client::{Client, Kind};
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -41,6 +41,9 @@ const COPY_BUFFER_BYTES: usize = 4 << 20;
 pub fn run(a: StageArgs) -> Result<(), String> {
     let c = a.inst.client()?;
     let started = Instant::now();
+    // Stage-out: directories created, with the mode each must get once its contents
+    // are in (pre-order; set in reverse, so a read-only directory is filled first).
+    let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
     let files: Vec<(String, String)> = match a.direction {
         Direction::In => {
             let dest = c.internal_path(&a.dest).unwrap_or_else(|| a.dest.clone());
@@ -51,7 +54,7 @@ pub fn run(a: StageArgs) -> Result<(), String> {
         Direction::Out => {
             let src = c.internal_path(&a.src).unwrap_or_else(|| a.src.clone());
             let mut list = Vec::new();
-            walk_gust(&c, &src, Path::new(&a.dest), &mut list)?;
+            walk_gust(&c, &src, Path::new(&a.dest), &mut list, &mut dir_modes)?;
             list.into_iter().map(|(s, d)| (s, d.display().to_string())).collect()
         }
     };
@@ -81,6 +84,12 @@ pub fn run(a: StageArgs) -> Result<(), String> {
             });
         }
     });
+    let mut errs = errors.into_inner().unwrap();
+    for (d, mode) in dir_modes.iter().rev() {
+        if let Err(e) = fs::set_permissions(d, fs::Permissions::from_mode(*mode)) {
+            errs.push(format!("{}: cannot set mode {mode:04o}: {e}", d.display()));
+        }
+    }
     let secs = started.elapsed().as_secs_f64();
     let b = bytes.load(Ordering::Relaxed);
     eprintln!(
@@ -90,7 +99,6 @@ pub fn run(a: StageArgs) -> Result<(), String> {
         secs,
         b as f64 / 1048576.0 / secs.max(1e-9)
     );
-    let errs = errors.into_inner().unwrap();
     if !errs.is_empty() {
         for e in errs.iter().take(10) {
             eprintln!("gust stage: {e}");
@@ -124,15 +132,22 @@ fn walk_local(c: &Client, src: &Path, dest: &str, out: &mut Vec<(PathBuf, String
     Ok(())
 }
 
-fn walk_gust(c: &Client, src: &str, dest: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), String> {
+fn walk_gust(
+    c: &Client,
+    src: &str,
+    dest: &Path,
+    out: &mut Vec<(String, PathBuf)>,
+    dirs: &mut Vec<(PathBuf, u32)>,
+) -> Result<(), String> {
     let st = c.lstat(src).map_err(|e| format!("{src}: {e}"))?;
     match st.kind {
         Kind::Dir => {
-            fs::create_dir_all(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+            create_dest_dir(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+            dirs.push((dest.to_path_buf(), st.mode & 0o7777));
             for e in c.opendir(src).map_err(|e| format!("{src}: {e}"))? {
                 let e = e.map_err(|e| format!("{src}: {e}"))?;
                 let s = if src == "/" { format!("/{}", e.name) } else { format!("{src}/{}", e.name) };
-                walk_gust(c, &s, &dest.join(&e.name), out)?;
+                walk_gust(c, &s, &dest.join(&e.name), out, dirs)?;
             }
         }
         Kind::Symlink => {
@@ -143,6 +158,18 @@ fn walk_gust(c: &Client, src: &str, dest: &Path, out: &mut Vec<(String, PathBuf)
         Kind::File => out.push((src.to_string(), dest.to_path_buf())),
     }
     Ok(())
+}
+
+/// Creates a stage-out directory (missing parents above it as usual) private to the
+/// owner (0700) until `run` gives it its mode from GustFS; an existing one is kept.
+fn create_dest_dir(dest: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dest.is_dir() => Ok(()),
+        r => r,
+    }
 }
 
 fn copy_in(c: &Client, src: &Path, dst: &str) -> Result<u64, String> {
@@ -166,11 +193,18 @@ fn copy_in(c: &Client, src: &Path, dst: &str) -> Result<u64, String> {
 fn copy_out(c: &Client, src: &str, dst: &Path) -> Result<u64, String> {
     let st = c.stat(src).map_err(|e| format!("{src}: {e}"))?;
     let fd = c.open(src, libc::O_RDONLY, 0).map_err(|e| format!("{src}: {e}"))?;
-    let mut f = fs::File::create(dst).map_err(|e| format!("{}: {e}", dst.display()))?;
-    let _ = f.set_permissions(fs::Permissions::from_mode(st.mode & 0o7777));
+    // Private (0600) while being written; the mode it has inside GustFS once written,
+    // whatever the umask (set last, so a read-only or setuid file keeps it).
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(dst)
+        .map_err(|e| format!("{}: {e}", dst.display()))?;
     let mut buf = vec![0u8; COPY_BUFFER_BYTES];
     let mut total = 0u64;
-    let r = (|| loop {
+    let r: Result<u64, String> = (|| loop {
         let n = c.read(fd, &mut buf).map_err(|e| format!("{src}: {e}"))?;
         if n == 0 {
             return Ok(total);
@@ -179,5 +213,9 @@ fn copy_out(c: &Client, src: &str, dst: &Path) -> Result<u64, String> {
         total += n as u64;
     })();
     let _ = c.close(fd);
-    r
+    let total = r?;
+    let mode = st.mode & 0o7777;
+    f.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: cannot set mode {mode:04o}: {e}", dst.display()))?;
+    Ok(total)
 }

@@ -9,7 +9,7 @@ use gust_proto::Span;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -30,9 +30,13 @@ fn errno(e: io::Error) -> i32 {
 
 impl ChunkStore {
     pub fn open(dir: &Path) -> io::Result<Self> {
-        fs::create_dir_all(dir)?;
+        // Owner only, as everything in the root directory (the daemon's umask says so
+        // too; the explicit modes keep the store private wherever it is opened).
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true).mode(0o700);
+        b.create(dir)?;
         for i in 0..256 {
-            fs::create_dir_all(dir.join(format!("{i:02x}")))?;
+            b.create(dir.join(format!("{i:02x}")))?;
         }
         Ok(ChunkStore { dir: dir.to_path_buf(), open: Mutex::new(HashMap::new()) })
     }
@@ -47,7 +51,7 @@ impl ChunkStore {
         if let Some(f) = open.get(&file_id) {
             return Ok(Some(f.clone()));
         }
-        let r = OpenOptions::new().read(true).write(true).create(create).open(self.path(file_id));
+        let r = OpenOptions::new().read(true).write(true).create(create).mode(0o600).open(self.path(file_id));
         match r {
             Ok(f) => {
                 if open.len() >= OPEN_FILES_MAX {
@@ -154,5 +158,17 @@ mod tests {
         let lens = s.read(1, &[Span { offset: 10, len: 1 }], &mut out).unwrap();
         assert_eq!(lens, vec![0]);
         s.remove(1).unwrap();
+    }
+
+    #[test]
+    fn files_and_directories_are_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(&d.path().join("chunks")).unwrap();
+        s.write(7, &[Span { offset: 0, len: 1 }], b"x").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&d.path().join("chunks")), 0o700);
+        assert_eq!(mode(s.path(7).parent().unwrap()), 0o700);
+        assert_eq!(mode(&s.path(7)), 0o600);
     }
 }

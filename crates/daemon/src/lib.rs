@@ -15,6 +15,7 @@ use gust_hosts::{DaemonEntry, HostsFile};
 use std::fs;
 use std::io::{self, Write};
 use std::net::TcpListener;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,6 +47,61 @@ fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
     r.map_err(|e| format!("{what} {}: {e}", path.display()))
 }
 
+/// The daemon's umask: files 0600, directories 0700, sockets usable by the owner only.
+const OWNER_ONLY_UMASK: libc::mode_t = 0o077;
+
+/// Makes the root directory accessible to its owner only (0700), so that other users
+/// of the node can neither list it nor reach the chunk files, RocksDB files and Unix
+/// socket inside, whatever their own modes (a root directory of an older GustFS holds
+/// 0644 files). A wider directory of ours (a caller's umask, an older GustFS) is
+/// tightened, and the log says so. A directory of another user, or a shared one with
+/// the sticky bit (/tmp, /dev/shm), is refused: tightening it would lock its other
+/// users out, and `--clean-rootdir` would delete their files.
+fn make_private(rootdir: &Path) -> Result<(), String> {
+    let mode = own_dir_mode(rootdir)?;
+    if mode & 0o077 != 0 {
+        ctx(
+            fs::set_permissions(rootdir, fs::Permissions::from_mode(0o700)),
+            "cannot make root directory private (chmod 700)",
+            rootdir,
+        )?;
+        log(&format!(
+            "tightened root directory {} from mode {mode:04o} to 0700: its data is the instance owner's alone",
+            rootdir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The mode of an existing root directory, if it is one the daemon may make its own:
+/// a directory of this user, not a shared (sticky) one.
+fn own_dir_mode(rootdir: &Path) -> Result<u32, String> {
+    let m = ctx(fs::metadata(rootdir), "cannot stat root directory", rootdir)?;
+    if !m.is_dir() {
+        return Err(format!("root directory {} is not a directory", rootdir.display()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = m.mode() & 0o7777;
+    if m.uid() != me {
+        return Err(format!(
+            "root directory {} belongs to uid {}, not to this daemon's user (uid {me}); its data would not be \
+             private: give the daemon a directory of its own",
+            rootdir.display(),
+            m.uid()
+        ));
+    }
+    if mode & 0o1000 != 0 {
+        return Err(format!(
+            "root directory {} is a shared directory (mode {mode:04o}, sticky); the daemon makes its root \
+             directory private (0700): give it a directory of its own inside, e.g. {}/gust-$USER",
+            rootdir.display(),
+            rootdir.display()
+        ));
+    }
+    Ok(mode)
+}
+
 /// Reads `rootdir/instance`: (instance id, daemon id), if this root directory was
 /// used before.
 fn read_identity(rootdir: &Path) -> Result<Option<(String, u32)>, String> {
@@ -74,11 +130,24 @@ fn read_identity(rootdir: &Path) -> Result<Option<(String, u32)>, String> {
 /// Runs a daemon until SIGTERM or SIGINT. Returns an error message fit for a
 /// terminal if it cannot start.
 pub fn run(cfg: DaemonConfig) -> Result<(), String> {
+    // Everything the daemon puts on the node (root directory, RocksDB's files, chunk
+    // files, the Unix socket, a hosts file and secret it creates) is for the instance's
+    // owner alone, whatever umask the daemon was started with. RocksDB takes no file
+    // modes, so the process umask is the one setting that covers all of it; it is set
+    // before anything is created and before any thread starts.
+    // SAFETY: umask has no preconditions and cannot fail.
+    unsafe { libc::umask(OWNER_ONLY_UMASK) };
     server::block_termination_signals();
     if cfg.clean_rootdir && cfg.rootdir.exists() {
+        own_dir_mode(&cfg.rootdir)?; // never delete a directory that is not the daemon's own
         ctx(fs::remove_dir_all(&cfg.rootdir), "cannot clean root directory", &cfg.rootdir)?;
     }
-    ctx(fs::create_dir_all(&cfg.rootdir), "cannot create root directory", &cfg.rootdir)?;
+    ctx(
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(&cfg.rootdir),
+        "cannot create root directory",
+        &cfg.rootdir,
+    )?;
+    make_private(&cfg.rootdir)?;
     // Fail early and clearly on an unwritable root directory.
     let probe = cfg.rootdir.join(".gust-write-probe");
     ctx(fs::write(&probe, b"x"), "root directory is not writable:", &cfg.rootdir)?;

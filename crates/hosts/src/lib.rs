@@ -16,7 +16,9 @@
 //! process id, root directory. Paths with spaces are not supported. Registration rewrites the whole file under a lock file and renames it
 //! into place, so readers never see a half-written file.
 //!
-//! The secret lives next to the hosts file as `<hosts file>.secret` (mode 0600).
+//! The secret lives next to the hosts file as `<hosts file>.secret`. The hosts file,
+//! the secret and the lock file are all created with mode 0600: only the instance
+//! owner's processes use them, and `load_secret` refuses a secret others could read.
 
 use rand::RngCore;
 use std::fmt;
@@ -189,11 +191,15 @@ impl HostsFile {
         HostsFile::parse(path, &text)
     }
 
-    /// Writes atomically: temporary file in the same directory, then rename.
+    /// Writes atomically: temporary file in the same directory, then rename. The file
+    /// is the owner's alone (0600): only the owner's clients and daemons read it.
     pub fn store(&self, path: &Path) -> Result<(), HostsError> {
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         {
-            let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
+            // A leftover of a crashed writer with this pid would keep its own mode.
+            let _ = fs::remove_file(&tmp);
+            let mut f =
+                fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(io_err(&tmp))?;
             f.write_all(self.render().as_bytes()).map_err(io_err(&tmp))?;
             f.sync_all().map_err(io_err(&tmp))?;
         }
@@ -304,5 +310,17 @@ mod tests {
         assert_eq!(load_secret(&hp).unwrap(), s);
         fs::set_permissions(secret_path(&hp), fs::Permissions::from_mode(0o644)).unwrap();
         assert!(load_secret(&hp).is_err());
+    }
+
+    #[test]
+    fn hosts_secret_and_lock_files_are_the_owners_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let hp = d.path().join("hosts");
+        HostsFile::new(new_instance_id(), 4096, "/g".into(), false).store(&hp).unwrap();
+        create_secret(&hp).unwrap();
+        drop(lock(&hp).unwrap());
+        for p in [hp.clone(), secret_path(&hp), PathBuf::from(format!("{}.lock", hp.display()))] {
+            assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o7777, 0o600, "{}", p.display());
+        }
     }
 }
