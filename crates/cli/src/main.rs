@@ -1,6 +1,7 @@
 //! `gust`: the one command a person types. This crate only wires the others.
 
 mod bench;
+mod cluster;
 mod instance;
 mod mount;
 mod run;
@@ -60,7 +61,8 @@ enum Cmd {
         #[arg(long)]
         check_parent: bool,
     },
-    /// Start an instance: N daemons on this machine.
+    /// Start an instance: N daemons on this machine (--local N), one per host over
+    /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
     Start(instance::StartArgs),
     /// Stop an instance's daemons and remove their data (unless --keep).
     Stop(instance::StopArgs),
@@ -91,6 +93,9 @@ enum Cmd {
     Mount(mount::MountArgs),
     /// Unmount a `gust mount`.
     Umount(mount::UmountArgs),
+    /// Run by `gust start` on each node: starts that node's daemon (internal).
+    #[command(hide = true)]
+    NodeAgent(cluster::NodeAgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -119,6 +124,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::run(a),
         Cmd::Mount(a) => mount::mount(a),
         Cmd::Umount(a) => mount::umount(a),
+        Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
