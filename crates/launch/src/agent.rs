@@ -23,8 +23,9 @@
 //!   time signals its steps) it stops the daemon and removes everything: a job-bound
 //!   instance leaves nothing behind.
 //!
-//! With ssh (`--detach`) the agent first re-executes itself in a new session, so that
-//! the ssh command returns as soon as the agent closes its streams.
+//! With ssh (`--detach`) the agent runs itself again in a new session and relays
+//! the protocol to that copy until `ok`, then exits: the ssh command ends and the
+//! copy stays as the daemon's parent.
 //!
 //! Node-local layout, the same path on every node (`base`):
 //! `base/gust.hosts`, `base/gust.hosts.secret` (0600), `base/d<id>/` (the daemon's
@@ -153,7 +154,7 @@ fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> Option<i32> {
 /// Runs the agent; returns the process exit code.
 pub fn run(a: AgentArgs) -> i32 {
     if a.detach && !a.detached_child {
-        return respawn_detached();
+        return relay_to_detached();
     }
     let sigset = block_signals();
     let id = match a.id.or_else(|| std::env::var("SLURM_PROCID").ok().and_then(|v| v.parse().ok())) {
@@ -235,9 +236,11 @@ pub fn run(a: AgentArgs) -> i32 {
     supervise(&node, child, &sigset)
 }
 
-/// Re-executes this agent in a new session with the same standard streams, and
-/// returns at once: the ssh command ends when the copy closes the streams.
-fn respawn_detached() -> i32 {
+/// ssh: runs this agent again as a child in a new session and relays the protocol
+/// to it until `ok` or `error`, then returns, so that the ssh command ends while the
+/// child stays as the daemon's parent. (Returning before `ok` would not do: sshd
+/// closes a command's input when the command exits.)
+fn relay_to_detached() -> i32 {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -246,7 +249,11 @@ fn respawn_detached() -> i32 {
         }
     };
     let mut cmd = Command::new(exe);
-    cmd.args(std::env::args_os().skip(1)).arg("--detached-child");
+    cmd.args(std::env::args_os().skip(1))
+        .arg("--detached-child")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     // SAFETY: setsid in the child before exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -254,13 +261,31 @@ fn respawn_detached() -> i32 {
             Ok(())
         });
     }
-    match cmd.spawn() {
-        Ok(_) => 0,
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
         Err(e) => {
             say(&format!("error ? cannot start the detached agent: {e}"));
-            1
+            return 1;
+        }
+    };
+    let mut to_child = child.stdin.take().expect("piped");
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to_child);
+        // End of our input: the child sees it too (and aborts unless done).
+    });
+    let from_child = BufReader::new(child.stdout.take().expect("piped"));
+    for line in from_child.lines() {
+        let Ok(line) = line else { break };
+        say(&line);
+        if line.starts_with("ok ") {
+            return 0;
+        }
+        if line.starts_with("error ") {
+            return 1;
         }
     }
+    say("error ? the detached agent ended without a word");
+    1
 }
 
 /// Points stdin and stdout at /dev/null and stderr at the log, so that neither ssh

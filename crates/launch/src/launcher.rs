@@ -252,7 +252,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                         agent_args(p, Some(i as u32), true).iter().map(|a| shell_quote(a)).collect();
                     cmd.arg(remote.join(" "));
                     names.insert(i as u32, h.clone());
-                    chans.push(spawn_channel(cmd, format!("host {h}"), vec![i as u32], i, None, &tx)?);
+                    chans.push(spawn_channel(cmd, format!("ssh to {h}"), vec![i as u32], i, None, &tx)?);
                 }
             }
             Method::Srun { nodes, srun } => {
@@ -302,12 +302,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
             if missing.is_empty() {
                 Ok(false)
             } else {
-                Err(format!(
-                    "{} ended before {} answered: {}",
-                    chans[i].label,
-                    list_names(&missing, &name),
-                    chans[i].why()
-                ))
+                Err(format!("{} ended before {} was ready: {}", chans[i].label, what(&missing, &name), chans[i].why()))
             }
         }
         (_, Event::Ok(_)) => Ok(false),
@@ -347,7 +342,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                 Err(format!(
                     "{} ended before {} took the hosts file: {}",
                     chans[i].label,
-                    list_names(&missing, &name),
+                    what(&missing, &name),
                     chans[i].why()
                 ))
             }
@@ -411,6 +406,15 @@ fn id_name(id: &str, name: &impl Fn(u32) -> String) -> String {
     id.parse().map(name).unwrap_or_else(|_| "a node".into())
 }
 
+/// "its daemon" for the one daemon of an ssh channel, else the names.
+fn what(ids: &[u32], name: &impl Fn(u32) -> String) -> String {
+    if ids.len() == 1 {
+        "its daemon".into()
+    } else {
+        format!("the daemons of {}", list_names(ids, name))
+    }
+}
+
 fn list_names(ids: &[u32], name: &impl Fn(u32) -> String) -> String {
     let v: Vec<String> = ids.iter().take(16).map(|&i| name(i)).collect();
     let more = if ids.len() > 16 { format!(" and {} more", ids.len() - 16) } else { String::new() };
@@ -429,7 +433,7 @@ fn not_started(e: String, missing: &[u32], name: &impl Fn(u32) -> String, timeou
     } else if missing.is_empty() {
         format!("{e}; stopped every daemon that had started")
     } else {
-        format!("{e}; not ready: {}; stopped every daemon that had started", list_names(missing, name))
+        format!("{e}; stopped every daemon that had started (not ready then: {})", list_names(missing, name))
     }
 }
 
