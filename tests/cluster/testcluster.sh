@@ -93,6 +93,63 @@ CONF
     ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "gnode$i" true || { echo "testcluster: sshd on gnode$i does not answer" >&2; exit 1; }
   done
   ;;
+slurm)
+  state
+  # munged: one per machine, its socket works across network namespaces. Start it
+  # (as the munge user) only if none answers; remember that we did.
+  if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+    mkdir -p /run/munge && chown munge:munge /run/munge && chmod 755 /run/munge
+    [ -f /etc/munge/munge.key ] || { mungekey -c 2>/dev/null || /usr/sbin/create-munge-key -f; chown munge:munge /etc/munge/munge.key; }
+    runuser -u munge -- /usr/sbin/munged
+    cat /run/munge/munged.pid > "$dir/munged.pid"
+    for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
+  fi
+  mkdir -p "$dir/etc" "$dir/ctld" "$dir/log"
+  chmod 755 "$dir/log"
+  ctl=$(hostname)
+  {
+    echo "ClusterName=gust$k"
+    echo "SlurmctldHost=$ctl(10.78.$k.1)"
+    echo "SlurmctldPort=$((17000 + k))"
+    echo "SlurmdPort=$((17100 + k))"
+    echo "AuthType=auth/munge"
+    echo "SlurmUser=root"
+    echo "SlurmdUser=root"
+    echo "StateSaveLocation=$dir/ctld"
+    echo "SlurmdSpoolDir=/tmp/slurmd-%n"
+    echo "SlurmctldPidFile=$dir/slurmctld.pid"
+    echo "SlurmdPidFile=/tmp/slurmd.pid"
+    echo "SlurmctldLogFile=$dir/log/slurmctld.log"
+    echo "SlurmdLogFile=$dir/log/slurmd-%n.log"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "JobAcctGatherType=jobacct_gather/none"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_Core"
+    echo "SchedulerType=sched/backfill"
+    echo "SchedulerParameters=bf_interval=1"
+    echo "ReturnToService=2"
+    echo "MpiDefault=none"
+    echo "KillWait=5"
+    echo "MinJobAge=300"
+    echo "InactiveLimit=0"
+    echo "OverTimeLimit=0"
+    # Site integration under test, if the test wrote these files.
+    [ -f "$dir/etc/site.conf" ] && cat "$dir/etc/site.conf"
+    for ((i = 0; i < n; i++)); do echo "NodeName=gnode$i NodeAddr=10.78.$k.$((i + 2)) CPUs=2 State=UNKNOWN"; done
+    echo "PartitionName=test Nodes=gnode[0-$((n - 1))] Default=YES MaxTime=INFINITE State=UP"
+  } > "$dir/etc/slurm.conf"
+  export SLURM_CONF="$dir/etc/slurm.conf"
+  /usr/sbin/slurmctld -i -f "$SLURM_CONF"
+  for ((i = 0; i < n; i++)); do
+    on_node "$i" sh -c "mkdir -p /tmp/slurmd-gnode$i && /usr/sbin/slurmd -f $SLURM_CONF -N gnode$i"
+  done
+  for _ in $(seq 150); do
+    [ "$(sinfo -h -o '%T' 2>/dev/null | sort -u)" = "idle" ] && break
+    sleep 0.2
+  done
+  [ "$(sinfo -h -o '%T' | sort -u)" = "idle" ] || { sinfo >&2; tail -5 "$dir"/log/*.log >&2; exit 1; }
+  ;;
 exec)
   state
   i=${3:?node}; shift 3
@@ -101,7 +158,9 @@ exec)
 down)
   [ -f "$dir/state" ] || exit 0
   state
-  if [ -f "$dir/slurmctld.pid" ]; then kill -9 "$(cat "$dir/slurmctld.pid")" 2>/dev/null || true; fi
+  for pf in slurmctld.pid munged.pid; do
+    if [ -f "$dir/$pf" ]; then kill -9 "$(cat "$dir/$pf")" 2>/dev/null || true; fi
+  done
   for ((i = 0; i < n; i++)); do
     # Every process of the node: sshd, slurmd, daemons, agents, job steps.
     for p in $(ip netns pids "$(ns "$i")" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done

@@ -64,6 +64,21 @@ impl TestCluster {
         self.run(&["sshd"]);
     }
 
+    /// munged (if none runs), slurmctld here and one slurmd per node.
+    pub fn start_slurm(&self) {
+        self.run(&["slurm"]);
+    }
+
+    /// SLURM_CONF for the SLURM commands of this cluster.
+    pub fn slurm_conf(&self) -> PathBuf {
+        self.dir.join("etc/slurm.conf")
+    }
+
+    /// Runs a SLURM command (sbatch, scontrol, ...) against this cluster.
+    pub fn slurm(&self, prog: &str, args: &[&str]) -> Output {
+        Command::new(prog).args(args).env("SLURM_CONF", self.slurm_conf()).output().unwrap()
+    }
+
     /// The ssh command for `gust start --ssh`.
     pub fn ssh_command(&self) -> String {
         format!("ssh -F {}", self.dir.join("ssh_config").display())

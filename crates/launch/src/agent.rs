@@ -29,7 +29,8 @@
 //!
 //! Node-local layout, the same path on every node (`base`):
 //! `base/gust.hosts`, `base/gust.hosts.secret` (0600), `base/d<id>/` (the daemon's
-//! root directory), `base/d<id>.log`; `base` itself is 0700.
+//! root directory), `base/d<id>.log`, and on the launcher's node `base/srun.log`;
+//! `base` itself is 0700.
 
 use crate::netaddr::{choose_listen_ip, Cidr};
 use crate::proc::{stop_child, tail_oneline};
@@ -51,6 +52,9 @@ pub const HOSTS_BYTES_MAX: usize = 64 << 20;
 const DAEMON_STOP_GRACE: Duration = Duration::from_secs(20);
 
 pub const HOSTS_NAME: &str = "gust.hosts";
+/// srun's messages, kept by the launcher in its instance directory (which on the
+/// first node of a job is also that node's).
+pub const SRUN_LOG_NAME: &str = "srun.log";
 
 pub fn hosts_path(base: &Path) -> PathBuf {
     base.join(HOSTS_NAME)
@@ -447,7 +451,12 @@ impl Node {
         let _ = fs::remove_dir_all(self.rootdir());
         let _ = fs::remove_file(self.log_path());
         let hp = self.hosts_path();
-        for p in [hp.clone(), gust_hosts::secret_path(&hp), PathBuf::from(format!("{}.lock", hp.display()))] {
+        for p in [
+            hp.clone(),
+            gust_hosts::secret_path(&hp),
+            PathBuf::from(format!("{}.lock", hp.display())),
+            self.base.join(SRUN_LOG_NAME),
+        ] {
             let _ = fs::remove_file(p);
         }
         let _ = fs::remove_dir(&self.base);

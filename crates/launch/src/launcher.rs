@@ -271,7 +271,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                 for (i, h) in nodes.iter().enumerate() {
                     names.insert(i as u32, h.clone());
                 }
-                let log = p.base.join("srun.log");
+                let log = p.base.join(crate::agent::SRUN_LOG_NAME);
                 chans.push(spawn_channel(cmd, "srun".into(), (0..n as u32).collect(), 0, Some(log), &tx)?);
             }
         }

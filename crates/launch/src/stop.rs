@@ -88,6 +88,11 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
         for suffix in ["", ".secret", ".lock"] {
             let _ = fs::remove_file(format!("{}{suffix}", hosts_path.display()));
         }
+        if let Some(dir) = hosts_path.parent() {
+            // A multi-node instance directory: srun's log, then the directory if empty.
+            let _ = fs::remove_file(dir.join(crate::agent::SRUN_LOG_NAME));
+            let _ = fs::remove_dir(dir);
+        }
     }
     let mut unreachable = unreachable.into_inner().unwrap();
     unreachable.sort();
