@@ -3,8 +3,12 @@
 //! tests/cluster/testcluster.sh; sshd and SLURM on them on request. Everything is
 //! removed on drop, also when the test fails.
 
+use crate::wait_until;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 pub struct TestCluster {
     pub dir: PathBuf,
@@ -130,5 +134,158 @@ impl Drop for TestCluster {
     fn drop(&mut self) {
         let _ = Command::new("bash").arg(script()).arg("down").arg(&self.dir).output();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Jobs submitted to a TestCluster's SLURM as user nobody.
+pub struct Jobs {
+    pub nodes: u32,
+    pub c: TestCluster,
+    /// Shared with the nodes (not under /tmp), owned by the job user.
+    pub work: PathBuf,
+}
+
+impl Jobs {
+    pub fn chown_nobody(p: &Path) {
+        let ok = std::process::Command::new("chown").args(["-R", "nobody:nogroup"]).arg(p).status().unwrap();
+        assert!(ok.success());
+    }
+
+    pub fn submit(&self, name: &str, sbatch_args: &[&str], body: &str) -> String {
+        let script = self.work.join(format!("{name}.sh"));
+        // Directive lines (#BB_LUA, like #SBATCH) go before the first command.
+        let (dirs, rest): (Vec<&str>, Vec<&str>) = body.lines().partition(|l| l.starts_with("#BB_LUA"));
+        let text = format!(
+            "#!/bin/bash\n{}export PATH={}:$PATH\ncd {}\n{}\n",
+            dirs.iter().map(|l| format!("{l}\n")).collect::<String>(),
+            self.work.join("bin").display(),
+            self.work.display(),
+            rest.join("\n")
+        );
+        fs::write(&script, text).unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        let out = self.work.join(format!("{name}.out"));
+        let mut args = vec!["--uid=nobody", "--gid=nogroup", "--parsable", "-J", name];
+        let o = format!("--output={}", out.display());
+        args.push(&o);
+        args.extend_from_slice(sbatch_args);
+        let s = script.display().to_string();
+        args.push(&s);
+        let r = self.c.slurm("sbatch", &args);
+        assert!(r.status.success(), "sbatch: {}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8_lossy(&r.stdout).trim().split(';').next().unwrap().to_string()
+    }
+
+    pub fn state(&self, job: &str) -> String {
+        let o = self.c.slurm("scontrol", &["show", "job", job]);
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        t.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or("?").to_string()
+    }
+
+    /// Waits for a final state (bounded) and returns it.
+    pub fn wait_done(&self, job: &str, limit: Duration) -> String {
+        let mut st = String::new();
+        let done = wait_until(limit, || {
+            st = self.state(job);
+            !matches!(st.as_str(), "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "?")
+        });
+        assert!(done, "job {job} still {st} after {limit:?}");
+        st
+    }
+
+    pub fn output(&self, name: &str) -> String {
+        fs::read_to_string(self.work.join(format!("{name}.out"))).unwrap_or_default()
+    }
+
+    /// No daemon, agent, root directory or secret of any job left on any node.
+    pub fn nodes_clean(&self) -> Result<(), String> {
+        for i in 0..self.nodes {
+            let p = self.c.processes(i, "/gust");
+            if !p.is_empty() {
+                return Err(format!("gnode{i} runs {p:?}"));
+            }
+            let ls = self.c.on_node(i, "ls /tmp");
+            let ls = String::from_utf8_lossy(&ls.stdout).into_owned();
+            if ls.contains("gustfs") {
+                return Err(format!("gnode{i} has in /tmp: {ls}"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn assert_clean_soon(&self, what: &str) {
+        let mut last = Ok(());
+        let clean = wait_until(Duration::from_secs(30), || {
+            last = self.nodes_clean();
+            last.is_ok()
+        });
+        assert!(clean, "{what}: {last:?}");
+    }
+}
+
+/// Files of a small tree (name, bytes) written under `root`: a 1-byte file, two
+/// files over one chunk, an empty one, one level of subdirectory.
+pub fn write_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    for (name, len) in [("a", 1usize), ("b", 700_000), ("sub/c", 1_300_000), ("sub/d", 0)] {
+        let mut x = (name.len() as u64 * 7 + len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let data: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        let p = root.join(name);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, &data).unwrap();
+        v.push((name.to_string(), data));
+    }
+    v
+}
+
+impl Jobs {
+    /// A SLURM cluster of `nodes` test nodes on subnet `k`, with a work directory
+    /// (shared with the nodes, owned by nobody) holding gust and the preload library
+    /// in bin/; with `site`, GustFS's SLURM integration installed by
+    /// slurm/install.sh. None (after saying why) where the machine cannot do it.
+    pub fn setup(k: u32, nodes: u32, site: bool) -> Option<Jobs> {
+        let test = std::thread::current().name().unwrap_or("slurm test").to_string();
+        if let Some(why) = unavailable() {
+            skip(&test, &why);
+            return None;
+        }
+        for tool in ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/sbin/munged"] {
+            if !Path::new(tool).exists() {
+                skip(&test, &format!("{tool} missing (scripts/setup.sh installs it)"));
+                return None;
+            }
+        }
+        let c = TestCluster::up(k, nodes);
+        let work = c.dir.join("work");
+        fs::create_dir_all(work.join("bin")).unwrap();
+        let bin = crate::gust_bin();
+        for f in ["gust", "libgust_preload.so"] {
+            fs::copy(bin.parent().unwrap().join(f), work.join("bin").join(f)).unwrap();
+        }
+        if site {
+            let etc = c.dir.join("etc");
+            fs::create_dir_all(&etc).unwrap();
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../slurm/install.sh");
+            let out = Command::new("bash").arg(script).arg(&etc).arg(work.join("bin/gust")).arg("1").output().unwrap();
+            assert!(out.status.success(), "install.sh: {}", String::from_utf8_lossy(&out.stderr));
+            // The slurm.conf lines it prints (bf_interval is in the test's base config).
+            let lines: String = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.starts_with("SchedulerParameters"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            fs::write(etc.join("site.conf"), lines).unwrap();
+            let _ = fs::set_permissions(c.dir.join("etc/gustfs"), fs::Permissions::from_mode(0o755));
+        }
+        let _ = fs::set_permissions(&c.dir, fs::Permissions::from_mode(0o755));
+        c.start_slurm();
+        Some(Jobs { c, work, nodes })
     }
 }

@@ -5,140 +5,19 @@
 //! steps through the preload library, `gust stop` in the batch script.
 //! Needs root, iproute2, util-linux, slurmctld, slurmd, slurm-client, munge.
 
-use gust_e2e::cluster::{skip, unavailable, TestCluster};
-use gust_e2e::{gust_bin, wait_until};
+use gust_e2e::cluster::Jobs;
+use gust_e2e::wait_until;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const NODES: u32 = 3;
 
-struct Jobs {
-    c: TestCluster,
-    /// Shared with the nodes (not under /tmp), owned by the job user.
-    work: PathBuf,
-}
-
-impl Jobs {
-    fn chown_nobody(p: &Path) {
-        let ok = std::process::Command::new("chown").args(["-R", "nobody:nogroup"]).arg(p).status().unwrap();
-        assert!(ok.success());
-    }
-
-    fn submit(&self, name: &str, sbatch_args: &[&str], body: &str) -> String {
-        let script = self.work.join(format!("{name}.sh"));
-        let text = format!(
-            "#!/bin/bash\nexport PATH={}:$PATH\ncd {}\n{body}\n",
-            self.work.join("bin").display(),
-            self.work.display()
-        );
-        fs::write(&script, text).unwrap();
-        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-        let out = self.work.join(format!("{name}.out"));
-        let mut args = vec!["--uid=nobody", "--gid=nogroup", "--parsable", "-J", name];
-        let o = format!("--output={}", out.display());
-        args.push(&o);
-        args.extend_from_slice(sbatch_args);
-        let s = script.display().to_string();
-        args.push(&s);
-        let r = self.c.slurm("sbatch", &args);
-        assert!(r.status.success(), "sbatch: {}", String::from_utf8_lossy(&r.stderr));
-        String::from_utf8_lossy(&r.stdout).trim().split(';').next().unwrap().to_string()
-    }
-
-    fn state(&self, job: &str) -> String {
-        let o = self.c.slurm("scontrol", &["show", "job", job]);
-        let t = String::from_utf8_lossy(&o.stdout).into_owned();
-        t.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or("?").to_string()
-    }
-
-    /// Waits for a final state (bounded) and returns it.
-    fn wait_done(&self, job: &str, limit: Duration) -> String {
-        let mut st = String::new();
-        let done = wait_until(limit, || {
-            st = self.state(job);
-            !matches!(st.as_str(), "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "?")
-        });
-        assert!(done, "job {job} still {st} after {limit:?}");
-        st
-    }
-
-    fn output(&self, name: &str) -> String {
-        fs::read_to_string(self.work.join(format!("{name}.out"))).unwrap_or_default()
-    }
-
-    /// No daemon, agent, root directory or secret of any job left on any node.
-    fn nodes_clean(&self) -> Result<(), String> {
-        for i in 0..NODES {
-            let p = self.c.processes(i, "/gust");
-            if !p.is_empty() {
-                return Err(format!("gnode{i} runs {p:?}"));
-            }
-            let ls = self.c.on_node(i, "ls /tmp");
-            let ls = String::from_utf8_lossy(&ls.stdout).into_owned();
-            if ls.contains("gustfs") {
-                return Err(format!("gnode{i} has in /tmp: {ls}"));
-            }
-        }
-        Ok(())
-    }
-
-    fn assert_clean_soon(&self, what: &str) {
-        let mut last = Ok(());
-        let clean = wait_until(Duration::from_secs(30), || {
-            last = self.nodes_clean();
-            last.is_ok()
-        });
-        assert!(clean, "{what}: {last:?}");
-    }
-}
-
-fn tree(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v = Vec::new();
-    for (name, len) in [("a", 1usize), ("b", 700_000), ("sub/c", 1_300_000), ("sub/d", 0)] {
-        let data = gust_e2e_pattern(name.len() as u64 * 7 + len as u64, len);
-        let p = root.join(name);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, &data).unwrap();
-        v.push((name.to_string(), data));
-    }
-    v
-}
-
-fn gust_e2e_pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 #[test]
 fn jobs_use_gustfs_without_site_install() {
-    if let Some(why) = unavailable() {
-        return skip("jobs_use_gustfs_without_site_install", &why);
-    }
-    for tool in ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/sbin/munged"] {
-        if !Path::new(tool).exists() {
-            return skip("jobs_use_gustfs_without_site_install", &format!("{tool} missing (scripts/setup.sh)"));
-        }
-    }
-    let c = TestCluster::up(13, NODES);
-    c.start_slurm();
-    let work = c.dir.join("work");
-    fs::create_dir_all(work.join("bin")).unwrap();
-    let bin = gust_bin();
-    for f in ["gust", "libgust_preload.so"] {
-        fs::copy(bin.parent().unwrap().join(f), work.join("bin").join(f)).unwrap();
-    }
-    let input = tree(&work.join("in"));
-    Jobs::chown_nobody(&work);
-    let j = Jobs { c, work };
+    let Some(j) = Jobs::setup(13, NODES, false) else { return };
+    let input = gust_e2e::cluster::write_tree(&j.work.join("in"));
+    Jobs::chown_nobody(&j.work);
 
     // 1. Stage in, steps on all three nodes read and write through the preload
     //    library, stage out: byte for byte.

@@ -274,6 +274,10 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
         Request::Ping => Ok(Response::Ok),
         Request::Shutdown { keep } => {
             state.wipe_on_exit.store(!keep, Ordering::SeqCst);
+            if keep {
+                // Tells a node agent that the data stays on purpose (gust-launch).
+                let _ = std::fs::write(state.rootdir.join(gust_hosts::KEPT_MARKER), b"");
+            }
             // The main thread waits for SIGTERM (`wait_for_termination`); send it a
             // moment later so this reply leaves first.
             std::thread::spawn(|| {

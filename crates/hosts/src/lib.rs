@@ -27,6 +27,10 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub const FORMAT_LINE: &str = "# GustFS hosts file, format 1";
+/// Written into a daemon's root directory when `gust stop --keep` stops it, so that
+/// whoever supervises the daemon (the node agent) keeps the data instead of removing
+/// it when the daemon is gone.
+pub const KEPT_MARKER: &str = "kept-by-stop";
 /// Bound on daemons per instance (ids are u32 on the wire; this keeps files sane).
 pub const DAEMONS_MAX: usize = 65_536;
 

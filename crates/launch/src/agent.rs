@@ -21,7 +21,8 @@
 //!   removes the instance's files on this node (hosts file, secret, log);
 //! * on SIGTERM, SIGINT or SIGHUP (a SLURM job that ends, is cancelled or runs out of
 //!   time signals its steps) it stops the daemon and removes everything: a job-bound
-//!   instance leaves nothing behind.
+//!   instance leaves nothing behind. Unless the daemon was already stopped with
+//!   `gust stop --keep` (its root directory holds [`gust_hosts::KEPT_MARKER`]).
 //!
 //! With ssh (`--detach`) the agent runs itself again in a new session and relays
 //! the protocol to that copy until `ok`, then exits: the ssh command ends and the
@@ -315,6 +316,12 @@ fn close_streams(log: &Path) {
 fn supervise(node: &Node, mut child: Child, sigset: &libc::sigset_t) -> i32 {
     loop {
         if let Some(sig) = wait_signal(sigset, Duration::from_millis(200)) {
+            let gone = matches!(child.try_wait(), Ok(Some(_)));
+            if gone && node.rootdir().join(gust_hosts::KEPT_MARKER).exists() {
+                // `gust stop --keep` stopped it just before this signal (a job that
+                // ends right after a failed stage-out): keep the data.
+                return 0;
+            }
             eprintln!("gust node-agent: signal {sig}: stopping daemon {} and removing its files", node.id);
             stop_child(&mut child, libc::SIGTERM, DAEMON_STOP_GRACE);
             node.wipe();

@@ -267,6 +267,8 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                     .arg("--input=all")
                     .arg("--kill-on-bad-exit=0")
                     .arg("--job-name=gustfs-daemons")
+                    // Lets a site's TaskProlog (slurm/) tell GustFS's own step apart.
+                    .arg("--export=ALL,GUST_NODE_AGENT=1")
                     .args(agent_args(p, None, false));
                 for (i, h) in nodes.iter().enumerate() {
                     names.insert(i as u32, h.clone());
