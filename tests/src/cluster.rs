@@ -204,7 +204,9 @@ impl Jobs {
             if !p.is_empty() {
                 return Err(format!("gnode{i} runs {p:?}"));
             }
-            let ls = self.c.on_node(i, "ls /tmp");
+            // /tmp is the node's own; /dev/shm is shared by the test nodes (and
+            // where `gust start` without --rootdir puts root directories).
+            let ls = self.c.on_node(i, "ls /tmp /dev/shm");
             let ls = String::from_utf8_lossy(&ls.stdout).into_owned();
             if ls.contains("gustfs") {
                 return Err(format!("gnode{i} has in /tmp: {ls}"));

@@ -2,7 +2,9 @@
 //! munge), each slurmd on its own test node (network, UTS and mount namespace, own
 //! /tmp: tests/cluster/testcluster.sh). Jobs run as an ordinary user (nobody) and use
 //! GustFS without any site install: `gust start` (srun launcher), `gust stage`,
-//! steps through the preload library, `gust stop` in the batch script.
+//! steps through the preload library, `gust stop` in the batch script. Without
+//! --rootdir, each node puts its root directory on the storage `gust probe` finds
+//! fastest with room (here /dev/shm: the nodes' own /tmp is a 1 GiB tmpfs).
 //! Needs root, iproute2, util-linux, slurmctld, slurmd, slurm-client, munge.
 
 use gust_e2e::cluster::Jobs;
@@ -37,6 +39,7 @@ echo job-done"#,
     let out = j.output("stage");
     assert_eq!(st, "COMPLETED", "stage job: {out}");
     assert!(out.contains("job-done"), "{out}");
+    assert!(out.contains("root directories on the fastest local storage with 1.0 GiB free: /dev/shm/gustfs-"), "{out}");
     for i in 0..NODES {
         for (name, data) in &input {
             let p = j.work.join(format!("out/gnode{i}/{name}"));

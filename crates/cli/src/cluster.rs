@@ -22,6 +22,10 @@ pub struct ClusterArgs {
     /// high-speed one, 10.10.0.0/16) [default: the address the launcher reached].
     #[arg(long)]
     pub network: Option<String>,
+    /// Without --rootdir: room each daemon needs; `gust start` puts root directories
+    /// on the fastest local storage with that much free (as `gust probe` sees it).
+    #[arg(long, value_parser = crate::parse_size, default_value = "1GiB")]
+    pub capacity: u64,
 }
 
 /// Whether `gust start` with these options launches across nodes.
@@ -31,6 +35,8 @@ pub fn wanted(c: &ClusterArgs, local_given: bool) -> bool {
 
 pub struct Common {
     pub base: PathBuf,
+    /// No --rootdir given: nodes choose storage themselves.
+    pub auto_storage: bool,
     pub mountdir: String,
     pub chunk_size_bytes: u64,
     pub check_parent: bool,
@@ -83,6 +89,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         ),
         port: o.port,
         network: c.network.clone(),
+        auto_storage: o.auto_storage.then_some(c.capacity),
         timeout: Duration::from_secs(o.timeout_s),
         gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
     };
@@ -100,6 +107,21 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         s.installed_s,
         s.hosts_path.display()
     );
+    if o.auto_storage {
+        // Which storage each node chose (`gust probe`); the reasons are in each
+        // node's log d<id>.log.
+        let mut places: std::collections::BTreeMap<String, usize> = Default::default();
+        for d in &s.hosts.daemons {
+            let parent = d.rootdir.parent().map(|p| p.display().to_string()).unwrap_or_default();
+            *places.entry(parent).or_default() += 1;
+        }
+        let list: Vec<String> = places.iter().map(|(p, n)| format!("{p} on {n} node(s)")).collect();
+        eprintln!(
+            "gust: root directories on the fastest local storage with {} free: {}",
+            crate::human_size(c.capacity),
+            list.join(", ")
+        );
+    }
     crate::instance::print_env(&s.hosts_path, &s.hosts);
     Ok(())
 }
@@ -123,6 +145,8 @@ pub struct NodeAgentArgs {
     port: Option<u16>,
     #[arg(long)]
     network: Option<String>,
+    #[arg(long)]
+    auto_storage: Option<u64>,
     #[arg(long, default_value_t = 30)]
     timeout: u64,
     #[arg(long)]
@@ -141,6 +165,7 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
         check_parent: a.check_parent,
         port: a.port,
         network: a.network,
+        auto_storage: a.auto_storage,
         timeout: Duration::from_secs(a.timeout),
         detach: a.detach,
         detached_child: a.detached_child,

@@ -107,6 +107,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         }
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
+            auto_storage: a.rootdir.is_none(),
             mountdir: a.mountdir.clone(),
             chunk_size_bytes: a.chunk_size,
             check_parent: a.check_parent,
@@ -197,9 +198,24 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
+    // Without --rootdir the root directories go on the fastest local storage with
+    // room (gust probe); the hosts file and logs stay in the default directory.
+    let data_dir = match &a.rootdir {
+        Some(r) => r.clone(),
+        None => {
+            let c = gust_probe::choose_storage(&gust_probe::probe(0), a.cluster.capacity.saturating_mul(local as u64))?;
+            eprintln!("gust: root directories in {}", c.why);
+            let d = c.dir.join(rootdir.file_name().unwrap_or_else(|| "gustfs".as_ref()));
+            fs::create_dir_all(&d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot make {} private: {e}", d.display()))?;
+            d
+        }
+    };
     let mut plan = Vec::new();
     for i in 0..local {
-        let droot = rootdir.join(format!("d{i}"));
+        let droot = data_dir.join(format!("d{i}"));
         if droot.exists() {
             fs::remove_dir_all(&droot).map_err(|e| format!("cannot clean {}: {e}", droot.display()))?;
         }
@@ -351,16 +367,7 @@ pub fn stop(a: StopArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn human(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.1} {}", units[i])
-}
+use crate::human_size as human;
 
 pub fn status(a: InstanceArgs) -> Result<(), String> {
     let p = a.hosts_path();

@@ -4,6 +4,7 @@ mod bench;
 mod cluster;
 mod instance;
 mod mount;
+mod probe;
 mod run;
 mod stage;
 
@@ -32,6 +33,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => return Err(format!("bad size unit in '{s}' (use k, m, g)")),
     };
     n.checked_mul(mult).ok_or(format!("size '{s}' too large"))
+}
+
+/// 1073741824 -> "1.0 GiB".
+pub fn human_size(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1} {}", units[i])
 }
 
 #[derive(Subcommand)]
@@ -93,6 +106,8 @@ enum Cmd {
     Mount(mount::MountArgs),
     /// Unmount a `gust mount`.
     Umount(mount::UmountArgs),
+    /// Describe this node for GustFS as JSON: local storage, memory, cores, network.
+    Probe(probe::ProbeArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -124,6 +139,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::run(a),
         Cmd::Mount(a) => mount::mount(a),
         Cmd::Umount(a) => mount::umount(a),
+        Cmd::Probe(a) => probe::run(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {

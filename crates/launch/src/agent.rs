@@ -74,6 +74,10 @@ pub struct AgentArgs {
     /// TCP port of the daemon; None: a free port.
     pub port: Option<u16>,
     pub network: Option<String>,
+    /// Some(bytes): no --rootdir was given; put the daemon's root directory on the
+    /// fastest local storage with this much room (gust-probe), under a directory
+    /// named like `base`.
+    pub auto_storage: Option<u64>,
     pub timeout: Duration,
     /// ssh: leave the ssh session once the hosts file is written.
     pub detach: bool,
@@ -170,7 +174,7 @@ pub fn run(a: AgentArgs) -> i32 {
         }
     };
     let host = gust_hosts::this_host();
-    let node = Node { base: a.base.clone(), id };
+    let mut node = Node { base: a.base.clone(), data_base: a.base.clone(), id, why: None };
     let input = spawn_stdin_reader();
     let deadline = Instant::now() + a.timeout;
     let fail = |node: &Node, child: Option<&mut Child>, msg: String| -> i32 {
@@ -199,6 +203,15 @@ pub fn run(a: AgentArgs) -> i32 {
         Ok(ip) => ip,
         Err(e) => return fail(&node, None, e),
     };
+    if let Some(need) = a.auto_storage {
+        match gust_probe::choose_storage(&gust_probe::probe(0), need) {
+            Ok(c) => {
+                node.data_base = c.dir.join(a.base.file_name().unwrap_or_else(|| "gustfs".as_ref()));
+                node.why = Some(c.why);
+            }
+            Err(e) => return fail(&node, None, e),
+        }
+    }
     if let Err(e) = node.prepare(&a, &secret) {
         return fail(&node, None, e);
     }
@@ -342,8 +355,13 @@ fn supervise(node: &Node, mut child: Child, sigset: &libc::sigset_t) -> i32 {
 }
 
 struct Node {
+    /// The instance directory: hosts file, secret, log.
     base: PathBuf,
+    /// Where the daemon's root directory d<id> goes (`base` unless chosen by probe).
+    data_base: PathBuf,
     id: u32,
+    /// Why `data_base` was chosen, for the log.
+    why: Option<String>,
 }
 
 impl Node {
@@ -351,7 +369,7 @@ impl Node {
         hosts_path(&self.base)
     }
     fn rootdir(&self) -> PathBuf {
-        self.base.join(format!("d{}", self.id))
+        self.data_base.join(format!("d{}", self.id))
     }
     fn log_path(&self) -> PathBuf {
         self.base.join(format!("d{}.log", self.id))
@@ -364,6 +382,12 @@ impl Node {
         fs::create_dir_all(b).map_err(|e| format!("cannot create {}: {e}", b.display()))?;
         fs::set_permissions(b, fs::Permissions::from_mode(0o700))
             .map_err(|e| format!("cannot make {} private: {e}", b.display()))?;
+        if self.data_base != self.base {
+            let d = &self.data_base;
+            fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            fs::set_permissions(d, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot make {} private: {e}", d.display()))?;
+        }
         let hp = self.hosts_path();
         let _lock = gust_hosts::lock(&hp).map_err(|e| e.to_string())?;
         match HostsFile::load(&hp) {
@@ -406,6 +430,9 @@ impl Node {
             .mode(0o600)
             .open(&lp)
             .map_err(|e| format!("cannot create {}: {e}", lp.display()))?;
+        if let Some(why) = &self.why {
+            let _ = writeln!(&log, "gust node-agent: root directory in {}", why);
+        }
         let listen = std::net::SocketAddr::new(ip, a.port.unwrap_or(0));
         let mut cmd = Command::new(exe);
         cmd.arg("daemon")
@@ -467,5 +494,6 @@ impl Node {
             let _ = fs::remove_file(p);
         }
         let _ = fs::remove_dir(&self.base);
+        let _ = fs::remove_dir(&self.data_base);
     }
 }

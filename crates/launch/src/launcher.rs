@@ -48,6 +48,9 @@ pub struct Plan {
     pub port: Option<u16>,
     /// Passed to every agent: pick the interface address inside this network.
     pub network: Option<String>,
+    /// Some(bytes): each node chooses its own storage for its root directory
+    /// (gust-probe) with this much room; None: root directories under `base`.
+    pub auto_storage: Option<u64>,
     pub timeout: Duration,
     /// The gust binary on the nodes.
     pub gust_exe: PathBuf,
@@ -130,6 +133,9 @@ fn agent_args(p: &Plan, id: Option<u32>, detach: bool) -> Vec<String> {
     }
     if let Some(n) = &p.network {
         v.extend(["--network".into(), n.clone()]);
+    }
+    if let Some(b) = p.auto_storage {
+        v.extend(["--auto-storage".into(), b.to_string()]);
     }
     if detach {
         v.push("--detach".into());

@@ -84,6 +84,10 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
     if !keep {
         for d in h.daemons.iter().filter(|d| d.host == me) {
             let _ = fs::remove_dir_all(&d.rootdir);
+            // A directory chosen by gust-probe that held only root directories.
+            if let Some(parent) = d.rootdir.parent() {
+                let _ = fs::remove_dir(parent);
+            }
         }
         for suffix in ["", ".secret", ".lock"] {
             let _ = fs::remove_file(format!("{}{suffix}", hosts_path.display()));
