@@ -26,9 +26,11 @@ pub struct Stopped {
 pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, String> {
     let h = HostsFile::load(hosts_path).map_err(|e| format!("{e} (nothing to stop?)"))?;
     let me = gust_hosts::this_host();
+    // Without a usable secret no daemon can be asked; those on this host still get
+    // SIGTERM below, the others are reported.
     let client =
-        Client::open_instance(hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })
-            .map_err(|e| format!("cannot reach the instance: {e}"))?;
+        Client::open_instance(hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false });
+    let no_client = client.as_ref().err().cloned();
     let asked = Mutex::new(Vec::new());
     let unreachable = Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -37,16 +39,21 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(d) = h.daemons.get(i) else { return };
-                match client.shutdown_daemon(d.id, keep) {
+                let r = match &client {
+                    Ok(c) => c
+                        .shutdown_daemon(d.id, keep)
+                        .map_err(|e| c.last_transport_error().unwrap_or_else(|| e.to_string())),
+                    Err(_) => Err(no_client.clone().unwrap_or_default()),
+                };
+                match r {
                     Ok(()) => asked.lock().unwrap().push(d.id),
-                    Err(e) => {
+                    Err(why) => {
                         if d.host == me && running(d.pid) {
                             // SAFETY: signalling a daemon of this instance by its pid.
                             unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
                         } else if d.host == me {
                             // Not running: nothing to stop.
                         } else {
-                            let why = client.last_transport_error().unwrap_or_else(|| e.to_string());
                             unreachable.lock().unwrap().push((d.id, d.host.clone(), why));
                         }
                     }
