@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing GustFS needs on Debian 12 (bookworm).
 # RocksDB itself is compiled from the sources bundled with the rocksdb crate (see
-# .cargo/config.toml); it needs a C++ compiler and libclang (bindgen).
+# .cargo/config.toml); it needs a C++ compiler and libclang (bindgen). The
+# multi-node tests run sshd, munge, slurmctld and slurmd on test nodes they create
+# (tests/cluster/testcluster.sh); bc is for bench/start_hosts.sh.
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev iproute2 util-linux)
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev iproute2 util-linux
+  openssh-server openssh-client munge slurmctld slurmd slurm-client bc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -12,6 +15,14 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  # The packages' services must not start here (no slurm.conf yet; the tests start
+  # their own daemons): a policy-rc.d that refuses, for the install only.
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null && $SUDO chmod 755 "$policy"
+  fi
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ -n "$policy" ]; then $SUDO rm -f "$policy"; fi
 fi
 command -v cargo >/dev/null || { echo "setup: Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }

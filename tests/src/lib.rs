@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+pub mod cluster;
+
 /// The `gust` binary of this build (target/<profile>/gust).
 pub fn gust_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("GUST_BIN") {

@@ -99,14 +99,14 @@ impl Workload {
         match self {
             Workload::Md { files, size, shared_dir } => format!(
                 "md: {files} files of {} per process, {}",
-                crate::human_bytes(*size),
+                crate::human_size(*size),
                 if *shared_dir { "one shared directory" } else { "a directory per process" }
             ),
             Workload::Io { block_size, transfer_size, shared_file, random } => format!(
                 "io: {} per process in {} {} transfers, {}",
-                crate::human_bytes(*block_size),
+                crate::human_size(*block_size),
                 if *random { "random" } else { "sequential" },
-                crate::human_bytes(*transfer_size),
+                crate::human_size(*transfer_size),
                 if *shared_file { "one shared file" } else { "a file per process" }
             ),
         }

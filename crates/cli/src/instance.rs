@@ -10,9 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// /tmp/gustfs-$USER, or /tmp/gustfs-$USER-job$SLURM_JOB_ID inside a SLURM job (two
+/// jobs sharing a node get separate instances; every step finds its job's).
 fn default_rootdir() -> PathBuf {
     let user = std::env::var("USER").unwrap_or_else(|_| format!("uid{}", unsafe { libc::getuid() }));
-    PathBuf::from(format!("/tmp/gustfs-{user}"))
+    match std::env::var("SLURM_JOB_ID") {
+        Ok(j) if !j.is_empty() => PathBuf::from(format!("/tmp/gustfs-{user}-job{j}")),
+        _ => PathBuf::from(format!("/tmp/gustfs-{user}")),
+    }
 }
 
 #[derive(Args, Clone)]
@@ -53,9 +58,11 @@ impl InstanceArgs {
 
 #[derive(Args)]
 pub struct StartArgs {
-    /// Number of daemons to start on this machine.
-    #[arg(long, default_value_t = 1)]
-    local: u32,
+    /// Number of daemons to start on this machine [default: 1].
+    #[arg(long)]
+    local: Option<u32>,
+    #[command(flatten)]
+    cluster: crate::cluster::ClusterArgs,
     /// Directory under which each daemon gets a root directory d0, d1, ...
     #[arg(long)]
     rootdir: Option<PathBuf>,
@@ -92,10 +99,7 @@ fn private_dir(p: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
 }
 
-fn pid_alive(pid: u32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence.
-    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
-}
+use gust_launch::proc::{is_zombie, pid_alive};
 
 fn tail(path: &Path, lines: usize) -> String {
     let t = fs::read_to_string(path).unwrap_or_default();
@@ -104,7 +108,23 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 pub fn start(a: StartArgs) -> Result<(), String> {
-    if a.local == 0 {
+    if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
+        if a.hosts_file.is_some() || a.restart || a.force {
+            return Err("--hosts-file, --restart and --force are for --local instances".into());
+        }
+        let common = crate::cluster::Common {
+            base: a.rootdir.clone().unwrap_or_else(default_rootdir),
+            auto_storage: a.rootdir.is_none(),
+            mountdir: a.mountdir.clone(),
+            chunk_size_bytes: a.chunk_size,
+            check_parent: a.check_parent,
+            port: a.port,
+            timeout_s: a.timeout,
+        };
+        return crate::cluster::start(&a.cluster, common);
+    }
+    let local = a.local.unwrap_or(1);
+    if local == 0 {
         return Err("--local must be at least 1".into());
     }
     let rootdir = a.rootdir.clone().unwrap_or_else(default_rootdir);
@@ -188,9 +208,24 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
+    // Without --rootdir the root directories go on the fastest local storage with
+    // room (gust probe); the hosts file and logs stay in the default directory.
+    let data_dir = match &a.rootdir {
+        Some(r) => r.clone(),
+        None => {
+            let c = gust_probe::choose_storage(&gust_probe::probe(0), a.cluster.capacity.saturating_mul(local as u64))?;
+            eprintln!("gust: root directories in {}", c.why);
+            let d = c.dir.join(rootdir.file_name().unwrap_or_else(|| "gustfs".as_ref()));
+            fs::create_dir_all(&d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot make {} private: {e}", d.display()))?;
+            d
+        }
+    };
     let mut plan = Vec::new();
-    for i in 0..a.local {
-        let droot = rootdir.join(format!("d{i}"));
+    for i in 0..local {
+        let droot = data_dir.join(format!("d{i}"));
         if droot.exists() {
             fs::remove_dir_all(&droot).map_err(|e| format!("cannot clean {}: {e}", droot.display()))?;
         }
@@ -312,7 +347,7 @@ fn kill_children(pids: &mut [u32]) {
     }
 }
 
-fn print_env(hosts_path: &Path, h: &HostsFile) {
+pub(crate) fn print_env(hosts_path: &Path, h: &HostsFile) {
     let abs = fs::canonicalize(hosts_path).unwrap_or_else(|_| hosts_path.to_path_buf());
     println!("export GUST_HOSTS_FILE={}", abs.display());
     println!("export GUST_MOUNTDIR={}", h.mountdir);
@@ -336,57 +371,18 @@ pub struct StopArgs {
 
 pub fn stop(a: StopArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
-    let h = HostsFile::load(&p).map_err(|e| format!("{e} (nothing to stop?)"))?;
-    let me = gust_hosts::this_host();
-    let mut waiting = Vec::new();
-    for d in &h.daemons {
-        if d.host != me {
-            eprintln!("gust: daemon {} runs on {}; stop it there", d.id, d.host);
-            continue;
-        }
-        if pid_alive(d.pid) {
-            unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
-            waiting.push(d.pid);
-        }
+    let r = gust_launch::stop::stop(&p, a.keep, Duration::from_secs(10))?;
+    for (id, host, why) in &r.unreachable {
+        eprintln!("gust: daemon {id} on {host} did not answer ({why}); its files on {host} may remain");
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while waiting.iter().any(|&p| pid_alive(p) && !is_zombie(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    eprintln!("gust: instance {} stopped{}", r.instance, if a.keep { " (data kept)" } else { "" });
+    if !r.unreachable.is_empty() {
+        return Err(format!("{} of {} daemon(s) could not be reached", r.unreachable.len(), r.daemons));
     }
-    for &p in &waiting {
-        if pid_alive(p) && !is_zombie(p) {
-            eprintln!("gust: daemon pid {p} did not stop within 10 s; killing it");
-            unsafe { libc::kill(p as i32, libc::SIGKILL) };
-        }
-    }
-    if !a.keep {
-        for d in &h.daemons {
-            if d.host == me {
-                let _ = fs::remove_dir_all(&d.rootdir);
-            }
-        }
-        for suffix in ["", ".secret", ".lock"] {
-            let _ = fs::remove_file(format!("{}{suffix}", p.display()));
-        }
-    }
-    eprintln!("gust: instance {} stopped{}", h.instance, if a.keep { " (data kept)" } else { "" });
     Ok(())
 }
 
-fn is_zombie(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.split_whitespace().nth(2) == Some("Z")).unwrap_or(true)
-}
-
-fn human(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.1} {}", units[i])
-}
+use crate::human_size as human;
 
 pub fn status(a: InstanceArgs) -> Result<(), String> {
     let p = a.hosts_path();
@@ -400,8 +396,8 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
         p.display()
     );
     println!(
-        "{:>3} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
-        "id", "address", "pid", "state", "requests", "creates", "stats", "used", "free"
+        "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
+        "id", "host", "address", "pid", "state", "requests", "creates", "stats", "used", "free"
     );
     let mut down = 0;
     for d in &h.daemons {
@@ -410,8 +406,9 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
                 let total: u64 = s.ops.iter().map(|x| x.1).sum();
                 let get = |n: &str| s.ops.iter().find(|x| x.0 == n).map(|x| x.1).unwrap_or(0);
                 println!(
-                    "{:>3} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
+                    "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
                     d.id,
+                    d.host,
                     d.tcp_addr,
                     d.pid,
                     "up",
@@ -424,7 +421,7 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
             }
             _ => {
                 down += 1;
-                println!("{:>3} {:<22} {:>8} {:<5}", d.id, d.tcp_addr, d.pid, "DOWN");
+                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr, d.pid, "DOWN");
             }
         }
     }

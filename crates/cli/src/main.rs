@@ -1,8 +1,10 @@
 //! `gust`: the one command a person types. This crate only wires the others.
 
 mod bench;
+mod cluster;
 mod instance;
 mod mount;
+mod probe;
 mod run;
 mod stage;
 
@@ -34,7 +36,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// A byte count for people: 4 KiB, 64 MiB, 1.5 GiB.
-pub fn human_bytes(b: u64) -> String {
+pub fn human_size(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut u = 0;
@@ -76,7 +78,8 @@ enum Cmd {
         #[arg(long)]
         check_parent: bool,
     },
-    /// Start an instance: N daemons on this machine.
+    /// Start an instance: N daemons on this machine (--local N), one per host over
+    /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
     Start(instance::StartArgs),
     /// Stop an instance's daemons and remove their data (unless --keep).
     Stop(instance::StopArgs),
@@ -107,6 +110,11 @@ enum Cmd {
     Mount(mount::MountArgs),
     /// Unmount a `gust mount`.
     Umount(mount::UmountArgs),
+    /// Describe this node for GustFS as JSON: local storage, memory, cores, network.
+    Probe(probe::ProbeArgs),
+    /// Run by `gust start` on each node: starts that node's daemon (internal).
+    #[command(hide = true)]
+    NodeAgent(cluster::NodeAgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -135,6 +143,8 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::run(a),
         Cmd::Mount(a) => mount::mount(a),
         Cmd::Umount(a) => mount::umount(a),
+        Cmd::Probe(a) => probe::run(a),
+        Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1292,6 +1292,11 @@ impl Client {
     pub fn ping(&self, daemon: u32) -> Result<()> {
         self.transport.call(daemon, Request::Ping).map(|_| ())
     }
+
+    /// Asks one daemon to stop; unless `keep`, it removes its root directory.
+    pub fn shutdown_daemon(&self, daemon: u32, keep: bool) -> Result<()> {
+        self.transport.call(daemon, Request::Shutdown { keep }).map(|_| ())
+    }
 }
 
 /// A streaming directory listing; see [`Client::opendir`].

@@ -457,7 +457,8 @@ fn idempotent(r: &Request) -> bool {
         | Request::RemoveRecords { .. }
         | Request::Fsync { .. }
         | Request::StatFs
-        | Request::Stats => true,
+        | Request::Stats
+        | Request::Shutdown { .. } => true,
         Request::UpdateSize { append_len, .. } => append_len.is_none(),
         Request::Create { exclusive, .. } => !exclusive,
         Request::Remove { .. } | Request::SetAttr { .. } | Request::PutRecord { .. } | Request::PutRecords { .. } => {

@@ -268,5 +268,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         log(&format!("metadata sync at shutdown failed: errno {e}"));
     }
     let _ = fs::remove_file(&uds_path);
+    if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
+        log(&format!("removing root directory {} (gust stop)", rootdir.display()));
+        ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;
+    }
     Ok(())
 }

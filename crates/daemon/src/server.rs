@@ -19,7 +19,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,8 @@ pub struct State {
     frames_refused: AtomicU64,
     bytes_written: AtomicU64,
     bytes_read: AtomicU64,
+    /// Set by a Shutdown request without `keep`: remove the root directory on exit.
+    pub wipe_on_exit: AtomicBool,
 }
 
 impl State {
@@ -60,6 +62,7 @@ impl State {
             frames_refused: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
+            wipe_on_exit: AtomicBool::new(false),
         }
     }
 }
@@ -269,6 +272,21 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
     let md = &state.metadata;
     match req {
         Request::Ping => Ok(Response::Ok),
+        Request::Shutdown { keep } => {
+            state.wipe_on_exit.store(!keep, Ordering::SeqCst);
+            if keep {
+                // Tells a node agent that the data stays on purpose (gust-launch).
+                let _ = std::fs::write(state.rootdir.join(gust_hosts::KEPT_MARKER), b"");
+            }
+            // The main thread waits for SIGTERM (`wait_for_termination`); send it a
+            // moment later so this reply leaves first.
+            std::thread::spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                // SAFETY: signalling our own process.
+                unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+            });
+            Ok(Response::Ok)
+        }
         Request::Create { path, record, exclusive } => {
             validate_path(&path)?;
             if record.target.len() > PATH_BYTES_MAX {

@@ -29,6 +29,10 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub const FORMAT_LINE: &str = "# GustFS hosts file, format 1";
+/// Written into a daemon's root directory when `gust stop --keep` stops it, so that
+/// whoever supervises the daemon (the node agent) keeps the data instead of removing
+/// it when the daemon is gone.
+pub const KEPT_MARKER: &str = "kept-by-stop";
 /// Bound on daemons per instance (ids are u32 on the wire; this keeps files sane).
 pub const DAEMONS_MAX: usize = 65_536;
 
@@ -41,6 +45,33 @@ pub struct DaemonEntry {
     pub pid: u32,
     /// The daemon's root directory on its node (for `gust stop` to clean up).
     pub rootdir: PathBuf,
+}
+
+impl DaemonEntry {
+    /// The fields of a `daemon` line (without the key): id, host, TCP address, Unix
+    /// socket ("-" if none), pid, root directory.
+    pub fn render(&self) -> String {
+        let uds = self.uds_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
+        format!("{} {} {} {} {} {}", self.id, self.host, self.tcp_addr, uds, self.pid, self.rootdir.display())
+    }
+
+    /// Parses what [`DaemonEntry::render`] writes.
+    pub fn parse(fields: &str) -> Result<DaemonEntry, String> {
+        let f: Vec<&str> = fields.split_whitespace().collect();
+        if f.len() != 6 {
+            return Err(format!("daemon line needs 6 fields, has {}", f.len()));
+        }
+        let id: u32 = f[0].parse().map_err(|_| format!("bad daemon id '{}'", f[0]))?;
+        let pid: u32 = f[4].parse().map_err(|_| format!("bad pid '{}'", f[4]))?;
+        Ok(DaemonEntry {
+            id,
+            host: f[1].to_string(),
+            tcp_addr: f[2].to_string(),
+            uds_path: if f[3] == "-" { None } else { Some(PathBuf::from(f[3])) },
+            pid,
+            rootdir: PathBuf::from(f[5]),
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,16 +147,7 @@ impl HostsFile {
         s.push_str(&format!("mountdir {}\n", self.mountdir));
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
         for d in &self.daemons {
-            let uds = d.uds_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
-            s.push_str(&format!(
-                "daemon {} {} {} {} {} {}\n",
-                d.id,
-                d.host,
-                d.tcp_addr,
-                uds,
-                d.pid,
-                d.rootdir.display()
-            ));
+            s.push_str(&format!("daemon {}\n", d.render()));
         }
         s
     }
@@ -155,23 +177,10 @@ impl HostsFile {
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
                 "daemon" => {
-                    let f: Vec<&str> = rest.split_whitespace().collect();
-                    if f.len() != 6 {
-                        return Err(perr(n, format!("daemon line needs 6 fields, has {}", f.len())));
-                    }
-                    let id: u32 = f[0].parse().map_err(|_| perr(n, format!("bad daemon id '{}'", f[0])))?;
-                    let pid: u32 = f[4].parse().map_err(|_| perr(n, format!("bad pid '{}'", f[4])))?;
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
                     }
-                    h.daemons.push(DaemonEntry {
-                        id,
-                        host: f[1].to_string(),
-                        tcp_addr: f[2].to_string(),
-                        uds_path: if f[3] == "-" { None } else { Some(PathBuf::from(f[3])) },
-                        pid,
-                        rootdir: PathBuf::from(f[5]),
-                    });
+                    h.daemons.push(DaemonEntry::parse(rest).map_err(|m| perr(n, m))?);
                 }
                 other => return Err(perr(n, format!("unknown key '{other}'"))),
             }
@@ -244,6 +253,27 @@ pub fn create_secret(hosts_path: &Path) -> Result<Vec<u8>, HostsError> {
     Ok(b)
 }
 
+/// Writes a given secret (mode 0600) next to the hosts file, atomically (temporary
+/// file, then rename), so that a reader never sees half of it and two writers of the
+/// same secret (a launcher that is also a node) do not collide.
+pub fn store_secret(hosts_path: &Path, secret: &[u8]) -> Result<(), HostsError> {
+    let p = secret_path(hosts_path);
+    let tmp = PathBuf::from(format!("{}.tmp.{}", p.display(), std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    {
+        let mut f = fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(format!("{}\n", hex(secret)).as_bytes()).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+    }
+    fs::rename(&tmp, &p).map_err(io_err(&p))
+}
+
+/// Parses a secret as it is written in the secret file and sent to node agents: hex,
+/// at least 16 bytes.
+pub fn parse_secret(text: &str) -> Option<Vec<u8>> {
+    unhex(text.trim()).filter(|b| b.len() >= 16)
+}
+
 /// Reads the secret; refuses one readable by group or others.
 pub fn load_secret(hosts_path: &Path) -> Result<Vec<u8>, HostsError> {
     let p = secret_path(hosts_path);
@@ -256,7 +286,7 @@ pub fn load_secret(hosts_path: &Path) -> Result<Vec<u8>, HostsError> {
         });
     }
     let text = fs::read_to_string(&p).map_err(io_err(&p))?;
-    unhex(text.trim()).filter(|b| b.len() >= 16).ok_or(HostsError::Parse {
+    parse_secret(&text).ok_or(HostsError::Parse {
         path: p,
         line: 1,
         msg: "instance secret is not a hex string of at least 16 bytes".into(),
@@ -310,6 +340,11 @@ mod tests {
         assert_eq!(load_secret(&hp).unwrap(), s);
         fs::set_permissions(secret_path(&hp), fs::Permissions::from_mode(0o644)).unwrap();
         assert!(load_secret(&hp).is_err());
+        store_secret(&hp, &s).unwrap();
+        assert_eq!(fs::metadata(secret_path(&hp)).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(load_secret(&hp).unwrap(), s);
+        assert_eq!(parse_secret(&hex(&s)), Some(s));
+        assert_eq!(parse_secret("abcd"), None);
     }
 
     #[test]

@@ -144,6 +144,11 @@ pub enum Request {
     },
     StatFs,
     Stats,
+    /// Stop this daemon (`gust stop`, whatever launched it). Unless `keep`, it
+    /// removes its root directory after stopping. Answered before it stops.
+    Shutdown {
+        keep: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,12 +229,13 @@ impl Request {
             Request::StatFs => 18,
             Request::Stats => 19,
             Request::PutRecords { .. } => 20,
+            Request::Shutdown { .. } => 21,
         }
     }
 }
 
 /// Highest op code; codes are 1..=OP_MAX.
-pub const OP_MAX: u16 = 20;
+pub const OP_MAX: u16 = 21;
 
 pub fn op_name(op: u16) -> &'static str {
     const NAMES: [&str; OP_MAX as usize + 1] = [
@@ -254,6 +260,7 @@ pub fn op_name(op: u16) -> &'static str {
         "statfs",
         "stats",
         "put_records",
+        "shutdown",
     ];
     NAMES.get(op as usize).copied().unwrap_or("?")
 }

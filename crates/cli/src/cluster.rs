@@ -1,0 +1,173 @@
+//! `gust start` on many nodes (ssh to a host list, or srun inside a SLURM
+//! allocation) and the hidden `gust node-agent` that the launcher runs on each node.
+//! The mechanics live in gust-launch; this module only maps options.
+
+use clap::Args;
+use gust_launch::{agent, hostlist, launcher};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of `gust start` for more than this machine.
+#[derive(Args, Clone, Default)]
+pub struct ClusterArgs {
+    /// Start one daemon on each of these hosts over ssh, in SLURM's hostlist syntax
+    /// ('node[01-16],gpu3'). Inside a SLURM allocation, without --hosts or --local,
+    /// `gust start` starts one daemon on each node of the job through srun.
+    #[arg(long, conflicts_with = "local")]
+    pub hosts: Option<String>,
+    /// The ssh command and its options for --hosts [default: $GUST_SSH, else ssh].
+    #[arg(long)]
+    pub ssh: Option<String>,
+    /// Daemons serve on their node's address inside this network (e.g. the
+    /// high-speed one, 10.10.0.0/16) [default: the address the launcher reached].
+    #[arg(long)]
+    pub network: Option<String>,
+    /// Without --rootdir: room each daemon needs; `gust start` puts root directories
+    /// on the fastest local storage with that much free (as `gust probe` sees it).
+    #[arg(long, value_parser = crate::parse_size, default_value = "1GiB")]
+    pub capacity: u64,
+}
+
+/// Whether `gust start` with these options launches across nodes.
+pub fn wanted(c: &ClusterArgs, local_given: bool) -> bool {
+    c.hosts.is_some() || (!local_given && std::env::var_os("SLURM_JOB_ID").is_some())
+}
+
+pub struct Common {
+    pub base: PathBuf,
+    /// No --rootdir given: nodes choose storage themselves.
+    pub auto_storage: bool,
+    pub mountdir: String,
+    pub chunk_size_bytes: u64,
+    pub check_parent: bool,
+    pub port: Option<u16>,
+    pub timeout_s: u64,
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
+    let method = match &c.hosts {
+        Some(list) => {
+            let hosts = hostlist::expand(list).map_err(|e| e.to_string())?;
+            let ssh = c.ssh.clone().or_else(|| std::env::var("GUST_SSH").ok()).unwrap_or_else(|| "ssh".into());
+            launcher::Method::Ssh { hosts, ssh: words(&ssh) }
+        }
+        None => {
+            let list = std::env::var("SLURM_JOB_NODELIST")
+                .or_else(|_| std::env::var("SLURM_NODELIST"))
+                .map_err(|_| "inside a SLURM job but SLURM_JOB_NODELIST is not set".to_string())?;
+            let nodes = hostlist::expand(&list).map_err(|e| format!("SLURM_JOB_NODELIST: {e}"))?;
+            let srun = std::env::var("GUST_SRUN").unwrap_or_else(|_| "srun".into());
+            launcher::Method::Srun { nodes, srun: words(&srun) }
+        }
+    };
+    let hp = agent::hosts_path(&o.base);
+    if hp.exists() {
+        if launcher::ping_all(&hp).is_empty() {
+            return Err(format!(
+                "an instance is already running with hosts file {}; stop it first with `gust stop`",
+                hp.display()
+            ));
+        }
+        eprintln!("gust: replacing the stale hosts file {} (its daemons do not answer)", hp.display());
+    }
+    let kind = match method {
+        launcher::Method::Ssh { .. } => "ssh",
+        launcher::Method::Srun { .. } => "srun",
+    };
+    let plan = launcher::Plan {
+        method,
+        base: o.base,
+        header: gust_hosts::HostsFile::new(
+            gust_hosts::new_instance_id(),
+            o.chunk_size_bytes,
+            o.mountdir,
+            o.check_parent,
+        ),
+        port: o.port,
+        network: c.network.clone(),
+        auto_storage: o.auto_storage.then_some(c.capacity),
+        timeout: Duration::from_secs(o.timeout_s),
+        gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
+    };
+    let s = launcher::start(&plan)?;
+    let mut hosts: Vec<&str> = s.hosts.daemons.iter().map(|d| d.host.as_str()).collect();
+    hosts.sort();
+    hosts.dedup();
+    eprintln!(
+        "gust: instance {} up: {} daemon(s) on {} host(s) via {kind} in {:.2} s (all ready {:.2} s, hosts file on every node {:.2} s), hosts file {} on every node",
+        s.hosts.instance,
+        s.hosts.daemons.len(),
+        hosts.len(),
+        s.pinged_s,
+        s.ready_s,
+        s.installed_s,
+        s.hosts_path.display()
+    );
+    if o.auto_storage {
+        // Which storage each node chose (`gust probe`); the reasons are in each
+        // node's log d<id>.log.
+        let mut places: std::collections::BTreeMap<String, usize> = Default::default();
+        for d in &s.hosts.daemons {
+            let parent = d.rootdir.parent().map(|p| p.display().to_string()).unwrap_or_default();
+            *places.entry(parent).or_default() += 1;
+        }
+        let list: Vec<String> = places.iter().map(|(p, n)| format!("{p} on {n} node(s)")).collect();
+        eprintln!(
+            "gust: root directories on the fastest local storage with {} free: {}",
+            crate::human_size(c.capacity),
+            list.join(", ")
+        );
+    }
+    crate::instance::print_env(&s.hosts_path, &s.hosts);
+    Ok(())
+}
+
+/// `gust node-agent`: run by `gust start` on each node (see gust_launch::agent).
+#[derive(Args)]
+pub struct NodeAgentArgs {
+    #[arg(long)]
+    base: PathBuf,
+    #[arg(long)]
+    id: Option<u32>,
+    #[arg(long)]
+    instance: String,
+    #[arg(long)]
+    chunk_size: u64,
+    #[arg(long)]
+    mountdir: String,
+    #[arg(long)]
+    check_parent: bool,
+    #[arg(long)]
+    port: Option<u16>,
+    #[arg(long)]
+    network: Option<String>,
+    #[arg(long)]
+    auto_storage: Option<u64>,
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    #[arg(long)]
+    detach: bool,
+    #[arg(long)]
+    detached_child: bool,
+}
+
+pub fn node_agent(a: NodeAgentArgs) -> i32 {
+    agent::run(agent::AgentArgs {
+        base: a.base,
+        id: a.id,
+        instance: a.instance,
+        chunk_size_bytes: a.chunk_size,
+        mountdir: a.mountdir,
+        check_parent: a.check_parent,
+        port: a.port,
+        network: a.network,
+        auto_storage: a.auto_storage,
+        timeout: Duration::from_secs(a.timeout),
+        detach: a.detach,
+        detached_child: a.detached_child,
+    })
+}

@@ -1,0 +1,125 @@
+//! `gust stop` for every launcher: each daemon is asked over the authenticated
+//! protocol to stop (and, unless kept, to remove its root directory), all at once.
+//! A daemon on this host that does not answer gets SIGTERM through its pid. On other
+//! nodes the node agent removes the rest of the instance's files once its daemon has
+//! wiped its root directory (see [`crate::agent`]).
+
+use crate::proc::running;
+use gust_client::{Client, ClientOptions};
+use gust_hosts::HostsFile;
+use std::fs;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const STOP_THREADS_MAX: usize = 64;
+
+pub struct Stopped {
+    pub instance: String,
+    pub daemons: usize,
+    /// Daemons that neither answered nor could be signalled here: (id, host, why).
+    pub unreachable: Vec<(u32, String, String)>,
+}
+
+/// Stops every daemon of the instance at `hosts_path`, waits up to `wait` for them
+/// to be gone, and (unless `keep`) removes this host's files of the instance.
+pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, String> {
+    let h = HostsFile::load(hosts_path).map_err(|e| format!("{e} (nothing to stop?)"))?;
+    let me = gust_hosts::this_host();
+    // Without a usable secret no daemon can be asked; those on this host still get
+    // SIGTERM below, the others are reported.
+    let client =
+        Client::open_instance(hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false });
+    let no_client = client.as_ref().err().cloned();
+    let asked = Mutex::new(Vec::new());
+    let unreachable = Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..h.daemons.len().min(STOP_THREADS_MAX) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(d) = h.daemons.get(i) else { return };
+                let r = match &client {
+                    Ok(c) => c
+                        .shutdown_daemon(d.id, keep)
+                        .map_err(|e| c.last_transport_error().unwrap_or_else(|| e.to_string())),
+                    Err(_) => Err(no_client.clone().unwrap_or_default()),
+                };
+                match r {
+                    Ok(()) => asked.lock().unwrap().push(d.id),
+                    Err(why) => {
+                        if d.host == me && running(d.pid) {
+                            // SAFETY: signalling a daemon of this instance by its pid.
+                            unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
+                        } else if d.host == me {
+                            // Not running: nothing to stop.
+                        } else {
+                            unreachable.lock().unwrap().push((d.id, d.host.clone(), why));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    drop(client);
+    // Wait until they are gone: local ones by pid, remote ones until they refuse
+    // connections.
+    let end = Instant::now() + wait;
+    let asked = asked.into_inner().unwrap();
+    loop {
+        let local_left: Vec<u32> = h.daemons.iter().filter(|d| d.host == me && running(d.pid)).map(|d| d.pid).collect();
+        let remote_left = remote_still_up(&h, &asked, &me);
+        if local_left.is_empty() && remote_left == 0 {
+            break;
+        }
+        if Instant::now() > end {
+            for p in &local_left {
+                eprintln!("gust: daemon pid {p} did not stop within {} s; killing it", wait.as_secs());
+                // SAFETY: as above.
+                unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+            }
+            if remote_left > 0 {
+                eprintln!(
+                    "gust: {remote_left} remote daemon(s) still answer {} s after being asked to stop",
+                    wait.as_secs()
+                );
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !keep {
+        for d in h.daemons.iter().filter(|d| d.host == me) {
+            let _ = fs::remove_dir_all(&d.rootdir);
+            // A directory chosen by gust-probe that held only root directories.
+            if let Some(parent) = d.rootdir.parent() {
+                let _ = fs::remove_dir(parent);
+            }
+        }
+        for suffix in ["", ".secret", ".lock"] {
+            let _ = fs::remove_file(format!("{}{suffix}", hosts_path.display()));
+        }
+        if let Some(dir) = hosts_path.parent() {
+            // A multi-node instance directory: srun's log, then the directory if empty.
+            let _ = fs::remove_file(dir.join(crate::agent::SRUN_LOG_NAME));
+            let _ = fs::remove_dir(dir);
+        }
+    }
+    let mut unreachable = unreachable.into_inner().unwrap();
+    unreachable.sort();
+    Ok(Stopped { instance: h.instance.clone(), daemons: h.daemons.len(), unreachable })
+}
+
+/// How many of the remote daemons asked to stop still accept TCP connections.
+fn remote_still_up(h: &HostsFile, asked: &[u32], me: &str) -> usize {
+    h.daemons
+        .iter()
+        .filter(|d| d.host != me && asked.contains(&d.id))
+        .filter(|d| {
+            d.tcp_addr
+                .parse::<std::net::SocketAddr>()
+                .map(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok())
+                .unwrap_or(false)
+        })
+        .count()
+}

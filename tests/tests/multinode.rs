@@ -1,0 +1,157 @@
+//! `gust start --hosts` over ssh to test nodes (own network, host name and /tmp each;
+//! tests/cluster/testcluster.sh): no shared file system between them, so the hosts
+//! file and secret reach each node only through the launcher. Reads and writes
+//! through the instance from here and from a node, `gust stop` leaves nothing on any
+//! node; a host that does not answer, an unknown host and a node whose daemon cannot
+//! start give a clear error naming the host and leave nothing running anywhere.
+//! Needs root, iproute2, util-linux and openssh-server (scripts/setup.sh).
+
+use gust_client::{Client, ClientOptions};
+use gust_e2e::cluster::{skip, unavailable, TestCluster};
+use gust_e2e::gust_bin;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const NODES: u32 = 3;
+
+fn base(tag: &str) -> String {
+    format!("/tmp/gust-mn-{}-{tag}", std::process::id())
+}
+
+fn gust_start(c: &TestCluster, hosts: &str, base: &str, extra: &[&str]) -> Output {
+    Command::new(gust_bin())
+        .args(["start", "--hosts", hosts, "--ssh", &c.ssh_command(), "--rootdir", base])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Nothing of the instance left on node i: no gust process, no instance directory.
+fn assert_clean(c: &TestCluster, i: u32, base: &str) {
+    let procs = c.processes(i, "/gust");
+    assert!(procs.is_empty(), "gnode{i} still runs {procs:?}");
+    let ls = c.on_node(i, &format!("ls -a {base} 2>&1 || true"));
+    assert!(text(&ls.stdout).contains("No such file"), "gnode{i} still has {base}: {}", text(&ls.stdout));
+}
+
+#[test]
+fn ssh_start_read_write_status_stop() {
+    if let Some(why) = unavailable() {
+        return skip("ssh_start_read_write_status_stop", &why);
+    }
+    let c = TestCluster::up(11, NODES);
+    c.start_sshd();
+    let base = base("rw");
+    let out = gust_start(&c, "gnode[0-2]", &base, &[]);
+    assert!(out.status.success(), "gust start: {}", text(&out.stderr));
+    let hp = format!("{base}/gust.hosts");
+    assert!(text(&out.stdout).contains(&format!("GUST_HOSTS_FILE={hp}")), "{}", text(&out.stdout));
+    eprintln!("{}", text(&out.stderr));
+
+    // One daemon per node, on the node's own address and under its own host name.
+    let h = gust_hosts::HostsFile::load(std::path::Path::new(&hp)).unwrap();
+    assert_eq!(h.daemons.len(), NODES as usize);
+    for d in &h.daemons {
+        assert_eq!(d.host, TestCluster::host(d.id));
+        assert!(d.tcp_addr.starts_with(&format!("{}:", c.addr(d.id))), "{d:?}");
+    }
+    // Every node holds the same hosts file and a private secret, written by its agent.
+    let mine = std::fs::read_to_string(&hp).unwrap();
+    for i in 0..NODES {
+        let o = c.on_node(i, &format!("cat {hp}; stat -c '%a' {base} {hp}.secret"));
+        let t = text(&o.stdout);
+        assert!(t.starts_with(&mine), "gnode{i}'s hosts file differs:\n{t}");
+        assert!(t.ends_with("700\n600\n"), "gnode{i}: modes {t}");
+    }
+
+    // Data through every daemon, from here over TCP.
+    let cl = Client::open_instance(std::path::Path::new(&hp), ClientOptions::default()).unwrap();
+    let data: Vec<u8> = (0..6u32 << 20).map(|i| (i % 251) as u8).collect();
+    let fd = cl.open("/big", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    assert_eq!(cl.write(fd, &data).unwrap(), data.len());
+    cl.close(fd).unwrap();
+    for d in 0..NODES {
+        assert!(cl.daemon_stats(d).unwrap().bytes_written > 0, "daemon {d} got no data");
+    }
+    // ... and read back on a node, through that node's own copy of the hosts file.
+    let o = c.on_node(1, &format!("GUST_HOSTS_FILE={hp} {} cat /big | md5sum", gust_bin().display()));
+    let here = Command::new("md5sum").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn();
+    let mut here = here.unwrap();
+    std::io::Write::write_all(here.stdin.as_mut().unwrap(), &data).unwrap();
+    let sum = text(&here.wait_with_output().unwrap().stdout);
+    assert_eq!(text(&o.stdout), sum, "gnode1 read other bytes: {}", text(&o.stderr));
+    drop(cl);
+
+    let st = Command::new(gust_bin()).args(["status", "--hosts-file", &hp]).output().unwrap();
+    assert!(st.status.success(), "{}", text(&st.stderr));
+    let st = text(&st.stdout);
+    for i in 0..NODES {
+        assert!(st.contains(&format!("gnode{i}")) && st.contains(&c.addr(i)), "status lacks gnode{i}:\n{st}");
+    }
+    assert_eq!(st.matches(" up ").count(), NODES as usize, "{st}");
+
+    // A second start on the same directory is refused while this one runs.
+    let again = gust_start(&c, "gnode[0-2]", &base, &[]);
+    assert!(!again.status.success() && text(&again.stderr).contains("already running"), "{}", text(&again.stderr));
+
+    let stop = Command::new(gust_bin()).args(["stop", "--hosts-file", &hp]).output().unwrap();
+    assert!(stop.status.success(), "gust stop: {}", text(&stop.stderr));
+    let gone = gust_e2e::wait_until(Duration::from_secs(10), || (0..NODES).all(|i| c.processes(i, "/gust").is_empty()));
+    assert!(gone, "daemons left after gust stop");
+    for i in 0..NODES {
+        assert_clean(&c, i, &base);
+    }
+    assert!(!std::path::Path::new(&hp).exists(), "hosts file left here");
+}
+
+#[test]
+fn ssh_start_failures_name_the_host_and_leave_nothing() {
+    if let Some(why) = unavailable() {
+        return skip("ssh_start_failures_name_the_host_and_leave_nothing", &why);
+    }
+    let c = TestCluster::up(12, NODES);
+    c.start_sshd();
+    let base = base("fail");
+
+    // A host that does not answer at all: its link is down, packets vanish.
+    let out = Command::new("ip").args(["link", "set", &c.link(2), "down"]).output().unwrap();
+    assert!(out.status.success());
+    let t = std::time::Instant::now();
+    let out = gust_start(&c, "gnode[0-2]", &base, &["--timeout", "3"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "start with a silent host succeeded");
+    assert!(err.contains("gnode2") && !err.contains("gnode0") && !err.contains("gnode1"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(20), "took {:?}", t.elapsed());
+    eprintln!("silent host: {err}");
+    for i in 0..2 {
+        assert_clean(&c, i, &base);
+    }
+    Command::new("ip").args(["link", "set", &c.link(2), "up"]).output().unwrap();
+
+    // A host name nobody knows.
+    let out = gust_start(&c, "gnode[0-1],nosuchnode", &base, &["--timeout", "5"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("nosuchnode"), "{err}");
+    eprintln!("unknown host: {err}");
+
+    // A node whose daemon cannot start: its instance directory is taken by a file.
+    assert!(c.on_node(1, &format!("touch {base}")).status.success());
+    let out = gust_start(&c, "gnode[0-2]", &base, &["--timeout", "5"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("gnode1") && err.contains(&base), "{err}");
+    eprintln!("daemon cannot start: {err}");
+    c.on_node(1, &format!("rm -f {base}"));
+
+    // A bad host list is refused before anything starts.
+    let out = gust_start(&c, "gnode[2-0]", &base, &[]);
+    assert!(!out.status.success() && text(&out.stderr).contains("backwards"), "{}", text(&out.stderr));
+
+    for i in 0..NODES {
+        assert_clean(&c, i, &base);
+    }
+    assert!(!std::path::Path::new(&format!("{base}/gust.hosts")).exists());
+}
