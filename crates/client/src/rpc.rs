@@ -422,7 +422,7 @@ impl Transport {
                         self.give_back(call.daemon, c);
                         reply.map(|r| (r, bulk)).map_err(Errno)
                     }
-                    Err((true, _)) if reused && idempotent(&call.req) => {
+                    Err((true, _)) if reused && call.req.is_idempotent() => {
                         drop(c);
                         self.call_fresh(call, dest, buf)
                     }
@@ -436,32 +436,5 @@ impl Transport {
     pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
         let mut v = self.batch(vec![Call { daemon, req, bulk: Vec::new() }]);
         v.pop().expect("one answer").map(|(r, _)| r)
-    }
-}
-
-/// Requests that give the same result when a daemon applies them twice: safe to send
-/// again when a connection died before any reply. Not: exclusive create, remove,
-/// append reservation, record puts (a second try would see the first one's effect).
-fn idempotent(r: &Request) -> bool {
-    match r {
-        Request::Ping
-        | Request::Stat { .. }
-        | Request::ReadDir { .. }
-        | Request::HasChildren { .. }
-        | Request::ScanTree { .. }
-        | Request::Read { .. }
-        | Request::Write { .. }
-        | Request::TruncateChunks { .. }
-        | Request::RemoveChunks { .. }
-        | Request::Truncate { .. }
-        | Request::RemoveRecords { .. }
-        | Request::Fsync { .. }
-        | Request::StatFs
-        | Request::Stats => true,
-        Request::UpdateSize { append_len, .. } => append_len.is_none(),
-        Request::Create { exclusive, .. } => !exclusive,
-        Request::Remove { .. } | Request::SetAttr { .. } | Request::PutRecord { .. } | Request::PutRecords { .. } => {
-            false
-        }
     }
 }

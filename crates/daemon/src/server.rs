@@ -11,8 +11,8 @@ use crate::log;
 use crate::metadata::{MetadataStore, Res};
 use gust_proto::frame::OP_RESPONSE_BIT;
 use gust_proto::{
-    decode_request, encode, handshake, op_name, read_frame, write_frame, DaemonStats, DirEntry, FrameError, Reply,
-    Request, Response, Span, NAME_BYTES_MAX, OP_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
+    decode_request, encode, handshake, read_frame, write_frame, DaemonStats, DirEntry, FrameError, Reply, Request,
+    Response, Span, NAME_BYTES_MAX, OPS, OP_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
     SPANS_PER_REQUEST_MAX,
 };
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -381,8 +381,9 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
         Request::Stats => Ok(Response::Stats(DaemonStats {
             daemon_id: state.daemon_id,
             uptime_ms: state.started.elapsed().as_millis() as u64,
-            ops: (1..=OP_MAX)
-                .map(|op| (op_name(op).to_string(), state.ops[op as usize].load(Ordering::Relaxed)))
+            ops: OPS
+                .iter()
+                .map(|(op, name)| (name.to_string(), state.ops[*op as usize].load(Ordering::Relaxed)))
                 .collect(),
             connections_open: state.connections_open.load(Ordering::Relaxed),
             frames_refused: state.frames_refused.load(Ordering::Relaxed),
