@@ -39,7 +39,7 @@ echo job-done"#,
     let out = j.output("stage");
     assert_eq!(st, "COMPLETED", "stage job: {out}");
     assert!(out.contains("job-done"), "{out}");
-    assert!(out.contains("root directories on the fastest local storage with 1.0 GiB free: /dev/shm/gustfs-"), "{out}");
+    assert!(out.contains("root directories on the fastest local storage with 1 GiB free: /dev/shm/gustfs-"), "{out}");
     for i in 0..NODES {
         for (name, data) in &input {
             let p = j.work.join(format!("out/gnode{i}/{name}"));

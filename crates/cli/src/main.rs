@@ -3,6 +3,7 @@
 mod bench;
 mod cluster;
 mod instance;
+mod logging;
 mod mount;
 mod probe;
 mod run;
@@ -119,6 +120,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    logging::init();
     let r = match cli.cmd {
         Cmd::Daemon { rootdir, mountdir, hosts_file, listen, chunk_size, clean_rootdir, id, check_parent } => {
             gust_daemon::run(gust_daemon::DaemonConfig {

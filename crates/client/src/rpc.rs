@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
+use tracing::debug;
 
 /// Microseconds a caller polls for a reply before sleeping (GUST_SPIN_US, default 0).
 /// Sleeping costs a wake-up, which on a VM is often a cross-CPU interrupt; polling
@@ -178,6 +179,7 @@ impl Transport {
     fn fail(&self, daemon: u32, what: String) -> Errno {
         let e = self.links[daemon as usize].entry.read().unwrap();
         let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr);
+        debug!(daemon, "{msg}");
         *self.last_error.lock().unwrap() = Some(msg);
         Errno(libc::EIO)
     }
@@ -365,6 +367,7 @@ impl Transport {
     /// turned out to be dead).
     fn call_fresh(&self, call: &Call<'_>, dest: Option<&Dest>, buf: &mut [u8]) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        debug!(daemon = call.daemon, op = call.req.name(), id, "sending again on a new connection");
         let mut c = self.connect(call.daemon)?;
         self.send(&mut c, id, &call.req, &call.bulk).map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
         match self.recv(&mut c, id, call.req.op(), dest, buf) {
@@ -403,7 +406,12 @@ impl Transport {
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
             sent.push(match self.take(call.daemon) {
                 Ok((mut c, reused)) => match self.send(&mut c, id, &call.req, &call.bulk) {
-                    Ok(()) => Sent::Pending(c, id, call.req.op(), reused),
+                    Ok(()) => {
+                        // Events, not spans: the calls of a batch interleave. With the
+                        // default filter (info) a disabled event costs an atomic load.
+                        debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
+                        Sent::Pending(c, id, call.req.op(), reused)
+                    }
                     Err(_) if reused => Sent::Resend,
                     Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
                 },
@@ -419,10 +427,17 @@ impl Transport {
                 Sent::Resend => self.call_fresh(call, dest, buf),
                 Sent::Pending(mut c, id, op, reused) => match self.recv(&mut c, id, op, dest, buf) {
                     Ok((reply, bulk)) => {
+                        debug!(
+                            daemon = call.daemon,
+                            op = call.req.name(),
+                            id,
+                            errno = reply.as_ref().err().copied().unwrap_or(0),
+                            "reply"
+                        );
                         self.give_back(call.daemon, c);
                         reply.map(|r| (r, bulk)).map_err(Errno)
                     }
-                    Err((true, _)) if reused && idempotent(&call.req) => {
+                    Err((true, _)) if reused && call.req.is_idempotent() => {
                         drop(c);
                         self.call_fresh(call, dest, buf)
                     }
@@ -436,33 +451,5 @@ impl Transport {
     pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
         let mut v = self.batch(vec![Call { daemon, req, bulk: Vec::new() }]);
         v.pop().expect("one answer").map(|(r, _)| r)
-    }
-}
-
-/// Requests that give the same result when a daemon applies them twice: safe to send
-/// again when a connection died before any reply. Not: exclusive create, remove,
-/// append reservation, record puts (a second try would see the first one's effect).
-fn idempotent(r: &Request) -> bool {
-    match r {
-        Request::Ping
-        | Request::Stat { .. }
-        | Request::ReadDir { .. }
-        | Request::HasChildren { .. }
-        | Request::ScanTree { .. }
-        | Request::Read { .. }
-        | Request::Write { .. }
-        | Request::TruncateChunks { .. }
-        | Request::RemoveChunks { .. }
-        | Request::Truncate { .. }
-        | Request::RemoveRecords { .. }
-        | Request::Fsync { .. }
-        | Request::StatFs
-        | Request::Stats
-        | Request::Shutdown { .. } => true,
-        Request::UpdateSize { append_len, .. } => append_len.is_none(),
-        Request::Create { exclusive, .. } => !exclusive,
-        Request::Remove { .. } | Request::SetAttr { .. } | Request::PutRecord { .. } | Request::PutRecords { .. } => {
-            false
-        }
     }
 }

@@ -25,7 +25,13 @@ pub struct ChunkStore {
 }
 
 fn errno(e: io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
+    let n = e.raw_os_error().unwrap_or(libc::EIO);
+    // A full disk, a quota or a file too large is the client's to report; anything
+    // else is the local file system failing under the store.
+    if ![libc::ENOSPC, libc::EDQUOT, libc::EFBIG].contains(&n) {
+        tracing::error!("chunk store: {e}");
+    }
+    n
 }
 
 impl ChunkStore {

@@ -13,7 +13,7 @@ pub mod server;
 
 use gust_hosts::{DaemonEntry, HostsFile};
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::net::TcpListener;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
@@ -35,12 +35,6 @@ pub struct DaemonConfig {
     pub id: Option<u32>,
     /// For a new hosts file: whether create/mkdir check that the parent exists.
     pub check_parent: bool,
-}
-
-pub fn log(msg: &str) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let mut e = io::stderr().lock();
-    let _ = writeln!(e, "[{}.{:03}] gust daemon {}: {}", now.as_secs(), now.subsec_millis(), std::process::id(), msg);
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -65,10 +59,10 @@ fn make_private(rootdir: &Path) -> Result<(), String> {
             "cannot make root directory private (chmod 700)",
             rootdir,
         )?;
-        log(&format!(
+        tracing::warn!(
             "tightened root directory {} from mode {mode:04o} to 0700: its data is the instance owner's alone",
             rootdir.display()
-        ));
+        );
     }
     Ok(())
 }
@@ -183,7 +177,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         let _ = fs::remove_file(&uds_path);
         Some(ctx(UnixListener::bind(&uds_path), "cannot bind Unix socket", &uds_path)?)
     } else {
-        log(&format!("root directory path too long for a Unix socket; TCP only ({})", uds_path.display()));
+        tracing::warn!("root directory path too long for a Unix socket; TCP only ({})", uds_path.display());
         None
     };
 
@@ -256,20 +250,21 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     if let Some(u) = uds {
         server::spawn_uds(state.clone(), u);
     }
-    log(&format!(
-        "daemon {daemon_id} of instance {} serving {} (tcp {tcp_addr}), chunk size {} bytes",
+    tracing::info!(
+        "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes",
         hosts.instance,
+        std::process::id(),
         rootdir.display(),
         hosts.chunk_size_bytes
-    ));
+    );
     let sig = server::wait_for_termination();
-    log(&format!("signal {sig}: syncing metadata and stopping"));
+    tracing::info!("signal {sig}: syncing metadata and stopping");
     if let Err(e) = state.metadata.sync() {
-        log(&format!("metadata sync at shutdown failed: errno {e}"));
+        tracing::error!("metadata sync at shutdown failed: errno {e}");
     }
     let _ = fs::remove_file(&uds_path);
     if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
-        log(&format!("removing root directory {} (gust stop)", rootdir.display()));
+        tracing::info!("removing root directory {} (gust stop)", rootdir.display());
         ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;
     }
     Ok(())

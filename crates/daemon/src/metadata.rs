@@ -114,11 +114,7 @@ fn decode_checked(key: &[u8], v: &[u8]) -> Res<Option<Record>> {
     match decode_record(v) {
         Some(r) => Ok(Some(r)),
         None => {
-            crate::log(&format!(
-                "corrupt metadata record for key {:?} ({} bytes)",
-                String::from_utf8_lossy(key),
-                v.len()
-            ));
+            tracing::error!("corrupt metadata record for key {:?} ({} bytes)", String::from_utf8_lossy(key), v.len());
             Err(libc::EIO)
         }
     }
@@ -269,7 +265,7 @@ impl MetadataStore {
     }
 
     fn db_err(e: rocksdb::Error) -> i32 {
-        crate::log(&format!("RocksDB error: {e}"));
+        tracing::error!("RocksDB error: {e}");
         if e.to_string().contains("No space") {
             libc::ENOSPC
         } else {

@@ -7,12 +7,11 @@
 //! connections and from talking to many daemons at once.
 
 use crate::chunks::ChunkStore;
-use crate::log;
 use crate::metadata::{MetadataStore, Res};
 use gust_proto::frame::OP_RESPONSE_BIT;
 use gust_proto::{
-    decode_request, encode, handshake, op_name, read_frame, write_frame, DaemonStats, DirEntry, FrameError, Reply,
-    Request, Response, Span, NAME_BYTES_MAX, OP_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
+    decode_request, encode, handshake, read_frame, write_frame, DaemonStats, DirEntry, FrameError, Reply, Request,
+    Response, Span, NAME_BYTES_MAX, OPS, OP_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
     SPANS_PER_REQUEST_MAX,
 };
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -20,8 +19,9 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::{debug_span, error, info_span, warn};
 
 /// Bound on concurrent connections; past it the handshake answers "busy".
 pub const CONNECTIONS_MAX: u64 = 1024;
@@ -31,6 +31,45 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const BUFFER_KEEP_BYTES_MAX: usize = 4 << 20;
 /// Bound on scan_tree pages.
 const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
+/// Log lines about refused peers (or failed accepts) that may come in a burst;
+/// past it, one line per second (see `LogBudget`).
+const LOG_LINES_BURST: u64 = 10;
+
+/// Bounds the log lines of one kind of peer-driven event: a port scan or a peer
+/// retrying in a loop must not grow the daemon's log without bound. Allows a burst
+/// of `LOG_LINES_BURST` lines, then one per second; the next line logged after
+/// some were dropped says how many. `gust status` (frames_refused) counts them all.
+struct LogBudget {
+    /// (lines that may be logged now, when the last one was credited, lines dropped).
+    inner: Mutex<(u64, Instant, u64)>,
+}
+
+impl LogBudget {
+    fn new() -> Self {
+        LogBudget { inner: Mutex::new((LOG_LINES_BURST, Instant::now(), 0)) }
+    }
+
+    /// Some(lines dropped since the last logged one) if this one may be logged.
+    fn admit(&self) -> Option<u64> {
+        self.admit_at(Instant::now())
+    }
+
+    fn admit_at(&self, now: Instant) -> Option<u64> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, credited, dropped) = &mut *g;
+        let secs = now.saturating_duration_since(*credited).as_secs();
+        if secs > 0 {
+            *tokens = (*tokens + secs).min(LOG_LINES_BURST);
+            *credited += Duration::from_secs(secs);
+        }
+        if *tokens == 0 {
+            *dropped += 1;
+            return None;
+        }
+        *tokens -= 1;
+        Some(std::mem::take(dropped))
+    }
+}
 
 pub struct State {
     pub daemon_id: u32,
@@ -46,6 +85,8 @@ pub struct State {
     bytes_read: AtomicU64,
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
+    refusals_logged: LogBudget,
+    accept_errors_logged: LogBudget,
 }
 
 impl State {
@@ -63,6 +104,8 @@ impl State {
             bytes_written: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             wipe_on_exit: AtomicBool::new(false),
+            refusals_logged: LogBudget::new(),
+            accept_errors_logged: LogBudget::new(),
         }
     }
 }
@@ -131,7 +174,9 @@ pub fn spawn_tcp(state: Arc<State>, l: TcpListener) {
                         start_conn(state.clone(), s, peer);
                     }
                     Err(e) => {
-                        log(&format!("accept (tcp): {e}"));
+                        if state.accept_errors_logged.admit().is_some() {
+                            error!(daemon = state.daemon_id, "accept (tcp): {e}");
+                        }
                         std::thread::sleep(Duration::from_millis(10));
                     }
                 }
@@ -148,7 +193,9 @@ pub fn spawn_uds(state: Arc<State>, l: UnixListener) {
                 match s {
                     Ok(s) => start_conn(state.clone(), s, "unix socket".into()),
                     Err(e) => {
-                        log(&format!("accept (unix): {e}"));
+                        if state.accept_errors_logged.admit().is_some() {
+                            error!(daemon = state.daemon_id, "accept (unix): {e}");
+                        }
                         std::thread::sleep(Duration::from_millis(10));
                     }
                 }
@@ -166,16 +213,21 @@ fn start_conn<S: Conn>(state: Arc<State>, s: S, peer: String) {
         st.connections_open.fetch_sub(1, Ordering::SeqCst);
     });
     if let Err(e) = r {
-        log(&format!("cannot spawn connection thread: {e}"));
+        error!(daemon = state.daemon_id, "cannot spawn connection thread: {e}");
         state.connections_open.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
+    let _conn = info_span!("conn", daemon = state.daemon_id, peer = %peer).entered();
     s.set_timeout(Some(HANDSHAKE_TIMEOUT));
     if let Err(e) = handshake::daemon(&mut s, &state.secret, busy) {
         state.frames_refused.fetch_add(1, Ordering::Relaxed);
-        log(&format!("refused connection from {peer}: {e}"));
+        match state.refusals_logged.admit() {
+            Some(0) => warn!("refused connection from {peer}: {e}"),
+            Some(dropped) => warn!("refused connection from {peer}: {e} ({dropped} earlier refusals not logged)"),
+            None => {}
+        }
         return;
     }
     s.set_timeout(None);
@@ -190,7 +242,7 @@ fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
             Err(FrameError::Closed) => return,
             Err(e) => {
                 state.frames_refused.fetch_add(1, Ordering::Relaxed);
-                log(&format!("closing connection from {peer}: {e}"));
+                warn!("closing connection from {peer}: {e}");
                 return;
             }
         };
@@ -201,19 +253,22 @@ fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
             Err(e) => {
                 // The header was sound, so answer with an error before closing.
                 state.frames_refused.fetch_add(1, Ordering::Relaxed);
-                log(&format!("closing connection from {peer}: {e}"));
+                warn!(op, id, "closing connection from {peer}: {e}");
                 let errno = if matches!(e, FrameError::UnknownOp(_)) { libc::ENOSYS } else { libc::EPROTO };
                 let reply: Reply = Err(errno);
                 let _ = write_frame(&mut writer, op | OP_RESPONSE_BIT, id, &encode(&reply), &[]);
                 return;
             }
         };
+        // Disabled (free) unless GUST_LOG asks for debug: then every event of this
+        // request carries its op and id.
+        let _req = debug_span!("req", op = req.name(), id).entered();
         state.ops[op as usize].fetch_add(1, Ordering::Relaxed);
         bulk_out.clear();
         let reply = handle(state, req, &bulk_in, &mut bulk_out);
         let out: &[u8] = if matches!(reply, Ok(Response::Data { .. })) { &bulk_out } else { &[] };
         if let Err(e) = write_frame(&mut writer, op | OP_RESPONSE_BIT, id, &encode(&reply), out) {
-            log(&format!("closing connection from {peer}: cannot send reply: {e}"));
+            warn!("closing connection from {peer}: cannot send reply: {e}");
             return;
         }
         // An idle connection should not pin a large transfer's buffers.
@@ -399,8 +454,9 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
         Request::Stats => Ok(Response::Stats(DaemonStats {
             daemon_id: state.daemon_id,
             uptime_ms: state.started.elapsed().as_millis() as u64,
-            ops: (1..=OP_MAX)
-                .map(|op| (op_name(op).to_string(), state.ops[op as usize].load(Ordering::Relaxed)))
+            ops: OPS
+                .iter()
+                .map(|(op, name)| (name.to_string(), state.ops[*op as usize].load(Ordering::Relaxed)))
                 .collect(),
             connections_open: state.connections_open.load(Ordering::Relaxed),
             frames_refused: state.frames_refused.load(Ordering::Relaxed),
@@ -423,5 +479,27 @@ mod tests {
         }
         assert_eq!(validate_path(&format!("/{}", "x".repeat(256))), Err(libc::ENAMETOOLONG));
         assert_eq!(validate_path(&"/x".repeat(5000)), Err(libc::ENAMETOOLONG));
+    }
+
+    #[test]
+    fn log_budget_bursts_then_one_line_a_second() {
+        let b = LogBudget::new();
+        let t0 = b.inner.lock().unwrap().1;
+        for _ in 0..LOG_LINES_BURST {
+            assert_eq!(b.admit_at(t0), Some(0));
+        }
+        for _ in 0..1000 {
+            assert_eq!(b.admit_at(t0 + Duration::from_millis(999)), None);
+        }
+        // One line a second, saying how many were dropped before it.
+        assert_eq!(b.admit_at(t0 + Duration::from_millis(1500)), Some(1000));
+        assert_eq!(b.admit_at(t0 + Duration::from_millis(1600)), None);
+        assert_eq!(b.admit_at(t0 + Duration::from_millis(2000)), Some(1));
+        // A quiet minute refills the burst, no more.
+        let later = t0 + Duration::from_secs(60);
+        for _ in 0..LOG_LINES_BURST {
+            assert_eq!(b.admit_at(later), Some(0));
+        }
+        assert_eq!(b.admit_at(later), None);
     }
 }

@@ -1,5 +1,14 @@
 //! Messages carried in frame bodies, encoded with bincode (fixed-width integers,
 //! little endian, with a size limit equal to the frame's bounded body length).
+//!
+//! Every request is declared once, in the `requests!` list below: its op code, its
+//! name (in logs and `gust status`), its fields and whether a client may send it
+//! again after a lost connection. The enum, `Request::op`, `op_name`,
+//! `Request::is_idempotent`, `OPS` and the body codec are generated from that list,
+//! so they cannot disagree. A request body is its op code (u32), then its fields in
+//! declaration order; the op code is written in the list, so the order of the list
+//! does not matter (protocol version 2; see docs/PROTOCOL.md, "Version history").
+//! Golden-bytes tests at the end of this file pin the encoding of every message.
 
 use crate::frame::FrameError;
 use serde::{Deserialize, Serialize};
@@ -46,110 +55,191 @@ pub enum RemoveKind {
     Dir,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Request {
-    Ping,
+/// Declares every request once. Each entry is
+/// `op_code "name" Variant { fields } idempotent(condition)`, where the condition
+/// may read the fields (bound by reference) and says whether a daemon applying the
+/// request twice gives the same result as applying it once: only then may a client
+/// send it again on a new connection after the old one died without any reply byte.
+/// Generates the enum, `op`, `name`, `is_idempotent`, `OPS`, `op_name`, `OP_MAX`,
+/// the body encoding (`Serialize`: op code as u32, then the fields) and
+/// `decode_request` (the header's op code picks the fields to decode).
+macro_rules! requests {
+    ($(
+        $(#[$doc:meta])*
+        $op:literal $name:literal $variant:ident $({ $($field:ident : $ty:ty),* $(,)? })? idempotent($idem:expr)
+    ),* $(,)?) => {
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Request {
+            $(
+                $(#[$doc])*
+                $variant $({ $($field: $ty),* })?,
+            )*
+        }
+
+        /// Every request op as (code, name), in code order.
+        pub const OPS: &[(u16, &str)] = &[$(($op, $name)),*];
+
+        // Op codes are unique, nonzero and leave the response bit free; names unique.
+        const _: () = {
+            let mut i = 0;
+            while i < OPS.len() {
+                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::OP_RESPONSE_BIT, "op code out of range");
+                let mut j = i + 1;
+                while j < OPS.len() {
+                    assert!(OPS[i].0 != OPS[j].0, "duplicate op code");
+                    assert!(!const_str_eq(OPS[i].1, OPS[j].1), "duplicate op name");
+                    j += 1;
+                }
+                i += 1;
+            }
+        };
+
+        impl Request {
+            /// Op code carried in the frame header; the daemon refuses unknown codes
+            /// before decoding the body and counts requests per op.
+            pub fn op(&self) -> u16 {
+                match self {
+                    $(Request::$variant { .. } => $op,)*
+                }
+            }
+
+            /// The op's name, as logs and `gust status` show it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Request::$variant { .. } => $name,)*
+                }
+            }
+
+            /// Whether applying this request twice gives the same result as once, so
+            /// that a client may send it again when a connection died before any byte
+            /// of the reply came.
+            #[allow(unused_variables)]
+            pub fn is_idempotent(&self) -> bool {
+                match self {
+                    $(Request::$variant $({ $($field),* })? => $idem,)*
+                }
+            }
+        }
+
+        /// The name of an op code ("?" for an unknown one).
+        pub fn op_name(op: u16) -> &'static str {
+            match op {
+                $($op => $name,)*
+                _ => "?",
+            }
+        }
+
+        /// The body of a request frame: the op code as u32, then the fields in
+        /// declaration order.
+        impl Serialize for Request {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(Request::$variant $({ $($field),* })? => ($op as u32, ($($($field,)*)?)).serialize(s),)*
+                }
+            }
+        }
+
+        /// Decodes a request body; its op code must be the header's.
+        pub fn decode_request(op: u16, body: &[u8]) -> Result<Request, FrameError> {
+            if op_name(op) == "?" {
+                return Err(FrameError::UnknownOp(op));
+            }
+            let Some((tag, fields)) = body.split_first_chunk::<4>() else {
+                return Err(FrameError::Decode(format!("body of {} bytes has no op code", body.len())));
+            };
+            let tag = u32::from_le_bytes(*tag);
+            if tag != op as u32 {
+                return Err(FrameError::Decode(format!("body is op {tag} but header says {op}")));
+            }
+            match op {
+                $($op => {
+                    let ($($($field,)*)?): ($($($ty,)*)?) = decode(fields)?;
+                    Ok(Request::$variant $({ $($field),* })?)
+                })*
+                _ => unreachable!("known op {op}"),
+            }
+        }
+    };
+}
+
+const fn const_str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+requests! {
+    1 "ping" Ping idempotent(true),
     /// Create a record. With `exclusive`, EEXIST if present; without, return the
     /// existing record (open with O_CREAT on an existing file costs one RPC).
-    Create {
-        path: String,
-        record: Record,
-        exclusive: bool,
-    },
-    Stat {
-        path: String,
-    },
-    Remove {
-        path: String,
-        kind: RemoveKind,
-    },
+    2 "create" Create { path: String, record: Record, exclusive: bool } idempotent(!exclusive),
+    3 "stat" Stat { path: String } idempotent(true),
+    /// A second try would fail with ENOENT (or remove what replaced it).
+    4 "remove" Remove { path: String, kind: RemoveKind } idempotent(false),
     /// Grow the size to at least `end` (a merge, never a read-modify-write).
     /// With `append_len`, atomically reserve `append_len` bytes at the current end
     /// and return the reserved offset (O_APPEND). ENOENT if the path is gone,
     /// ESTALE if it now names another file than `file_id`, so a write through a
-    /// stale descriptor fails instead of growing the wrong file.
-    UpdateSize {
-        path: String,
-        file_id: u128,
-        end: u64,
-        append_len: Option<u64>,
-        mtime_ns: i64,
-    },
+    /// stale descriptor fails instead of growing the wrong file. An append
+    /// reservation applied twice reserves twice.
+    5 "update_size" UpdateSize { path: String, file_id: u128, end: u64, append_len: Option<u64>, mtime_ns: i64 }
+        idempotent(append_len.is_none()),
     /// Set the size exactly; returns the record as it was before.
-    Truncate {
-        path: String,
-        size: u64,
-        mtime_ns: i64,
-    },
-    SetAttr {
-        path: String,
-        mode: Option<u32>,
-        atime_ns: Option<i64>,
-        mtime_ns: Option<i64>,
-        ctime_ns: i64,
-    },
+    6 "truncate" Truncate { path: String, size: u64, mtime_ns: i64 } idempotent(true),
+    7 "set_attr" SetAttr { path: String, mode: Option<u32>, atime_ns: Option<i64>, mtime_ns: Option<i64>, ctime_ns: i64 }
+        idempotent(false),
     /// Put a full record (rename). `replace`: overwrite a non-directory or an empty
     /// directory target of a compatible kind; returns the replaced record.
-    PutRecord {
-        path: String,
-        record: Record,
-        replace: bool,
-    },
+    8 "put_record" PutRecord { path: String, record: Record, replace: bool } idempotent(false),
     /// One page of the direct children of `dir` held by this daemon, names > `after`.
-    ReadDir {
-        dir: String,
-        after: Option<String>,
-        max_entries: u32,
-    },
+    9 "readdir" ReadDir { dir: String, after: Option<String>, max_entries: u32 } idempotent(true),
     /// Whether this daemon holds any direct child of `dir` (rmdir's emptiness check).
-    HasChildren {
-        dir: String,
-    },
+    10 "has_children" HasChildren { dir: String } idempotent(true),
     /// One page of all descendant records of `dir` held by this daemon, keys > `after`.
-    ScanTree {
-        dir: String,
-        after: Option<Vec<u8>>,
-        max_entries: u32,
-    },
-    /// Put records that must not exist yet, all or none (directory rename's first
-    /// phase). EEXIST if any is present.
-    PutRecords {
-        records: Vec<(String, Record)>,
-    },
+    11 "scan_tree" ScanTree { dir: String, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true),
     /// Remove these records if present (directory rename's second phase).
-    RemoveRecords {
-        paths: Vec<String>,
-    },
+    12 "remove_records" RemoveRecords { paths: Vec<String> } idempotent(true),
     /// Write the bulk section: spans in order, their bytes concatenated.
-    Write {
-        file_id: u128,
-        spans: Vec<Span>,
-    },
+    13 "write" Write { file_id: u128, spans: Vec<Span> } idempotent(true),
     /// Read spans; the response bulk holds their bytes concatenated (holes as zeros).
-    Read {
-        file_id: u128,
-        spans: Vec<Span>,
-    },
+    14 "read" Read { file_id: u128, spans: Vec<Span> } idempotent(true),
     /// Cut this daemon's local file of `file_id` to `size` bytes if longer.
-    TruncateChunks {
-        file_id: u128,
-        size: u64,
-    },
-    RemoveChunks {
-        file_id: u128,
-    },
+    15 "truncate_chunks" TruncateChunks { file_id: u128, size: u64 } idempotent(true),
+    16 "remove_chunks" RemoveChunks { file_id: u128 } idempotent(true),
     /// Make chunks of `file_id` (if given) and the metadata log durable.
-    Fsync {
-        file_id: Option<u128>,
-    },
-    StatFs,
-    Stats,
+    17 "fsync" Fsync { file_id: Option<u128> } idempotent(true),
+    18 "statfs" StatFs idempotent(true),
+    19 "stats" Stats idempotent(true),
+    /// Put records that must not exist yet, all or none (directory rename's first
+    /// phase). EEXIST if any is present, so a second try fails.
+    20 "put_records" PutRecords { records: Vec<(String, Record)> } idempotent(false),
     /// Stop this daemon (`gust stop`, whatever launched it). Unless `keep`, it
-    /// removes its root directory after stopping. Answered before it stops.
-    Shutdown {
-        keep: bool,
-    },
+    /// removes its root directory after stopping. Answered before it stops; a second
+    /// one finds the daemon gone or stopping, which is what the first asked for.
+    21 "shutdown" Shutdown { keep: bool } idempotent(true),
 }
+
+/// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
+pub const OP_MAX: u16 = {
+    let mut max = 0;
+    let mut i = 0;
+    while i < OPS.len() {
+        if OPS[i].0 > max {
+            max = OPS[i].0;
+        }
+        i += 1;
+    }
+    max
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirEntry {
@@ -161,7 +251,7 @@ pub struct DirEntry {
 pub struct DaemonStats {
     pub daemon_id: u32,
     pub uptime_ms: u64,
-    /// Requests served, indexed by op code.
+    /// Requests served per op, as (name, count), in op-code order (see `OPS`).
     pub ops: Vec<(String, u64)>,
     pub connections_open: u64,
     pub frames_refused: u64,
@@ -169,6 +259,9 @@ pub struct DaemonStats {
     pub bytes_read: u64,
 }
 
+/// A daemon's answer. Unlike a request, a response is encoded with its bincode
+/// variant tag (u32), which is this declaration order, 0-based: add new variants at
+/// the end only. The golden tests below pin every tag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     Ok,
@@ -204,67 +297,6 @@ pub enum Response {
 /// A reply: a response or an errno value (Linux numbering).
 pub type Reply = Result<Response, i32>;
 
-impl Request {
-    /// Op code carried in the frame header; the daemon refuses unknown codes before
-    /// decoding the body and counts requests per op.
-    pub fn op(&self) -> u16 {
-        match self {
-            Request::Ping => 1,
-            Request::Create { .. } => 2,
-            Request::Stat { .. } => 3,
-            Request::Remove { .. } => 4,
-            Request::UpdateSize { .. } => 5,
-            Request::Truncate { .. } => 6,
-            Request::SetAttr { .. } => 7,
-            Request::PutRecord { .. } => 8,
-            Request::ReadDir { .. } => 9,
-            Request::HasChildren { .. } => 10,
-            Request::ScanTree { .. } => 11,
-            Request::RemoveRecords { .. } => 12,
-            Request::Write { .. } => 13,
-            Request::Read { .. } => 14,
-            Request::TruncateChunks { .. } => 15,
-            Request::RemoveChunks { .. } => 16,
-            Request::Fsync { .. } => 17,
-            Request::StatFs => 18,
-            Request::Stats => 19,
-            Request::PutRecords { .. } => 20,
-            Request::Shutdown { .. } => 21,
-        }
-    }
-}
-
-/// Highest op code; codes are 1..=OP_MAX.
-pub const OP_MAX: u16 = 21;
-
-pub fn op_name(op: u16) -> &'static str {
-    const NAMES: [&str; OP_MAX as usize + 1] = [
-        "?",
-        "ping",
-        "create",
-        "stat",
-        "remove",
-        "update_size",
-        "truncate",
-        "set_attr",
-        "put_record",
-        "readdir",
-        "has_children",
-        "scan_tree",
-        "remove_records",
-        "write",
-        "read",
-        "truncate_chunks",
-        "remove_chunks",
-        "fsync",
-        "statfs",
-        "stats",
-        "put_records",
-        "shutdown",
-    ];
-    NAMES.get(op as usize).copied().unwrap_or("?")
-}
-
 fn codec() -> impl bincode::Options {
     use bincode::Options;
     bincode::DefaultOptions::new()
@@ -283,21 +315,255 @@ pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, FrameError> {
     codec().deserialize(b).map_err(|e| FrameError::Decode(e.to_string()))
 }
 
-/// Decodes a request body and checks it against the header's op code.
-pub fn decode_request(op: u16, body: &[u8]) -> Result<Request, FrameError> {
-    if op == 0 || op > OP_MAX {
-        return Err(FrameError::UnknownOp(op));
-    }
-    let req: Request = decode(body)?;
-    if req.op() != op {
-        return Err(FrameError::Decode(format!("body is op {} but header says {}", req.op(), op)));
-    }
-    Ok(req)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rec() -> Record {
+        Record {
+            kind: FileKind::File,
+            mode: 0o644,
+            size: 5,
+            file_id: 7,
+            nlink: 1,
+            ctime_ns: 2,
+            mtime_ns: 3,
+            atime_ns: 4,
+            target: String::new(),
+        }
+    }
+
+    /// `rec()` as encoded: kind u32, mode u32, size u64, file_id u128, nlink u32,
+    /// ctime_ns, mtime_ns, atime_ns i64, target (u64 length + bytes).
+    const REC: &str = "00000000 a4010000 0500000000000000 07000000000000000000000000000000 01000000 \
+                       0200000000000000 0300000000000000 0400000000000000 0000000000000000";
+
+    fn link() -> Record {
+        Record { kind: FileKind::Symlink, mode: 0o777, size: 1, file_id: 8, target: "t".into(), ..rec() }
+    }
+
+    const LINK: &str = "02000000 ff010000 0100000000000000 08000000000000000000000000000000 01000000 \
+                        0200000000000000 0300000000000000 0400000000000000 0100000000000000 74";
+
+    fn hex(s: &str) -> Vec<u8> {
+        let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        assert!(digits.len().is_multiple_of(2), "odd hex: {s}");
+        digits.chunks(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap()).collect()
+    }
+
+    fn show(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// One fixed example of every request and its exact body bytes (protocol 2): the
+    /// op code (u32), then the fields.
+    fn request_goldens() -> Vec<(Request, String)> {
+        vec![
+            (Request::Ping, "01000000".into()),
+            (
+                Request::Create { path: "/a".into(), record: rec(), exclusive: true },
+                format!("02000000  0200000000000000 2f61  {REC}  01"),
+            ),
+            (Request::Stat { path: "/a".into() }, "03000000  0200000000000000 2f61".into()),
+            (Request::Remove { path: "/a".into(), kind: RemoveKind::Dir }, "04000000  0200000000000000 2f61  01000000".into()),
+            (
+                Request::UpdateSize { path: "/a".into(), file_id: 7, end: 10, append_len: Some(4), mtime_ns: 5 },
+                "05000000  0200000000000000 2f61  07000000000000000000000000000000  0a00000000000000  01 0400000000000000  \
+                 0500000000000000"
+                    .into(),
+            ),
+            (
+                Request::Truncate { path: "/a".into(), size: 3, mtime_ns: 5 },
+                "06000000  0200000000000000 2f61  0300000000000000  0500000000000000".into(),
+            ),
+            (
+                Request::SetAttr {
+                    path: "/a".into(),
+                    mode: Some(0o600),
+                    atime_ns: None,
+                    mtime_ns: Some(6),
+                    ctime_ns: 7,
+                },
+                "07000000  0200000000000000 2f61  01 80010000  00  01 0600000000000000  0700000000000000".into(),
+            ),
+            (
+                Request::PutRecord { path: "/b".into(), record: link(), replace: false },
+                format!("08000000  0200000000000000 2f62  {LINK}  00"),
+            ),
+            (
+                Request::ReadDir { dir: "/".into(), after: Some("x".into()), max_entries: 16 },
+                "09000000  0100000000000000 2f  01 0100000000000000 78  10000000".into(),
+            ),
+            (Request::HasChildren { dir: "/d".into() }, "0a000000  0200000000000000 2f64".into()),
+            (
+                Request::ScanTree { dir: "/d".into(), after: Some(vec![1, 2]), max_entries: 5 },
+                "0b000000  0200000000000000 2f64  01 0200000000000000 0102  05000000".into(),
+            ),
+            (
+                Request::RemoveRecords { paths: vec!["/a".into(), "/b".into()] },
+                "0c000000  0200000000000000  0200000000000000 2f61  0200000000000000 2f62".into(),
+            ),
+            (
+                Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 4 }] },
+                "0d000000  07000000000000000000000000000000  0100000000000000  0000000000000000 04000000".into(),
+            ),
+            (
+                Request::Read {
+                    file_id: 7,
+                    spans: vec![Span { offset: 512, len: 8 }, Span { offset: 1 << 19, len: 2 }],
+                },
+                "0e000000  07000000000000000000000000000000  0200000000000000  0002000000000000 08000000  \
+                 0000080000000000 02000000"
+                    .into(),
+            ),
+            (
+                Request::TruncateChunks { file_id: 7, size: 100 },
+                "0f000000  07000000000000000000000000000000  6400000000000000".into(),
+            ),
+            (Request::RemoveChunks { file_id: 7 }, "10000000  07000000000000000000000000000000".into()),
+            (Request::Fsync { file_id: Some(7) }, "11000000  01 07000000000000000000000000000000".into()),
+            (Request::StatFs, "12000000".into()),
+            (Request::Stats, "13000000".into()),
+            (
+                Request::PutRecords { records: vec![("/x".into(), rec())] },
+                format!("14000000  0100000000000000  0200000000000000 2f78  {REC}"),
+            ),
+            (Request::Shutdown { keep: true }, "15000000  01".into()),
+        ]
+    }
+
+    /// Any change of a request's encoding fails here: bump PROTOCOL_VERSION, record
+    /// the change in docs/PROTOCOL.md's version history, then update the bytes.
+    #[test]
+    fn golden_request_bodies() {
+        let goldens = request_goldens();
+        for (req, want) in &goldens {
+            let want = hex(want);
+            let got = encode(req);
+            assert_eq!(show(&got), show(&want), "encoding of op {} ({})", req.op(), req.name());
+            assert_eq!(&decode_request(req.op(), &want).unwrap(), req, "decoding of op {}", req.op());
+        }
+        // Exactly one example per op, so a new request cannot go without one.
+        let ops: Vec<u16> = goldens.iter().map(|(r, _)| r.op()).collect();
+        assert_eq!(ops, OPS.iter().map(|o| o.0).collect::<Vec<_>>());
+    }
+
+    /// The op table as docs/PROTOCOL.md lists it; op codes never change meaning.
+    #[test]
+    fn op_codes_names_and_idempotency() {
+        let table: Vec<(u16, &str, bool)> =
+            request_goldens().iter().map(|(r, _)| (r.op(), r.name(), r.is_idempotent())).collect();
+        assert_eq!(
+            table,
+            vec![
+                (1, "ping", true),
+                (2, "create", false),
+                (3, "stat", true),
+                (4, "remove", false),
+                (5, "update_size", false),
+                (6, "truncate", true),
+                (7, "set_attr", false),
+                (8, "put_record", false),
+                (9, "readdir", true),
+                (10, "has_children", true),
+                (11, "scan_tree", true),
+                (12, "remove_records", true),
+                (13, "write", true),
+                (14, "read", true),
+                (15, "truncate_chunks", true),
+                (16, "remove_chunks", true),
+                (17, "fsync", true),
+                (18, "statfs", true),
+                (19, "stats", true),
+                (20, "put_records", false),
+                (21, "shutdown", true),
+            ]
+        );
+        for (code, name) in OPS {
+            assert_eq!(op_name(*code), *name);
+        }
+        assert_eq!(op_name(0), "?");
+        assert_eq!(op_name(OP_MAX + 1), "?");
+        assert_eq!(OP_MAX, 21);
+        // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
+        // may be resent; an exclusive create and an append reservation may not.
+        let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
+        assert!(create(false).is_idempotent() && !create(true).is_idempotent());
+        let grow = |append_len| Request::UpdateSize { path: "/a".into(), file_id: 1, end: 1, append_len, mtime_ns: 0 };
+        assert!(grow(None).is_idempotent() && !grow(Some(1)).is_idempotent());
+    }
+
+    /// One fixed example of every response, and an error, as reply bodies.
+    #[test]
+    fn golden_reply_bodies() {
+        let ok = "00000000"; // Result::Ok
+        let goldens: Vec<(Reply, String)> = vec![
+            (Ok(Response::Ok), format!("{ok} 00000000")),
+            (Ok(Response::Record(rec())), format!("{ok} 01000000  {REC}")),
+            (Ok(Response::MaybeRecord(Some(link()))), format!("{ok} 02000000  01 {LINK}")),
+            (Ok(Response::MaybeRecord(None)), format!("{ok} 02000000  00")),
+            (Ok(Response::Offset(9)), format!("{ok} 03000000  0900000000000000")),
+            (
+                Ok(Response::DirPage { entries: vec![DirEntry { name: "f".into(), kind: FileKind::Dir }], done: true }),
+                format!("{ok} 04000000  0100000000000000  0100000000000000 66 01000000  01"),
+            ),
+            (Ok(Response::Bool(true)), format!("{ok} 05000000  01")),
+            (
+                Ok(Response::Tree { records: vec![("/x".into(), rec())], last_key: Some(vec![9]), done: false }),
+                format!("{ok} 06000000  0100000000000000  0200000000000000 2f78  {REC}  01 0100000000000000 09  00"),
+            ),
+            (Ok(Response::Written(4)), format!("{ok} 07000000  0400000000000000")),
+            (
+                Ok(Response::Data { span_lens: vec![8, 0] }),
+                format!("{ok} 08000000  0200000000000000 08000000 00000000"),
+            ),
+            (
+                Ok(Response::StatFs { total_bytes: 1, free_bytes: 2, avail_bytes: 3, files: 4 }),
+                format!("{ok} 09000000  0100000000000000 0200000000000000 0300000000000000 0400000000000000"),
+            ),
+            (
+                Ok(Response::Stats(DaemonStats {
+                    daemon_id: 3,
+                    uptime_ms: 5,
+                    ops: vec![("ping".into(), 2)],
+                    connections_open: 1,
+                    frames_refused: 0,
+                    bytes_written: 6,
+                    bytes_read: 7,
+                })),
+                format!(
+                    "{ok} 0a000000  03000000 0500000000000000  0100000000000000 0400000000000000 70696e67 \
+                     0200000000000000  0100000000000000 0000000000000000 0600000000000000 0700000000000000"
+                ),
+            ),
+            (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
+        ];
+        for (reply, want) in &goldens {
+            let want = hex(want);
+            assert_eq!(show(&encode(reply)), show(&want), "encoding of {reply:?}");
+            assert_eq!(&decode::<Reply>(&want).unwrap(), reply);
+        }
+    }
+
+    /// Whole frames: header (magic, version, op, request id, lengths), body, bulk.
+    /// The same bytes are in docs/PROTOCOL.md.
+    #[test]
+    fn golden_frames() {
+        let mut out = Vec::new();
+        crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
+        assert_eq!(show(&out), show(&hex("47555354 0200 0100 0100000000000000 04000000 00000000  01000000")));
+        let mut out = Vec::new();
+        let reply: Reply = Ok(Response::Ok);
+        crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
+            .unwrap();
+        assert_eq!(show(&out), show(&hex("47555354 0200 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
+        out.clear();
+        crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
+        let want = hex("47555354 0200 0d00 0807060504030201 28000000 02000000  \
+             0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
+        assert_eq!(show(&out), show(&want));
+    }
 
     #[test]
     fn request_roundtrip_and_op_check() {
@@ -306,6 +572,11 @@ mod tests {
         assert_eq!(decode_request(r.op(), &b).unwrap(), r);
         assert!(decode_request(2, &b).is_err());
         assert!(matches!(decode_request(999, &b), Err(FrameError::UnknownOp(999))));
+        assert!(matches!(decode_request(0, &[]), Err(FrameError::UnknownOp(0))));
+        // A body-less op refuses more than its op code; no body at all is refused.
+        assert_eq!(decode_request(1, &[1, 0, 0, 0]).unwrap(), Request::Ping);
+        assert!(decode_request(1, &[1, 0, 0, 0, 0]).is_err());
+        assert!(decode_request(1, &[]).is_err());
     }
 
     #[test]
@@ -319,38 +590,17 @@ mod tests {
             let _ = decode_request(op, &body);
         }
         // Mutations of valid encodings of every request: flips, cuts, extensions.
-        let rec = Record {
-            kind: FileKind::File,
-            mode: 0o644,
-            size: 1,
-            file_id: 9,
-            nlink: 1,
-            ctime_ns: 1,
-            mtime_ns: 2,
-            atime_ns: 3,
-            target: "t".into(),
-        };
-        let samples = vec![
-            Request::Ping,
-            Request::Create { path: "/a/b".into(), record: rec.clone(), exclusive: true },
-            Request::UpdateSize { path: "/a".into(), file_id: 3, end: 10, append_len: Some(4), mtime_ns: 5 },
-            Request::ReadDir { dir: "/".into(), after: Some("x".into()), max_entries: 10 },
-            Request::ScanTree { dir: "/d".into(), after: Some(vec![1, 2]), max_entries: 5 },
-            Request::PutRecords { records: vec![("/x".into(), rec.clone())] },
-            Request::Write { file_id: 1, spans: vec![Span { offset: 0, len: 4 }] },
-            Request::SetAttr { path: "/a".into(), mode: Some(1), atime_ns: None, mtime_ns: Some(2), ctime_ns: 3 },
-        ];
-        for s in &samples {
+        for (s, _) in &request_goldens() {
             let enc = encode(s);
             assert_eq!(&decode_request(s.op(), &enc).unwrap(), s);
             for _ in 0..2_000 {
                 let mut m = enc.clone();
                 match rng.gen_range(0..3) {
-                    0 => {
+                    0 if !m.is_empty() => {
                         let i = rng.gen_range(0..m.len());
                         m[i] ^= 1 << rng.gen_range(0..8);
                     }
-                    1 => m.truncate(rng.gen_range(0..m.len())),
+                    1 if !m.is_empty() => m.truncate(rng.gen_range(0..m.len())),
                     _ => m.extend((0..rng.gen_range(1..16)).map(|_| rng.gen::<u8>())),
                 }
                 let _ = decode_request(s.op(), &m);
