@@ -149,12 +149,13 @@ impl Client {
         if self.dir_has_children(&p)? {
             return Err(Errno(libc::ENOTEMPTY));
         }
-        self.call_md(&p, Request::Remove { path: p.clone(), kind: RemoveKind::Dir }).map(|_| ())
+        let d = self.md_daemon(&p);
+        self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::Dir }).map(|_| ())
     }
 
     /// Removes a file's chunks, asking only the daemons that can hold them.
     pub(crate) fn remove_chunks(&self, r: &Record) -> Result<()> {
-        if r.kind != FileKind::File {
+        if r.kind != FileKind::File || r.size == 0 {
             return Ok(());
         }
         self.call_each(self.chunk_daemons(r.file_id, 0, r.size), |_| Request::RemoveChunks { file_id: r.file_id })?;
@@ -168,7 +169,8 @@ impl Client {
         if p == "/" {
             return Err(Errno(libc::EISDIR));
         }
-        let r = match self.call_md(&p, Request::Remove { path: p.clone(), kind: RemoveKind::NotDir })? {
+        let d = self.md_daemon(&p);
+        let r = match self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::NotDir })? {
             Response::Record(r) => r,
             r => return Err(unexpected(r)),
         };

@@ -26,7 +26,9 @@ impl Client {
         self.dist.locate_metadata(path)
     }
 
-    /// One request about the record of `path`, to the daemon that holds it.
+    /// One request about the record of `path`, to the daemon that holds it. (Where
+    /// the request takes the path by value, callers ask `md_daemon` first instead of
+    /// copying the path.)
     pub(crate) fn call_md(&self, path: &str, req: Request) -> Result<Response> {
         self.transport.call(self.md_daemon(path), req)
     }
@@ -62,6 +64,9 @@ impl Client {
     /// Sends every call at once, then checks every reply: the responses in call
     /// order, or the first error in call order.
     pub(crate) fn call_all(&self, calls: Vec<Call<'_>>) -> Result<Vec<Response>> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
         self.transport.batch(calls).into_iter().map(|a| a.map(|(r, _)| r)).collect()
     }
 
