@@ -798,3 +798,30 @@ fn tcp_transport_behaves_like_unix_sockets() {
     assert_eq!(get(&inst.client(), "/over-tcp"), data);
     assert_eq!(get(&c, "/over-tcp"), data);
 }
+
+/// Every descriptor, from open or dup, counts against OPEN_FILES_MAX: a full table
+/// refuses both with EMFILE, and closing one makes room again. A dup shares the
+/// offset of its original.
+#[test]
+fn open_and_dup_share_one_descriptor_bound() {
+    let inst = Instance::start(1);
+    let c = inst.client();
+    put(&c, "/f", b"0123456789");
+    let fd = c.open("/f", O_RDONLY, 0).unwrap();
+    let dup = c.dup(fd).unwrap();
+    let mut b = [0u8; 4];
+    assert_eq!(c.read(fd, &mut b).unwrap(), 4);
+    assert_eq!(c.read(dup, &mut b).unwrap(), 4);
+    assert_eq!(&b, b"4567", "a dup shares the offset");
+    let mut fds = vec![fd, dup];
+    while fds.len() < gust_client::OPEN_FILES_MAX {
+        fds.push(c.dup(fd).unwrap());
+    }
+    assert_err!(c.dup(fd), libc::EMFILE);
+    assert_err!(c.open("/f", O_RDONLY, 0), libc::EMFILE);
+    c.close(fds.pop().unwrap()).unwrap();
+    let again = c.dup(fd).unwrap();
+    assert_err!(c.open("/f", O_RDONLY, 0), libc::EMFILE);
+    c.close(again).unwrap();
+    c.open("/f", O_RDONLY, 0).unwrap();
+}

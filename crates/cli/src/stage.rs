@@ -120,7 +120,7 @@ fn walk_local(c: &Client, src: &Path, dest: &str, out: &mut Vec<(PathBuf, String
         for e in entries {
             let e = e.map_err(|e| format!("{}: {e}", src.display()))?;
             let name = e.file_name().to_string_lossy().into_owned();
-            let d = if dest == "/" { format!("/{name}") } else { format!("{dest}/{name}") };
+            let d = gust_client::path::join(dest, &name);
             walk_local(c, &e.path(), &d, out)?;
         }
     } else if m.file_type().is_symlink() {
@@ -146,7 +146,7 @@ fn walk_gust(
             dirs.push((dest.to_path_buf(), st.mode & 0o7777));
             for e in c.opendir(src).map_err(|e| format!("{src}: {e}"))? {
                 let e = e.map_err(|e| format!("{src}: {e}"))?;
-                let s = if src == "/" { format!("/{}", e.name) } else { format!("{src}/{}", e.name) };
+                let s = gust_client::path::join(src, &e.name);
                 walk_gust(c, &s, &dest.join(&e.name), out, dirs)?;
             }
         }

@@ -32,7 +32,7 @@
 //! that many operands, whatever the file's history (measured in docs/PERFORMANCE.md,
 //! "Writes in many pieces").
 
-use gust_proto::{FileKind, Record};
+use gust_proto::{FileKind, Record, DIR_ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES, SCAN_PAGE_BYTES_MAX};
 use rocksdb::{BlockBasedOptions, MergeOperands, Options, WriteBatch, WriteOptions, DB};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -456,7 +456,7 @@ impl MetadataStore {
                 return Ok((out, false));
             }
             let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-            bytes += name.len() + 16;
+            bytes += name.len() + DIR_ENTRY_OVERHEAD_BYTES;
             out.push((name, rec.kind));
         }
         Ok((out, true))
@@ -467,7 +467,8 @@ impl MetadataStore {
         Ok(!page.is_empty())
     }
 
-    /// All descendants of `dir` held here, in key order, one page at a time.
+    /// All descendants of `dir` held here, in key order, one page at a time: at most
+    /// `max_entries` records and about `SCAN_PAGE_BYTES_MAX` bytes (see gust_proto).
     pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
         // For the root every key is a descendant.
@@ -480,6 +481,7 @@ impl MetadataStore {
             vec![(a.clone(), prefix_end(&a)), (b.clone(), prefix_end(&b))]
         };
         let mut out = Vec::new();
+        let mut bytes = 0;
         let mut last: Option<Vec<u8>> = None;
         for (lo, hi) in ranges {
             let start = match after {
@@ -498,10 +500,11 @@ impl MetadataStore {
             for item in self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro) {
                 let (k, v) = item.map_err(Self::db_err)?;
                 let Some(rec) = decode_checked(&k, &v)? else { continue };
-                if out.len() >= max_entries {
+                if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX {
                     return Ok((out, last, false));
                 }
                 let Some(p) = path_of(&k) else { continue };
+                bytes += p.len() + rec.target.len() + RECORD_OVERHEAD_BYTES;
                 out.push((p, rec));
                 last = Some(k.to_vec());
             }
@@ -708,5 +711,37 @@ mod tests {
         assert!(!tree.contains(&"/dd".to_string()));
         assert!(s.has_children("/d").unwrap());
         assert!(!s.has_children("/dd").unwrap());
+    }
+
+    /// Scan pages of long paths stop at their byte bound, so each page fits a frame
+    /// (a page of 4096 paths of 1 KiB would be 4 MiB).
+    #[test]
+    fn scan_tree_pages_are_bounded_in_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let dir = format!("/{}", "d".repeat(250));
+        s.create(&dir, &rec(FileKind::Dir), true).unwrap();
+        let n = 1_200;
+        for i in 0..n {
+            s.create(&format!("{dir}/{i:04}{}", "x".repeat(240)), &rec(FileKind::File), true).unwrap();
+        }
+        let (mut seen, mut pages) = (0, 0);
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let (page, last, done) =
+                s.scan_tree(&dir, after.as_deref(), gust_proto::SCAN_PAGE_ENTRIES_MAX as usize).unwrap();
+            let bytes: usize = page.iter().map(|(p, r)| p.len() + r.target.len() + RECORD_OVERHEAD_BYTES).sum();
+            let longest = page.iter().map(|(p, r)| p.len() + r.target.len() + RECORD_OVERHEAD_BYTES).max();
+            assert!(bytes < SCAN_PAGE_BYTES_MAX + longest.unwrap_or(0), "page of {bytes} bytes");
+            assert!(gust_proto::encode(&page).len() <= gust_proto::BODY_BYTES_MAX as usize);
+            seen += page.len();
+            pages += 1;
+            after = last.or(after);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(seen, n);
+        assert!(pages > 1, "{n} records of ~600 bytes take more than one page");
     }
 }

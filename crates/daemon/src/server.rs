@@ -9,10 +9,11 @@
 use crate::chunks::ChunkStore;
 use crate::metadata::{MetadataStore, Res};
 use gust_proto::frame::OP_RESPONSE_BIT;
+use gust_proto::path::validate as validate_path;
 use gust_proto::{
     decode_request, encode, handshake, read_frame, write_frame, DaemonStats, DirEntry, FrameError, Reply, Request,
-    Response, Span, NAME_BYTES_MAX, OPS, OP_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
-    SPANS_PER_REQUEST_MAX,
+    Response, Span, OPS, OP_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
+    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
 };
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -29,8 +30,6 @@ pub const CONNECTIONS_MAX: u64 = 1024;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Per-connection buffers above this size are released after each request.
 const BUFFER_KEEP_BYTES_MAX: usize = 4 << 20;
-/// Bound on scan_tree pages.
-const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
 /// Log lines about refused peers (or failed accepts) that may come in a burst;
 /// past it, one line per second (see `LogBudget`).
 const LOG_LINES_BURST: u64 = 10;
@@ -281,28 +280,6 @@ fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
     }
 }
 
-/// Checks a path from a peer: absolute, normalized, bounded, no NUL.
-pub fn validate_path(p: &str) -> Res<()> {
-    if p.len() > PATH_BYTES_MAX {
-        return Err(libc::ENAMETOOLONG);
-    }
-    if !p.starts_with('/') || p.contains('\0') {
-        return Err(libc::EINVAL);
-    }
-    if p == "/" {
-        return Ok(());
-    }
-    for c in p[1..].split('/') {
-        if c.is_empty() || c == "." || c == ".." {
-            return Err(libc::EINVAL);
-        }
-        if c.len() > NAME_BYTES_MAX {
-            return Err(libc::ENAMETOOLONG);
-        }
-    }
-    Ok(())
-}
-
 fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     if spans.len() > SPANS_PER_REQUEST_MAX {
         return Err(libc::EINVAL);
@@ -469,17 +446,6 @@ fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn path_validation() {
-        assert!(validate_path("/").is_ok());
-        assert!(validate_path("/a/b").is_ok());
-        for bad in ["", "a", "/a/", "//a", "/a/../b", "/./a", "/a\0b"] {
-            assert_eq!(validate_path(bad), Err(libc::EINVAL), "{bad:?}");
-        }
-        assert_eq!(validate_path(&format!("/{}", "x".repeat(256))), Err(libc::ENAMETOOLONG));
-        assert_eq!(validate_path(&"/x".repeat(5000)), Err(libc::ENAMETOOLONG));
-    }
 
     #[test]
     fn log_budget_bursts_then_one_line_a_second() {

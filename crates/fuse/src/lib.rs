@@ -27,6 +27,7 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow,
     WriteFlags,
 };
+use gust_client::path::{join, parent, rebase};
 use gust_client::{Client, DirEntry, DirStream, Errno, Kind, Stat};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
@@ -208,20 +209,10 @@ fn file_type(k: Kind) -> FileType {
     }
 }
 
-fn child(parent: &str, name: &OsStr) -> Result<String, Errno> {
+fn child(dir: &str, name: &OsStr) -> Result<String, Errno> {
     // The wire protocol carries names as UTF-8 strings.
     let name = name.to_str().ok_or(Errno(libc::EINVAL))?;
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
-        return Err(Errno(libc::EINVAL));
-    }
-    Ok(if parent == "/" { format!("/{name}") } else { format!("{parent}/{name}") })
-}
-
-fn parent_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
-    }
+    gust_client::path::child(dir, name).map_err(Errno)
 }
 
 /// An inode number for a readdir entry the table does not know: readdir does not
@@ -392,7 +383,7 @@ impl GustFs {
     /// its open handles keep working; removed at its last release.
     fn hide(&self, ino: u64, path: &str) -> Result<(), Errno> {
         let seq = self.hidden_seq.fetch_add(1, Ordering::Relaxed);
-        let hidden = child(parent_of(path), OsStr::new(&format!(".gust_hidden.{ino:x}.{seq}")))?;
+        let hidden = child(parent(path), OsStr::new(&format!(".gust_hidden.{ino:x}.{seq}")))?;
         self.client.rename(path, &hidden)?;
         // The client's rename also moves its descriptors open on `path`.
         let mut t = self.table.lock().unwrap();
@@ -462,7 +453,7 @@ impl GustFs {
                 t.by_path.remove(p);
             }
             for (p, ino) in affected {
-                let np = format!("{new}{}", &p[old.len()..]);
+                let np = rebase(&p, &old, &new).expect("the old path or below it");
                 if let Some(n) = t.nodes.get_mut(&ino) {
                     n.path = np.clone();
                 }
@@ -524,7 +515,7 @@ impl GustFs {
                     }
                 },
             };
-            let path = if d.path == "/" { format!("/{}", e.name) } else { format!("{}/{}", d.path, e.name) };
+            let path = join(&d.path, &e.name);
             let ino = self.table.lock().unwrap().by_path.get(&path).copied().unwrap_or_else(|| name_ino(&path));
             if reply.add(INodeNo(ino), pos + 1, file_type(e.kind), &e.name) {
                 s.pending = Some(e);

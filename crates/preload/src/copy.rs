@@ -12,7 +12,8 @@
 //!
 //! Not for: server-side copies between daemons (the data crosses this process).
 
-use crate::fs::{fstat64, lseek64, pread64, pwrite64, read, write};
+use crate::fs::data::{lseek64, pread64, pwrite64, read, write};
+use crate::fs::stat::fstat64;
 use crate::{ours, real, reentrant, ret};
 use libc::{c_int, c_uint, off64_t, off_t, size_t, ssize_t};
 use std::cell::RefCell;

@@ -7,8 +7,9 @@
 
 #![allow(clippy::missing_safety_doc)]
 
-use crate::fs::gust_open;
-use crate::{call, ours, real, reentrant, ret, route_cwd, set_errno, Guard, Route};
+use crate::fs::open::gust_open;
+use crate::fs::{by_fd, by_path};
+use crate::{call, ours, real, reentrant, route_cwd, set_errno, Guard, Route};
 use gust_client::{DirStream, Kind};
 use libc::{c_char, c_int, c_long, c_void, dirent64, size_t, ssize_t, DIR};
 use std::collections::HashMap;
@@ -124,53 +125,38 @@ unsafe fn new_gdir(fd: c_int, path: String) -> *mut DIR {
 
 #[no_mangle]
 pub unsafe extern "C" fn opendir(p: *const c_char) -> *mut DIR {
-    if reentrant() {
-        return real::opendir(p);
-    }
-    match route_cwd(p) {
-        Ok(Route::Real) => real::opendir(p),
-        Ok(Route::RealAbs(c)) => real::opendir(c.as_ptr()),
-        Ok(Route::Ours(i)) => match gust_open(&i, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
-            Ok(fd) => {
-                let path = ours(fd).and_then(|c| call(|cl| cl.fd_info(c)).ok()).map(|x| x.0).unwrap_or(i);
-                let d = new_gdir(fd, path);
-                if d.is_null() {
-                    let e = crate::get_errno();
-                    crate::fs::close_ours(fd);
-                    set_errno(e);
-                }
-                d
+    by_path(
+        libc::AT_FDCWD,
+        p,
+        |p| real::opendir(p),
+        |i| {
+            let fd = gust_open(&i, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)?;
+            let path = ours(fd).and_then(|c| call(|cl| cl.fd_info(c)).ok()).map(|x| x.0).unwrap_or(i);
+            let d = new_gdir(fd, path);
+            if d.is_null() {
+                let e = crate::get_errno();
+                crate::fs::open::close_ours(fd);
+                return Err(e);
             }
-            Err(e) => {
-                set_errno(e);
-                std::ptr::null_mut()
-            }
+            Ok(d)
         },
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+    )
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
-    let c = match if reentrant() { None } else { ours(fd) } {
-        None => return real::fdopendir(fd),
-        Some(c) => c,
-    };
-    let r = call(|cl| Ok((cl.fd_info(c)?.0, cl.fstat(c)?.kind)));
-    match r {
-        Ok((path, Kind::Dir)) => new_gdir(fd, path),
-        Ok(_) => {
-            set_errno(libc::ENOTDIR);
-            std::ptr::null_mut()
-        }
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+    by_fd(
+        fd,
+        || real::fdopendir(fd),
+        |c| {
+            let (path, kind) = call(|cl| Ok((cl.fd_info(c)?.0, cl.fstat(c)?.kind)))?;
+            if kind != Kind::Dir {
+                return Err(libc::ENOTDIR);
+            }
+            // new_gdir reports its own failure (NULL, errno set).
+            Ok(new_gdir(fd, path))
+        },
+    )
 }
 
 unsafe fn gdir_next(g: &mut GDir) -> *mut dirent64 {
@@ -222,7 +208,7 @@ pub unsafe extern "C" fn closedir(d: *mut DIR) -> c_int {
             GDIRS_OPEN.fetch_sub(1, Ordering::AcqRel);
             let fd = g.fd;
             drop(g);
-            crate::fs::close(fd)
+            crate::fs::open::close(fd)
         }
     }
 }
@@ -280,47 +266,46 @@ pub(crate) fn forget_fd(fd: c_int) {
 
 #[no_mangle]
 pub unsafe extern "C" fn getdents64(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
-    let c = match if reentrant() { None } else { ours(fd) } {
-        None => return real::getdents64(fd, b, n),
-        Some(c) => c,
-    };
-    let r = (|| -> Result<ssize_t, i32> {
-        let _g = Guard::enter();
-        let mut lock = FD_CURSORS.lock().unwrap_or_else(|e| e.into_inner());
-        let map = lock.get_or_insert_with(HashMap::new);
-        if let std::collections::hash_map::Entry::Vacant(e) = map.entry(fd) {
-            let (path, kind) = call(|cl| Ok((cl.fd_info(c)?.0, cl.fstat(c)?.kind)))?;
-            if kind != Kind::Dir {
-                return Err(libc::ENOTDIR);
-            }
-            e.insert(Cursor::open(path)?);
-        }
-        let cur = map.get_mut(&fd).expect("inserted above");
-        let mut used = 0usize;
-        // d_ino, d_off, d_reclen, d_type, name, NUL; 8-byte aligned.
-        let header = 8 + 8 + 2 + 1;
-        while let Some((name, t)) = cur.next()? {
-            let len = (header + name.len() + 1).div_ceil(8) * 8;
-            if used + len > n {
-                if used == 0 {
-                    cur.push_back((name, t));
-                    return Err(libc::EINVAL);
+    by_fd(
+        fd,
+        || real::getdents64(fd, b, n),
+        |c| {
+            let _g = Guard::enter();
+            let mut lock = FD_CURSORS.lock().unwrap_or_else(|e| e.into_inner());
+            let map = lock.get_or_insert_with(HashMap::new);
+            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(fd) {
+                let (path, kind) = call(|cl| Ok((cl.fd_info(c)?.0, cl.fstat(c)?.kind)))?;
+                if kind != Kind::Dir {
+                    return Err(libc::ENOTDIR);
                 }
-                cur.push_back((name, t));
-                break;
+                e.insert(Cursor::open(path)?);
             }
-            let p = (b as *mut u8).add(used);
-            std::ptr::write_bytes(p, 0, len);
-            (p as *mut u64).write_unaligned(fake_ino(&cur.path, &name));
-            (p.add(8) as *mut i64).write_unaligned(cur.pos as i64);
-            (p.add(16) as *mut u16).write_unaligned(len as u16);
-            *p.add(18) = t;
-            std::ptr::copy_nonoverlapping(name.as_ptr(), p.add(19), name.len());
-            used += len;
-        }
-        Ok(used as ssize_t)
-    })();
-    ret(r)
+            let cur = map.get_mut(&fd).expect("inserted above");
+            let mut used = 0usize;
+            // d_ino, d_off, d_reclen, d_type, name, NUL; 8-byte aligned.
+            let header = 8 + 8 + 2 + 1;
+            while let Some((name, t)) = cur.next()? {
+                let len = (header + name.len() + 1).div_ceil(8) * 8;
+                if used + len > n {
+                    if used == 0 {
+                        cur.push_back((name, t));
+                        return Err(libc::EINVAL);
+                    }
+                    cur.push_back((name, t));
+                    break;
+                }
+                let p = (b as *mut u8).add(used);
+                std::ptr::write_bytes(p, 0, len);
+                (p as *mut u64).write_unaligned(fake_ino(&cur.path, &name));
+                (p.add(8) as *mut i64).write_unaligned(cur.pos as i64);
+                (p.add(16) as *mut u16).write_unaligned(len as u16);
+                *p.add(18) = t;
+                std::ptr::copy_nonoverlapping(name.as_ptr(), p.add(19), name.len());
+                used += len;
+            }
+            Ok(used as ssize_t)
+        },
+    )
 }
 
 // ----- readdir_r and scandir ------------------------------------------------------------

@@ -91,13 +91,36 @@ pub(crate) fn get_errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// Converts a result to the C convention: the value, or -1 with errno set.
-pub(crate) fn ret<T: From<i8>>(r: Result<T, i32>) -> T {
+/// What a C function returns when it fails (with errno set): -1, or NULL for the
+/// functions that return a pointer. (mmap's MAP_FAILED is its own.)
+pub(crate) trait Failed {
+    const FAILED: Self;
+}
+
+impl Failed for i32 {
+    const FAILED: Self = -1;
+}
+
+impl Failed for i64 {
+    const FAILED: Self = -1;
+}
+
+impl Failed for isize {
+    const FAILED: Self = -1;
+}
+
+impl<T> Failed for *mut T {
+    const FAILED: Self = std::ptr::null_mut();
+}
+
+/// Converts a result to the C convention: the value, or the failure value with errno
+/// set.
+pub(crate) fn ret<T: Failed>(r: Result<T, i32>) -> T {
     match r {
         Ok(v) => v,
         Err(e) => {
             set_errno(e);
-            T::from(-1)
+            T::FAILED
         }
     }
 }

@@ -13,8 +13,9 @@
 
 #![allow(clippy::missing_safety_doc)]
 
-use crate::fs::gust_open;
-use crate::{ours, real, reentrant, route_cwd, set_errno, tracked, Guard, Route};
+use crate::fs::open::gust_open;
+use crate::fs::{by_fd, by_path};
+use crate::{real, tracked, Guard};
 use libc::{c_char, c_int, c_void, off64_t, size_t, ssize_t, FILE};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -45,14 +46,14 @@ struct Cookie {
 static STD_CLOSED: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
 
 unsafe extern "C" fn ck_read(c: *mut c_void, b: *mut c_char, n: size_t) -> ssize_t {
-    crate::fs::read((*(c as *mut Cookie)).fd, b.cast(), n)
+    crate::fs::data::read((*(c as *mut Cookie)).fd, b.cast(), n)
 }
 
 unsafe extern "C" fn ck_write(c: *mut c_void, b: *const c_char, n: size_t) -> ssize_t {
     let fd = (*(c as *mut Cookie)).fd;
     let mut done = 0usize;
     while done < n {
-        let w = crate::fs::write(fd, b.add(done).cast(), n - done);
+        let w = crate::fs::data::write(fd, b.add(done).cast(), n - done);
         if w <= 0 {
             return if done > 0 { done as ssize_t } else { -1 };
         }
@@ -62,7 +63,7 @@ unsafe extern "C" fn ck_write(c: *mut c_void, b: *const c_char, n: size_t) -> ss
 }
 
 unsafe extern "C" fn ck_seek(c: *mut c_void, off: *mut off64_t, whence: c_int) -> c_int {
-    let r = crate::fs::lseek64((*(c as *mut Cookie)).fd, *off, whence);
+    let r = crate::fs::data::lseek64((*(c as *mut Cookie)).fd, *off, whence);
     if r < 0 {
         return -1;
     }
@@ -78,7 +79,7 @@ unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
         }
         0
     } else {
-        crate::fs::close(ck.fd)
+        crate::fs::open::close(ck.fd)
     }
 }
 
@@ -131,38 +132,20 @@ unsafe fn fopen_any(
     mode: *const c_char,
     realf: impl FnOnce(*const c_char) -> *mut FILE,
 ) -> *mut FILE {
-    if reentrant() || mode.is_null() {
+    if mode.is_null() {
         return realf(p);
     }
-    match route_cwd(p) {
-        Ok(Route::Real) => realf(p),
-        Ok(Route::RealAbs(c)) => realf(c.as_ptr()),
-        Ok(Route::Ours(i)) => {
-            let Some(flags) = mode_flags(std::ffi::CStr::from_ptr(mode).to_bytes()) else {
-                set_errno(libc::EINVAL);
-                return std::ptr::null_mut();
-            };
-            match gust_open(&i, flags, 0o666) {
-                Ok(fd) => {
-                    let f = cookie_file(fd, mode, false);
-                    if f.is_null() {
-                        let e = crate::get_errno();
-                        crate::fs::close(fd);
-                        set_errno(e);
-                    }
-                    f
-                }
-                Err(e) => {
-                    set_errno(e);
-                    std::ptr::null_mut()
-                }
-            }
+    by_path(libc::AT_FDCWD, p, realf, |i| {
+        let flags = mode_flags(std::ffi::CStr::from_ptr(mode).to_bytes()).ok_or(libc::EINVAL)?;
+        let fd = gust_open(&i, flags, 0o666)?;
+        let f = cookie_file(fd, mode, false);
+        if f.is_null() {
+            let e = crate::get_errno();
+            crate::fs::open::close(fd);
+            return Err(e);
         }
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+        Ok(f)
+    })
 }
 
 #[no_mangle]
@@ -175,10 +158,7 @@ pub unsafe extern "C" fn fopen64(p: *const c_char, m: *const c_char) -> *mut FIL
 }
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, m: *const c_char) -> *mut FILE {
-    match if reentrant() { None } else { ours(fd) } {
-        None => real::fdopen(fd, m),
-        Some(_) => cookie_file(fd, m, false),
-    }
+    by_fd(fd, || real::fdopen(fd, m), |_| Ok(cookie_file(fd, m, false)))
 }
 
 /// freopen onto a GustFS path. A standard stream keeps its identity: the new file is
@@ -191,46 +171,28 @@ unsafe fn freopen_any(
     s: *mut FILE,
     realf: impl FnOnce(*const c_char) -> *mut FILE,
 ) -> *mut FILE {
-    if reentrant() || p.is_null() || mode.is_null() || s.is_null() {
+    if p.is_null() || mode.is_null() || s.is_null() {
         return realf(p);
     }
-    match route_cwd(p) {
-        Ok(Route::Real) => realf(p),
-        Ok(Route::RealAbs(c)) => realf(c.as_ptr()),
-        Ok(Route::Ours(i)) => {
-            let Some(flags) = mode_flags(std::ffi::CStr::from_ptr(mode).to_bytes()) else {
-                set_errno(libc::EINVAL);
-                return std::ptr::null_mut();
-            };
-            for k in 0..3 {
-                let var = std_var(k);
-                if !var.is_null() && *var == s {
-                    libc::fflush(s);
-                    let fd = match gust_open(&i, flags | libc::O_CLOEXEC, 0o666) {
-                        Ok(fd) => fd,
-                        Err(e) => {
-                            set_errno(e);
-                            return std::ptr::null_mut();
-                        }
-                    };
-                    let r = crate::fs::dup2(fd, k);
-                    let e = crate::get_errno();
-                    crate::fs::close(fd);
-                    if r < 0 {
-                        set_errno(e);
-                        return std::ptr::null_mut();
-                    }
-                    return *var;
+    by_path(libc::AT_FDCWD, p, realf, |i| {
+        let flags = mode_flags(std::ffi::CStr::from_ptr(mode).to_bytes()).ok_or(libc::EINVAL)?;
+        for k in 0..3 {
+            let var = std_var(k);
+            if !var.is_null() && *var == s {
+                libc::fflush(s);
+                let fd = gust_open(&i, flags | libc::O_CLOEXEC, 0o666)?;
+                let r = crate::fs::descriptors::dup2(fd, k);
+                let e = crate::get_errno();
+                crate::fs::open::close(fd);
+                if r < 0 {
+                    return Err(e);
                 }
+                return Ok(*var);
             }
-            libc::fclose(s);
-            fopen_any(p, mode, |p| real::fopen(p, mode))
         }
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+        libc::fclose(s);
+        Ok(fopen_any(p, mode, |p| real::fopen(p, mode)))
+    })
 }
 
 #[no_mangle]

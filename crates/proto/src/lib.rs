@@ -8,6 +8,7 @@
 pub mod frame;
 pub mod handshake;
 pub mod msg;
+pub mod path;
 
 pub use frame::{read_frame, write_frame, Frame, FrameError, Header};
 pub use msg::*;
@@ -27,8 +28,84 @@ pub const BULK_BYTES_MAX: u32 = 32 << 20;
 pub const PATH_BYTES_MAX: usize = 4096;
 /// Largest single path component (NAME_MAX on Linux).
 pub const NAME_BYTES_MAX: usize = 255;
-/// Bounds on a readdir page: entries and approximate encoded bytes.
-pub const READDIR_PAGE_ENTRIES_MAX: u32 = 4096;
-pub const READDIR_PAGE_BYTES_MAX: usize = 512 * 1024;
 /// Bound on the spans in one read or write request.
 pub const SPANS_PER_REQUEST_MAX: usize = 4096;
+
+// ----- pages --------------------------------------------------------------------------
+//
+// Listings and directory renames move many names; they travel in pages, each bounded
+// by a count and by bytes, so that a page of the longest names still fits one frame
+// body (asserted below) and a page of short names is not a frame per name. The byte
+// counts are what a daemon adds up per entry while filling a page and what a client
+// adds up while cutting a batch: the name or path (and target) plus a fixed overhead
+// at least as large as its encoding's (pinned by a test in msg.rs). A page stops at
+// the first entry at or past its byte bound, so it may hold one entry more.
+
+/// Bound on the entries of one readdir page.
+pub const READDIR_PAGE_ENTRIES_MAX: u32 = 4096;
+/// Bound on the counted bytes of one readdir page (names + `DIR_ENTRY_OVERHEAD_BYTES` each).
+pub const READDIR_PAGE_BYTES_MAX: usize = 512 * 1024;
+/// Bytes counted per readdir entry besides its name: its encoding adds 12 (name
+/// length u64, kind u32).
+pub const DIR_ENTRY_OVERHEAD_BYTES: usize = 16;
+/// Bound on the records of one scan_tree page, and on the records or paths of one
+/// PutRecords or RemoveRecords request (the pages of a directory rename).
+pub const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
+/// Bound on the counted bytes of one scan_tree page or record batch (path + symlink
+/// target + `RECORD_OVERHEAD_BYTES` each).
+pub const SCAN_PAGE_BYTES_MAX: usize = 512 * 1024;
+/// Bytes counted per (path, record) besides the path and the target: its encoding
+/// adds 76 (two string lengths, kind, mode, size, file id, nlink, three times).
+pub const RECORD_OVERHEAD_BYTES: usize = 96;
+/// Encoded bytes of a reply around its page: Result and Response tags, the vector
+/// length, `done`, and for a scan page its last key (at most a path and a separator).
+const PAGE_ENVELOPE_BYTES_MAX: usize = 64 + PATH_BYTES_MAX + 1;
+
+// A page at its byte bound plus the one entry that crosses it, of the longest name or
+// path and target, fits a frame body. (The count bound alone would not do: 4096
+// names of 255 bytes encode to 1.04 MiB, 4096 records of long paths to 32 MiB.)
+const _: () = assert!(
+    READDIR_PAGE_BYTES_MAX + NAME_BYTES_MAX + DIR_ENTRY_OVERHEAD_BYTES + PAGE_ENVELOPE_BYTES_MAX
+        <= BODY_BYTES_MAX as usize
+);
+const _: () = assert!(
+    SCAN_PAGE_BYTES_MAX + 2 * PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES + PAGE_ENVELOPE_BYTES_MAX
+        <= BODY_BYTES_MAX as usize
+);
+const _: () = assert!(DIR_ENTRY_OVERHEAD_BYTES >= 12 && RECORD_OVERHEAD_BYTES >= 76);
+// A path holds at least one name.
+const _: () = assert!(NAME_BYTES_MAX < PATH_BYTES_MAX);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fixed overheads the page bounds count are at least what the encoding adds
+    /// to a name, or to a path and a target (the other half of the asserts above).
+    #[test]
+    fn page_overheads_cover_the_encoding() {
+        let e = DirEntry { name: "n".repeat(NAME_BYTES_MAX), kind: FileKind::Dir };
+        assert!(encode(&e).len() <= e.name.len() + DIR_ENTRY_OVERHEAD_BYTES);
+        let r = Record {
+            kind: FileKind::Symlink,
+            mode: 0o777,
+            size: u64::MAX,
+            file_id: u128::MAX,
+            nlink: u32::MAX,
+            ctime_ns: i64::MIN,
+            mtime_ns: i64::MIN,
+            atime_ns: i64::MIN,
+            target: "t".repeat(PATH_BYTES_MAX),
+        };
+        let p = "/".repeat(PATH_BYTES_MAX);
+        assert!(encode(&(p.clone(), r.clone())).len() <= p.len() + r.target.len() + RECORD_OVERHEAD_BYTES);
+        // A whole page at the bound, and the envelope around it.
+        let n = SCAN_PAGE_BYTES_MAX / (2 * PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES) + 1;
+        let page: Reply = Ok(Response::Tree {
+            records: vec![(p.clone(), r); n],
+            last_key: Some(vec![0xFF; PATH_BYTES_MAX + 1]),
+            done: false,
+        });
+        assert!(encode(&page).len() <= BODY_BYTES_MAX as usize);
+    }
+}

@@ -1,0 +1,286 @@
+//! The data path: read, write, seek, truncate and sync through descriptors, window by
+//! window, one request per daemon per window.
+//!
+//! A read or write window (at most `TRANSFER_WINDOW_BYTES`) groups its chunk spans
+//! per daemon and pipelines one request per daemon plus, for a write, the size update
+//! (for a read, the size lookup): one round trip whatever the number of daemons.
+//!
+//! Not for: where chunks live (routing.rs), descriptors (open_files.rs).
+
+use crate::error::unexpected;
+use crate::open_files::OpenFile;
+use crate::rpc::Call;
+use crate::{namespace::now_ns, Client, Errno, Result};
+use gust_proto::{FileKind, Request, Response};
+
+/// Bytes per daemon request in one round of a large read or write. Keeps frames far
+/// under BULK_BYTES_MAX and bounds the memory a transfer pins.
+const TRANSFER_WINDOW_BYTES: u64 = 16 << 20;
+
+impl Client {
+    pub fn read(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
+        let f = self.file(fd)?;
+        let mut off = f.offset.lock().unwrap();
+        let n = self.read_file(&f, buf, *off)?;
+        *off += n as u64;
+        Ok(n)
+    }
+
+    pub fn pread(&self, fd: i32, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let f = self.file(fd)?;
+        self.read_file(&f, buf, offset)
+    }
+
+    pub fn write(&self, fd: i32, buf: &[u8]) -> Result<usize> {
+        let f = self.file(fd)?;
+        let mut off = f.offset.lock().unwrap();
+        let (at, n) = self.write_file(&f, buf, Some(*off))?;
+        *off = at + n as u64;
+        drop(off);
+        self.sync_if_asked(&f)?;
+        Ok(n)
+    }
+
+    /// O_SYNC and O_DSYNC: a write returns only once it is durable.
+    fn sync_if_asked(&self, f: &OpenFile) -> Result<()> {
+        if f.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            self.sync_file(f)?;
+        }
+        Ok(())
+    }
+
+    /// Writes at `offset`; on a descriptor opened with O_APPEND, Linux appends
+    /// anyway, and so does this.
+    pub fn pwrite(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
+        let f = self.file(fd)?;
+        let n = self.write_file(&f, buf, Some(offset)).map(|(_, n)| n)?;
+        self.sync_if_asked(&f)?;
+        Ok(n)
+    }
+
+    fn check_readable(f: &OpenFile) -> Result<()> {
+        if f.kind == FileKind::Dir {
+            return Err(Errno(libc::EISDIR));
+        }
+        if f.flags & libc::O_ACCMODE == libc::O_WRONLY {
+            return Err(Errno(libc::EBADF));
+        }
+        Ok(())
+    }
+
+    fn read_file(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
+        Self::check_readable(f)?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let mut done = 0usize;
+        while done < buf.len() {
+            let window = ((buf.len() - done) as u64).min(TRANSFER_WINDOW_BYTES) as usize;
+            let n = self.read_window(f, &mut buf[done..done + window], offset + done as u64)?;
+            done += n;
+            if n < window {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// One round: the size lookup and the chunk reads go out together, so a read
+    /// costs one round trip however many daemons hold its chunks.
+    fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let len = buf.len() as u64;
+        let per_daemon = self.spans_by_daemon(f.file_id, offset, len);
+        let path = f.path();
+        let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::Stat { path }, bulk: Vec::new() }];
+        let mut dests = vec![None];
+        for (d, spans) in per_daemon {
+            dests.push(Some(spans.iter().map(|(span, at)| (*at, span.len)).collect()));
+            calls.push(Call {
+                daemon: d,
+                req: Request::Read { file_id: f.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                bulk: Vec::new(),
+            });
+        }
+        // Chunk bytes land in `buf` straight from the sockets.
+        let mut answers = self.transport.batch_into(calls, dests, buf).into_iter();
+        let size = match answers.next().expect("stat answer")? {
+            (Response::Record(r), _) if r.file_id == f.file_id => r.size,
+            // The path now names another file (renamed or replaced by another process).
+            (Response::Record(_), _) => return Err(Errno(libc::ESTALE)),
+            (r, _) => return Err(unexpected(r)),
+        };
+        let mut first_err = None;
+        for a in answers {
+            match a {
+                Ok((Response::Data { .. }, _)) => {}
+                Ok((r, _)) => return Err(unexpected(r)),
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(size.saturating_sub(offset).min(len) as usize)
+    }
+
+    fn check_writable(f: &OpenFile) -> Result<()> {
+        // Linux checks the access mode first: write(2) on a directory opened
+        // read-only is EBADF.
+        if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(Errno(libc::EBADF));
+        }
+        if f.kind == FileKind::Dir {
+            return Err(Errno(libc::EISDIR));
+        }
+        Ok(())
+    }
+
+    /// Returns (offset written at, bytes written).
+    fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
+        Self::check_writable(f)?;
+        // One snapshot of the path for the whole write: a rename through this
+        // client meanwhile cannot split its requests between two names.
+        let path = f.path();
+        let md = self.md_daemon(&path);
+        let append = f.flags & libc::O_APPEND != 0;
+        let start = if append {
+            // Reserve the range first: two appenders never get the same offset.
+            match self.transport.call(
+                md,
+                Request::UpdateSize {
+                    path: path.clone(),
+                    file_id: f.file_id,
+                    end: 0,
+                    append_len: Some(buf.len() as u64),
+                    mtime_ns: now_ns(),
+                },
+            )? {
+                Response::Offset(o) => o,
+                r => return Err(unexpected(r)),
+            }
+        } else {
+            offset.expect("non-append writes have an offset")
+        };
+        if buf.is_empty() {
+            return Ok((start, 0));
+        }
+        start.checked_add(buf.len() as u64).filter(|e| *e <= i64::MAX as u64).ok_or(Errno(libc::EFBIG))?;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let window = ((buf.len() - done) as u64).min(TRANSFER_WINDOW_BYTES) as usize;
+            let at = start + done as u64;
+            let piece = &buf[done..done + window];
+            let mut calls: Vec<Call> = self
+                .spans_by_daemon(f.file_id, at, window as u64)
+                .into_iter()
+                .map(|(d, spans)| Call {
+                    daemon: d,
+                    bulk: spans.iter().map(|(s, rel)| &piece[*rel..*rel + s.len as usize]).collect(),
+                    req: Request::Write { file_id: f.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                })
+                .collect();
+            if !append {
+                // The size update travels with the data, not after it.
+                calls.push(Call {
+                    daemon: md,
+                    req: Request::UpdateSize {
+                        path: path.clone(),
+                        file_id: f.file_id,
+                        end: at + window as u64,
+                        append_len: None,
+                        mtime_ns: now_ns(),
+                    },
+                    bulk: Vec::new(),
+                });
+            }
+            self.call_all(calls)?;
+            done += window;
+        }
+        Ok((start, done))
+    }
+
+    pub fn lseek(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
+        let f = self.file(fd)?;
+        let mut off = f.offset.lock().unwrap();
+        let size = || -> Result<u64> { Ok(self.get_record(&f.path())?.size) };
+        let new: i64 = match whence {
+            libc::SEEK_SET => offset,
+            libc::SEEK_CUR => (*off as i64).checked_add(offset).ok_or(Errno(libc::EOVERFLOW))?,
+            libc::SEEK_END => (size()? as i64).checked_add(offset).ok_or(Errno(libc::EOVERFLOW))?,
+            // The whole file counts as data (allowed by POSIX; Linux does the same on
+            // file systems without hole tracking).
+            libc::SEEK_DATA => {
+                let s = size()?;
+                if offset < 0 || offset as u64 >= s {
+                    return Err(Errno(libc::ENXIO));
+                }
+                offset
+            }
+            libc::SEEK_HOLE => {
+                let s = size()?;
+                if offset < 0 || offset as u64 >= s {
+                    return Err(Errno(libc::ENXIO));
+                }
+                s as i64
+            }
+            _ => return Err(Errno(libc::EINVAL)),
+        };
+        if new < 0 {
+            return Err(Errno(libc::EINVAL));
+        }
+        *off = new as u64;
+        Ok(new as u64)
+    }
+
+    /// Sets the size of the file at resolved path `p`; chunks past the new end are
+    /// cut on the daemons that can hold them.
+    pub(crate) fn truncate_resolved(&self, p: &str, size: u64) -> Result<()> {
+        if size > i64::MAX as u64 {
+            return Err(Errno(libc::EFBIG));
+        }
+        let old = match self.call_md(p, Request::Truncate { path: p.to_string(), size, mtime_ns: now_ns() })? {
+            Response::Record(r) => r,
+            r => return Err(unexpected(r)),
+        };
+        let cut = self.chunk_daemons(old.file_id, size, old.size);
+        self.call_each(cut, |_| Request::TruncateChunks { file_id: old.file_id, size })?;
+        Ok(())
+    }
+
+    pub fn truncate(&self, path: &str, size: u64) -> Result<()> {
+        let (p, r) = self.resolve(path)?;
+        if r.kind == FileKind::Dir {
+            return Err(Errno(libc::EISDIR));
+        }
+        self.truncate_resolved(&p, size)
+    }
+
+    pub fn ftruncate(&self, fd: i32, size: u64) -> Result<()> {
+        let f = self.file(fd)?;
+        if f.kind == FileKind::Dir {
+            return Err(Errno(libc::EISDIR));
+        }
+        if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(Errno(libc::EINVAL));
+        }
+        self.truncate_resolved(&f.path(), size)
+    }
+
+    /// Makes the file's data and the metadata log durable on every daemon involved.
+    pub fn fsync(&self, fd: i32) -> Result<()> {
+        let f = self.file(fd)?;
+        self.sync_file(&f)
+    }
+
+    fn sync_file(&self, f: &OpenFile) -> Result<()> {
+        let path = f.path();
+        let r = self.get_record(&path)?;
+        let mut daemons = self.chunk_daemons(f.file_id, 0, r.size);
+        let md = self.md_daemon(&path);
+        if !daemons.contains(&md) {
+            daemons.push(md);
+        }
+        self.call_each(daemons, |_| Request::Fsync { file_id: Some(f.file_id) })?;
+        Ok(())
+    }
+}

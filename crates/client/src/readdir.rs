@@ -1,0 +1,94 @@
+//! Directory listings: streamed page by page from each daemon in turn, so a directory
+//! of millions of entries never needs one large message or buffer; and the emptiness
+//! check of rmdir and rename.
+//!
+//! Listings are assembled from all daemons and are eventually consistent (no
+//! distributed locks; docs/SEMANTICS.md).
+//!
+//! Not for: recursive scans (rename.rs), FUSE or libc directory offsets (the front
+//! ends keep their own positions).
+
+use crate::error::unexpected;
+use crate::{Client, Errno, Result};
+use gust_proto::{DirEntry, FileKind, Request, Response, READDIR_PAGE_ENTRIES_MAX};
+
+/// Entries requested per readdir page: as many as a daemon sends (it also stops a
+/// page at READDIR_PAGE_BYTES_MAX).
+const READDIR_PAGE_ENTRIES: u32 = READDIR_PAGE_ENTRIES_MAX;
+
+impl Client {
+    /// Opens a directory listing that pulls pages lazily, daemon by daemon, so a
+    /// directory of millions of entries never needs one large message or buffer.
+    pub fn opendir(&self, path: &str) -> Result<DirStream<'_>> {
+        let (p, r) = self.resolve(path)?;
+        if r.kind != FileKind::Dir {
+            return Err(Errno(libc::ENOTDIR));
+        }
+        let daemons = self.all_daemons();
+        Ok(DirStream { client: self, dir: p, daemon: daemons.start, after: None, page: Vec::new(), done_daemon: false })
+    }
+
+    /// Every entry of a directory (convenience over `opendir`).
+    pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        self.opendir(path)?.collect()
+    }
+
+    /// Whether any daemon holds a direct child of `dir` (one RPC per daemon, in parallel).
+    pub(crate) fn dir_has_children(&self, dir: &str) -> Result<bool> {
+        let mut any = false;
+        for r in self.call_each(self.all_daemons(), |_| Request::HasChildren { dir: dir.to_string() })? {
+            match r {
+                Response::Bool(b) => any |= b,
+                r => return Err(unexpected(r)),
+            }
+        }
+        Ok(any)
+    }
+}
+
+/// A streaming directory listing; see [`Client::opendir`].
+pub struct DirStream<'a> {
+    client: &'a Client,
+    dir: String,
+    daemon: u32,
+    after: Option<String>,
+    page: Vec<DirEntry>,
+    done_daemon: bool,
+}
+
+impl Iterator for DirStream<'_> {
+    type Item = Result<DirEntry>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(e) = self.page.pop() {
+                return Some(Ok(e));
+            }
+            if self.done_daemon {
+                self.daemon += 1;
+                self.after = None;
+                self.done_daemon = false;
+            }
+            if !self.client.all_daemons().contains(&self.daemon) {
+                return None;
+            }
+            let req = Request::ReadDir {
+                dir: self.dir.clone(),
+                after: self.after.clone(),
+                max_entries: READDIR_PAGE_ENTRIES,
+            };
+            match self.client.transport.call(self.daemon, req) {
+                Ok(Response::DirPage { mut entries, done }) => {
+                    self.after = entries.last().map(|e| e.name.clone());
+                    self.done_daemon = done || entries.is_empty();
+                    entries.reverse();
+                    self.page = entries;
+                }
+                Ok(r) => return Some(Err(unexpected(r))),
+                Err(e) => {
+                    self.daemon = u32::MAX;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

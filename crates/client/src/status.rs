@@ -1,0 +1,66 @@
+//! What the instance says about itself: capacity summed over the daemons (statfs),
+//! one daemon's capacity and counters, and whether a daemon answers.
+//!
+//! Not for: anything about one file (namespace.rs).
+
+use crate::error::unexpected;
+use crate::stat::StatFs;
+use crate::{Client, DaemonStats, Result};
+use gust_proto::{Request, Response};
+
+impl Client {
+    pub fn statfs(&self) -> Result<StatFs> {
+        let mut s = StatFs {
+            total_bytes: 0,
+            free_bytes: 0,
+            avail_bytes: 0,
+            files: 0,
+            daemons: self.daemon_count(),
+            chunk_size_bytes: self.chunk_size,
+        };
+        for r in self.call_each(self.all_daemons(), |_| Request::StatFs)? {
+            match r {
+                Response::StatFs { total_bytes, free_bytes, avail_bytes, files } => {
+                    s.total_bytes += total_bytes;
+                    s.free_bytes += free_bytes;
+                    s.avail_bytes += avail_bytes;
+                    s.files += files;
+                }
+                r => return Err(unexpected(r)),
+            }
+        }
+        Ok(s)
+    }
+
+    /// Counters of one daemon (requests per op, bytes, connections).
+    pub fn daemon_stats(&self, daemon: u32) -> Result<DaemonStats> {
+        match self.transport.call(daemon, Request::Stats)? {
+            Response::Stats(s) => Ok(s),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Capacity of one daemon's root directory.
+    pub fn daemon_statfs(&self, daemon: u32) -> Result<StatFs> {
+        match self.transport.call(daemon, Request::StatFs)? {
+            Response::StatFs { total_bytes, free_bytes, avail_bytes, files } => Ok(StatFs {
+                total_bytes,
+                free_bytes,
+                avail_bytes,
+                files,
+                daemons: 1,
+                chunk_size_bytes: self.chunk_size,
+            }),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    pub fn ping(&self, daemon: u32) -> Result<()> {
+        self.transport.call(daemon, Request::Ping).map(|_| ())
+    }
+
+    /// Asks one daemon to stop; unless `keep`, it removes its root directory.
+    pub fn shutdown_daemon(&self, daemon: u32, keep: bool) -> Result<()> {
+        self.transport.call(daemon, Request::Shutdown { keep }).map(|_| ())
+    }
+}

@@ -1,0 +1,190 @@
+//! Links and attributes: symlink, readlink, chmod, chown (accepted, not recorded),
+//! utimes and friends, xattrs (ENOTSUP).
+
+use super::{by_fd, by_path, fd_path, now_ns, stat_path};
+use crate::{call, ours, real, reentrant};
+use libc::{c_char, c_int, c_void, mode_t, size_t, ssize_t};
+use std::ffi::CStr;
+
+#[no_mangle]
+pub unsafe extern "C" fn symlink(t: *const c_char, l: *const c_char) -> c_int {
+    by_path(libc::AT_FDCWD, l, |l| real::symlink(t, l), |l| gust_symlink(t, &l))
+}
+#[no_mangle]
+pub unsafe extern "C" fn symlinkat(t: *const c_char, d: c_int, l: *const c_char) -> c_int {
+    by_path(d, l, |l| real::symlinkat(t, d, l), |l| gust_symlink(t, &l))
+}
+unsafe fn gust_symlink(t: *const c_char, l: &str) -> Result<c_int, i32> {
+    if t.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let t = CStr::from_ptr(t).to_str().map_err(|_| libc::EINVAL)?;
+    call(|c| c.symlink(t, l)).map(|_| 0)
+}
+unsafe fn gust_readlink(p: &str, b: *mut c_char, n: size_t) -> Result<ssize_t, i32> {
+    let t = call(|c| c.readlink(p))?;
+    let k = t.len().min(n);
+    std::ptr::copy_nonoverlapping(t.as_ptr(), b.cast::<u8>(), k);
+    Ok(k as ssize_t)
+}
+#[no_mangle]
+pub unsafe extern "C" fn readlink(p: *const c_char, b: *mut c_char, n: size_t) -> ssize_t {
+    by_path(libc::AT_FDCWD, p, |p| real::readlink(p, b, n), |p| gust_readlink(&p, b, n))
+}
+#[no_mangle]
+pub unsafe extern "C" fn readlinkat(d: c_int, p: *const c_char, b: *mut c_char, n: size_t) -> ssize_t {
+    by_path(d, p, |p| real::readlinkat(d, p, b, n), |p| gust_readlink(&p, b, n))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn chmod(p: *const c_char, m: mode_t) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::chmod(p, m), |p| call(|c| c.chmod(&p, m)).map(|_| 0))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fchmodat(d: c_int, p: *const c_char, m: mode_t, f: c_int) -> c_int {
+    by_path(
+        d,
+        p,
+        |p| real::fchmodat(d, p, m, f),
+        |p| {
+            if f & libc::AT_SYMLINK_NOFOLLOW != 0 {
+                Err(libc::EOPNOTSUPP)
+            } else {
+                call(|c| c.chmod(&p, m)).map(|_| 0)
+            }
+        },
+    )
+}
+#[no_mangle]
+pub unsafe extern "C" fn fchmod(fd: c_int, m: mode_t) -> c_int {
+    by_fd(fd, || real::fchmod(fd, m), |c| fd_path(c).and_then(|p| call(|cl| cl.chmod(&p, m))).map(|_| 0))
+}
+
+// One user owns an instance; ownership changes are accepted and not recorded.
+#[no_mangle]
+pub unsafe extern "C" fn chown(p: *const c_char, u: libc::uid_t, g: libc::gid_t) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::chown(p, u, g), |p| stat_path(&p, true).map(|_| 0))
+}
+#[no_mangle]
+pub unsafe extern "C" fn lchown(p: *const c_char, u: libc::uid_t, g: libc::gid_t) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::lchown(p, u, g), |p| stat_path(&p, false).map(|_| 0))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fchownat(d: c_int, p: *const c_char, u: libc::uid_t, g: libc::gid_t, f: c_int) -> c_int {
+    if !reentrant() && f & libc::AT_EMPTY_PATH != 0 && (p.is_null() || *p == 0) && ours(d).is_some() {
+        return 0;
+    }
+    by_path(d, p, |p| real::fchownat(d, p, u, g, f), |p| stat_path(&p, f & libc::AT_SYMLINK_NOFOLLOW == 0).map(|_| 0))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fchown(fd: c_int, u: libc::uid_t, g: libc::gid_t) -> c_int {
+    by_fd(fd, || real::fchown(fd, u, g), |_| Ok(0))
+}
+
+/// (atime, mtime) from a utimensat-style array: NULL means now, UTIME_OMIT None.
+unsafe fn times_ts(t: *const libc::timespec) -> Result<(Option<i64>, Option<i64>), i32> {
+    if t.is_null() {
+        let n = now_ns();
+        return Ok((Some(n), Some(n)));
+    }
+    let one = |x: &libc::timespec| -> Result<Option<i64>, i32> {
+        match x.tv_nsec {
+            libc::UTIME_OMIT => Ok(None),
+            libc::UTIME_NOW => Ok(Some(now_ns())),
+            ns if (0..1_000_000_000).contains(&ns) => Ok(Some(x.tv_sec * 1_000_000_000 + ns)),
+            _ => Err(libc::EINVAL),
+        }
+    };
+    Ok((one(&*t)?, one(&*t.add(1))?))
+}
+
+unsafe fn times_tv(t: *const libc::timeval) -> Result<(Option<i64>, Option<i64>), i32> {
+    if t.is_null() {
+        let n = now_ns();
+        return Ok((Some(n), Some(n)));
+    }
+    let one = |x: &libc::timeval| Some(x.tv_sec * 1_000_000_000 + x.tv_usec * 1000);
+    Ok((one(&*t), one(&*t.add(1))))
+}
+
+fn gust_utimens(p: &str, t: Result<(Option<i64>, Option<i64>), i32>, follow: bool) -> Result<c_int, i32> {
+    let (a, m) = t?;
+    call(|c| c.utimens(p, a, m, follow)).map(|_| 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn utimensat(d: c_int, p: *const c_char, t: *const libc::timespec, f: c_int) -> c_int {
+    if p.is_null() {
+        // Linux: utimensat(fd, NULL, ...) is futimens(fd, ...).
+        return futimens(d, t);
+    }
+    by_path(
+        d,
+        p,
+        |p| real::utimensat(d, p, t, f),
+        |p| gust_utimens(&p, times_ts(t), f & libc::AT_SYMLINK_NOFOLLOW == 0),
+    )
+}
+#[no_mangle]
+pub unsafe extern "C" fn futimens(fd: c_int, t: *const libc::timespec) -> c_int {
+    by_fd(fd, || real::futimens(fd, t), |c| fd_path(c).and_then(|p| gust_utimens(&p, times_ts(t), true)))
+}
+#[no_mangle]
+pub unsafe extern "C" fn utimes(p: *const c_char, t: *const libc::timeval) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::utimes(p, t), |p| gust_utimens(&p, times_tv(t), true))
+}
+#[no_mangle]
+pub unsafe extern "C" fn lutimes(p: *const c_char, t: *const libc::timeval) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::lutimes(p, t), |p| gust_utimens(&p, times_tv(t), false))
+}
+#[no_mangle]
+pub unsafe extern "C" fn futimes(fd: c_int, t: *const libc::timeval) -> c_int {
+    by_fd(fd, || real::futimes(fd, t), |c| fd_path(c).and_then(|p| gust_utimens(&p, times_tv(t), true)))
+}
+#[no_mangle]
+pub unsafe extern "C" fn utime(p: *const c_char, t: *const libc::utimbuf) -> c_int {
+    by_path(
+        libc::AT_FDCWD,
+        p,
+        |p| real::utime(p, t),
+        |p| {
+            let tt = if t.is_null() {
+                let n = now_ns();
+                Ok((Some(n), Some(n)))
+            } else {
+                Ok((Some((*t).actime * 1_000_000_000), Some((*t).modtime * 1_000_000_000)))
+            };
+            gust_utimens(&p, tt, true)
+        },
+    )
+}
+
+// xattrs: not supported; ENOTSUP is what cp, ls and Python's shutil expect then.
+macro_rules! xattr_path {
+    ($name:ident, ($($a:ident : $t:ty),*), $r:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(p: *const c_char, $($a: $t),*) -> $r {
+            by_path(libc::AT_FDCWD, p, |p| real::$name(p, $($a),*), |_| Err(libc::ENOTSUP))
+        }
+    };
+}
+macro_rules! xattr_fd {
+    ($name:ident, ($($a:ident : $t:ty),*), $r:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+            by_fd(fd, || real::$name(fd, $($a),*), |_| Err(libc::ENOTSUP))
+        }
+    };
+}
+xattr_path!(getxattr, (n: *const c_char, v: *mut c_void, s: size_t), ssize_t);
+xattr_path!(lgetxattr, (n: *const c_char, v: *mut c_void, s: size_t), ssize_t);
+xattr_path!(listxattr, (l: *mut c_char, s: size_t), ssize_t);
+xattr_path!(llistxattr, (l: *mut c_char, s: size_t), ssize_t);
+xattr_path!(setxattr, (n: *const c_char, v: *const c_void, s: size_t, f: c_int), c_int);
+xattr_path!(lsetxattr, (n: *const c_char, v: *const c_void, s: size_t, f: c_int), c_int);
+xattr_path!(removexattr, (n: *const c_char), c_int);
+xattr_path!(lremovexattr, (n: *const c_char), c_int);
+xattr_fd!(fgetxattr, (n: *const c_char, v: *mut c_void, s: size_t), ssize_t);
+xattr_fd!(flistxattr, (l: *mut c_char, s: size_t), ssize_t);
+xattr_fd!(fsetxattr, (n: *const c_char, v: *const c_void, s: size_t, f: c_int), c_int);
+xattr_fd!(fremovexattr, (n: *const c_char), c_int);

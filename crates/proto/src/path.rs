@@ -1,0 +1,202 @@
+//! Path rules: what a path inside GustFS is, shared by the client (which normalizes
+//! what it is given), the daemon (which refuses what is not normalized) and the front
+//! ends (which build paths from directory entries).
+//!
+//! A path inside the file system is absolute and normalized: "/" or "/a/b", no empty,
+//! "." or ".." component, no trailing slash, no NUL, at most [`PATH_BYTES_MAX`] bytes,
+//! each component at most [`NAME_BYTES_MAX`] bytes. Errors are errno values (Linux
+//! numbering), as on the wire.
+//!
+//! Not for: mount directories and working directories (front ends map those onto
+//! paths inside the file system), symlinks (the client resolves them), keys of the
+//! metadata store (the daemon's).
+
+use crate::{NAME_BYTES_MAX, PATH_BYTES_MAX};
+
+/// Checks one path component (a directory entry's name).
+pub fn check_name(name: &str) -> Result<(), i32> {
+    if name.contains('/') || name.contains('\0') {
+        return Err(libc::EINVAL);
+    }
+    check_component(name)
+}
+
+/// The rule for a component taken from a path split at '/' whose NULs were already
+/// refused (so the per-request checks scan each byte once).
+#[inline]
+fn check_component(c: &str) -> Result<(), i32> {
+    if c.is_empty() || c == "." || c == ".." {
+        return Err(libc::EINVAL);
+    }
+    if c.len() > NAME_BYTES_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    Ok(())
+}
+
+/// Lexically normalizes an absolute path: collapses "//" and ".", resolves "..".
+/// Relative paths are EINVAL here; front ends resolve them against their cwd.
+/// (Inline: on every client call, so compiled where it is used, as before it moved here.)
+#[inline]
+pub fn normalize(path: &str) -> Result<String, i32> {
+    if !path.starts_with('/') {
+        return Err(libc::EINVAL);
+    }
+    if path.len() > PATH_BYTES_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    if path.contains('\0') {
+        return Err(libc::EINVAL);
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => {
+                if c.len() > NAME_BYTES_MAX {
+                    return Err(libc::ENAMETOOLONG);
+                }
+                parts.push(c)
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Ok("/".into());
+    }
+    let mut out = String::with_capacity(path.len());
+    for p in parts {
+        out.push('/');
+        out.push_str(p);
+    }
+    Ok(out)
+}
+
+/// Checks that a path is already normalized (what a daemon accepts from a peer).
+#[inline]
+pub fn validate(path: &str) -> Result<(), i32> {
+    if path.len() > PATH_BYTES_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    if !path.starts_with('/') || path.contains('\0') {
+        return Err(libc::EINVAL);
+    }
+    if path == "/" {
+        return Ok(());
+    }
+    path[1..].split('/').try_for_each(check_component)
+}
+
+/// The parent of a normalized path ("/" for "/" itself).
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// `dir/name` for a normalized `dir`; `name` is not checked (see [`child`]).
+pub fn join(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// `dir/name` for a name that must be one valid component.
+pub fn child(dir: &str, name: &str) -> Result<String, i32> {
+    check_name(name)?;
+    Ok(join(dir, name))
+}
+
+/// Whether `path` lies strictly below directory `dir` (both normalized).
+pub fn is_below(path: &str, dir: &str) -> bool {
+    if dir == "/" {
+        return path != "/";
+    }
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+}
+
+/// Where `path` is after `old` was renamed to `new`: `new` for `old` itself, the same
+/// relative place under `new` for a path below `old`, `None` for any other path.
+pub fn rebase(path: &str, old: &str, new: &str) -> Option<String> {
+    debug_assert!(old != "/", "the root is never renamed");
+    if path == old {
+        Some(new.to_string())
+    } else if is_below(path, old) {
+        Some(format!("{new}{}", &path[old.len()..]))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_paths() {
+        assert_eq!(normalize("/").unwrap(), "/");
+        assert_eq!(normalize("//a//b/").unwrap(), "/a/b");
+        assert_eq!(normalize("/a/./b/../c").unwrap(), "/a/c");
+        assert_eq!(normalize("/../..").unwrap(), "/");
+        assert_eq!(normalize("a"), Err(libc::EINVAL));
+        assert_eq!(normalize("/a\0b"), Err(libc::EINVAL));
+        assert_eq!(normalize(&format!("/{}", "x".repeat(300))), Err(libc::ENAMETOOLONG));
+        assert_eq!(normalize(&"/x".repeat(5000)), Err(libc::ENAMETOOLONG));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(validate("/").is_ok());
+        assert!(validate("/a/b").is_ok());
+        for bad in ["", "a", "/a/", "//a", "/a/../b", "/./a", "/a\0b"] {
+            assert_eq!(validate(bad), Err(libc::EINVAL), "{bad:?}");
+        }
+        assert_eq!(validate(&format!("/{}", "x".repeat(256))), Err(libc::ENAMETOOLONG));
+        assert_eq!(validate(&"/x".repeat(5000)), Err(libc::ENAMETOOLONG));
+        // A NUL anywhere is EINVAL even after an overlong component.
+        assert_eq!(validate(&format!("/{}/a\0", "x".repeat(256))), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn what_normalize_makes_validate_accepts() {
+        for p in ["/", "//a//b/", "/a/./b/../c", "/../..", "/x/y/z/..", "/.hidden/..."] {
+            let n = normalize(p).unwrap();
+            assert_eq!(validate(&n), Ok(()), "{p:?} -> {n:?}");
+            assert_eq!(normalize(&n).unwrap(), n, "normalizing is idempotent");
+        }
+    }
+
+    #[test]
+    fn names_parents_joins() {
+        assert_eq!(parent("/"), "/");
+        assert_eq!(parent("/a"), "/");
+        assert_eq!(parent("/a/b"), "/a");
+        assert_eq!(join("/", "x"), "/x");
+        assert_eq!(join("/a", "x"), "/a/x");
+        assert_eq!(child("/a", "x"), Ok("/a/x".into()));
+        for bad in ["", ".", "..", "a/b", "a\0"] {
+            assert_eq!(child("/a", bad), Err(libc::EINVAL), "{bad:?}");
+        }
+        assert_eq!(child("/", &"x".repeat(256)), Err(libc::ENAMETOOLONG));
+        assert_eq!(check_name(&"x".repeat(255)), Ok(()));
+    }
+
+    #[test]
+    fn below_and_rebase() {
+        assert!(is_below("/a/b", "/a"));
+        assert!(is_below("/a/b/c", "/a"));
+        assert!(!is_below("/a", "/a"));
+        assert!(!is_below("/ab", "/a"));
+        assert!(is_below("/a", "/"));
+        assert!(!is_below("/", "/"));
+        assert_eq!(rebase("/a", "/a", "/z/y").as_deref(), Some("/z/y"));
+        assert_eq!(rebase("/a/b/c", "/a", "/z").as_deref(), Some("/z/b/c"));
+        assert_eq!(rebase("/ab", "/a", "/z"), None);
+        assert_eq!(rebase("/b", "/a", "/z"), None);
+    }
+}
