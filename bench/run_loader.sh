@@ -22,7 +22,7 @@ epochs=${BENCH_EPOCHS:-2}
 daemons=${BENCH_DAEMONS:-4}
 base=${BENCH_DIR:-/dev/shm}/gust-loader.$$
 mkdir -p "$base/local" bench/results
-out=bench/results/loader-$(date +%Y%m%d-%H%M).json
+out=bench/results/loader-$(date +%Y%m%d-%H%M)-d$daemons.json
 trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' EXIT
 "$GUST" start --local "$daemons" --rootdir "$base/fs" >/dev/null
 eval "$("$GUST" env --rootdir "$base/fs")"  # GUST_HOSTS_FILE, GUST_MOUNTDIR

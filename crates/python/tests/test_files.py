@@ -292,7 +292,6 @@ def test_error_of_a_stopped_instance(tmp_path):
     c = gustfs.Client(inst.hosts_file)
     c.write_bytes("/x", b"1")
     inst.stop()
-    os.makedirs(inst.rootdir, exist_ok=True)
     with pytest.raises(OSError) as ei:
         c.stat("/x")
     assert ei.value.errno == errno.EIO
