@@ -17,7 +17,9 @@
 //! one (`write`, `pwrite`) hand the buffer's memory to the core as a slice, so the
 //! bytes go straight between the socket and the caller's object. `read` builds its
 //! `bytes` in place; only a short read at the end of a file copies (limited-API
-//! `bytes` cannot shrink), and so does `readall` (see there).
+//! `bytes` cannot shrink). `readall` reads a file of 1 MiB or more straight into
+//! its `bytes`; a smaller one takes one copy, which is cheaper than the round trip
+//! it saves (see `readall_bytes`).
 //!
 //! Fork: a `Client` stays usable in a child after `os.fork` (multiprocessing
 //! workers): the core's transport drops the parent's pooled connections in the
@@ -132,6 +134,10 @@ fn kind_letter(k: Kind) -> &'static str {
 /// The fields of `os.stat_result` that GustFS has, in its order: mode, ino, dev,
 /// nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns, blksize, blocks.
 type StatTuple = (u32, u64, u64, u32, u32, u32, u64, i64, i64, i64, u64, u64);
+
+/// (f_bsize, f_frsize, f_blocks, f_bfree, f_bavail, f_files, f_ffree, f_favail,
+/// f_flag, f_namemax): os.statvfs_result's fields in its order, but f_fsid.
+type StatVfsTuple = (u64, u64, u64, u64, u64, u64, u64, u64, u64, u64);
 
 fn stat_tuple(s: &Stat) -> StatTuple {
     // SAFETY: getuid/getgid have no preconditions. One user owns every file of an
@@ -250,13 +256,16 @@ impl Client {
         Ok((fd, st.size))
     }
 
-    fn close(&self, fd: i32) -> PyResult<()> {
-        // Local: the open-file table only, no RPC, so the GIL stays.
-        self.core.close(fd).map_err(|e| self.err_fd(e))
+    fn close(&self, py: Python<'_>, fd: i32) -> PyResult<()> {
+        // No RPC (the open-file table only), but it takes the table's lock, which
+        // is never to be waited for while holding the GIL.
+        let core = &self.core;
+        py.detach(|| core.close(fd)).map_err(|e| self.err_fd(e))
     }
 
-    fn dup(&self, fd: i32) -> PyResult<i32> {
-        self.core.dup(fd).map_err(|e| self.err_fd(e))
+    fn dup(&self, py: Python<'_>, fd: i32) -> PyResult<i32> {
+        let core = &self.core;
+        py.detach(|| core.dup(fd)).map_err(|e| self.err_fd(e))
     }
 
     /// Up to `n` bytes from the descriptor's offset.
@@ -319,8 +328,9 @@ impl Client {
     }
 
     /// (path inside the file system, open flags) of a descriptor.
-    fn fd_info(&self, fd: i32) -> PyResult<(String, i32)> {
-        self.core.fd_info(fd).map_err(|e| self.err_fd(e))
+    fn fd_info(&self, py: Python<'_>, fd: i32) -> PyResult<(String, i32)> {
+        let core = &self.core;
+        py.detach(|| core.fd_info(fd)).map_err(|e| self.err_fd(e))
     }
 
     // ----- whole files ----------------------------------------------------------------
@@ -332,7 +342,7 @@ impl Client {
         let core = &self.core;
         let (fd, st) = py.detach(|| core.open_stat(&p, libc::O_RDONLY, 0)).map_err(|e| self.err(e, path))?;
         let r = readall_bytes(py, core, fd, Some(st.size), &|e| self.err(e, path));
-        let _ = core.close(fd);
+        let _ = py.detach(|| core.close(fd));
         r
     }
 
@@ -459,9 +469,8 @@ impl Client {
         py.detach(|| core.utimens(&p, atime_ns, mtime_ns, follow_symlinks)).map_err(|e| self.err(e, path))
     }
 
-    /// (f_bsize, f_frsize, f_blocks, f_bfree, f_bavail, f_files, f_ffree, f_favail,
-    /// f_flag, f_namemax), the fields of os.statvfs_result.
-    fn statvfs(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64)> {
+    /// The fields of os.statvfs_result but f_fsid (see StatVfsTuple).
+    fn statvfs(&self, py: Python<'_>) -> PyResult<StatVfsTuple> {
         let core = &self.core;
         let s = py.detach(|| core.statfs()).map_err(|e| self.err(e, "/"))?;
         let v = s.to_libc_statvfs();
