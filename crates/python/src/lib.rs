@@ -245,15 +245,15 @@ impl Client {
 
     // ----- descriptors --------------------------------------------------------------
 
-    /// Opens `path` with os.O_* `flags`; returns (descriptor, size at open). A
-    /// create applies the umask to `mode`, as os.open does.
+    /// Opens `path` with os.O_* `flags`; returns (descriptor, size at open, kind
+    /// letter). A create applies the umask to `mode`, as os.open does.
     #[pyo3(signature = (path, flags, mode=0o666))]
-    fn open(&self, py: Python<'_>, path: &str, flags: i32, mode: u32) -> PyResult<(i32, u64)> {
+    fn open(&self, py: Python<'_>, path: &str, flags: i32, mode: u32) -> PyResult<(i32, u64, &'static str)> {
         let p = self.map(path)?;
         let core = &self.core;
         let mode = if flags & libc::O_CREAT != 0 { mode & !umask() & 0o7777 } else { mode };
         let (fd, st) = py.detach(|| core.open_stat(&p, flags, mode)).map_err(|e| self.err(e, path))?;
-        Ok((fd, st.size))
+        Ok((fd, st.size, kind_letter(st.kind)))
     }
 
     fn close(&self, py: Python<'_>, fd: i32) -> PyResult<()> {

@@ -262,8 +262,13 @@ def test_every_error(d):
     expect(IsADirectoryError, errno.EISDIR, gustfs.open, sub, "w", filename=sub)
     expect(IsADirectoryError, errno.EISDIR, gustfs.open, sub, "r+b", filename=sub)
     expect(IsADirectoryError, errno.EISDIR, gustfs.remove, sub, filename=sub)
-    with gustfs.open(sub, "rb", buffering=0) as dirfile:
-        expect(IsADirectoryError, errno.EISDIR, dirfile.read, 10)
+    expect(IsADirectoryError, errno.EISDIR, gustfs.open, sub, "rb", filename=sub)  # as io.open
+    fd, _, kind = gustfs.client()._c.open(sub, os.O_RDONLY)  # the system level opens it
+    assert kind == "d"
+    try:
+        expect(IsADirectoryError, errno.EISDIR, gustfs.client()._c.read, fd, 10)
+    finally:
+        gustfs.client()._c.close(fd)
 
     expect(NotADirectoryError, errno.ENOTDIR, gustfs.listdir, f, filename=f)
     expect(NotADirectoryError, errno.ENOTDIR, gustfs.rmdir, f, filename=f)

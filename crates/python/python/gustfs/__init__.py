@@ -21,6 +21,7 @@ See docs/PYTHON.md for what differs from ``os`` and ``io``; ``gustfs.fsspec``
 has the fsspec file system (``gust://``).
 """
 
+import errno as _errno
 import io
 import os
 import stat as _stat
@@ -137,7 +138,12 @@ class FileIO(io.RawIOBase):
         self._writable = kind != "r" or plus
         self._appending = kind == "a"
         self._mode = {"r": "rb", "w": "wb", "a": "ab", "x": "xb"}[kind] + ("+" if plus else "")
-        self._fd, self._size_hint = self._c.open(self.name, flags, perms)
+        fd, self._size_hint, kind = self._c.open(self.name, flags, perms)
+        if kind == "d":
+            # As io.FileIO: a directory opens at the system level but is no file.
+            self._c.close(fd)
+            raise IsADirectoryError(_errno.EISDIR, os.strerror(_errno.EISDIR), self.name)
+        self._fd = fd
 
     # -- state ------------------------------------------------------------------------
 
@@ -419,7 +425,7 @@ class Client:
 
     def write_bytes(self, path, data):
         """Creates or replaces a file with ``data`` (any bytes-like object)."""
-        fd, _ = self._c.open(_fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        fd, _, _ = self._c.open(_fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
             return self._c.write(fd, data)
         finally:
