@@ -5,7 +5,7 @@
 # multi-node tests run sshd, munge, slurmctld and slurmd on test nodes they create
 # (tests/cluster/testcluster.sh); bc is for bench/start_hosts.sh.
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 libc6-dev iproute2 util-linux
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 python3-venv libc6-dev iproute2 util-linux
   openssh-server openssh-client munge slurmctld slurmd slurm-client bc)
 missing=()
 for p in "${pkgs[@]}"; do

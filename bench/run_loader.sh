@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The data-loader workload (bench/loader.py): N files of log-normal sizes around
+# 100 KiB, read whole in a fresh random order by W forked worker processes for E
+# epochs, three ways in the same run, interleaved run by run:
+#   module   gustfs.open (the Python module over the client core)
+#   preload  Python's own open under `gust run` (the LD_PRELOAD library)
+#   local    Python's own open on the local copy (the baseline)
+# GustFS root directories and the local copy live on the same storage (BENCH_DIR,
+# default /dev/shm: node-local memory, as on a diskless compute node).
+# Usage: bench/run_loader.sh [runs]   (JSON lines in bench/results/loader-<date>.json,
+# a markdown table on stdout). BENCH_FILES (20000), BENCH_WORKERS (4),
+# BENCH_EPOCHS (2), BENCH_DAEMONS (4).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+cargo build --release -p gust-cli -p gust-preload >/dev/null
+. scripts/python-env.sh
+runs=${1:-3}
+files=${BENCH_FILES:-20000}
+workers=${BENCH_WORKERS:-4}
+epochs=${BENCH_EPOCHS:-2}
+daemons=${BENCH_DAEMONS:-4}
+base=${BENCH_DIR:-/dev/shm}/gust-loader.$$
+mkdir -p "$base/local" bench/results
+out=bench/results/loader-$(date +%Y%m%d-%H%M)-d$daemons.json
+trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' EXIT
+"$GUST" start --local "$daemons" --rootdir "$base/fs" >/dev/null
+eval "$("$GUST" env --rootdir "$base/fs")"  # GUST_HOSTS_FILE, GUST_MOUNTDIR
+"$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
+read_args=(--manifest-dir "$base/local" --workers "$workers" --epochs "$epochs")
+: > "$out"
+for r in $(seq "$runs"); do
+  # Rotate the order of the three so that none always runs first or last.
+  order=(module preload local)
+  order=("${order[@]:$((r % 3))}" "${order[@]:0:$((r % 3))}")
+  for t in "${order[@]}"; do
+    case $t in
+      module) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader "${read_args[@]}") ;;
+      preload) json=$("$GUST" run -- "$GUST_PYTHON" bench/loader.py read --target "posix:$GUST_MOUNTDIR/loader" "${read_args[@]}") ;;
+      local) json=$("$GUST_PYTHON" bench/loader.py read --target "posix:$base/local" "${read_args[@]}") ;;
+    esac
+    printf '{"run": %d, "way": "%s", "daemons": %d, "files": %d, "result": %s}\n' "$r" "$t" "$daemons" "$files" "$json" >> "$out"
+  done
+done
+"$GUST_PYTHON" - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+for r in rows:
+    by.setdefault(r["run"], {})[r["way"]] = r["result"]
+def med(way, key):
+    return statistics.median(by[run][way][key] for run in by)
+def ratio(way):
+    return statistics.median(by[run][way]["files_per_s"] / by[run]["local"]["files_per_s"] for run in by)
+r0 = rows[0]
+print(f"{r0['files']} files, {r0['result']['workers']} workers, {len(r0['result']['epochs'])} epochs, "
+      f"{r0['daemons']} daemons, medians of {len(by)} runs")
+print("| way | files/s | MiB/s | /local (same run) |")
+print("|---|---:|---:|---:|")
+for way in ("module", "preload", "local"):
+    print(f"| {way} | {med(way, 'files_per_s'):,.0f} | {med(way, 'mib_per_s'):,.0f} | {ratio(way):.2f} |")
+print(f"results: {sys.argv[1]}", file=sys.stderr)
+PY
