@@ -36,6 +36,15 @@ fn sh_out(inst: &Instance, script: &str) -> Output {
         .expect("run gust run")
 }
 
+/// Compiles tests/c/NAME.c into `dir` (with -pthread: harmless where unused).
+fn compile_c(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    let bin = dir.path().join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("c/{name}.c"));
+    let cc = Command::new("cc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).output().expect("cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    bin
+}
+
 fn local_dir(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("gust-preload-{tag}")).tempdir_in("/tmp").unwrap()
 }
@@ -257,10 +266,7 @@ print("PY-OK")
 fn c_program_api_errors_threads_fork() {
     let inst = Instance::start(3);
     let l = local_dir("c");
-    let bin = l.path().join("preload_api");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/preload_api.c");
-    let cc = Command::new("cc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).output().expect("cc");
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let bin = compile_c(&l, "preload_api");
     // Control: the same program on a local directory without the library.
     let local = l.path().join("local");
     std::fs::create_dir(&local).unwrap();
@@ -276,10 +282,7 @@ fn c_program_api_errors_threads_fork() {
 fn c_program_copy_file_range_sendfile() {
     let inst = Instance::start(3);
     let l = local_dir("copy");
-    let bin = l.path().join("preload_copy");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/preload_copy.c");
-    let cc = Command::new("cc").args(["-O1", "-o"]).arg(&bin).arg(&src).output().expect("cc");
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let bin = compile_c(&l, "preload_copy");
     let scratch = l.path().join("scratch");
     let local = l.path().join("local");
     std::fs::create_dir(&scratch).unwrap();
@@ -296,10 +299,7 @@ fn c_program_copy_file_range_sendfile() {
 fn c_program_scandir_readdir_r_freopen() {
     let inst = Instance::start(2);
     let l = local_dir("c2");
-    let bin = l.path().join("preload_dirstdio");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/preload_dirstdio.c");
-    let cc = Command::new("cc").args(["-O1", "-o"]).arg(&bin).arg(&src).output().expect("cc");
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let bin = compile_c(&l, "preload_dirstdio");
     let local = l.path().join("local");
     std::fs::create_dir(&local).unwrap();
     let plain = Command::new(&bin).arg(&local).output().unwrap();
