@@ -168,6 +168,11 @@ impl Jobs {
         let mut args = vec!["--uid=nobody", "--gid=nogroup", "--parsable", "-J", name];
         let o = format!("--output={}", out.display());
         args.push(&o);
+        // The job starts in the work directory, which every node sees; sbatch's
+        // default is the caller's, which a node may not have (a clone under /tmp,
+        // where every test node has a private /tmp).
+        let cd = format!("--chdir={}", self.work.display());
+        args.push(&cd);
         args.extend_from_slice(sbatch_args);
         let s = script.display().to_string();
         args.push(&s);
