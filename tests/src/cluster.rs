@@ -53,6 +53,22 @@ impl TestCluster {
         c
     }
 
+    /// The `gust` binary (and the preload library beside it) copied into this
+    /// cluster's directory, which every node sees: the build may live under /tmp,
+    /// which each node has privately.
+    pub fn gust(&self) -> PathBuf {
+        let bin = self.dir.join("bin");
+        let gust = bin.join("gust");
+        if !gust.exists() {
+            std::fs::create_dir_all(&bin).unwrap();
+            let built = crate::gust_bin();
+            for f in ["gust", "libgust_preload.so"] {
+                std::fs::copy(built.parent().unwrap().join(f), bin.join(f)).unwrap();
+            }
+        }
+        gust
+    }
+
     fn run(&self, args: &[&str]) {
         let out = Command::new("bash").arg(script()).arg(args[0]).arg(&self.dir).args(&args[1..]).output().unwrap();
         assert!(

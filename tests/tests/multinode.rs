@@ -8,7 +8,6 @@
 
 use gust_client::{Client, ClientOptions};
 use gust_e2e::cluster::{skip, unavailable, TestCluster};
-use gust_e2e::gust_bin;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ fn base(tag: &str) -> String {
 }
 
 fn gust_start(c: &TestCluster, hosts: &str, base: &str, extra: &[&str]) -> Output {
-    Command::new(gust_bin())
+    Command::new(c.gust())
         .args(["start", "--hosts", hosts, "--ssh", &c.ssh_command(), "--rootdir", base])
         .args(extra)
         .output()
@@ -78,7 +77,7 @@ fn ssh_start_read_write_status_stop() {
         assert!(cl.daemon_stats(d).unwrap().bytes_written > 0, "daemon {d} got no data");
     }
     // ... and read back on a node, through that node's own copy of the hosts file.
-    let o = c.on_node(1, &format!("GUST_HOSTS_FILE={hp} {} cat /big | md5sum", gust_bin().display()));
+    let o = c.on_node(1, &format!("GUST_HOSTS_FILE={hp} {} cat /big | md5sum", c.gust().display()));
     let here = Command::new("md5sum").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn();
     let mut here = here.unwrap();
     std::io::Write::write_all(here.stdin.as_mut().unwrap(), &data).unwrap();
@@ -86,7 +85,7 @@ fn ssh_start_read_write_status_stop() {
     assert_eq!(text(&o.stdout), sum, "gnode1 read other bytes: {}", text(&o.stderr));
     drop(cl);
 
-    let st = Command::new(gust_bin()).args(["status", "--hosts-file", &hp]).output().unwrap();
+    let st = Command::new(c.gust()).args(["status", "--hosts-file", &hp]).output().unwrap();
     assert!(st.status.success(), "{}", text(&st.stderr));
     let st = text(&st.stdout);
     for i in 0..NODES {
@@ -98,7 +97,7 @@ fn ssh_start_read_write_status_stop() {
     let again = gust_start(&c, "gnode[0-2]", &base, &[]);
     assert!(!again.status.success() && text(&again.stderr).contains("already running"), "{}", text(&again.stderr));
 
-    let stop = Command::new(gust_bin()).args(["stop", "--hosts-file", &hp]).output().unwrap();
+    let stop = Command::new(c.gust()).args(["stop", "--hosts-file", &hp]).output().unwrap();
     assert!(stop.status.success(), "gust stop: {}", text(&stop.stderr));
     let gone = gust_e2e::wait_until(Duration::from_secs(10), || (0..NODES).all(|i| c.processes(i, "/gust").is_empty()));
     assert!(gone, "daemons left after gust stop");
