@@ -8,8 +8,12 @@
 //! Not for: placement (gust-placement), client-side logic (gust-client).
 
 pub mod chunks;
+pub mod dispatch;
+mod log_budget;
 pub mod metadata;
+pub mod metrics;
 pub mod server;
+pub mod state;
 
 use gust_hosts::{DaemonEntry, HostsFile};
 use std::fs;
@@ -245,7 +249,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     };
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
 
-    let state = Arc::new(server::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret));
+    let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret));
     server::spawn_tcp(state.clone(), tcp);
     if let Some(u) = uds {
         server::spawn_uds(state.clone(), u);
