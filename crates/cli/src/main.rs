@@ -78,6 +78,13 @@ enum Cmd {
         /// For a new instance: create/mkdir check that the parent directory exists.
         #[arg(long)]
         check_parent: bool,
+        /// Worker threads serving all connections (default: 4 per core, 8 to 64).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Bound on memory held for requests in flight, all connections together
+        /// (e.g. 512M); a connection whose next frame does not fit waits.
+        #[arg(long, value_parser = parse_size)]
+        request_memory: Option<u64>,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -122,8 +129,25 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init();
     let r = match cli.cmd {
-        Cmd::Daemon { rootdir, mountdir, hosts_file, listen, chunk_size, clean_rootdir, id, check_parent } => {
+        Cmd::Daemon {
+            rootdir,
+            mountdir,
+            hosts_file,
+            listen,
+            chunk_size,
+            clean_rootdir,
+            id,
+            check_parent,
+            threads,
+            request_memory,
+        } => {
+            let defaults = gust_daemon::server::ServerOptions::default();
+            let server = gust_daemon::server::ServerOptions {
+                threads: threads.unwrap_or(defaults.threads).clamp(1, 1024),
+                request_memory_bytes: request_memory.map_or(defaults.request_memory_bytes, |b| b as usize),
+            };
             gust_daemon::run(gust_daemon::DaemonConfig {
+                server,
                 rootdir,
                 mountdir,
                 hosts_file,

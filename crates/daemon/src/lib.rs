@@ -18,9 +18,8 @@ pub mod state;
 use gust_hosts::{DaemonEntry, HostsFile};
 use std::fs;
 use std::io;
-use std::net::TcpListener;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::UnixListener;
+use gust_transport::{Endpoint, Listener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,6 +38,8 @@ pub struct DaemonConfig {
     pub id: Option<u32>,
     /// For a new hosts file: whether create/mkdir check that the parent exists.
     pub check_parent: bool,
+    /// Worker threads and the request memory bound.
+    pub server: server::ServerOptions,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -153,7 +154,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let rootdir = ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)?;
 
     let identity = read_identity(&rootdir)?;
-    let tcp = TcpListener::bind(&cfg.listen).map_err(|e| {
+    let tcp_ep = gust_transport::tcp_endpoint(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let tcp = Listener::bind(&tcp_ep).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
             format!(
                 "cannot listen on {}: address already in use (another daemon? pick another --listen port)",
@@ -163,7 +165,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             format!("cannot listen on {}: {e}", cfg.listen)
         }
     })?;
-    let tcp_addr = tcp.local_addr().map_err(|e| e.to_string())?;
+    let Endpoint::Tcp(tcp_addr) = tcp.local().clone() else { unreachable!("bound a TCP endpoint") };
 
     let metadata = metadata::MetadataStore::open(&rootdir.join("metadata")).map_err(|e| {
         if e.contains("lock") {
@@ -178,8 +180,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     // socket (TCP still works) if the root directory's path is too long.
     let uds_path = rootdir.join("daemon.sock");
     let uds = if uds_path.as_os_str().len() < 100 {
-        let _ = fs::remove_file(&uds_path);
-        Some(ctx(UnixListener::bind(&uds_path), "cannot bind Unix socket", &uds_path)?)
+        Some(ctx(Listener::bind(&Endpoint::Unix(uds_path.clone())), "cannot bind Unix socket", &uds_path)?)
     } else {
         tracing::warn!("root directory path too long for a Unix socket; TCP only ({})", uds_path.display());
         None
@@ -250,16 +251,18 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret));
-    server::spawn_tcp(state.clone(), tcp);
-    if let Some(u) = uds {
-        server::spawn_uds(state.clone(), u);
-    }
+    let fds = server::raise_descriptor_limit();
+    let listeners = std::iter::once(tcp).chain(uds).collect();
+    ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
     tracing::info!(
-        "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes",
+        "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes, \
+         {} worker threads, up to {} connections (descriptor limit {fds})",
         hosts.instance,
         std::process::id(),
         rootdir.display(),
-        hosts.chunk_size_bytes
+        hosts.chunk_size_bytes,
+        cfg.server.threads,
+        server::CONNECTIONS_MAX,
     );
     let sig = server::wait_for_termination();
     tracing::info!("signal {sig}: syncing metadata and stopping");

@@ -110,41 +110,73 @@ pub fn client<S: Read + Write>(s: &mut S, secret: &[u8]) -> Result<(), Handshake
     Ok(())
 }
 
-/// Daemon side. `busy` refuses politely (connection limit reached).
-pub fn daemon<S: Read + Write>(s: &mut S, secret: &[u8], busy: bool) -> Result<(), HandshakeError> {
-    let mut hello = [0u8; 42];
-    s.read_exact(&mut hello)?;
+/// Bytes of the client's hello and of its MAC: what a daemon waits for at each step.
+pub const HELLO_BYTES: usize = 42;
+pub const CLIENT_MAC_BYTES: usize = 32;
+
+/// The daemon's side between its reply to the hello and the client's MAC.
+pub struct DaemonHandshake {
+    client_nonce: [u8; 32],
+    daemon_nonce: [u8; 32],
+}
+
+/// The daemon's first step, without I/O (event-driven servers): the reply to send for
+/// the client's hello, and the state for the second step unless the handshake ends
+/// here (not a GustFS client, another version, or `busy`: refused politely).
+pub fn daemon_hello(
+    hello: &[u8; HELLO_BYTES],
+    secret: &[u8],
+    busy: bool,
+) -> (Vec<u8>, Result<DaemonHandshake, HandshakeError>) {
     if &hello[..8] != HELLO_MAGIC {
-        return Err(HandshakeError::NotGust);
+        return (Vec::new(), Err(HandshakeError::NotGust));
     }
     let theirs = u16::from_le_bytes([hello[8], hello[9]]);
     let mut reply = Vec::with_capacity(67);
     if theirs != PROTOCOL_VERSION || busy {
         reply.push(if busy { STATUS_BUSY } else { STATUS_BAD_VERSION });
         reply.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-        s.write_all(&reply)?;
-        return Err(if busy {
-            HandshakeError::Busy
-        } else {
-            HandshakeError::BadVersion { ours: PROTOCOL_VERSION, theirs }
-        });
+        let e = if busy { HandshakeError::Busy } else { HandshakeError::BadVersion { ours: PROTOCOL_VERSION, theirs } };
+        return (reply, Err(e));
     }
-    let cn = &hello[10..42];
-    let dn = nonce();
+    let mut client_nonce = [0u8; 32];
+    client_nonce.copy_from_slice(&hello[10..42]);
+    let daemon_nonce = nonce();
     reply.push(STATUS_OK);
     reply.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    reply.extend_from_slice(&dn);
-    reply.extend_from_slice(&mac(secret, b"gust-daemon", cn, &dn).finalize().into_bytes());
-    s.write_all(&reply)?;
-    let mut cmac = [0u8; 32];
-    s.read_exact(&mut cmac)?;
-    let ok = mac(secret, b"gust-client", &dn, cn).verify_slice(&cmac).is_ok();
-    s.write_all(&[if ok { STATUS_OK } else { STATUS_BAD_AUTH }])?;
-    if ok {
-        Ok(())
-    } else {
-        Err(HandshakeError::BadAuth)
+    reply.extend_from_slice(&daemon_nonce);
+    reply.extend_from_slice(&mac(secret, b"gust-daemon", &client_nonce, &daemon_nonce).finalize().into_bytes());
+    (reply, Ok(DaemonHandshake { client_nonce, daemon_nonce }))
+}
+
+impl DaemonHandshake {
+    /// The second step: the status byte to send for the client's MAC, and whether
+    /// the client proved it knows the secret.
+    pub fn finish(self, secret: &[u8], client_mac: &[u8; CLIENT_MAC_BYTES]) -> (u8, Result<(), HandshakeError>) {
+        let ok = mac(secret, b"gust-client", &self.daemon_nonce, &self.client_nonce).verify_slice(client_mac).is_ok();
+        if ok {
+            (STATUS_OK, Ok(()))
+        } else {
+            (STATUS_BAD_AUTH, Err(HandshakeError::BadAuth))
+        }
     }
+}
+
+/// Daemon side over a blocking stream. `busy` refuses politely (connection limit
+/// reached).
+pub fn daemon<S: Read + Write>(s: &mut S, secret: &[u8], busy: bool) -> Result<(), HandshakeError> {
+    let mut hello = [0u8; HELLO_BYTES];
+    s.read_exact(&mut hello)?;
+    let (reply, next) = daemon_hello(&hello, secret, busy);
+    if !reply.is_empty() {
+        s.write_all(&reply)?;
+    }
+    let next = next?;
+    let mut cmac = [0u8; CLIENT_MAC_BYTES];
+    s.read_exact(&mut cmac)?;
+    let (status, r) = next.finish(secret, &cmac);
+    s.write_all(&[status])?;
+    r
 }
 
 #[cfg(test)]

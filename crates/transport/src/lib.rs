@@ -24,6 +24,7 @@ use std::fmt;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -113,6 +114,12 @@ pub trait Stream: Read + Write + Send {
     /// Whether bytes are waiting to be read, without blocking (a reply that is
     /// already there is worth polling for rather than sleeping on).
     fn readable_now(&self) -> bool;
+    /// The descriptor an event loop (epoll) can wait on; None for transports that
+    /// have none (in-memory), which a server then serves with a thread of their own.
+    fn raw_fd(&self) -> Option<RawFd>;
+    /// Reads and writes return `WouldBlock` instead of waiting (event-driven
+    /// servers). Unsupported (an error) where `raw_fd` is None.
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
 }
 
 fn poll_readable(fd: i32) -> bool {
@@ -136,8 +143,13 @@ impl Stream for TcpStream {
         let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
     }
     fn readable_now(&self) -> bool {
-        use std::os::unix::io::AsRawFd;
         poll_readable(self.as_raw_fd())
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        Self::set_nonblocking(self, on)
     }
 }
 
@@ -156,8 +168,13 @@ impl Stream for UnixStream {
         let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
     }
     fn readable_now(&self) -> bool {
-        use std::os::unix::io::AsRawFd;
         poll_readable(self.as_raw_fd())
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        Self::set_nonblocking(self, on)
     }
 }
 
@@ -220,7 +237,26 @@ impl Listener {
         &self.local
     }
 
-    /// Waits for the next connection.
+    /// The listening descriptor, for an event loop; None for in-memory listeners.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        match &self.kind {
+            ListenerKind::Tcp(l) => Some(l.as_raw_fd()),
+            ListenerKind::Unix(l, _) => Some(l.as_raw_fd()),
+            ListenerKind::Mem(_) => None,
+        }
+    }
+
+    /// `accept` returns `WouldBlock` when no connection waits (event loops).
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match &self.kind {
+            ListenerKind::Tcp(l) => l.set_nonblocking(on),
+            ListenerKind::Unix(l, _) => l.set_nonblocking(on),
+            ListenerKind::Mem(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "in-memory listeners block")),
+        }
+    }
+
+    /// Waits for the next connection. Accepted streams block (Linux does not pass
+    /// the listener's O_NONBLOCK on) until told otherwise.
     pub fn accept(&self) -> io::Result<Box<dyn Stream>> {
         match &self.kind {
             ListenerKind::Tcp(l) => {

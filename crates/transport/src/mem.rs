@@ -277,6 +277,12 @@ impl Stream for MemStream {
     fn readable_now(&self) -> bool {
         !self.conn.rx.lock().pieces.is_empty()
     }
+    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
+    fn set_nonblocking(&self, _on: bool) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "in-memory streams block"))
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,506 @@
+//! One client connection as a state machine: the handshake, then frames in and
+//! replies out, driven by whoever has the connection's turn (a worker of the event
+//! loop, or the thread of a stream that has no descriptor).
+//!
+//! A turn does at most one read: it serves every whole frame that read completed,
+//! keeps the part of a frame that has not all arrived, and returns what the
+//! connection waits for next. Nothing in a turn waits on the peer, so a peer that
+//! trickles bytes, stops halfway or stops reading its replies costs its own buffers
+//! (bounded, see `budget`) and a deadline, never a thread.
+//!
+//! Where bytes go: a read lands in the worker's scratch buffer; frames that fit in
+//! it are served from there. A frame larger than the scratch buffer (a big write)
+//! gets a buffer of its exact size once its header is known, and the rest of it is
+//! read straight into place. Replies go out with one write when small, gathered
+//! writes when large; what the socket does not take is kept until it does.
+
+use super::budget::Budget;
+use crate::dispatch::handle;
+use crate::state::State;
+use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+use gust_proto::handshake::{self, DaemonHandshake, CLIENT_MAC_BYTES, HELLO_BYTES};
+use gust_proto::{decode_request, encode, FrameError, Reply, Response, PROTOCOL_VERSION};
+use gust_transport::{Stream, COALESCE_BYTES_MAX};
+use std::io::{self, IoSlice, Write};
+use std::time::{Duration, Instant};
+use tracing::{debug_span, warn};
+
+/// A worker's read buffer: one read takes up to this much.
+pub(crate) const SCRATCH_BYTES: usize = 64 << 10;
+/// A peer must finish the handshake within this time.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A frame that started arriving must be whole within this time (at least ~0.5 MiB/s
+/// for the largest frame), and a reply the peer does not take must be taken within
+/// it; otherwise the connection is closed.
+pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// A worker's reply buffer above this size is released after the request.
+const BUFFER_KEEP_BYTES_MAX: usize = 4 << 20;
+
+/// What a connection waits for after its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// More bytes from the peer.
+    Read,
+    /// Room to send the rest of a reply.
+    Write,
+    /// Request memory (the budget is spent): retry the turn later.
+    Park,
+    Close,
+}
+
+/// What one worker thread owns and lends to each turn it runs.
+pub(crate) struct Worker {
+    pub scratch: Vec<u8>,
+    pub bulk_out: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+impl Worker {
+    pub fn new() -> Worker {
+        Worker { scratch: vec![0; SCRATCH_BYTES], bulk_out: Vec::new(), reply: Vec::with_capacity(4096) }
+    }
+}
+
+enum Phase {
+    Hello,
+    ClientMac(DaemonHandshake),
+    Ready,
+}
+
+/// A frame larger than the scratch buffer, received in place.
+struct InPlace {
+    header: Header,
+    /// Body then bulk, `HEADER_BYTES` not included.
+    buf: Vec<u8>,
+    got: usize,
+}
+
+pub(crate) struct Session {
+    stream: Box<dyn Stream>,
+    pub peer: String,
+    span: tracing::Span,
+    phase: Phase,
+    /// Refuse politely at the handshake: the daemon is at its connection limit.
+    busy: bool,
+    /// Bytes that arrived and were not served yet: the start of a frame (or
+    /// handshake message), or whole frames left behind a reply the peer has not
+    /// taken.
+    pending: Vec<u8>,
+    in_place: Option<InPlace>,
+    /// Reply bytes the socket did not take yet, from `out_sent` on.
+    out: Vec<u8>,
+    out_sent: usize,
+    /// Bytes of `pending`, `in_place` and `out` charged to the budget.
+    charged: usize,
+    /// When the handshake, a partial frame or an unsent reply times out.
+    pub deadline: Option<Instant>,
+}
+
+enum Flow {
+    Continue,
+    Stop(Outcome),
+}
+
+impl Session {
+    pub fn new(stream: Box<dyn Stream>, daemon_id: u32, busy: bool) -> Session {
+        let peer = stream.peer();
+        let span = tracing::info_span!("conn", daemon = daemon_id, peer = %peer);
+        Session {
+            stream,
+            peer,
+            span,
+            phase: Phase::Hello,
+            busy,
+            pending: Vec::new(),
+            in_place: None,
+            out: Vec::new(),
+            out_sent: 0,
+            charged: 0,
+            deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
+        }
+    }
+
+    pub fn stream(&self) -> &dyn Stream {
+        &*self.stream
+    }
+
+    /// Bytes charged to the budget, to give back when the session ends.
+    pub fn charged(&self) -> usize {
+        self.charged
+    }
+
+    /// The budget was settled by whoever ended the session.
+    pub fn forget_charge(&mut self) {
+        self.charged = 0;
+    }
+
+    fn set_charged(&mut self, budget: &Budget, now: usize) {
+        if now > self.charged {
+            budget.charge(now - self.charged);
+        } else {
+            budget.release(self.charged - now);
+        }
+        self.charged = now;
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.pending.capacity()
+            + self.in_place.as_ref().map_or(0, |p| p.buf.capacity())
+            + (self.out.capacity())
+    }
+
+    /// One turn: send what is owed, serve what already arrived, read once, serve.
+    pub fn turn(&mut self, state: &State, budget: &Budget, w: &mut Worker) -> Outcome {
+        let span = self.span.clone();
+        let _g = span.enter();
+        let outcome = self.turn_inner(state, budget, w);
+        // Buffers held past this turn count against the budget.
+        let held = self.held_bytes();
+        if held != self.charged {
+            self.set_charged(budget, held);
+        }
+        self.deadline = match (&self.phase, outcome) {
+            (Phase::Hello | Phase::ClientMac(_), _) => self.deadline,
+            (_, Outcome::Write) | (_, Outcome::Park) => Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT)),
+            _ if !self.pending.is_empty() || self.in_place.is_some() => {
+                Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT))
+            }
+            _ => None,
+        };
+        outcome
+    }
+
+    fn turn_inner(&mut self, state: &State, budget: &Budget, w: &mut Worker) -> Outcome {
+        match self.flush_out() {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Write,
+            Err(_) => return Outcome::Close,
+        }
+        if self.out.capacity() > 0 {
+            self.out = Vec::new();
+            self.out_sent = 0;
+        }
+        // Whole frames left behind a reply that has now gone out.
+        if !self.pending.is_empty() && self.in_place.is_none() {
+            let data = std::mem::take(&mut self.pending);
+            let (used, flow) = self.consume(state, w, &data);
+            let keep = self.keep_rest(budget, &data[used..]);
+            if let Flow::Stop(o) = flow {
+                return o;
+            }
+            if let Some(o) = keep {
+                return o;
+            }
+        }
+        if let Some(p) = &mut self.in_place {
+            match read_some(&mut *self.stream, &mut p.buf[p.got..]) {
+                Ok(0) => {
+                    state.metrics.refused();
+                    warn!("closing connection from {}: truncated frame ({} of {} bytes)", self.peer, p.got, p.buf.len());
+                    return Outcome::Close;
+                }
+                Ok(n) => p.got += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Read,
+                Err(_) => return Outcome::Close,
+            }
+            if p.got < p.buf.len() {
+                return Outcome::Read;
+            }
+            let p = self.in_place.take().expect("checked above");
+            let body_len = p.header.body_len as usize;
+            let flow = self.serve(state, w, p.header, &p.buf[..body_len], &p.buf[body_len..]);
+            drop(p);
+            return match flow {
+                Flow::Stop(o) => o,
+                Flow::Continue => Outcome::Read,
+            };
+        }
+        let mut scratch = std::mem::take(&mut w.scratch);
+        let n = match read_some(&mut *self.stream, &mut scratch[..]) {
+            Ok(0) => {
+                w.scratch = scratch;
+                return self.ended(state, "connection closed");
+            }
+            Ok(n) => n,
+            Err(e) => {
+                w.scratch = scratch;
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    return Outcome::Read;
+                }
+                return self.ended(state, &e.to_string());
+            }
+        };
+        let outcome = if self.pending.is_empty() {
+            let (used, flow) = self.consume(state, w, &scratch[..n]);
+            let keep = self.keep_rest(budget, &scratch[used..n]);
+            match flow {
+                Flow::Stop(o) => o,
+                Flow::Continue => keep.unwrap_or(Outcome::Read),
+            }
+        } else {
+            let mut data = std::mem::take(&mut self.pending);
+            data.extend_from_slice(&scratch[..n]);
+            let (used, flow) = self.consume(state, w, &data);
+            let keep = self.keep_rest(budget, &data[used..]);
+            match flow {
+                Flow::Stop(o) => o,
+                Flow::Continue => keep.unwrap_or(Outcome::Read),
+            }
+        };
+        w.scratch = scratch;
+        outcome
+    }
+
+    /// Keeps bytes not served: a partial frame whose header says it is larger than
+    /// the scratch buffer moves into a buffer of its size (if the budget has room,
+    /// otherwise the connection parks); anything else waits in `pending`.
+    fn keep_rest(&mut self, budget: &Budget, rest: &[u8]) -> Option<Outcome> {
+        if rest.is_empty() {
+            return None;
+        }
+        if matches!(self.phase, Phase::Ready) && self.out_sent >= self.out.len() && rest.len() >= HEADER_BYTES {
+            let hb: &[u8; HEADER_BYTES] = rest[..HEADER_BYTES].try_into().expect("length checked");
+            if let Ok(h) = Header::decode(hb) {
+                let len = h.body_len as usize + h.bulk_len as usize;
+                if HEADER_BYTES + len > SCRATCH_BYTES && rest.len() < HEADER_BYTES + len {
+                    if !budget.try_charge(len) {
+                        self.pending = rest.to_vec();
+                        return Some(Outcome::Park);
+                    }
+                    self.charged += len;
+                    let mut buf = vec![0u8; len];
+                    let have = rest.len() - HEADER_BYTES;
+                    buf[..have].copy_from_slice(&rest[HEADER_BYTES..]);
+                    self.in_place = Some(InPlace { header: h, buf, got: have });
+                    return None;
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+        None
+    }
+
+    /// Serves every whole handshake message or frame at the start of `data`;
+    /// returns how many bytes that used, and whether to stop here.
+    fn consume(&mut self, state: &State, w: &mut Worker, data: &[u8]) -> (usize, Flow) {
+        let mut at = 0;
+        loop {
+            let rest = &data[at..];
+            // A reply waits for the peer: serve nothing more until it has gone.
+            if self.out_sent < self.out.len() {
+                return (at, Flow::Stop(Outcome::Write));
+            }
+            match std::mem::replace(&mut self.phase, Phase::Ready) {
+                Phase::Hello => {
+                    let Some(hello) = rest.get(..HELLO_BYTES) else {
+                        self.phase = Phase::Hello;
+                        return (at, Flow::Continue);
+                    };
+                    at += HELLO_BYTES;
+                    let hello: &[u8; HELLO_BYTES] = hello.try_into().expect("length checked");
+                    let (reply, next) = handshake::daemon_hello(hello, &state.secret, self.busy);
+                    let sent = reply.is_empty() || self.send_parts(&[&reply]).is_ok();
+                    match next {
+                        Ok(h) if sent => self.phase = Phase::ClientMac(h),
+                        Ok(_) => return (at, Flow::Stop(Outcome::Close)),
+                        Err(e) => {
+                            self.refuse(state, &e.to_string());
+                            return (at, Flow::Stop(Outcome::Close));
+                        }
+                    }
+                }
+                Phase::ClientMac(h) => {
+                    let Some(mac) = rest.get(..CLIENT_MAC_BYTES) else {
+                        self.phase = Phase::ClientMac(h);
+                        return (at, Flow::Continue);
+                    };
+                    at += CLIENT_MAC_BYTES;
+                    let mac: &[u8; CLIENT_MAC_BYTES] = mac.try_into().expect("length checked");
+                    let (status, r) = h.finish(&state.secret, mac);
+                    let sent = self.send_parts(&[&[status]]).is_ok();
+                    if let Err(e) = r {
+                        self.refuse(state, &e.to_string());
+                        return (at, Flow::Stop(Outcome::Close));
+                    }
+                    if !sent {
+                        return (at, Flow::Stop(Outcome::Close));
+                    }
+                    self.phase = Phase::Ready;
+                    self.deadline = None;
+                    // Streams without a descriptor block: no bound once established.
+                    let _ = self.stream.set_timeout(None);
+                }
+                Phase::Ready => {
+                    let Some(hb) = rest.get(..HEADER_BYTES) else { return (at, Flow::Continue) };
+                    let h = match Header::decode(hb.try_into().expect("length checked")) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            state.metrics.refused();
+                            warn!("closing connection from {}: {e}", self.peer);
+                            return (at, Flow::Stop(Outcome::Close));
+                        }
+                    };
+                    let body_end = HEADER_BYTES + h.body_len as usize;
+                    let end = body_end + h.bulk_len as usize;
+                    if rest.len() < end {
+                        return (at, Flow::Continue);
+                    }
+                    at += end;
+                    if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end]) {
+                        return (at, Flow::Stop(o));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The peer is gone (or the reaper cut it off). Before the handshake finished,
+    /// that is a refused connection, counted and logged as one.
+    fn ended(&self, state: &State, why: &str) -> Outcome {
+        if !matches!(self.phase, Phase::Ready) {
+            let expired = self.deadline.is_some_and(|d| d <= Instant::now());
+            let why = if expired { "handshake not finished in time" } else { why };
+            self.refuse(state, &format!("handshake i/o error: {why}"));
+        } else if !self.pending.is_empty() {
+            state.metrics.refused();
+            let what = if self.pending.len() < HEADER_BYTES { "truncated frame header" } else { "truncated frame" };
+            warn!("closing connection from {}: {what} ({why})", self.peer);
+        }
+        Outcome::Close
+    }
+
+    fn refuse(&self, state: &State, why: &str) {
+        state.metrics.refused();
+        match state.refusals_logged.admit() {
+            Some(0) => warn!("refused connection from {}: {why}", self.peer),
+            Some(dropped) => {
+                warn!("refused connection from {}: {why} ({dropped} earlier refusals not logged)", self.peer)
+            }
+            None => {}
+        }
+    }
+
+    /// Decodes, dispatches and answers one frame.
+    fn serve(&mut self, state: &State, w: &mut Worker, h: Header, body: &[u8], bulk_in: &[u8]) -> Flow {
+        let (op, id) = (h.op, h.request_id);
+        let req = match decode_request(op, body) {
+            Ok(r) => r,
+            Err(e) => {
+                // The header was sound, so answer with an error before closing.
+                state.metrics.refused();
+                warn!(op, id, "closing connection from {}: {e}", self.peer);
+                let errno = if matches!(e, FrameError::UnknownOp(_)) { libc::ENOSYS } else { libc::EPROTO };
+                let reply: Reply = Err(errno);
+                let _ = self.send_frame(w, op, id, &encode(&reply), false);
+                return Flow::Stop(Outcome::Close);
+            }
+        };
+        // Disabled (free) unless GUST_LOG asks for debug: then every event of this
+        // request carries its op and id.
+        let _req = debug_span!("req", op = req.name(), id).entered();
+        state.metrics.count_op(op);
+        w.bulk_out.clear();
+        let reply = handle(state, req, bulk_in, &mut w.bulk_out);
+        let with_bulk = matches!(reply, Ok(Response::Data { .. }));
+        let r = self.send_frame(w, op, id, &encode(&reply), with_bulk);
+        // An idle worker should not pin a large transfer's buffer.
+        if w.bulk_out.capacity() > BUFFER_KEEP_BYTES_MAX {
+            w.bulk_out = Vec::new();
+        }
+        match r {
+            Ok(()) => Flow::Continue,
+            Err(e) => {
+                warn!("closing connection from {}: cannot send reply: {e}", self.peer);
+                Flow::Stop(Outcome::Close)
+            }
+        }
+    }
+
+    fn send_frame(&mut self, w: &mut Worker, op: u16, id: u64, body: &[u8], with_bulk: bool) -> io::Result<()> {
+        let bulk: &[u8] = if with_bulk { &w.bulk_out } else { &[] };
+        let h = Header {
+            version: PROTOCOL_VERSION,
+            op: op | OP_RESPONSE_BIT,
+            request_id: id,
+            body_len: body.len() as u32,
+            bulk_len: bulk.len() as u32,
+        };
+        let hb = h.encode();
+        if HEADER_BYTES + body.len() + bulk.len() <= COALESCE_BYTES_MAX {
+            // One write, one segment, one wake-up at the client.
+            let mut reply = std::mem::take(&mut w.reply);
+            reply.clear();
+            reply.extend_from_slice(&hb);
+            reply.extend_from_slice(body);
+            reply.extend_from_slice(bulk);
+            let r = self.send_parts(&[&reply]);
+            w.reply = reply;
+            r
+        } else {
+            self.send_parts(&[&hb, body, bulk])
+        }
+    }
+
+    /// Writes `parts` as far as the socket takes them now; keeps the rest in `out`.
+    fn send_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut slices: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+        let mut rest: &mut [IoSlice<'_>] = &mut slices;
+        let mut written = 0;
+        while !rest.is_empty() {
+            match self.stream.write_vectored(rest) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed")),
+                Ok(n) => {
+                    written += n;
+                    IoSlice::advance_slices(&mut rest, n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if written < total {
+            // The peer is slow to read: keep the rest, exactly.
+            let mut skip = written;
+            self.out.reserve_exact(total - written);
+            for p in parts {
+                if skip >= p.len() {
+                    skip -= p.len();
+                    continue;
+                }
+                self.out.extend_from_slice(&p[skip..]);
+                skip = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what `out` holds; true once all of it went.
+    fn flush_out(&mut self) -> io::Result<bool> {
+        while self.out_sent < self.out.len() {
+            match self.stream.write(&self.out[self.out_sent..]) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed")),
+                Ok(n) => self.out_sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn read_some(s: &mut dyn Stream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match s.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stream.shutdown();
+    }
+}
