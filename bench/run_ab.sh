@@ -10,6 +10,7 @@
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-16}
 out=${OUT:-$(mktemp -d /tmp/gust-ab.XXXXXX)}
+mkdir -p "$out"
 root=${BENCH_DIR:-/dev/shm}/gust-ab.$$
 declare -A bin=([old]=$old [new]=$new)
 for run in $(seq 1 "$rounds"); do

@@ -86,7 +86,7 @@ impl Instance {
     /// id), detached, appending to its log, whose path it returns. The daemon must be
     /// dead.
     pub fn restart_daemon(&self, id: u32) -> PathBuf {
-        let addr = self.hosts_file().daemons[id as usize].tcp_addr.clone();
+        let addr = self.hosts_file().daemons[id as usize].tcp_addr();
         self.restart_daemon_at(id, &addr)
     }
 

@@ -14,7 +14,7 @@ use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 fn connect(inst: &Instance, d: u32) -> TcpStream {
-    let addr = inst.hosts_file().daemons[d as usize].tcp_addr.clone();
+    let addr = inst.hosts_file().daemons[d as usize].tcp_addr();
     assert!(addr.starts_with("127.0.0.1:"), "daemons must listen on loopback only: {addr}");
     let s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

@@ -111,7 +111,7 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
         std::fs::read_to_string(&log_path).unwrap_or_default()
     );
     let new_entry = inst.hosts_file().daemons[VICTIM as usize].clone();
-    assert_eq!(new_entry.tcp_addr, old_entry.tcp_addr);
+    assert_eq!(new_entry.tcp_addr(), old_entry.tcp_addr());
     assert_eq!(new_entry.rootdir, old_entry.rootdir);
 
     // Writers keep going against the restarted daemon for a while.
@@ -183,13 +183,13 @@ fn client_follows_a_daemon_restarted_on_a_new_port() {
     }
     let old = inst.hosts_file().daemons[VICTIM as usize].clone();
     unsafe { libc::kill(old.pid as i32, libc::SIGKILL) };
-    assert!(wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(&old.tcp_addr).is_err()));
+    assert!(wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(old.tcp_addr()).is_err()));
     inst.restart_daemon_at(VICTIM, "127.0.0.1:0");
     assert!(wait_until(Duration::from_secs(20), || {
         let e = inst.hosts_file().daemons[VICTIM as usize].clone();
-        e.pid != old.pid && std::net::TcpStream::connect(&e.tcp_addr).is_ok()
+        e.pid != old.pid && std::net::TcpStream::connect(e.tcp_addr()).is_ok()
     }));
-    assert_ne!(inst.hosts_file().daemons[VICTIM as usize].tcp_addr, old.tcp_addr);
+    assert_ne!(inst.hosts_file().daemons[VICTIM as usize].tcp_addr(), old.tcp_addr());
     // The same client, without being told: every record and byte is back.
     for p in &on_victim {
         assert_eq!(get(&c, p), p.as_bytes(), "{p}");

@@ -56,7 +56,7 @@ fn ssh_start_read_write_status_stop() {
     assert_eq!(h.daemons.len(), NODES as usize);
     for d in &h.daemons {
         assert_eq!(d.host, TestCluster::host(d.id));
-        assert!(d.tcp_addr.starts_with(&format!("{}:", c.addr(d.id))), "{d:?}");
+        assert!(d.tcp_addr().starts_with(&format!("{}:", c.addr(d.id))), "{d:?}");
     }
     // Every node holds the same hosts file and a private secret, written by its agent.
     let mine = std::fs::read_to_string(&hp).unwrap();

@@ -138,7 +138,7 @@ fn daemons_on_separate_hosts_and_a_network_partition() {
     let h = gust_hosts::HostsFile::load(&hosts.hosts_file()).unwrap();
     for d in &h.daemons {
         assert_eq!(
-            d.tcp_addr,
+            d.tcp_addr(),
             format!("{}:{PORT}", TestHosts::addr(d.id)),
             "daemon {} registered the wrong address",
             d.id

@@ -129,13 +129,13 @@ fn a_wider_root_directory_is_tightened_at_start() {
     let old = inst.hosts_file().daemons[0].clone();
     // SAFETY: plain kill(2) of the daemon's pid.
     unsafe { libc::kill(old.pid as i32, libc::SIGKILL) };
-    assert!(wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(&old.tcp_addr).is_err()));
+    assert!(wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(old.tcp_addr()).is_err()));
     // As an older GustFS or a careless chmod left it.
     chmod(&old.rootdir, 0o755);
     let log = inst.restart_daemon_at(0, "127.0.0.1:0");
     assert!(wait_until(Duration::from_secs(20), || {
         let e = inst.hosts_file().daemons[0].clone();
-        e.pid != old.pid && std::net::TcpStream::connect(&e.tcp_addr).is_ok()
+        e.pid != old.pid && std::net::TcpStream::connect(e.tcp_addr()).is_ok()
     }));
     assert_eq!(mode(&old.rootdir), 0o700, "root directory mode {:04o} after the restart", mode(&old.rootdir));
     let log = std::fs::read_to_string(log).unwrap();

@@ -77,7 +77,7 @@ echo job-done"#,
     let h1 = gust_hosts::HostsFile::load(&j.work.join("one.copy/gust.hosts")).unwrap();
     let h2 = gust_hosts::HostsFile::load(&j.work.join("two.copy/gust.hosts")).unwrap();
     assert_ne!(h1.instance, h2.instance);
-    assert_ne!(h1.daemons[0].tcp_addr, h2.daemons[0].tcp_addr);
+    assert_ne!(h1.daemons[0].tcp_addr(), h2.daemons[0].tcp_addr());
     let s1 = fs::read(j.work.join("one.copy/gust.hosts.secret")).unwrap();
     let s2 = fs::read(j.work.join("two.copy/gust.hosts.secret")).unwrap();
     assert_ne!(s1, s2);

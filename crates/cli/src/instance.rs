@@ -409,7 +409,7 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
                     "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
                     d.id,
                     d.host,
-                    d.tcp_addr,
+                    d.tcp_addr(),
                     d.pid,
                     "up",
                     total,
@@ -421,7 +421,7 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
             }
             _ => {
                 down += 1;
-                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr, d.pid, "DOWN");
+                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr(), d.pid, "DOWN");
             }
         }
     }

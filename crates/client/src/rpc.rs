@@ -10,9 +10,8 @@ use crate::Errno;
 use gust_hosts::DaemonEntry;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::{decode, encode, handshake, FrameError, Reply, Request, Response, PROTOCOL_VERSION};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::unix::net::UnixStream;
+use gust_transport::{Endpoint, Stream};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
@@ -47,64 +46,9 @@ fn register_fork_handler() {
     });
 }
 
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Read for Stream {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(b),
-            Stream::Unix(s) => s.read(b),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(b),
-            Stream::Unix(s) => s.write(b),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Stream {
-    fn raw_fd(&self) -> i32 {
-        use std::os::unix::io::AsRawFd;
-        match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
-        }
-    }
-
-    fn try_clone(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-        })
-    }
-    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => {
-                s.set_read_timeout(t)?;
-                s.set_write_timeout(t)
-            }
-            Stream::Unix(s) => {
-                s.set_read_timeout(t)?;
-                s.set_write_timeout(t)
-            }
-        }
-    }
-}
-
 pub(crate) struct Conn {
-    reader: BufReader<Stream>,
-    writer: Stream,
+    reader: BufReader<Box<dyn Stream>>,
+    writer: Box<dyn Stream>,
 }
 
 pub(crate) struct DaemonLink {
@@ -178,7 +122,7 @@ impl Transport {
 
     fn fail(&self, daemon: u32, what: String) -> Errno {
         let e = self.links[daemon as usize].entry.read().unwrap();
-        let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr);
+        let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr());
         debug!(daemon, "{msg}");
         *self.last_error.lock().unwrap() = Some(msg);
         Errno(libc::EIO)
@@ -218,29 +162,17 @@ impl Transport {
 
     fn connect_once(&self, daemon: u32) -> Result<Conn, Errno> {
         let entry = self.links[daemon as usize].entry.read().unwrap().clone();
-        let uds = if !self.force_tcp && entry.host == self.this_host {
-            entry.uds_path.as_ref().filter(|p| p.exists())
-        } else {
-            None
-        };
-        let stream = if let Some(p) = uds {
-            UnixStream::connect(p)
-                .map(Stream::Unix)
-                .map_err(|e| self.fail(daemon, format!("connect {}: {e}", p.display())))?
-        } else {
-            let addr = entry
-                .tcp_addr
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.next())
-                .ok_or_else(|| self.fail(daemon, "cannot resolve address".into()))?;
-            let s = TcpStream::connect_timeout(&addr, self.timeout.min(Duration::from_secs(5)))
-                .map_err(|e| self.fail(daemon, format!("connect: {e}")))?;
-            let _ = s.set_nodelay(true);
-            Stream::Tcp(s)
-        };
-        stream.set_timeouts(Some(self.timeout)).map_err(|e| self.fail(daemon, format!("{e}")))?;
-        let mut stream = stream;
+        // The daemon's node-local endpoint when it is on this host (and its socket
+        // is there: a daemon on another node may share the host name in tests).
+        let local = entry.node_local().filter(|e| {
+            !self.force_tcp && entry.host == self.this_host && matches!(e, Endpoint::Unix(p) if p.exists())
+        });
+        let ep = local
+            .or_else(|| entry.network())
+            .ok_or_else(|| self.fail(daemon, "no endpoint this client can use".into()))?;
+        let mut stream = gust_transport::connect(ep, self.timeout.min(Duration::from_secs(5)))
+            .map_err(|e| self.fail(daemon, format!("connect {ep}: {e}")))?;
+        stream.set_timeout(Some(self.timeout)).map_err(|e| self.fail(daemon, format!("{e}")))?;
         handshake::client(&mut stream, &self.secret).map_err(|e| self.fail(daemon, e.to_string()))?;
         let writer = stream.try_clone().map_err(|e| self.fail(daemon, format!("{e}")))?;
         Ok(Conn { reader: BufReader::with_capacity(64 * 1024, stream), writer })
@@ -284,22 +216,12 @@ impl Transport {
             body_len: body.len() as u32,
             bulk_len: bulk_len as u32,
         };
-        let mut first =
-            Vec::with_capacity(HEADER_BYTES + body.len() + if bulk_len <= 64 * 1024 { bulk_len } else { 0 });
-        first.extend_from_slice(&h.encode());
-        first.extend_from_slice(&body);
-        if bulk_len <= 64 * 1024 {
-            for b in bulk {
-                first.extend_from_slice(b);
-            }
-            c.writer.write_all(&first)
-        } else {
-            c.writer.write_all(&first)?;
-            for b in bulk {
-                c.writer.write_all(b)?;
-            }
-            Ok(())
-        }
+        let hb = h.encode();
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 + bulk.len());
+        parts.push(&hb);
+        parts.push(&body);
+        parts.extend_from_slice(bulk);
+        gust_transport::write_parts(&mut c.writer, &parts)
     }
 
     /// Reads one reply, its bulk into a Vec or, for a Read reply with a `dest`,
@@ -315,14 +237,8 @@ impl Transport {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
         if spin > 0 && c.reader.buffer().is_empty() {
-            let fd = c.reader.get_ref().raw_fd();
             let t0 = std::time::Instant::now();
-            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            while t0.elapsed().as_micros() < spin as u128 {
-                // SAFETY: one valid pollfd, zero timeout.
-                if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
-                    break;
-                }
+            while t0.elapsed().as_micros() < spin as u128 && !c.reader.get_ref().readable_now() {
                 std::hint::spin_loop();
             }
         }

@@ -16,10 +16,10 @@ pub mod server;
 pub mod state;
 
 use gust_hosts::{DaemonEntry, HostsFile};
+use gust_transport::{Endpoint, Listener};
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use gust_transport::{Endpoint, Listener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -154,7 +154,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let rootdir = ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)?;
 
     let identity = read_identity(&rootdir)?;
-    let tcp_ep = gust_transport::tcp_endpoint(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let tcp_ep =
+        gust_transport::tcp_endpoint(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let tcp = Listener::bind(&tcp_ep).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
             format!(
@@ -239,10 +240,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         hosts.daemons.push(DaemonEntry {
             id,
             host: gust_hosts::this_host(),
-            tcp_addr: tcp_addr.to_string(),
-            uds_path: uds.as_ref().map(|_| uds_path.clone()),
             pid: std::process::id(),
             rootdir: rootdir.clone(),
+            endpoints: std::iter::once(tcp.local().clone()).chain(uds.as_ref().map(|u| u.local().clone())).collect(),
         });
         hosts.daemons.sort_by_key(|d| d.id);
         hosts.store(&cfg.hosts_file).map_err(|e| e.to_string())?;

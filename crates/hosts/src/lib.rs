@@ -4,22 +4,28 @@
 //! computes all placement from it; every daemon registers itself in it at start.
 //!
 //! ```text
-//! # GustFS hosts file, format 1
+//! # GustFS hosts file, format 2
 //! instance 6f1c...            128-bit instance id, hex
 //! chunk_size 524288           bytes, fixed for the instance's life
 //! mountdir /tmp/gust          the path prefix front ends serve
 //! check_parent 0              1: create/mkdir verify the parent directory exists
-//! daemon 0 node17 127.0.0.1:40111 /tmp/gust-root/d0/daemon.sock 4242 /tmp/gust-root/d0
+//! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock
 //! ```
 //!
-//! A daemon line is: id, host name, TCP address, Unix socket path ("-" if none),
-//! process id, root directory. Paths with spaces are not supported. Registration rewrites the whole file under a lock file and renames it
+//! A daemon line is: id, host name, process id, root directory, then the endpoints
+//! it listens on, each as KIND:ADDRESS (gust-transport's `Endpoint`: `tcp:`, `unix:`;
+//! transports added later add kinds, and a reader skips kinds it does not know). The
+//! first network endpoint is how other nodes reach the daemon; a node-local one
+//! (`unix:`) serves clients on the daemon's own host. Paths with spaces are not
+//! supported. Format 1 (id, host, TCP address, socket path or "-", pid, root
+//! directory) is still read. Registration rewrites the whole file under a lock file and renames it
 //! into place, so readers never see a half-written file.
 //!
 //! The secret lives next to the hosts file as `<hosts file>.secret`. The hosts file,
 //! the secret and the lock file are all created with mode 0600: only the instance
 //! owner's processes use them, and `load_secret` refuses a secret others could read.
 
+pub use gust_transport::Endpoint;
 use rand::RngCore;
 use std::fmt;
 use std::fs;
@@ -28,7 +34,9 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-pub const FORMAT_LINE: &str = "# GustFS hosts file, format 1";
+pub const FORMAT_LINE: &str = "# GustFS hosts file, format 2";
+/// The first line of files written before endpoints had kinds; still read.
+const FORMAT_LINE_1: &str = "# GustFS hosts file, format 1";
 /// Written into a daemon's root directory when `gust stop --keep` stops it, so that
 /// whoever supervises the daemon (the node agent) keeps the data instead of removing
 /// it when the daemon is gone.
@@ -40,37 +48,79 @@ pub const DAEMONS_MAX: usize = 65_536;
 pub struct DaemonEntry {
     pub id: u32,
     pub host: String,
-    pub tcp_addr: String,
-    pub uds_path: Option<PathBuf>,
     pub pid: u32,
     /// The daemon's root directory on its node (for `gust stop` to clean up).
     pub rootdir: PathBuf,
+    /// Where it listens; at least one network endpoint.
+    pub endpoints: Vec<Endpoint>,
 }
 
 impl DaemonEntry {
-    /// The fields of a `daemon` line (without the key): id, host, TCP address, Unix
-    /// socket ("-" if none), pid, root directory.
+    /// The endpoint other nodes reach the daemon at (the first that is not local to
+    /// its node).
+    pub fn network(&self) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| matches!(e, Endpoint::Tcp(_)))
+    }
+
+    /// The endpoint for clients on the daemon's own node, if it has one.
+    pub fn node_local(&self) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| matches!(e, Endpoint::Unix(_)))
+    }
+
+    /// The network address as `host:port`, for people and for tests.
+    pub fn tcp_addr(&self) -> String {
+        match self.network() {
+            Some(Endpoint::Tcp(a)) => a.to_string(),
+            _ => "-".into(),
+        }
+    }
+
+    /// The fields of a `daemon` line (without the key).
     pub fn render(&self) -> String {
-        let uds = self.uds_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
-        format!("{} {} {} {} {} {}", self.id, self.host, self.tcp_addr, uds, self.pid, self.rootdir.display())
+        let mut s = format!("{} {} {} {}", self.id, self.host, self.pid, self.rootdir.display());
+        for e in &self.endpoints {
+            s.push(' ');
+            s.push_str(&e.to_string());
+        }
+        s
     }
 
     /// Parses what [`DaemonEntry::render`] writes.
     pub fn parse(fields: &str) -> Result<DaemonEntry, String> {
         let f: Vec<&str> = fields.split_whitespace().collect();
+        if f.len() < 5 {
+            return Err(format!(
+                "daemon line needs id, host, pid, root directory and an endpoint; has {} fields",
+                f.len()
+            ));
+        }
+        let id: u32 = f[0].parse().map_err(|_| format!("bad daemon id '{}'", f[0]))?;
+        let pid: u32 = f[2].parse().map_err(|_| format!("bad pid '{}'", f[2]))?;
+        let mut endpoints = Vec::new();
+        for e in &f[4..] {
+            match e.parse::<Endpoint>() {
+                Ok(ep) => endpoints.push(ep),
+                // A kind a newer writer added: this reader cannot use it.
+                Err(_) if e.contains(':') && !e.starts_with("tcp:") && !e.starts_with("unix:") => {}
+                Err(err) => return Err(format!("daemon {id}: {err}")),
+            }
+        }
+        let entry = DaemonEntry { id, host: f[1].to_string(), pid, rootdir: PathBuf::from(f[3]), endpoints };
+        if entry.network().is_none() {
+            return Err(format!("daemon {id} has no network endpoint (tcp:ADDRESS:PORT)"));
+        }
+        Ok(entry)
+    }
+
+    /// A daemon line of format 1: id, host, TCP address, socket or "-", pid, root.
+    fn parse_format_1(fields: &str) -> Result<DaemonEntry, String> {
+        let f: Vec<&str> = fields.split_whitespace().collect();
         if f.len() != 6 {
             return Err(format!("daemon line needs 6 fields, has {}", f.len()));
         }
-        let id: u32 = f[0].parse().map_err(|_| format!("bad daemon id '{}'", f[0]))?;
-        let pid: u32 = f[4].parse().map_err(|_| format!("bad pid '{}'", f[4]))?;
-        Ok(DaemonEntry {
-            id,
-            host: f[1].to_string(),
-            tcp_addr: f[2].to_string(),
-            uds_path: if f[3] == "-" { None } else { Some(PathBuf::from(f[3])) },
-            pid,
-            rootdir: PathBuf::from(f[5]),
-        })
+        let tcp = format!("tcp:{}", f[2]);
+        let unix = if f[3] == "-" { String::new() } else { format!("unix:{}", f[3]) };
+        DaemonEntry::parse(&format!("{} {} {} {} {tcp} {unix}", f[0], f[1], f[4], f[5]))
     }
 }
 
@@ -155,10 +205,11 @@ impl HostsFile {
     pub fn parse(path: &Path, text: &str) -> Result<HostsFile, HostsError> {
         let perr = |line: usize, msg: String| HostsError::Parse { path: path.to_path_buf(), line, msg };
         let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, l)) if l.trim() == FORMAT_LINE => {}
+        let format_1 = match lines.next() {
+            Some((_, l)) if l.trim() == FORMAT_LINE => false,
+            Some((_, l)) if l.trim() == FORMAT_LINE_1 => true,
             _ => return Err(perr(1, format!("not a GustFS hosts file (first line must be '{FORMAT_LINE}')"))),
-        }
+        };
         let mut h = HostsFile::new(String::new(), 0, String::new(), false);
         for (i, line) in lines {
             let n = i + 1;
@@ -180,7 +231,8 @@ impl HostsFile {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
                     }
-                    h.daemons.push(DaemonEntry::parse(rest).map_err(|m| perr(n, m))?);
+                    let d = if format_1 { DaemonEntry::parse_format_1(rest) } else { DaemonEntry::parse(rest) };
+                    h.daemons.push(d.map_err(|m| perr(n, m))?);
                 }
                 other => return Err(perr(n, format!("unknown key '{other}'"))),
             }
@@ -303,25 +355,47 @@ mod tests {
         h.daemons.push(DaemonEntry {
             id: 1,
             host: "n1".into(),
-            tcp_addr: "127.0.0.1:2".into(),
-            uds_path: None,
             pid: 9,
             rootdir: "/r1".into(),
+            endpoints: vec!["tcp:127.0.0.1:2".parse().unwrap()],
         });
         h.daemons.push(DaemonEntry {
             id: 0,
             host: "n0".into(),
-            tcp_addr: "127.0.0.1:1".into(),
-            uds_path: Some("/x/s".into()),
             pid: 8,
             rootdir: "/r0".into(),
+            endpoints: vec!["tcp:[::1]:1".parse().unwrap(), "unix:/x/s".parse().unwrap()],
         });
         let p = Path::new("h");
-        let back = HostsFile::parse(p, &h.render()).unwrap();
+        let text = h.render();
+        assert!(text.contains("daemon 0 n0 8 /r0 tcp:[::1]:1 unix:/x/s\n"), "{text}");
+        let back = HostsFile::parse(p, &text).unwrap();
         assert_eq!(back.daemons[0].id, 0);
-        assert_eq!(back.daemons[1].uds_path, None);
+        assert_eq!(back.daemons[0].tcp_addr(), "[::1]:1");
+        assert_eq!(back.daemons[0].node_local(), Some(&Endpoint::Unix("/x/s".into())));
+        assert_eq!(back.daemons[1].node_local(), None);
         assert!(back.is_complete(2));
         assert!(back.check_parent);
+    }
+
+    #[test]
+    fn endpoints_of_unknown_kinds_are_skipped_and_format_1_is_read() {
+        let p = Path::new("h");
+        let v2 = format!(
+            "{FORMAT_LINE}\ninstance ab\nchunk_size 4096\nmountdir /g\ncheck_parent 0\n\
+             daemon 0 n0 8 /r0 ucx:ib0/4 tcp:10.0.0.1:7000\n"
+        );
+        let h = HostsFile::parse(p, &v2).unwrap();
+        assert_eq!(h.daemons[0].endpoints, vec!["tcp:10.0.0.1:7000".parse::<Endpoint>().unwrap()]);
+        let v1 = "# GustFS hosts file, format 1\ninstance ab\nchunk_size 4096\nmountdir /g\n\
+                  daemon 0 n0 127.0.0.1:1 /x/s 8 /r0\ndaemon 1 n1 127.0.0.1:2 - 9 /r1\n";
+        let h = HostsFile::parse(p, v1).unwrap();
+        assert_eq!(h.daemons[0].render(), "0 n0 8 /r0 tcp:127.0.0.1:1 unix:/x/s");
+        assert_eq!(h.daemons[1].render(), "1 n1 9 /r1 tcp:127.0.0.1:2");
+        // A daemon nobody can reach from another node is damage, said so.
+        let bad = format!("{FORMAT_LINE}\ninstance ab\nchunk_size 4096\ndaemon 0 n0 8 /r0 unix:/x/s\n");
+        let e = HostsFile::parse(p, &bad).unwrap_err().to_string();
+        assert!(e.contains("no network endpoint"), "{e}");
     }
 
     #[test]
@@ -329,7 +403,7 @@ mod tests {
         assert!(HostsFile::parse(Path::new("h"), "hello\n").is_err());
         let bad = format!("{FORMAT_LINE}\ninstance x\nchunk_size 4096\ndaemon 0 a b\n");
         let e = HostsFile::parse(Path::new("h"), &bad).unwrap_err().to_string();
-        assert!(e.contains("6 fields"), "{e}");
+        assert!(e.contains("needs id, host, pid, root directory and an endpoint"), "{e}");
     }
 
     #[test]

@@ -383,7 +383,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
         remove_local(&hp);
         let list: Vec<String> = down
             .iter()
-            .map(|(d, e)| format!("{} (daemon {d}, {}): {e}", name(*d), hosts.daemons[*d as usize].tcp_addr))
+            .map(|(d, e)| format!("{} (daemon {d}, {}): {e}", name(*d), hosts.daemons[*d as usize].tcp_addr()))
             .collect();
         return Err(format!(
             "daemons started but do not answer from {}: {}; all stopped",

@@ -116,7 +116,7 @@ fn remote_still_up(h: &HostsFile, asked: &[u32], me: &str) -> usize {
         .iter()
         .filter(|d| d.host != me && asked.contains(&d.id))
         .filter(|d| {
-            d.tcp_addr
+            d.tcp_addr()
                 .parse::<std::net::SocketAddr>()
                 .map(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok())
                 .unwrap_or(false)

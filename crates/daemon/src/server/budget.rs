@@ -27,9 +27,7 @@ impl Budget {
     /// Takes `n` bytes if they fit under the bound.
     pub fn try_charge(&self, n: usize) -> bool {
         self.used_bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                u.checked_add(n).filter(|t| *t <= self.max_bytes)
-            })
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(n).filter(|t| *t <= self.max_bytes))
             .is_ok()
     }
 

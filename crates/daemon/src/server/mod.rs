@@ -115,11 +115,7 @@ pub fn start(state: Arc<State>, listeners: Vec<Listener>, opts: &ServerOptions) 
     for l in blocking {
         let sh = sh.clone();
         let name = format!("accept-{}", l.local().kind());
-        l.serve(
-            &name,
-            move |s| sh.serve_blocking(s),
-            |e| error!("accept: {e}"),
-        )?;
+        l.serve(&name, move |s| sh.serve_blocking(s), |e| error!("accept: {e}"))?;
     }
     Ok(())
 }
@@ -316,4 +312,3 @@ pub fn wait_for_termination() -> i32 {
         sig
     }
 }
-

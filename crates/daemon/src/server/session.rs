@@ -144,9 +144,7 @@ impl Session {
     }
 
     fn held_bytes(&self) -> usize {
-        self.pending.capacity()
-            + self.in_place.as_ref().map_or(0, |p| p.buf.capacity())
-            + (self.out.capacity())
+        self.pending.capacity() + self.in_place.as_ref().map_or(0, |p| p.buf.capacity()) + (self.out.capacity())
     }
 
     /// One turn: send what is owed, serve what already arrived, read once, serve.
@@ -161,7 +159,9 @@ impl Session {
         }
         self.deadline = match (&self.phase, outcome) {
             (Phase::Hello | Phase::ClientMac(_), _) => self.deadline,
-            (_, Outcome::Write) | (_, Outcome::Park) => Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT)),
+            (_, Outcome::Write) | (_, Outcome::Park) => {
+                Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT))
+            }
             _ if !self.pending.is_empty() || self.in_place.is_some() => {
                 Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT))
             }
@@ -196,7 +196,12 @@ impl Session {
             match read_some(&mut *self.stream, &mut p.buf[p.got..]) {
                 Ok(0) => {
                     state.metrics.refused();
-                    warn!("closing connection from {}: truncated frame ({} of {} bytes)", self.peer, p.got, p.buf.len());
+                    warn!(
+                        "closing connection from {}: truncated frame ({} of {} bytes)",
+                        self.peer,
+                        p.got,
+                        p.buf.len()
+                    );
                     return Outcome::Close;
                 }
                 Ok(n) => p.got += n,
@@ -346,7 +351,8 @@ impl Session {
                         return (at, Flow::Continue);
                     }
                     at += end;
-                    if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end]) {
+                    if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end])
+                    {
                         return (at, Flow::Stop(o));
                     }
                 }
