@@ -42,6 +42,7 @@ pub struct Common {
     pub check_parent: bool,
     pub port: Option<u16>,
     pub timeout_s: u64,
+    pub daemon_options: Vec<String>,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -92,6 +93,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         auto_storage: o.auto_storage.then_some(c.capacity),
         timeout: Duration::from_secs(o.timeout_s),
         gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
+        daemon_options: o.daemon_options,
     };
     let s = launcher::start(&plan)?;
     let mut hosts: Vec<&str> = s.hosts.daemons.iter().map(|d| d.host.as_str()).collect();
@@ -153,6 +155,9 @@ pub struct NodeAgentArgs {
     detach: bool,
     #[arg(long)]
     detached_child: bool,
+    /// Passed to the daemon (repeated).
+    #[arg(long = "daemon-option", allow_hyphen_values = true)]
+    daemon_options: Vec<String>,
 }
 
 pub fn node_agent(a: NodeAgentArgs) -> i32 {
@@ -169,5 +174,6 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
         timeout: Duration::from_secs(a.timeout),
         detach: a.detach,
         detached_child: a.detached_child,
+        daemon_options: a.daemon_options,
     })
 }

@@ -91,6 +91,35 @@ pub struct StartArgs {
     /// directories: same instance, ids and data, e.g. for the next job of a campaign.
     #[arg(long, conflicts_with = "force")]
     restart: bool,
+    /// Worker threads of each daemon, serving all its connections (default: 4 per
+    /// core, 8 to 64).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Bound on each daemon's memory for requests in flight, all connections
+    /// together (default 512MiB); a connection whose next frame does not fit waits.
+    #[arg(long, value_parser = crate::parse_size)]
+    request_memory: Option<u64>,
+    /// Seconds a frame may take to arrive once started, and a reply to be taken by
+    /// its client, before a daemon closes the connection (default 60).
+    #[arg(long)]
+    stall_timeout: Option<f64>,
+}
+
+impl StartArgs {
+    /// The daemon options these arguments ask for.
+    fn daemon_options(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(t) = self.threads {
+            v.extend(["--threads".to_string(), t.to_string()]);
+        }
+        if let Some(m) = self.request_memory {
+            v.extend(["--request-memory".to_string(), m.to_string()]);
+        }
+        if let Some(s) = self.stall_timeout {
+            v.extend(["--stall-timeout".to_string(), s.to_string()]);
+        }
+        v
+    }
 }
 
 /// Creates a directory (and missing parents) with mode 0700; an existing one is left
@@ -120,6 +149,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             check_parent: a.check_parent,
             port: a.port,
             timeout_s: a.timeout,
+            daemon_options: a.daemon_options(),
         };
         return crate::cluster::start(&a.cluster, common);
     }
@@ -178,7 +208,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 ));
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
-            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false);
+            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options());
         }
         if !a.force {
             return Err(format!(
@@ -236,7 +266,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         };
         plan.push((i, droot, listen));
     }
-    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true)
+    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, &a.daemon_options())
 }
 
 /// Starts one daemon per (id, root directory, listen address), detached, each logging
@@ -248,6 +278,7 @@ fn launch(
     log_dir: &Path,
     timeout_s: u64,
     fresh_logs: bool,
+    daemon_options: &[String],
 ) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let mut children = Vec::new();
@@ -277,6 +308,7 @@ fn launch(
             .arg(listen)
             .arg("--id")
             .arg(i.to_string())
+            .args(daemon_options)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);

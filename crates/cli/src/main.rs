@@ -85,6 +85,10 @@ enum Cmd {
         /// (e.g. 512M); a connection whose next frame does not fit waits.
         #[arg(long, value_parser = parse_size)]
         request_memory: Option<u64>,
+        /// Seconds a frame may take to arrive once started, and a reply to be taken
+        /// by its client, before the connection is closed (default 60).
+        #[arg(long)]
+        stall_timeout: Option<f64>,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -140,11 +144,15 @@ fn main() -> ExitCode {
             check_parent,
             threads,
             request_memory,
+            stall_timeout,
         } => {
             let defaults = gust_daemon::server::ServerOptions::default();
             let server = gust_daemon::server::ServerOptions {
                 threads: threads.unwrap_or(defaults.threads).clamp(1, 1024),
                 request_memory_bytes: request_memory.map_or(defaults.request_memory_bytes, |b| b as usize),
+                stall_timeout: stall_timeout
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .map_or(defaults.stall_timeout, |s| std::time::Duration::from_secs_f64(s.min(86_400.0))),
             };
             gust_daemon::run(gust_daemon::DaemonConfig {
                 server,

@@ -79,6 +79,8 @@ pub struct AgentArgs {
     /// named like `base`.
     pub auto_storage: Option<u64>,
     pub timeout: Duration,
+    /// Options passed to the daemon as they are (`--threads 16`).
+    pub daemon_options: Vec<String>,
     /// ssh: leave the ssh session once the hosts file is written.
     pub detach: bool,
     /// Internal: this process is the re-executed, detached copy.
@@ -447,6 +449,7 @@ impl Node {
             .arg("--id")
             .arg(self.id.to_string())
             .arg("--clean-rootdir")
+            .args(&a.daemon_options)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);

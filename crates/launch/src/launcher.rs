@@ -54,6 +54,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// The gust binary on the nodes.
     pub gust_exe: PathBuf,
+    /// Daemon options every agent passes on (`--threads 16 --request-memory 1G`).
+    pub daemon_options: Vec<String>,
 }
 
 pub struct Started {
@@ -136,6 +138,10 @@ fn agent_args(p: &Plan, id: Option<u32>, detach: bool) -> Vec<String> {
     }
     if let Some(b) = p.auto_storage {
         v.extend(["--auto-storage".into(), b.to_string()]);
+    }
+    for o in &p.daemon_options {
+        // `=` keeps a value that starts with "--" attached to its flag.
+        v.push(format!("--daemon-option={o}"));
     }
     if detach {
         v.push("--detach".into());

@@ -28,6 +28,7 @@ mod poller;
 mod session;
 
 pub use budget::REQUEST_MEMORY_BYTES_DEFAULT;
+pub use session::STALL_TIMEOUT_DEFAULT;
 
 use crate::state::State;
 use budget::Budget;
@@ -58,11 +59,18 @@ pub struct ServerOptions {
     pub threads: usize,
     /// Bound on memory held for requests between turns (`--request-memory`).
     pub request_memory_bytes: usize,
+    /// How long a frame may take to arrive once started, and a reply to be taken
+    /// (`--stall-timeout`).
+    pub stall_timeout: Duration,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { threads: default_threads(), request_memory_bytes: REQUEST_MEMORY_BYTES_DEFAULT }
+        ServerOptions {
+            threads: default_threads(),
+            request_memory_bytes: REQUEST_MEMORY_BYTES_DEFAULT,
+            stall_timeout: session::STALL_TIMEOUT_DEFAULT,
+        }
     }
 }
 
@@ -79,6 +87,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 struct Shared {
     state: Arc<State>,
+    stall_timeout: Duration,
     poller: Poller,
     budget: Budget,
     /// Listeners with descriptors, by token - LISTENER_TOKEN_BASE.
@@ -100,6 +109,7 @@ pub fn start(state: Arc<State>, listeners: Vec<Listener>, opts: &ServerOptions) 
     }
     let sh = Arc::new(Shared {
         state,
+        stall_timeout: opts.stall_timeout,
         poller,
         budget: Budget::new(opts.request_memory_bytes),
         listeners: polled,
@@ -207,7 +217,7 @@ impl Shared {
             self.state.metrics.connections_open.fetch_sub(1, Ordering::SeqCst);
             return;
         };
-        let sess = Arc::new(Mutex::new(Session::new(s, self.state.daemon_id, busy)));
+        let sess = Arc::new(Mutex::new(Session::new(s, self.state.daemon_id, busy, self.stall_timeout)));
         let mut sessions = lock(&self.sessions);
         let key = sessions.insert((fd, sess));
         if self.poller.add(fd, key as u64, Interest::Read).is_err() {
@@ -246,7 +256,7 @@ impl Shared {
         let _ = s.set_timeout(Some(session::HANDSHAKE_TIMEOUT));
         let sh = self.clone();
         let r = std::thread::Builder::new().name("conn".into()).spawn(move || {
-            let mut sess = Session::new(s, sh.state.daemon_id, busy);
+            let mut sess = Session::new(s, sh.state.daemon_id, busy, sh.stall_timeout);
             let mut w = Worker::new();
             loop {
                 if sess.deadline.is_some_and(|d| d <= Instant::now()) {

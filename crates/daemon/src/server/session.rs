@@ -29,10 +29,10 @@ use tracing::{debug_span, warn};
 pub(crate) const SCRATCH_BYTES: usize = 64 << 10;
 /// A peer must finish the handshake within this time.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// A frame that started arriving must be whole within this time (at least ~0.5 MiB/s
-/// for the largest frame), and a reply the peer does not take must be taken within
-/// it; otherwise the connection is closed.
-pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default bound on a stall: a frame that started arriving must be whole within this
+/// time (at least ~0.5 MiB/s for the largest frame), and a reply the peer does not
+/// take must be taken within it; otherwise the connection is closed.
+pub const STALL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
 /// A worker's reply buffer above this size is released after the request.
 const BUFFER_KEEP_BYTES_MAX: usize = 4 << 20;
 
@@ -53,11 +53,40 @@ pub(crate) struct Worker {
     pub scratch: Vec<u8>,
     pub bulk_out: Vec<u8>,
     reply: Vec<u8>,
+    /// A large frame's buffer, kept for the next one: a fresh zeroed allocation per
+    /// 512 KiB write costs a memset or page faults each time.
+    spare: Vec<u8>,
 }
 
 impl Worker {
     pub fn new() -> Worker {
-        Worker { scratch: vec![0; SCRATCH_BYTES], bulk_out: Vec::new(), reply: Vec::with_capacity(4096) }
+        Worker {
+            scratch: vec![0; SCRATCH_BYTES],
+            bulk_out: Vec::new(),
+            reply: Vec::with_capacity(4096),
+            spare: Vec::new(),
+        }
+    }
+
+    /// A buffer of `len` bytes (contents unspecified), the spare one if it is large
+    /// enough.
+    fn frame_buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.spare);
+        if buf.capacity() < len {
+            return vec![0; len];
+        }
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            buf.resize(len, 0);
+        }
+        buf
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= BUFFER_KEEP_BYTES_MAX && buf.capacity() > self.spare.capacity() {
+            self.spare = buf;
+        }
     }
 }
 
@@ -94,6 +123,7 @@ pub(crate) struct Session {
     charged: usize,
     /// When the handshake, a partial frame or an unsent reply times out.
     pub deadline: Option<Instant>,
+    stall_timeout: Duration,
 }
 
 enum Flow {
@@ -102,7 +132,7 @@ enum Flow {
 }
 
 impl Session {
-    pub fn new(stream: Box<dyn Stream>, daemon_id: u32, busy: bool) -> Session {
+    pub fn new(stream: Box<dyn Stream>, daemon_id: u32, busy: bool, stall_timeout: Duration) -> Session {
         let peer = stream.peer();
         let span = tracing::info_span!("conn", daemon = daemon_id, peer = %peer);
         Session {
@@ -117,6 +147,7 @@ impl Session {
             out_sent: 0,
             charged: 0,
             deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
+            stall_timeout,
         }
     }
 
@@ -160,10 +191,10 @@ impl Session {
         self.deadline = match (&self.phase, outcome) {
             (Phase::Hello | Phase::ClientMac(_), _) => self.deadline,
             (_, Outcome::Write) | (_, Outcome::Park) => {
-                Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT))
+                Some(self.deadline.unwrap_or_else(|| Instant::now() + self.stall_timeout))
             }
             _ if !self.pending.is_empty() || self.in_place.is_some() => {
-                Some(self.deadline.unwrap_or_else(|| Instant::now() + STALL_TIMEOUT))
+                Some(self.deadline.unwrap_or_else(|| Instant::now() + self.stall_timeout))
             }
             _ => None,
         };
@@ -184,7 +215,7 @@ impl Session {
         if !self.pending.is_empty() && self.in_place.is_none() {
             let data = std::mem::take(&mut self.pending);
             let (used, flow) = self.consume(state, w, &data);
-            let keep = self.keep_rest(budget, &data[used..]);
+            let keep = self.keep_rest(budget, w, &data[used..]);
             if let Flow::Stop(o) = flow {
                 return o;
             }
@@ -214,7 +245,7 @@ impl Session {
             let p = self.in_place.take().expect("checked above");
             let body_len = p.header.body_len as usize;
             let flow = self.serve(state, w, p.header, &p.buf[..body_len], &p.buf[body_len..]);
-            drop(p);
+            w.recycle(p.buf);
             return match flow {
                 Flow::Stop(o) => o,
                 Flow::Continue => Outcome::Read,
@@ -237,7 +268,7 @@ impl Session {
         };
         let outcome = if self.pending.is_empty() {
             let (used, flow) = self.consume(state, w, &scratch[..n]);
-            let keep = self.keep_rest(budget, &scratch[used..n]);
+            let keep = self.keep_rest(budget, w, &scratch[used..n]);
             match flow {
                 Flow::Stop(o) => o,
                 Flow::Continue => keep.unwrap_or(Outcome::Read),
@@ -246,7 +277,7 @@ impl Session {
             let mut data = std::mem::take(&mut self.pending);
             data.extend_from_slice(&scratch[..n]);
             let (used, flow) = self.consume(state, w, &data);
-            let keep = self.keep_rest(budget, &data[used..]);
+            let keep = self.keep_rest(budget, w, &data[used..]);
             match flow {
                 Flow::Stop(o) => o,
                 Flow::Continue => keep.unwrap_or(Outcome::Read),
@@ -259,7 +290,7 @@ impl Session {
     /// Keeps bytes not served: a partial frame whose header says it is larger than
     /// the scratch buffer moves into a buffer of its size (if the budget has room,
     /// otherwise the connection parks); anything else waits in `pending`.
-    fn keep_rest(&mut self, budget: &Budget, rest: &[u8]) -> Option<Outcome> {
+    fn keep_rest(&mut self, budget: &Budget, w: &mut Worker, rest: &[u8]) -> Option<Outcome> {
         if rest.is_empty() {
             return None;
         }
@@ -273,7 +304,7 @@ impl Session {
                         return Some(Outcome::Park);
                     }
                     self.charged += len;
-                    let mut buf = vec![0u8; len];
+                    let mut buf = w.frame_buffer(len);
                     let have = rest.len() - HEADER_BYTES;
                     buf[..have].copy_from_slice(&rest[HEADER_BYTES..]);
                     self.in_place = Some(InPlace { header: h, buf, got: have });
