@@ -56,10 +56,10 @@ pub struct DaemonEntry {
 }
 
 impl DaemonEntry {
-    /// The endpoint other nodes reach the daemon at (the first that is not local to
-    /// its node).
+    /// The endpoint other processes reach the daemon at: the first that is not
+    /// local to its node (`mem:` names a daemon inside the test's own process).
     pub fn network(&self) -> Option<&Endpoint> {
-        self.endpoints.iter().find(|e| matches!(e, Endpoint::Tcp(_)))
+        self.endpoints.iter().find(|e| !matches!(e, Endpoint::Unix(_)))
     }
 
     /// The endpoint for clients on the daemon's own node, if it has one.

@@ -1,8 +1,9 @@
 //! The in-memory transport: listeners and streams inside one process, for tests.
 //!
 //! Delivery follows a seed ([`configure`]): every write is cut into pieces whose sizes
-//! come from a generator seeded with the listener's seed, its name and the
-//! connection's number at that listener, and a read
+//! come from a generator seeded with the listener's seed and the connection's number
+//! at that listener (not its name, so a listener of another name given the same seed
+//! replays the same delivery), and a read
 //! returns at most one piece. Short reads and frames split at every possible byte
 //! then happen where the seed says, the same way in every run, which real sockets on
 //! loopback almost never do. Faults: [`configure`] can also make a listener's
@@ -90,7 +91,6 @@ pub(crate) fn connect(name: &str) -> io::Result<Box<dyn Stream>> {
     let n = l.connections;
     l.connections += 1;
     let seed = l.seed;
-    let salt_name = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     let a = Arc::new(Pipe::default());
     let b = Arc::new(Pipe::default());
     let budget = l.cut_after_bytes.map(|b| Arc::new(AtomicU64::new(b)));
@@ -98,7 +98,7 @@ pub(crate) fn connect(name: &str) -> io::Result<Box<dyn Stream>> {
         conn: Arc::new(Conn {
             rx: rx.clone(),
             tx: tx.clone(),
-            rng: Mutex::new(StdRng::seed_from_u64(seed ^ salt_name ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt)),
+            rng: Mutex::new(StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt)),
             cut: seed != 0,
             budget: budget.clone(),
             timeout: Mutex::new(None),
