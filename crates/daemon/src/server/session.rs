@@ -124,6 +124,8 @@ pub(crate) struct Session {
     /// When the handshake, a partial frame or an unsent reply times out.
     pub deadline: Option<Instant>,
     stall_timeout: Duration,
+    /// The last frame served was larger than the scratch buffer.
+    expect_large: bool,
 }
 
 enum Flow {
@@ -148,6 +150,7 @@ impl Session {
             charged: 0,
             deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
             stall_timeout,
+            expect_large: false,
         }
     }
 
@@ -223,36 +226,56 @@ impl Session {
                 return o;
             }
         }
-        if let Some(p) = &mut self.in_place {
-            match read_some(&mut *self.stream, &mut p.buf[p.got..]) {
-                Ok(0) => {
-                    state.metrics.refused();
-                    warn!(
-                        "closing connection from {}: truncated frame ({} of {} bytes)",
-                        self.peer,
-                        p.got,
-                        p.buf.len()
-                    );
-                    return Outcome::Close;
-                }
-                Ok(n) => p.got += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Read,
-                Err(_) => return Outcome::Close,
+        // After a large frame, read the next header alone: the frame behind it is
+        // probably large too and then goes straight into place, instead of its first
+        // 64 KiB being copied out of the scratch buffer (12% more copying at 512 KiB
+        // chunks). A small frame behind it costs one more read.
+        for attempt in 0..2 {
+            if self.in_place.is_some() {
+                return self.read_in_place(state, w);
             }
-            if p.got < p.buf.len() {
-                return Outcome::Read;
+            let header_only = attempt == 0 && self.expect_large && self.pending.is_empty();
+            let limit = if header_only { HEADER_BYTES } else { SCRATCH_BYTES };
+            let outcome = self.read_scratch(state, budget, w, limit);
+            if outcome != Outcome::Read || !header_only {
+                return outcome;
             }
-            let p = self.in_place.take().expect("checked above");
-            let body_len = p.header.body_len as usize;
-            let flow = self.serve(state, w, p.header, &p.buf[..body_len], &p.buf[body_len..]);
-            w.recycle(p.buf);
-            return match flow {
-                Flow::Stop(o) => o,
-                Flow::Continue => Outcome::Read,
-            };
         }
+        Outcome::Read
+    }
+
+    /// Reads once into the frame being received in place; serves it when whole.
+    fn read_in_place(&mut self, state: &State, w: &mut Worker) -> Outcome {
+        let Some(p) = &mut self.in_place else { return Outcome::Read };
+        match read_some(&mut *self.stream, &mut p.buf[p.got..]) {
+            Ok(0) => {
+                state.metrics.refused();
+                warn!("closing connection from {}: truncated frame ({} of {} bytes)", self.peer, p.got, p.buf.len());
+                return Outcome::Close;
+            }
+            Ok(n) => p.got += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Read,
+            Err(_) => return Outcome::Close,
+        }
+        if p.got < p.buf.len() {
+            return Outcome::Read;
+        }
+        let p = self.in_place.take().expect("checked above");
+        let body_len = p.header.body_len as usize;
+        let flow = self.serve(state, w, p.header, &p.buf[..body_len], &p.buf[body_len..]);
+        w.recycle(p.buf);
+        self.expect_large = true;
+        match flow {
+            Flow::Stop(o) => o,
+            Flow::Continue => Outcome::Read,
+        }
+    }
+
+    /// Reads once, up to `limit` bytes, into the worker's scratch buffer; serves the
+    /// whole frames there and keeps the rest.
+    fn read_scratch(&mut self, state: &State, budget: &Budget, w: &mut Worker, limit: usize) -> Outcome {
         let mut scratch = std::mem::take(&mut w.scratch);
-        let n = match read_some(&mut *self.stream, &mut scratch[..]) {
+        let n = match read_some(&mut *self.stream, &mut scratch[..limit]) {
             Ok(0) => {
                 w.scratch = scratch;
                 return self.ended(state, "connection closed");
@@ -382,6 +405,7 @@ impl Session {
                         return (at, Flow::Continue);
                     }
                     at += end;
+                    self.expect_large = false;
                     if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end])
                     {
                         return (at, Flow::Stop(o));
