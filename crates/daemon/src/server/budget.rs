@@ -40,12 +40,9 @@ impl Budget {
         self.used_bytes.fetch_sub(n, Ordering::AcqRel);
     }
 
+    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.used_bytes.load(Ordering::Acquire)
-    }
-
-    pub fn max(&self) -> usize {
-        self.max_bytes
     }
 }
 

@@ -36,6 +36,7 @@ use gust_transport::{Listener, Stream};
 use poller::{Interest, Poller};
 use session::{Outcome, Session, Worker};
 use slab::Slab;
+use std::collections::VecDeque;
 use std::io;
 use std::os::unix::io::RawFd;
 use std::sync::atomic::Ordering;
@@ -50,6 +51,8 @@ pub const CONNECTIONS_MAX: u64 = 65_536;
 const ACCEPT_BATCH: usize = 64;
 /// How often the reaper looks for connections past their deadline.
 const REAPER_PERIOD: Duration = Duration::from_millis(100);
+/// Parked connections woken when a frame's memory is given back.
+const WAKE_ON_FREE: usize = 4;
 /// Listener tokens sit above any connection's slab index.
 const LISTENER_TOKEN_BASE: u64 = 1 << 62;
 
@@ -95,8 +98,8 @@ struct Shared {
     /// Every connection with a descriptor, by token: the descriptor (read without
     /// locking the session) and the session.
     sessions: Mutex<Slab<(RawFd, Arc<Mutex<Session>>)>>,
-    /// Connections waiting for request memory: not armed until woken.
-    parked: Mutex<Vec<usize>>,
+    /// Connections waiting for request memory, oldest first: not armed until woken.
+    parked: Mutex<VecDeque<usize>>,
 }
 
 /// Starts serving `listeners` on a pool of `opts.threads` workers; returns at once.
@@ -114,7 +117,7 @@ pub fn start(state: Arc<State>, listeners: Vec<Listener>, opts: &ServerOptions) 
         budget: Budget::new(opts.request_memory_bytes),
         listeners: polled,
         sessions: Mutex::new(Slab::new()),
-        parked: Mutex::new(Vec::new()),
+        parked: Mutex::new(VecDeque::new()),
     });
     for i in 0..opts.threads.max(1) {
         let sh = sh.clone();
@@ -155,7 +158,7 @@ impl Shared {
         match outcome {
             Outcome::Read if rearm(Interest::Read) => {}
             Outcome::Write if rearm(Interest::Write) => {}
-            Outcome::Park => lock(&self.parked).push(key),
+            Outcome::Park => lock(&self.parked).push_back(key),
             _ => {
                 self.poller.delete(fd);
                 self.end(&mut s);
@@ -164,7 +167,9 @@ impl Shared {
         }
         drop(s);
         if freed {
-            self.wake_parked();
+            // A few, oldest first: waking every parked connection for each frame
+            // that completes would run a turn for each only to park most again.
+            self.wake_parked(WAKE_ON_FREE);
         }
     }
 
@@ -175,10 +180,14 @@ impl Shared {
         self.state.metrics.connections_open.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Parked connections try again (their sockets hold the rest of their frames,
-    /// so arming them for reading wakes them).
-    fn wake_parked(&self) {
-        let keys = std::mem::take(&mut *lock(&self.parked));
+    /// Up to `n` parked connections try again, oldest first (their sockets hold
+    /// the rest of their frames, so arming them for reading wakes them).
+    fn wake_parked(&self, n: usize) {
+        let keys: Vec<usize> = {
+            let mut parked = lock(&self.parked);
+            let n = n.min(parked.len());
+            parked.drain(..n).collect()
+        };
         if keys.is_empty() {
             return;
         }
@@ -243,9 +252,9 @@ impl Shared {
                     }
                 }
             }
-            if self.budget.used() < self.budget.max() {
-                self.wake_parked();
-            }
+            // Every parked connection retries now and then, also those the reaper
+            // just cut off (their turn finds the end of stream and closes them).
+            self.wake_parked(usize::MAX);
         }
     }
 
