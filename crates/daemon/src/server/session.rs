@@ -244,21 +244,28 @@ impl Session {
         Outcome::Read
     }
 
-    /// Reads once into the frame being received in place; serves it when whole.
+    /// Reads into the frame being received in place, as long as bytes are there
+    /// (one frame per turn keeps turns fair; going back to epoll between pieces of
+    /// it would cost two syscalls and a wake-up per socket buffer's worth); serves
+    /// it when whole.
     fn read_in_place(&mut self, state: &State, w: &mut Worker) -> Outcome {
         let Some(p) = &mut self.in_place else { return Outcome::Read };
-        match read_some(&mut *self.stream, &mut p.buf[p.got..]) {
-            Ok(0) => {
-                state.metrics.refused();
-                warn!("closing connection from {}: truncated frame ({} of {} bytes)", self.peer, p.got, p.buf.len());
-                return Outcome::Close;
+        while p.got < p.buf.len() {
+            match read_some(&mut *self.stream, &mut p.buf[p.got..]) {
+                Ok(0) => {
+                    state.metrics.refused();
+                    warn!(
+                        "closing connection from {}: truncated frame ({} of {} bytes)",
+                        self.peer,
+                        p.got,
+                        p.buf.len()
+                    );
+                    return Outcome::Close;
+                }
+                Ok(n) => p.got += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Read,
+                Err(_) => return Outcome::Close,
             }
-            Ok(n) => p.got += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Read,
-            Err(_) => return Outcome::Close,
-        }
-        if p.got < p.buf.len() {
-            return Outcome::Read;
         }
         let p = self.in_place.take().expect("checked above");
         let body_len = p.header.body_len as usize;
