@@ -119,6 +119,10 @@ pub(crate) struct Session {
     /// Reply bytes the socket did not take yet, from `out_sent` on.
     out: Vec<u8>,
     out_sent: usize,
+    /// A large reply's bulk the socket did not take yet, from `out_bulk_sent` on:
+    /// the worker's buffer itself, taken over rather than copied.
+    out_bulk: Vec<u8>,
+    out_bulk_sent: usize,
     /// Bytes of `pending`, `in_place` and `out` charged to the budget.
     charged: usize,
     /// When the handshake, a partial frame or an unsent reply times out.
@@ -147,6 +151,8 @@ impl Session {
             in_place: None,
             out: Vec::new(),
             out_sent: 0,
+            out_bulk: Vec::new(),
+            out_bulk_sent: 0,
             charged: 0,
             deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
             stall_timeout,
@@ -178,7 +184,10 @@ impl Session {
     }
 
     fn held_bytes(&self) -> usize {
-        self.pending.capacity() + self.in_place.as_ref().map_or(0, |p| p.buf.capacity()) + (self.out.capacity())
+        self.pending.capacity()
+            + self.in_place.as_ref().map_or(0, |p| p.buf.capacity())
+            + self.out.capacity()
+            + self.out_bulk.capacity()
     }
 
     /// One turn: send what is owed, serve what already arrived, read once, serve.
@@ -205,14 +214,10 @@ impl Session {
     }
 
     fn turn_inner(&mut self, state: &State, budget: &Budget, w: &mut Worker) -> Outcome {
-        match self.flush_out() {
+        match self.flush_out(w) {
             Ok(true) => {}
             Ok(false) => return Outcome::Write,
             Err(_) => return Outcome::Close,
-        }
-        if self.out.capacity() > 0 {
-            self.out = Vec::new();
-            self.out_sent = 0;
         }
         // Whole frames left behind a reply that has now gone out.
         if !self.pending.is_empty() && self.in_place.is_none() {
@@ -324,7 +329,7 @@ impl Session {
         if rest.is_empty() {
             return None;
         }
-        if matches!(self.phase, Phase::Ready) && self.out_sent >= self.out.len() && rest.len() >= HEADER_BYTES {
+        if matches!(self.phase, Phase::Ready) && !self.owing() && rest.len() >= HEADER_BYTES {
             let hb: &[u8; HEADER_BYTES] = rest[..HEADER_BYTES].try_into().expect("length checked");
             if let Ok(h) = Header::decode(hb) {
                 let len = h.body_len as usize + h.bulk_len as usize;
@@ -353,7 +358,7 @@ impl Session {
         loop {
             let rest = &data[at..];
             // A reply waits for the peer: serve nothing more until it has gone.
-            if self.out_sent < self.out.len() {
+            if self.owing() {
                 return (at, Flow::Stop(Outcome::Write));
             }
             match std::mem::replace(&mut self.phase, Phase::Ready) {
@@ -505,13 +510,30 @@ impl Session {
             w.reply = reply;
             r
         } else {
-            self.send_parts(&[&hb, body, bulk])
+            let head = HEADER_BYTES + body.len();
+            let total = head + bulk.len();
+            let written = self.write_now(&[&hb, body, bulk])?;
+            if written < total {
+                // A reply of megabytes to a client that reads slower than we write:
+                // keep the small head by copy and the bulk by taking the worker's
+                // buffer over, not copying it.
+                if written < head {
+                    self.keep_unsent(&[&hb, body], written);
+                }
+                self.out_bulk_sent = written.saturating_sub(head);
+                self.out_bulk = std::mem::take(&mut w.bulk_out);
+            }
+            Ok(())
         }
     }
 
-    /// Writes `parts` as far as the socket takes them now; keeps the rest in `out`.
-    fn send_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+    /// A reply is waiting for the peer to take it.
+    fn owing(&self) -> bool {
+        self.out_sent < self.out.len() || self.out_bulk_sent < self.out_bulk.len()
+    }
+
+    /// Writes `parts` as far as the socket takes them now; returns the bytes written.
+    fn write_now(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
         let mut slices: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
         let mut rest: &mut [IoSlice<'_>] = &mut slices;
         let mut written = 0;
@@ -527,31 +549,62 @@ impl Session {
                 Err(e) => return Err(e),
             }
         }
-        if written < total {
-            // The peer is slow to read: keep the rest, exactly.
-            let mut skip = written;
-            self.out.reserve_exact(total - written);
-            for p in parts {
-                if skip >= p.len() {
-                    skip -= p.len();
-                    continue;
-                }
-                self.out.extend_from_slice(&p[skip..]);
-                skip = 0;
+        Ok(written)
+    }
+
+    /// Keeps what of `parts` lies past the first `written` bytes, in `out`.
+    fn keep_unsent(&mut self, parts: &[&[u8]], written: usize) {
+        let mut skip = written;
+        for p in parts {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
             }
+            self.out.extend_from_slice(&p[skip..]);
+            skip = 0;
         }
+    }
+
+    /// Writes `parts` as far as the socket takes them now; keeps the rest in `out`.
+    fn send_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        let written = self.write_now(parts)?;
+        self.keep_unsent(parts, written);
         Ok(())
     }
 
-    /// Sends what `out` holds; true once all of it went.
-    fn flush_out(&mut self) -> io::Result<bool> {
-        while self.out_sent < self.out.len() {
-            match self.stream.write(&self.out[self.out_sent..]) {
+    /// Sends what `out` and `out_bulk` hold; true once all of it went. The bulk
+    /// buffer then goes back to the worker for its next reply.
+    fn flush_out(&mut self, w: &mut Worker) -> io::Result<bool> {
+        while self.owing() {
+            let a = &self.out[self.out_sent..];
+            let b = &self.out_bulk[self.out_bulk_sent..];
+            let r = if a.is_empty() {
+                self.stream.write(b)
+            } else {
+                self.stream.write_vectored(&[IoSlice::new(a), IoSlice::new(b)])
+            };
+            match r {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed")),
-                Ok(n) => self.out_sent += n,
+                Ok(n) => {
+                    let from_out = n.min(a.len());
+                    self.out_sent += from_out;
+                    self.out_bulk_sent += n - from_out;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
+            }
+        }
+        if self.out.capacity() > 0 {
+            self.out = Vec::new();
+            self.out_sent = 0;
+        }
+        if self.out_bulk.capacity() > 0 {
+            let mut b = std::mem::take(&mut self.out_bulk);
+            self.out_bulk_sent = 0;
+            if b.capacity() <= BUFFER_KEEP_BYTES_MAX && b.capacity() > w.bulk_out.capacity() {
+                b.clear();
+                w.bulk_out = b;
             }
         }
         Ok(true)
