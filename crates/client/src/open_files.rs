@@ -139,6 +139,11 @@ impl Client {
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }
+        if matches!(rec.kind, FileKind::Fifo | FileKind::Socket) {
+            // A pipe or socket lives in one node's kernel; only the FUSE mount (whose
+            // kernel opens them itself) gives one. ENXIO is a socket's open(2) errno.
+            return Err(Errno(libc::ENXIO));
+        }
         if rec.kind == FileKind::Dir && (writable || flags & libc::O_CREAT != 0) {
             return Err(Errno(libc::EISDIR));
         }

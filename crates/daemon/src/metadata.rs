@@ -6,19 +6,25 @@
 //! here), never O(subtree). Descendants at any depth are the ranges `dir | 0x00` and
 //! `dir | '/'`. The root directory has no record; it always exists.
 //!
-//! Value (format 1, little endian), 60 bytes + target:
+//! Value (format 2, little endian), 68 bytes + target:
 //!
 //! ```text
-//! 0  u8   format (1)        1  u8  kind          2  u32 mode       6  u64 size
+//! 0  u8   format (2)        1  u8  kind          2  u32 mode       6  u64 size
 //! 14 u128 file id           30 u32 nlink         34 i64 ctime_ns   42 i64 mtime_ns
-//! 50 i64  atime_ns          58 u16 target len    60 target bytes
+//! 50 i64  atime_ns          58 u32 uid           62 u32 gid        66 u16 target len
+//! 68 target bytes
 //! ```
+//!
+//! Kinds: 1 file, 2 directory, 3 symlink, 4 FIFO, 5 socket. Format 1 (before owners
+//! were stored) is the same without uid and gid (target length at 58, target at 60);
+//! it is still read, as owned by the daemon's user, who owned everything then.
 //!
 //! An empty value is a tombstone: a size merge that arrived after the record was
 //! removed leaves one, and every reader treats it as absent.
 //!
-//! Size grows through the merge operator (operand: `0xF1 | u64 end | i64 mtime_ns`),
-//! so parallel writers never race a read-modify-write. Operations that must read
+//! Size grows through the merge operator (operand: `0xF1 | u64 end | i64 mtime_ns`;
+//! mtime and ctime become the larger of theirs and the operand's, as a write changes
+//! both), so parallel writers never race a read-modify-write. Operations that must read
 //! before writing (exclusive create, append reservation, truncate, set-attr) hold a
 //! striped lock on the key; merges need no lock.
 //!
@@ -38,8 +44,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub const VALUE_FORMAT: u8 = 1;
-const VALUE_FIXED_BYTES: usize = 60;
+pub const VALUE_FORMAT: u8 = 2;
+const VALUE_FIXED_BYTES: usize = 68;
+/// Format 1: no uid and gid (read only).
+const VALUE_FORMAT_1: u8 = 1;
+const VALUE_FIXED_BYTES_1: usize = 60;
 const MERGE_GROW: u8 = 0xF1;
 const MERGE_OPERAND_BYTES: usize = 17;
 const LOCK_STRIPES: usize = 1024;
@@ -69,6 +78,8 @@ pub fn encode_record(r: &Record) -> Vec<u8> {
     v.extend_from_slice(&r.ctime_ns.to_le_bytes());
     v.extend_from_slice(&r.mtime_ns.to_le_bytes());
     v.extend_from_slice(&r.atime_ns.to_le_bytes());
+    v.extend_from_slice(&r.uid.to_le_bytes());
+    v.extend_from_slice(&r.gid.to_le_bytes());
     v.extend_from_slice(&(t.len() as u16).to_le_bytes());
     v.extend_from_slice(t);
     debug_assert_eq!(decode_record(&v).as_ref(), Some(r));
@@ -78,7 +89,12 @@ pub fn encode_record(r: &Record) -> Vec<u8> {
 /// Decodes a stored value. `None` for a tombstone or a value this build cannot read
 /// (the caller reports EIO for the latter; see `decode_checked`).
 pub fn decode_record(v: &[u8]) -> Option<Record> {
-    if v.len() < VALUE_FIXED_BYTES || v[0] != VALUE_FORMAT {
+    let (fixed, owner) = match v.first() {
+        Some(&VALUE_FORMAT) => (VALUE_FIXED_BYTES, None),
+        Some(&VALUE_FORMAT_1) => (VALUE_FIXED_BYTES_1, Some(daemon_owner())),
+        _ => return None,
+    };
+    if v.len() < fixed {
         return None;
     }
     let u32_at = |o: usize| u32::from_le_bytes(v[o..o + 4].try_into().unwrap());
@@ -87,12 +103,15 @@ pub fn decode_record(v: &[u8]) -> Option<Record> {
         1 => FileKind::File,
         2 => FileKind::Dir,
         3 => FileKind::Symlink,
+        4 => FileKind::Fifo,
+        5 => FileKind::Socket,
         _ => return None,
     };
-    let tlen = u16::from_le_bytes([v[58], v[59]]) as usize;
-    if v.len() != VALUE_FIXED_BYTES + tlen {
+    let tlen = u16::from_le_bytes([v[fixed - 2], v[fixed - 1]]) as usize;
+    if v.len() != fixed + tlen {
         return None;
     }
+    let (uid, gid) = owner.unwrap_or_else(|| (u32_at(58), u32_at(62)));
     Some(Record {
         kind,
         mode: u32_at(2),
@@ -102,8 +121,17 @@ pub fn decode_record(v: &[u8]) -> Option<Record> {
         ctime_ns: u64_at(34) as i64,
         mtime_ns: u64_at(42) as i64,
         atime_ns: u64_at(50) as i64,
-        target: String::from_utf8(v[60..].to_vec()).ok()?,
+        target: String::from_utf8(v[fixed..].to_vec()).ok()?,
+        uid,
+        gid,
     })
+}
+
+/// The daemon's effective uid and gid: the owner of the root directory and of
+/// records written before owners were stored.
+pub fn daemon_owner() -> (u32, u32) {
+    // SAFETY: geteuid/getegid have no preconditions.
+    unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
 /// Absent (tombstone) is `Ok(None)`; an unreadable value is EIO with a log line.
@@ -144,6 +172,7 @@ fn full_merge(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Opti
         if let Some((end, mtime)) = parse_operand(o) {
             rec.size = rec.size.max(end);
             rec.mtime_ns = rec.mtime_ns.max(mtime);
+            rec.ctime_ns = rec.ctime_ns.max(mtime);
         }
     }
     Some(encode_record(&rec))
@@ -197,6 +226,7 @@ fn prefix_end(p: &[u8]) -> Vec<u8> {
 }
 
 pub fn root_record() -> Record {
+    let (uid, gid) = daemon_owner();
     Record {
         kind: FileKind::Dir,
         mode: 0o777,
@@ -207,6 +237,8 @@ pub fn root_record() -> Record {
         mtime_ns: 0,
         atime_ns: 0,
         target: String::new(),
+        uid,
+        gid,
     }
 }
 
@@ -407,6 +439,35 @@ impl MetadataStore {
         Ok(rec)
     }
 
+    /// chown: sets the owner and/or group. On a non-directory it clears S_ISUID, and
+    /// S_ISGID if the group may execute (Linux's rule; S_ISGID without group execute
+    /// marks mandatory locking and stays).
+    pub fn set_owner(&self, path: &str, uid: Option<u32>, gid: Option<u32>, ctime: i64) -> Res<Record> {
+        if path == "/" {
+            // The root's attributes are fixed; accept the call as a no-op.
+            return Ok(root_record());
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        if let Some(u) = uid {
+            rec.uid = u;
+        }
+        if let Some(g) = gid {
+            rec.gid = g;
+        }
+        // Linux clears them on every chown of a non-directory, even chown(f, -1, -1).
+        if rec.kind != FileKind::Dir {
+            rec.mode &= !libc::S_ISUID;
+            if rec.mode & libc::S_IXGRP != 0 {
+                rec.mode &= !libc::S_ISGID;
+            }
+        }
+        rec.ctime_ns = ctime;
+        self.put_key(&key, &rec)?;
+        Ok(rec)
+    }
+
     /// Puts a full record (rename's target). Without `replace`, EEXIST if present.
     /// With it, a file may replace a non-directory and a directory may replace a
     /// directory (the caller checked it is empty).
@@ -569,6 +630,8 @@ mod tests {
             mtime_ns: 1,
             atime_ns: 1,
             target: String::new(),
+            uid: 1000,
+            gid: 100,
         }
     }
 
@@ -581,6 +644,45 @@ mod tests {
         let mut bad = encode_record(&rec(FileKind::File));
         bad[0] = 9;
         assert_eq!(decode_record(&bad), None);
+        for kind in [FileKind::Fifo, FileKind::Socket] {
+            assert_eq!(decode_record(&encode_record(&rec(kind))), Some(rec(kind)));
+        }
+    }
+
+    /// A format-1 value (written before owners were stored) reads as the daemon
+    /// user's, and is rewritten as format 2 by the next change.
+    #[test]
+    fn format_1_values_still_read() {
+        let mut r = rec(FileKind::Symlink);
+        r.target = "t".into();
+        let v2 = encode_record(&r);
+        let mut v1 = vec![VALUE_FORMAT_1];
+        v1.extend_from_slice(&v2[1..58]);
+        v1.extend_from_slice(&v2[66..]);
+        let (uid, gid) = daemon_owner();
+        assert_eq!(decode_record(&v1), Some(Record { uid, gid, ..r }));
+        assert_eq!(decode_record(&v1[..v1.len() - 1]), None);
+    }
+
+    #[test]
+    fn set_owner_clears_set_id_bits_of_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let mut f = rec(FileKind::File);
+        f.mode = 0o6755;
+        s.create("/f", &f, true).unwrap();
+        let mut lock = rec(FileKind::File);
+        lock.mode = 0o2644; // S_ISGID without group execute: kept
+        s.create("/l", &lock, true).unwrap();
+        let mut dir = rec(FileKind::Dir);
+        dir.mode = 0o2775;
+        s.create("/d", &dir, true).unwrap();
+        let r = s.set_owner("/f", Some(5), None, 9).unwrap();
+        assert_eq!((r.uid, r.gid, r.mode, r.ctime_ns), (5, 100, 0o755, 9));
+        assert_eq!(s.set_owner("/l", None, Some(6), 9).unwrap().mode, 0o2644);
+        assert_eq!(s.set_owner("/d", Some(5), Some(6), 9).unwrap().mode, 0o2775);
+        assert_eq!(s.get("/f").unwrap().unwrap().uid, 5);
+        assert_eq!(s.set_owner("/nope", Some(1), None, 9), Err(libc::ENOENT));
     }
 
     #[test]
@@ -601,8 +703,11 @@ mod tests {
                 _ => m.push(rng.gen()),
             }
             if let Some(d) = decode_record(&m) {
-                // Whatever decodes must re-encode to the same bytes.
-                assert_eq!(encode_record(&d), m);
+                // Whatever decodes in the current format must re-encode to the same
+                // bytes (a format-1 value re-encodes as format 2).
+                if m[0] == VALUE_FORMAT {
+                    assert_eq!(encode_record(&d), m);
+                }
             }
         }
     }

@@ -1,0 +1,192 @@
+//! POSIX where programs notice (owners, permissions on a shared mount, times and
+//! link counts, error precedence, FIFOs and sockets, hard links): the same probe
+//! (tests/conformance/posix.py) runs on a local directory and on GustFS in the same
+//! test, through the FUSE mount and through the preload library, and every line must
+//! agree, except the relaxations listed here, which docs/SEMANTICS.md documents
+//! with the same errno or value. Runs as root (other users are made with
+//! setresuid in the probe); needs python3, coreutils, git and tar (scripts/setup.sh).
+
+use gust_client::{as_caller, Credentials};
+use gust_e2e::mount::Mount;
+use gust_e2e::{gust_bin, Instance};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+type Results = BTreeMap<String, String>;
+
+fn probe_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/posix.py")
+}
+
+fn parse(what: &str, out: Output) -> Results {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "probe on {what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().filter_map(|l| l.split_once('\t')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Runs the probe on `dir` directly (a local directory or a FUSE mount).
+fn probe(dir: &Path, mode: &str, groups: &str) -> Results {
+    let out = Command::new("python3").arg(probe_script()).arg(dir).args([mode, groups]).output().expect("python3");
+    parse(&dir.display().to_string(), out)
+}
+
+/// Runs the probe under the preload library on `dir` inside the instance.
+fn probe_preload(inst: &Instance, dir: &str, mode: &str, groups: &str) -> Results {
+    let out = Command::new(gust_bin())
+        .args(["run", "--", "python3"])
+        .arg(probe_script())
+        .args([dir, mode, groups])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .output()
+        .expect("gust run");
+    parse(dir, out)
+}
+
+/// Every line of `gust` equals `local`'s, except the `relaxed` ones, which must give
+/// exactly the documented value (and differ from the local one, or the entry is
+/// stale).
+fn compare(what: &str, local: &Results, gust: &Results, relaxed: &[(&str, &str)]) {
+    let mut bad = Vec::new();
+    for (k, lv) in local {
+        let gv = gust.get(k).map(String::as_str).unwrap_or("<missing>");
+        match relaxed.iter().find(|(rk, _)| rk == k) {
+            Some((_, want)) => {
+                if gv != *want {
+                    bad.push(format!("{k}: GustFS gives {gv}, the documented relaxation is {want} (local: {lv})"));
+                }
+                if lv == want {
+                    bad.push(format!("{k}: listed as a relaxation, but the local directory agrees ({lv})"));
+                }
+            }
+            None if gv != lv => bad.push(format!("{k}: local {lv}, GustFS {gv}")),
+            None => {}
+        }
+    }
+    for k in gust.keys().filter(|k| !local.contains_key(*k)) {
+        bad.push(format!("{k}: only GustFS printed it"));
+    }
+    for (k, _) in relaxed {
+        if !local.contains_key(*k) {
+            bad.push(format!("{k}: a relaxation for a check the probe did not run"));
+        }
+    }
+    assert!(local.len() > 20, "{what}: the probe printed only {} lines", local.len());
+    assert!(bad.is_empty(), "{what}: {} differences from the local directory:\n{}", bad.len(), bad.join("\n"));
+}
+
+fn local_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("gust-conf-{tag}")).tempdir_in("/tmp").unwrap()
+}
+
+/// What the FUSE mount still does differently (docs/SEMANTICS.md, "Relaxed").
+const FUSE_RELAXED: &[(&str, &str)] = &[
+    // Directory entries live on other daemons than the directory's record.
+    ("times.parent_on_create", "(False, False)"),
+    ("times.parent_on_rename_in", "(False, False)"),
+    ("times.parent_on_rename_within", "(False, False)"),
+    ("times.parent_on_unlink", "(False, False)"),
+    ("times.parent_on_symlink", "(False, False)"),
+    ("times.parent_on_mkdir", "(False, False)"),
+    ("times.parent_on_rmdir", "(False, False)"),
+    ("times.nlink_dir_with_3_subdirs", "2"),
+    // No device nodes; no hard links.
+    ("special.mknod_chr", "EPERM"),
+    ("links.link", "EPERM"),
+    ("links.linkat_follow", "EPERM"),
+    ("links.nlink", "1"),
+];
+
+#[test]
+fn fuse_shared_mount_matches_a_local_directory() {
+    let inst = Instance::start(3);
+    let m = Mount::new(&inst, &["--allow-other"]);
+    let local = local_dir("fuse");
+    let l = probe(&local.path().join("t"), "shared", "");
+    let g = probe(&m.p("t"), "shared", "");
+    compare("FUSE mount (--allow-other)", &l, &g, FUSE_RELAXED);
+}
+
+/// What the preload library does differently (docs/SEMANTICS.md, "Relaxed"): the
+/// FUSE list, and what the kernel does for a FUSE mount but not for a library.
+const PRELOAD_RELAXED: &[(&str, &str)] = &[
+    ("times.parent_on_create", "(False, False)"),
+    ("times.parent_on_rename_in", "(False, False)"),
+    ("times.parent_on_rename_within", "(False, False)"),
+    ("times.parent_on_unlink", "(False, False)"),
+    ("times.parent_on_symlink", "(False, False)"),
+    ("times.parent_on_mkdir", "(False, False)"),
+    ("times.parent_on_rmdir", "(False, False)"),
+    ("times.nlink_dir_with_3_subdirs", "2"),
+    ("special.mknod_chr", "EPERM"),
+    ("links.link", "EPERM"),
+    ("links.linkat_follow", "EPERM"),
+    ("links.nlink", "1"),
+    // Parents are not checked by default (`gust start --check-parent` does), so a
+    // create below a file or a missing directory makes an orphan record; the kernel
+    // checks them for a FUSE mount.
+    ("errors.enoent_create_below_missing", "ok"),
+    ("errors.enotdir_create", "ok"),
+    ("errors.enotdir_mkdir", "EEXIST"),
+    ("errors.enotdir_stat", "ENOENT"),
+    // Names are checked for length before the path is looked up.
+    ("errors.enametoolong_below_missing", "ENAMETOOLONG"),
+    // A trailing slash is normalized away.
+    ("errors.enotdir_trailing_slash", "ok"),
+    // bind() is not interposed; a FIFO or socket opens only through a FUSE mount.
+    ("special.bind", "ENOENT"),
+    ("special.open_fifo_nonblock", "ENXIO"),
+];
+
+#[test]
+fn preload_matches_a_local_directory() {
+    let inst = Instance::start(3);
+    let local = local_dir("preload");
+    let l = probe(&local.path().join("t"), "single", "");
+    let g = probe_preload(&inst, "/gustfs/t", "single", "");
+    compare("preload library", &l, &g, PRELOAD_RELAXED);
+}
+
+/// chown's rules for callers other than root, through the client core (the preload
+/// library and the C API act as their process, and the tests run as root).
+#[test]
+fn chown_rules_for_unprivileged_callers() {
+    let inst = Instance::start(2);
+    let c = inst.client();
+    let a = Credentials { uid: 1001, gid: 1001, groups: vec![1001, 2000] };
+    let b = Credentials { uid: 1002, gid: 1002, groups: vec![] };
+    as_caller(a.clone(), || {
+        c.mkdir("/d", 0o755).unwrap();
+        let fd = c.open("/d/f", libc::O_CREAT | libc::O_WRONLY, 0o6755).unwrap();
+        c.close(fd).unwrap();
+    });
+    let st = c.stat("/d/f").unwrap();
+    assert_eq!((st.uid, st.gid, st.mode), (1001, 1001, 0o6755), "created as the caller");
+    assert_eq!((c.stat("/d").unwrap().uid, c.stat("/d").unwrap().gid), (1001, 1001));
+    let eperm = Err(gust_client::Errno(libc::EPERM));
+    as_caller(a.clone(), || {
+        assert_eq!(c.chown("/d/f", Some(1002), None, true).map(|_| ()), eperm, "only root gives a file away");
+        assert_eq!(c.chown("/d/f", None, Some(3000), true).map(|_| ()), eperm, "not one of its groups");
+        // To one of its groups: allowed, and the set-id bits go (group may execute).
+        let st = c.chown("/d/f", Some(1001), Some(2000), true).unwrap();
+        assert_eq!((st.uid, st.gid, st.mode), (1001, 2000, 0o755));
+    });
+    as_caller(b.clone(), || {
+        assert_eq!(c.chown("/d/f", None, Some(1002), true).map(|_| ()), eperm, "not the owner");
+        assert_eq!(c.chown("/d/f", Some(1001), None, true).map(|_| ()), eperm, "not the owner, even a no-op");
+        // access: the others' bits for b, the owner's for a.
+        assert_eq!(c.access("/d/f", libc::W_OK), Err(gust_client::Errno(libc::EACCES)));
+        assert_eq!(c.access("/d/f", libc::R_OK | libc::X_OK), Ok(()));
+    });
+    as_caller(a, || assert_eq!(c.access("/d/f", libc::W_OK), Ok(())));
+    // Root may do anything; an fchown goes through the descriptor's path.
+    let fd = c.open("/d/f", libc::O_RDONLY, 0).unwrap();
+    let st = c.fchown(fd, Some(0), Some(0)).unwrap();
+    assert_eq!((st.uid, st.gid), (0, 0));
+    c.close(fd).unwrap();
+}
