@@ -153,6 +153,23 @@ def owners():
     os.chmod(sd, 0o3775)
     os.chown(sd, 1001, 2000)
     rec("owners.dir_keeps_set_id", owner(sd) + " " + perm(sd))
+    # A directory with S_ISGID hands its group to new entries, and the bit to new
+    # subdirectories.
+    sg = J("owners", "sgdir")
+    os.mkdir(sg)
+    os.chown(sg, -1, 2000)
+    os.chmod(sg, 0o2775)
+    write(J("owners", "sgdir", "f"))
+    os.mkdir(J("owners", "sgdir", "sub"), 0o755)
+    rec("owners.setgid_dir_file", owner(J("owners", "sgdir", "f")))
+    rec("owners.setgid_dir_subdir", owner(J("owners", "sgdir", "sub")) + " " + perm(J("owners", "sgdir", "sub")))
+    # The owner of a read-only file cannot write it (root could).
+    def owner_writes_readonly():
+        write(J("owners", "ro_own"), b"x", 0o444)
+        fd = os.open(J("owners", "ro_own"), os.O_WRONLY)
+        os.close(fd)
+    if SHARED:
+        rec("owners.owner_writes_readonly", as_user(A, owner_writes_readonly))
     # lchown changes the link, chown its target; fchown the open file.
     os.symlink("r", J("owners", "rl"))
     os.lchown(J("owners", "rl"), 1003, 1003)

@@ -131,6 +131,10 @@ const PRELOAD_RELAXED: &[(&str, &str)] = &[
     // create below a file or a missing directory makes an orphan record; the kernel
     // checks them for a FUSE mount.
     ("errors.enoent_create_below_missing", "ok"),
+    // A set-group-id directory's group and bit are not inherited (it would cost a
+    // stat of the parent per create; the FUSE mount has the parent's attributes).
+    ("owners.setgid_dir_file", "0:0"),
+    ("owners.setgid_dir_subdir", "0:0 0o755"),
     ("errors.enotdir_create", "ok"),
     ("errors.enotdir_mkdir", "EEXIST"),
     ("errors.enotdir_stat", "ENOENT"),
@@ -189,4 +193,88 @@ fn chown_rules_for_unprivileged_callers() {
     let st = c.fchown(fd, Some(0), Some(0)).unwrap();
     assert_eq!((st.uid, st.gid), (0, 0));
     c.close(fd).unwrap();
+}
+
+/// Runs a bash script (strict mode, bounded) in `dir`; returns its output whatever
+/// its exit status.
+fn bash(dir: &Path, script: &str) -> Output {
+    Command::new("timeout")
+        .args(["300", "bash", "-euo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .output()
+        .expect("run bash")
+}
+
+fn ok(what: &str, out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Hard links are kept out with EPERM (docs/SEMANTICS.md). What tools then do, on
+/// the FUSE mount, next to the same commands on a local directory: `ln` and
+/// `cp -l` fail with "Operation not permitted"; `cp -a` and `tar x` of a tree with
+/// hard links report each extra name and exit non-zero, while `cp -a
+/// --no-preserve=links`, `tar --hard-dereference` and Python's copytree copy it;
+/// git (clone from a local path, which tries hard links first; commit) works.
+#[test]
+fn hard_link_tools() {
+    let inst = Instance::start(3);
+    let m = Mount::new(&inst, &[]);
+    let local = local_dir("links");
+    let src = local_dir("links-src");
+    ok(
+        "source tree",
+        bash(
+            src.path(),
+            "mkdir tree && echo shared > tree/a && ln tree/a tree/b && echo c > tree/c
+             tar -cf with-links.tar -C tree . && tar --hard-dereference -cf deref.tar -C tree .
+             git init -q repo && cd repo && echo one > f && git add f
+             git -c user.name=t -c user.email=t@t commit -qm one",
+        ),
+    );
+    let s = src.path().display();
+    for (dir, is_gust) in [(local.path(), false), (m.path(), true)] {
+        let run = |script: &str| bash(dir, &script.replace("$SRC", &s.to_string()));
+        let ln = run("echo x > f && ln f g");
+        let cp_l = run("cp -l f h");
+        let cp_a = run("cp -a $SRC/tree cpa");
+        let tar = run("mkdir tx && tar -C tx -xf $SRC/with-links.tar");
+        if is_gust {
+            for (what, out) in [("ln", &ln), ("cp -l", &cp_l), ("cp -a", &cp_a), ("tar -x", &tar)] {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(!out.status.success(), "{what} of a hard link succeeded on GustFS");
+                assert!(err.contains("Operation not permitted"), "{what}: {err}");
+            }
+            assert_eq!(tar.status.code(), Some(2), "tar exits 2 after a link it could not make");
+            // The other names arrived; the one that needed a link did not.
+            assert_eq!(ok("ls", run("ls cpa | wc -l")).trim(), "2");
+            assert_eq!(ok("ls", run("ls tx | wc -l")).trim(), "2");
+        } else {
+            for (what, out) in [("ln", ln), ("cp -l", cp_l), ("cp -a", cp_a), ("tar -x", tar)] {
+                ok(what, out);
+            }
+        }
+        // The ways around it give every name with its content, here as locally.
+        let listing = ok(
+            "copies without links",
+            run("cp -a --no-preserve=links $SRC/tree cpb && mkdir td && tar -C td -xf $SRC/deref.tar
+                 python3 -c 'import shutil; shutil.copytree(\"$SRC/tree\", \"py\")'
+                 for d in cpb td py; do cat $d/a $d/b $d/c; done"),
+        );
+        assert_eq!(listing, "shared\nshared\nc\n".repeat(3));
+        // git: a clone from a local path tries hard links and falls back to copies;
+        // commits write objects with link() and fall back to rename().
+        let git = ok(
+            "git",
+            run("git clone -q $SRC/repo clone && cd clone && echo two > g && git add g
+                 git -c user.name=t -c user.email=t@t commit -qm two && git fsck >/dev/null 2>&1 && git log --oneline | wc -l"),
+        );
+        assert_eq!(git.trim(), "2");
+    }
 }

@@ -71,8 +71,8 @@ pub struct MountOptions {
     /// Bypass the page cache for file data (FOPEN_DIRECT_IO): every read and write
     /// goes to the daemons; mmap needs kernel support (Linux 6.6+).
     pub direct_io: bool,
-    /// Let users other than the one who mounted access the mount (implies kernel
-    /// permission checks, `default_permissions`).
+    /// Let users other than the one who mounted access the mount. The kernel checks
+    /// permissions either way (`default_permissions`).
     pub allow_other: bool,
     /// Mount read-only.
     pub read_only: bool,
@@ -98,7 +98,7 @@ struct Node {
     path: String,
     /// File id and kind from the last lookup/getattr/create, and when: `open` within
     /// the attribute timeout trusts them, as the kernel trusts the attributes.
-    known: Option<(u128, Kind, Instant)>,
+    known: Option<Known>,
     /// Lookup references the kernel holds (FUSE `nlookup`).
     lookups: u64,
     /// Open file handles on this inode.
@@ -106,6 +106,22 @@ struct Node {
     /// Renamed to a hidden name because it was unlinked while open; removed at the
     /// last release.
     hidden: bool,
+}
+
+/// What the last lookup or getattr of an inode said, and when.
+#[derive(Clone, Copy)]
+struct Known {
+    file_id: u128,
+    kind: Kind,
+    mode: u32,
+    gid: u32,
+    at: Instant,
+}
+
+impl Known {
+    fn of(st: &Stat) -> Known {
+        Known { file_id: st.file_id, kind: st.kind, mode: st.mode, gid: st.gid, at: Instant::now() }
+    }
 }
 
 #[derive(Default)]
@@ -322,7 +338,7 @@ impl GustFs {
         // Also corrects the path if another client renamed the entry.
         t.set_path(ino, path);
         if let Some(n) = t.nodes.get_mut(&ino) {
-            n.known = Some((st.file_id, st.kind, Instant::now()));
+            n.known = Some(Known::of(st));
         }
         drop(t);
         self.attr(ino, st)
@@ -331,8 +347,8 @@ impl GustFs {
     /// File id and kind of `ino` if fetched within the attribute timeout.
     fn known(&self, ino: u64) -> Option<(u128, Kind)> {
         let t = self.table.lock().unwrap();
-        let (id, kind, at) = t.nodes.get(&ino)?.known?;
-        (at.elapsed() < self.opts.attr_timeout).then_some((id, kind))
+        let k = t.nodes.get(&ino)?.known?;
+        (k.at.elapsed() < self.opts.attr_timeout).then_some((k.file_id, k.kind))
     }
 
     /// Stat of an inode by its path, checking that the path still names that inode
@@ -344,9 +360,38 @@ impl GustFs {
             return Err(Errno(libc::ESTALE));
         }
         if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
-            n.known = Some((st.file_id, st.kind, Instant::now()));
+            n.known = Some(Known::of(&st));
         }
         Ok((path, st))
+    }
+
+    /// Who creates an entry in directory `parent` (at `parent_path`): the request's
+    /// caller, with the directory's group instead of the caller's if the directory
+    /// has S_ISGID (as Linux's inode_init_owner does; the second value says so, and a
+    /// new subdirectory then gets S_ISGID too). The directory's attributes come from
+    /// the last lookup or getattr within the attribute timeout, else from one stat.
+    fn creator(&self, req: &Request, parent: INodeNo, parent_path: &str) -> Result<(Credentials, bool), Errno> {
+        let cached = {
+            let t = self.table.lock().unwrap();
+            t.nodes
+                .get(&parent.0)
+                .and_then(|n| n.known)
+                .filter(|k| k.at.elapsed() < self.opts.attr_timeout)
+                .map(|k| (k.mode, k.gid))
+        };
+        let (mode, gid) = match cached {
+            Some(x) => x,
+            None => {
+                let st = self.client.lstat(parent_path)?;
+                (st.mode, st.gid)
+            }
+        };
+        let mut who = caller(req);
+        let setgid = mode & libc::S_ISGID != 0;
+        if setgid {
+            who.gid = gid;
+        }
+        Ok((who, setgid))
     }
 
     fn file(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
@@ -668,8 +713,11 @@ impl Filesystem for GustFs {
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, name)?;
-            as_caller(caller(req), || self.client.mkdir(&path, mode & !umask & 0o7777))?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
+            let (who, setgid) = self.creator(req, parent, &dir)?;
+            let mode = (mode & !umask & 0o7777) | if setgid { libc::S_ISGID } else { 0 };
+            as_caller(who, || self.client.mkdir(&path, mode))?;
             let st = self.client.lstat(&path)?;
             Ok((path, st))
         })();
@@ -722,7 +770,8 @@ impl Filesystem for GustFs {
     ) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, name)?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
             let kind = match mode & libc::S_IFMT {
                 0 | libc::S_IFREG => Kind::File,
                 libc::S_IFIFO => Kind::Fifo,
@@ -730,7 +779,8 @@ impl Filesystem for GustFs {
                 // Device nodes: the mount is nodev, and GustFS stores none.
                 _ => return Err(Errno(libc::EPERM)),
             };
-            let st = as_caller(caller(req), || self.client.mknod(&path, kind, mode & !umask & 0o7777))?;
+            let (who, _) = self.creator(req, parent, &dir)?;
+            let st = as_caller(who, || self.client.mknod(&path, kind, mode & !umask & 0o7777))?;
             Ok((path, st))
         })();
         match r {
@@ -748,9 +798,11 @@ impl Filesystem for GustFs {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, link_name)?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, link_name)?;
             let target = target.to_str().ok_or(Errno(libc::EINVAL))?;
-            as_caller(caller(req), || self.client.symlink(target, &path))?;
+            let (who, _) = self.creator(req, parent, &dir)?;
+            as_caller(who, || self.client.symlink(target, &path))?;
             let st = self.client.lstat(&path)?;
             Ok((path, st))
         })();
@@ -812,9 +864,11 @@ impl Filesystem for GustFs {
     ) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, name)?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
             let cflags = self.client_flags(flags);
-            let (fd, st) = as_caller(caller(req), || {
+            let (who, _) = self.creator(req, parent, &dir)?;
+            let (fd, st) = as_caller(who, || {
                 self.client.open_stat(
                     &path,
                     cflags | libc::O_CREAT | (flags & (libc::O_EXCL | libc::O_TRUNC)),
@@ -1055,9 +1109,11 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
     if opts.read_only {
         mo.push(MountOption::RO);
     }
+    // The kernel checks mode bits, owners, groups and sticky directories against the
+    // records' attributes, as for a local file system: the owner of a 0400 file cannot
+    // write it, and with --allow-other another user cannot read a 0600 one.
+    mo.push(MountOption::DefaultPermissions);
     if opts.allow_other {
-        // Other users: let the kernel check the mode bits against the owner we report.
-        mo.push(MountOption::DefaultPermissions);
         config.acl = SessionACL::All;
     }
     config.mount_options = mo;
