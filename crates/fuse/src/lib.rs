@@ -71,8 +71,8 @@ pub struct MountOptions {
     /// Bypass the page cache for file data (FOPEN_DIRECT_IO): every read and write
     /// goes to the daemons; mmap needs kernel support (Linux 6.6+).
     pub direct_io: bool,
-    /// Let users other than the one who mounted access the mount. The kernel checks
-    /// permissions either way (`default_permissions`).
+    /// Let users other than the one who mounted access the mount (implies kernel
+    /// permission checks, `default_permissions`).
     pub allow_other: bool,
     /// Mount read-only.
     pub read_only: bool,
@@ -1109,11 +1109,14 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
     if opts.read_only {
         mo.push(MountOption::RO);
     }
-    // The kernel checks mode bits, owners, groups and sticky directories against the
-    // records' attributes, as for a local file system: the owner of a 0400 file cannot
-    // write it, and with --allow-other another user cannot read a 0600 one.
-    mo.push(MountOption::DefaultPermissions);
     if opts.allow_other {
+        // Other users: the kernel checks mode bits, owners, groups and sticky
+        // directories against the records' attributes, as for a local file system.
+        // Not for a mount of one user: the checks need the attributes of every
+        // directory on a path (a getattr per component whose attributes expired),
+        // so a dead daemon holding a directory's record would cut off everything
+        // below it, where a lookup of a child needs only the child's daemon.
+        mo.push(MountOption::DefaultPermissions);
         config.acl = SessionACL::All;
     }
     config.mount_options = mo;
