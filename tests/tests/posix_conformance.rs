@@ -278,3 +278,34 @@ fn hard_link_tools() {
         assert_eq!(git.trim(), "2");
     }
 }
+
+/// A directory's link count is 2 whatever its subdirectories (docs/SEMANTICS.md):
+/// tree walkers that could count on it (find and du through fts, Perl's File::Find)
+/// list the same tree on the FUSE mount as on a local directory.
+#[test]
+fn tree_walkers_do_not_need_directory_link_counts() {
+    let inst = Instance::start(3);
+    let m = Mount::new(&inst, &[]);
+    let local = local_dir("walk");
+    let mut outputs = Vec::new();
+    for dir in [local.path(), m.path()] {
+        let out = ok(
+            "walk",
+            bash(
+                dir,
+                "mkdir -p t/a/x/deep t/b/y t/c && touch t/a/x/f t/a/x/deep/g t/b/y/h t/c/i t/j
+                 stat -c %h t
+                 find t | sort
+                 find t -type f | sort
+                 du -a t | awk '{print $2}' | sort
+                 perl -MFile::Find -e 'find(sub { print \"$File::Find::name\\n\" }, \"t\")' | sort",
+            ),
+        );
+        outputs.push(out);
+    }
+    let (l, g) = (&outputs[0], &outputs[1]);
+    assert_eq!(l.lines().next(), Some("5"), "local: 2 + 3 subdirectories");
+    assert_eq!(g.lines().next(), Some("2"), "GustFS: always 2");
+    assert_eq!(l.lines().skip(1).collect::<Vec<_>>(), g.lines().skip(1).collect::<Vec<_>>());
+    assert!(g.contains("t/a/x/deep/g"));
+}
