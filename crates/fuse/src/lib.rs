@@ -369,8 +369,14 @@ impl GustFs {
     /// caller, with the directory's group instead of the caller's if the directory
     /// has S_ISGID (as Linux's inode_init_owner does; the second value says so, and a
     /// new subdirectory then gets S_ISGID too). The directory's attributes come from
-    /// the last lookup or getattr within the attribute timeout, else from one stat.
+    /// the last lookup or getattr within the attribute timeout (the kernel looked the
+    /// directory up to reach it), else from one stat (a create relative to a
+    /// directory descriptor held open longer than that).
     fn creator(&self, req: &Request, parent: INodeNo, parent_path: &str) -> Result<(Credentials, bool), Errno> {
+        if parent.0 == ROOT {
+            // The root's attributes are fixed (mode 0777, no S_ISGID).
+            return Ok((caller(req), false));
+        }
         let cached = {
             let t = self.table.lock().unwrap();
             t.nodes
