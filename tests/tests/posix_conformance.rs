@@ -309,3 +309,48 @@ fn tree_walkers_do_not_need_directory_link_counts() {
     assert_eq!(l.lines().skip(1).collect::<Vec<_>>(), g.lines().skip(1).collect::<Vec<_>>());
     assert!(g.contains("t/a/x/deep/g"));
 }
+
+/// Programs that copy trees with their owners, as root: `cp -a` and `tar -p` into
+/// GustFS and back keep every owner, group and mode (set-id bits included), through
+/// the FUSE mount and through the preload library.
+#[test]
+fn root_copies_trees_with_owners() {
+    let inst = Instance::start(3);
+    let m = Mount::new(&inst, &[]);
+    let src = local_dir("owners-src");
+    ok(
+        "source tree",
+        bash(
+            src.path(),
+            "mkdir -p tree/sub && echo a > tree/a && echo b > tree/sub/b && ln -s a tree/l && mkfifo tree/p
+             chown 1001:2000 tree/a && chown -h 1002:1002 tree/l && chown 1003:1003 tree/sub tree/p
+             chmod 4755 tree/a && chown 1001:1001 tree/sub/b && chmod 2750 tree/sub",
+        ),
+    );
+    let listing = "find . -printf '%p %u:%g %m %y\\n' | sort";
+    let want = ok("local listing", bash(&src.path().join("tree"), listing));
+    assert!(want.contains("./a 1001:2000 4755 f") && want.contains("./p 1003:1003 644 p"), "{want}");
+    let s = src.path().display();
+    // FUSE: cp -a in, then tar -p out of it into a local directory.
+    let back = local_dir("owners-back");
+    let b = back.path().display();
+    ok(
+        "cp -a and tar -p through FUSE",
+        bash(
+            m.path(),
+            &format!("cp -a {s}/tree cp && tar -C cp -cpf {b}/t.tar . && mkdir {b}/x && tar -C {b}/x -xpf {b}/t.tar"),
+        ),
+    );
+    assert_eq!(ok("FUSE listing", bash(&m.p("cp"), listing)), want, "cp -a into the FUSE mount");
+    assert_eq!(ok("round trip", bash(&back.path().join("x"), listing)), want, "tar -p out of the FUSE mount");
+    // Preload: cp -a and tar -xp into GustFS, listed through the FUSE mount.
+    let out = Command::new(gust_bin())
+        .args(["run", "--", "bash", "-c"])
+        .arg(format!("set -e; cp -a {s}/tree /gustfs/pcp; mkdir /gustfs/ptar; tar -C {s}/tree -cf - . | tar -C /gustfs/ptar -xpf -"))
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .output()
+        .unwrap();
+    ok("cp -a and tar -xp under the preload library", out);
+    assert_eq!(ok("preload cp listing", bash(&m.p("pcp"), listing)), want, "cp -a under the preload library");
+    assert_eq!(ok("preload tar listing", bash(&m.p("ptar"), listing)), want, "tar -xp under the preload library");
+}
