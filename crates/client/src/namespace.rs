@@ -197,7 +197,24 @@ impl Client {
             record: Self::new_record(FileKind::Dir, mode, String::new()),
             exclusive: true,
         };
-        self.call_md(&p, req).map(|_| ())
+        self.call_md(&p, req)?;
+        self.dir_changed(path::parent(&p), 1);
+        Ok(())
+    }
+
+    /// Tells the daemon of directory `dir` that it gained (+1) or lost (-1)
+    /// subdirectories, or that a directory moved within it (0): its link count and
+    /// times follow (one request; none for the root, which keeps no record). Best
+    /// effort: the change itself is done, so a failure here (the directory removed
+    /// meanwhile, its daemon down) leaves its count or times stale and is logged.
+    pub(crate) fn dir_changed(&self, dir: &str, subdirs_delta: i32) {
+        if dir == "/" {
+            return;
+        }
+        let req = Request::DirChanged { path: dir.to_string(), subdirs_delta, time_ns: now_ns() };
+        if let Err(e) = self.call_md(dir, req) {
+            tracing::debug!("link count of {dir} not updated ({subdirs_delta:+}): {e}");
+        }
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
@@ -213,7 +230,9 @@ impl Client {
             return Err(Errno(libc::ENOTEMPTY));
         }
         let d = self.md_daemon(&p);
-        self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::Dir }).map(|_| ())
+        self.transport.call(d, Request::Remove { path: p.clone(), kind: RemoveKind::Dir })?;
+        self.dir_changed(path::parent(&p), -1);
+        Ok(())
     }
 
     /// Removes a file's chunks, asking only the daemons that can hold them.

@@ -24,7 +24,10 @@
 //!
 //! Size grows through the merge operator (operand: `0xF1 | u64 end | i64 mtime_ns`;
 //! mtime and ctime become the larger of theirs and the operand's, as a write changes
-//! both), so parallel writers never race a read-modify-write. Operations that must read
+//! both), so parallel writers never race a read-modify-write. A directory's link
+//! count and times follow its subdirectories the same way (operand:
+//! `0xF2 | i32 subdirectories delta | i64 time_ns`; nlink never below 2), so mkdir
+//! and rmdir of siblings never race either. Operations that must read
 //! before writing (exclusive create, append reservation, truncate, set-attr) hold a
 //! striped lock on the key; merges need no lock.
 //!
@@ -51,6 +54,8 @@ const VALUE_FORMAT_1: u8 = 1;
 const VALUE_FIXED_BYTES_1: usize = 60;
 const MERGE_GROW: u8 = 0xF1;
 const MERGE_OPERAND_BYTES: usize = 17;
+const MERGE_DIR: u8 = 0xF2;
+const MERGE_DIR_OPERAND_BYTES: usize = 13;
 const LOCK_STRIPES: usize = 1024;
 /// Bound on unfolded size operands per key in the memtable. A lookup applies at most
 /// this many; one merge in this many costs an extra read of the key (a memtable hit
@@ -163,6 +168,21 @@ fn parse_operand(o: &[u8]) -> Option<(u64, i64)> {
     Some((u64::from_le_bytes(o[1..9].try_into().unwrap()), i64::from_le_bytes(o[9..17].try_into().unwrap())))
 }
 
+fn dir_operand(subdirs_delta: i32, time_ns: i64) -> [u8; MERGE_DIR_OPERAND_BYTES] {
+    let mut o = [0u8; MERGE_DIR_OPERAND_BYTES];
+    o[0] = MERGE_DIR;
+    o[1..5].copy_from_slice(&subdirs_delta.to_le_bytes());
+    o[5..13].copy_from_slice(&time_ns.to_le_bytes());
+    o
+}
+
+fn parse_dir_operand(o: &[u8]) -> Option<(i32, i64)> {
+    if o.len() != MERGE_DIR_OPERAND_BYTES || o[0] != MERGE_DIR {
+        return None;
+    }
+    Some((i32::from_le_bytes(o[1..5].try_into().unwrap()), i64::from_le_bytes(o[5..13].try_into().unwrap())))
+}
+
 fn full_merge(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
     let Some(mut rec) = existing.and_then(decode_record) else {
         // The record was removed (or never existed): stay absent, never resurrect.
@@ -173,11 +193,19 @@ fn full_merge(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Opti
             rec.size = rec.size.max(end);
             rec.mtime_ns = rec.mtime_ns.max(mtime);
             rec.ctime_ns = rec.ctime_ns.max(mtime);
+        } else if let Some((delta, time)) = parse_dir_operand(o) {
+            if rec.kind == FileKind::Dir {
+                rec.nlink = (rec.nlink as i64 + delta as i64).clamp(2, u32::MAX as i64) as u32;
+                rec.mtime_ns = rec.mtime_ns.max(time);
+                rec.ctime_ns = rec.ctime_ns.max(time);
+            }
         }
     }
     Some(encode_record(&rec))
 }
 
+/// Folds size operands into one; a mix with directory operands stays unfolded
+/// (RocksDB keeps the operands and the full merge applies them in order).
 fn partial_merge(_key: &[u8], _existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
     let mut end = 0u64;
     let mut mtime = i64::MIN;
@@ -387,6 +415,21 @@ impl MetadataStore {
                 Ok(offset)
             }
         }
+    }
+
+    /// A subdirectory of `dir` was made, removed or moved: its link count changes by
+    /// `subdirs_delta` and its times become at least `time_ns`, as a merge (siblings'
+    /// mkdirs never race). The root has no record; its count is not kept.
+    pub fn dir_changed(&self, dir: &str, subdirs_delta: i32, time_ns: i64) -> Res<()> {
+        if dir == "/" {
+            return Ok(());
+        }
+        let key = key_of(dir);
+        let rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        if rec.kind != FileKind::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        self.db.merge_opt(&key, dir_operand(subdirs_delta, time_ns), &self.write_opts).map_err(Self::db_err)
     }
 
     pub fn truncate(&self, path: &str, size: u64, mtime_ns: i64) -> Res<Record> {
@@ -662,6 +705,37 @@ mod tests {
         let (uid, gid) = daemon_owner();
         assert_eq!(decode_record(&v1), Some(Record { uid, gid, ..r }));
         assert_eq!(decode_record(&v1[..v1.len() - 1]), None);
+    }
+
+    #[test]
+    fn dir_changed_counts_subdirectories_and_moves_times() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let mut dir = rec(FileKind::Dir);
+        dir.nlink = 2;
+        s.create("/d", &dir, true).unwrap();
+        s.create("/f", &rec(FileKind::File), true).unwrap();
+        for t in 0..5 {
+            s.dir_changed("/d", 1, 10 + t).unwrap();
+        }
+        // An older time never moves the times back.
+        s.dir_changed("/d", -1, 3).unwrap();
+        let r = s.get("/d").unwrap().unwrap();
+        assert_eq!((r.nlink, r.mtime_ns, r.ctime_ns), (6, 14, 14));
+        for _ in 0..10 {
+            s.dir_changed("/d", -1, 20).unwrap();
+        }
+        assert_eq!(s.get("/d").unwrap().unwrap().nlink, 2, "never below 2");
+        s.db.flush().unwrap();
+        s.dir_changed("/d", 1, 21).unwrap();
+        assert_eq!(s.get("/d").unwrap().unwrap().nlink, 3);
+        assert_eq!(s.dir_changed("/f", 1, 1), Err(libc::ENOTDIR));
+        assert_eq!(s.dir_changed("/nope", 1, 1), Err(libc::ENOENT));
+        assert_eq!(s.dir_changed("/", 1, 1), Ok(()));
+        // Removed between the check and the merge: stays removed.
+        s.remove("/d", true).unwrap();
+        s.db.merge(key_of("/d"), dir_operand(1, 5)).unwrap();
+        assert_eq!(s.get("/d").unwrap(), None);
     }
 
     #[test]

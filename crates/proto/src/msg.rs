@@ -238,6 +238,11 @@ requests! {
     /// non-directory it clears S_ISUID, and S_ISGID when the group may execute, as
     /// Linux does (even when both ids are `None`). Returns the record after it.
     30 "set_owner" SetOwner { path: String, uid: Option<u32>, gid: Option<u32>, ctime_ns: i64 } idempotent(true),
+    /// A subdirectory of directory `path` was made (+1) or removed (-1), or moved in
+    /// or out: its link count changes by `subdirs_delta` (a merge, never below 2) and
+    /// its mtime and ctime become at least `time_ns`. ENOENT if it is gone, ENOTDIR
+    /// if it is not a directory. Applied twice, a nonzero delta counts twice.
+    31 "dir_changed" DirChanged { path: String, subdirs_delta: i32, time_ns: i64 } idempotent(*subdirs_delta == 0),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -447,6 +452,10 @@ mod tests {
                 Request::SetOwner { path: "/a".into(), uid: None, gid: Some(100), ctime_ns: 7 },
                 "1e000000  0200000000000000 2f61  00  01 64000000  0700000000000000".into(),
             ),
+            (
+                Request::DirChanged { path: "/d".into(), subdirs_delta: -1, time_ns: 9 },
+                "1f000000  0200000000000000 2f64  ffffffff  0900000000000000".into(),
+            ),
         ]
     }
 
@@ -496,6 +505,7 @@ mod tests {
                 (20, "put_records", false),
                 (21, "shutdown", true),
                 (30, "set_owner", true),
+                (31, "dir_changed", false),
             ]
         );
         for (code, name) in OPS {
@@ -503,13 +513,15 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 30);
+        assert_eq!(OP_MAX, 31);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
         assert!(create(false).is_idempotent() && !create(true).is_idempotent());
         let grow = |append_len| Request::UpdateSize { path: "/a".into(), file_id: 1, end: 1, append_len, mtime_ns: 0 };
         assert!(grow(None).is_idempotent() && !grow(Some(1)).is_idempotent());
+        let changed = |subdirs_delta| Request::DirChanged { path: "/d".into(), subdirs_delta, time_ns: 0 };
+        assert!(changed(0).is_idempotent() && !changed(1).is_idempotent());
     }
 
     /// One fixed example of every response, and an error, as reply bodies.
