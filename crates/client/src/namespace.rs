@@ -1,6 +1,7 @@
 //! Namespace operations: lookups that follow symlinks, stat, access, mkdir, mknod,
 //! rmdir, unlink, symlink, readlink, chmod, chown, utimens. Each is one request to
-//! the daemon that holds the record (chown: a stat first, to check the caller may),
+//! the daemon that holds the record (chown: a stat first, to check the caller may;
+//! mkdir and rmdir: a merge on the parent's daemon, for its link count and times),
 //! plus the chunk removals of an unlinked file.
 //!
 //! Not for: rename (rename.rs), listings (readdir.rs), descriptors (open_files.rs).

@@ -96,8 +96,9 @@ impl Default for MountOptions {
 
 struct Node {
     path: String,
-    /// File id and kind from the last lookup/getattr/create, and when: `open` within
-    /// the attribute timeout trusts them, as the kernel trusts the attributes.
+    /// File id, kind, mode and group from the last lookup/getattr/create, and when:
+    /// `open` (and a create's set-group-id check of its directory) within the
+    /// attribute timeout trusts them, as the kernel trusts the attributes.
     known: Option<Known>,
     /// Lookup references the kernel holds (FUSE `nlookup`).
     lookups: u64,
@@ -225,7 +226,9 @@ fn ns_of(t: TimeOrNow, now: i64) -> i64 {
         // is secs s + nsec ns, so take the parts back apart.
         Err(e) => {
             let d = e.duration();
-            -(d.as_secs().min(i64::MAX as u64 / 2_000_000_000) as i64) * 1_000_000_000 + d.subsec_nanos() as i64
+            // Seconds bounded so that the product fits an i64.
+            let secs = d.as_secs().min(i64::MAX as u64 / 1_000_000_000 - 1) as i64;
+            -secs * 1_000_000_000 + d.subsec_nanos() as i64
         }
     }
 }
