@@ -135,8 +135,6 @@ const PRELOAD_RELAXED: &[(&str, &str)] = &[
     ("errors.enotdir_stat", "ENOENT"),
     // Names are checked for length before the path is looked up.
     ("errors.enametoolong_below_missing", "ENAMETOOLONG"),
-    // A trailing slash is normalized away.
-    ("errors.enotdir_trailing_slash", "ok"),
     // bind() is not interposed; a FIFO or socket opens only through a FUSE mount.
     ("special.bind", "ENOENT"),
     ("special.open_fifo_nonblock", "ENXIO"),
