@@ -180,7 +180,26 @@ fn chown_rules_for_unprivileged_callers() {
         assert_eq!(c.access("/d/f", libc::W_OK), Err(gust_client::Errno(libc::EACCES)));
         assert_eq!(c.access("/d/f", libc::R_OK | libc::X_OK), Ok(()));
     });
-    as_caller(a, || assert_eq!(c.access("/d/f", libc::W_OK), Ok(())));
+    as_caller(a.clone(), || assert_eq!(c.access("/d/f", libc::W_OK), Ok(())));
+    // A write by a caller without privilege clears the set-id bits (S_ISGID only with
+    // group execute); root's write keeps them.
+    c.chmod("/d/f", 0o6775).unwrap();
+    let write_as = |who: Option<Credentials>, p: &str| {
+        let w = || {
+            let fd = c.open(p, libc::O_WRONLY, 0).unwrap();
+            c.write(fd, b"x").unwrap();
+            c.close(fd).unwrap();
+        };
+        match who {
+            Some(w2) => as_caller(w2, w),
+            None => w(),
+        }
+        c.stat(p).unwrap().mode
+    };
+    assert_eq!(write_as(None, "/d/f"), 0o6775, "root keeps them");
+    assert_eq!(write_as(Some(a.clone()), "/d/f"), 0o775, "the owner's write clears them");
+    as_caller(a.clone(), || c.close(c.open("/d/lock", libc::O_CREAT | libc::O_WRONLY, 0o2664).unwrap()).unwrap());
+    assert_eq!(write_as(Some(a.clone()), "/d/lock"), 0o2664, "S_ISGID without group execute stays");
     // Root may do anything; an fchown goes through the descriptor's path.
     let fd = c.open("/d/f", libc::O_RDONLY, 0).unwrap();
     let st = c.fchown(fd, Some(0), Some(0)).unwrap();

@@ -57,6 +57,11 @@ impl Credentials {
         CALLER.with(|c| c.borrow().clone()).unwrap_or_else(Credentials::of_process)
     }
 
+    /// Whether the current caller is root, without the getgroups call.
+    pub(crate) fn is_root_caller() -> bool {
+        Credentials::owner().0 == 0
+    }
+
     pub fn is_root(&self) -> bool {
         self.uid == 0
     }
