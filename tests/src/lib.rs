@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 pub mod cluster;
+pub mod mount;
 
 /// The `gust` binary of this build (target/<profile>/gust).
 pub fn gust_bin() -> PathBuf {

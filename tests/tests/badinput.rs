@@ -261,6 +261,8 @@ fn bad_requests_get_errors_and_keep_the_connection() {
         mtime_ns: 0,
         atime_ns: 0,
         target: String::new(),
+        uid: 0,
+        gid: 0,
     };
     let create = |p: &str| Request::Create { path: p.to_string(), record: rec.clone(), exclusive: true };
     // Paths are validated by the daemon too, not only by well-behaved clients.

@@ -78,8 +78,15 @@ fn create_stat_unlink_cost_one_rpc_each() {
         if n > 1 {
             assert!(daemons_hit.len() > 1, "all 24 paths hashed to daemons {daemons_hit:?}");
         }
-        // mkdir is one RPC as well (no parent check by default).
-        assert_one_rpc(&c, "mkdir", "create", || c.mkdir("/dir/sub", 0o755).unwrap());
+        // mkdir at the top is one RPC as well (no parent check by default); below
+        // another directory it is two: the create, and the parent's link count and
+        // times (a merge on the parent's daemon). rmdir likewise adds one.
+        assert_one_rpc(&c, "mkdir /top", "create", || c.mkdir("/top", 0o755).unwrap());
+        let (moved, sent) = measure(&c, || c.mkdir("/dir/sub", 0o755).unwrap());
+        assert_eq!(sent, 2, "mkdir /dir/sub: {moved:?}");
+        let ops: BTreeSet<&str> = moved.iter().map(|m| m.1.as_str()).collect();
+        assert_eq!(ops, BTreeSet::from(["create", "dir_changed"]), "{moved:?}");
+        assert_eq!(c.stat("/dir").unwrap().nlink, 3);
     }
 }
 

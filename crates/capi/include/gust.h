@@ -205,8 +205,8 @@ int gust_ftruncate(gust_fs *fs, int fd, off_t length);
  *
  * Fills *buf: st_mode (type and permission bits), st_size, st_ino (stable for
  * the file's life, kept across rename), st_nlink, st_blksize (the chunk size),
- * st_blocks (512-byte units), st_atim/st_mtim/st_ctim; st_uid/st_gid are the
- * caller's (one user owns an instance); st_dev is the same for every file.
+ * st_blocks (512-byte units), st_atim/st_mtim/st_ctim, st_uid/st_gid (the
+ * creator's effective ids, changed by chown); st_dev is the same for every file.
  * Returns 0, or -1 with errno ENOENT, ELOOP, EINVAL (NULL argument), EIO.
  */
 int gust_stat(gust_fs *fs, const char *path, struct stat *buf);

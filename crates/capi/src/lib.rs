@@ -605,6 +605,8 @@ pub unsafe extern "C" fn gust_readdir(dir: *mut gust_dir) -> *const gust_dirent 
             Kind::File => libc::DT_REG,
             Kind::Dir => libc::DT_DIR,
             Kind::Symlink => libc::DT_LNK,
+            Kind::Fifo => libc::DT_FIFO,
+            Kind::Socket => libc::DT_SOCK,
         };
         Ok(&d.entry as *const gust_dirent)
     })

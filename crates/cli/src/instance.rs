@@ -473,6 +473,8 @@ pub fn ls(a: InstanceArgs, path: &str) -> Result<(), String> {
             gust_client::Kind::Dir => '/',
             gust_client::Kind::Symlink => '@',
             gust_client::Kind::File => ' ',
+            gust_client::Kind::Fifo => '|',
+            gust_client::Kind::Socket => '=',
         };
         names.push((e.name, k));
     }

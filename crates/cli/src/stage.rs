@@ -156,6 +156,8 @@ fn walk_gust(
             std::os::unix::fs::symlink(t, dest).map_err(|e| format!("{}: {e}", dest.display()))?;
         }
         Kind::File => out.push((src.to_string(), dest.to_path_buf())),
+        // A FIFO or socket name has no data; the program that made it is gone.
+        Kind::Fifo | Kind::Socket => eprintln!("gust stage: skipping {src}: a FIFO or socket, not a file"),
     }
     Ok(())
 }

@@ -196,6 +196,19 @@ impl Client {
             self.call_all(calls)?;
             done += window;
         }
+        // A write by a caller without privilege clears the set-id bits (once per
+        // open; best effort: the data is written whatever this answers).
+        let clear = f.clear_set_id.lock().unwrap().take();
+        if let Some(mode) = clear {
+            let req = Request::SetAttr {
+                path: path.clone(),
+                mode: Some(mode),
+                atime_ns: None,
+                mtime_ns: None,
+                ctime_ns: now_ns(),
+            };
+            let _ = self.call_md(&path, req);
+        }
         Ok((start, done))
     }
 

@@ -14,12 +14,14 @@
 //! listings are assembled from all daemons and are eventually consistent; there are
 //! no distributed locks (see docs/SEMANTICS.md).
 //!
-//! One module per concept: `error` and `stat` (what calls return), `routing` (which
+//! One module per concept: `credentials` (who calls: owners of new records, chown's
+//! and access's checks), `error` and `stat` (what calls return), `routing` (which
 //! daemons a request goes to; the one way to ask several), `open_files` (the
 //! descriptor table), `data` (read, write, truncate, sync), `namespace` (lookups,
 //! create, remove, attributes), `readdir` (listings), `rename`, `status` (capacity,
 //! daemon counters), `rpc` (connections and framing).
 
+mod credentials;
 mod data;
 mod error;
 mod namespace;
@@ -39,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
 pub use gust_proto::path;
 pub use gust_proto::{DaemonStats, DirEntry, FileKind as Kind, Record};

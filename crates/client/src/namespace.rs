@@ -1,9 +1,12 @@
-//! Namespace operations: lookups that follow symlinks, stat, access, mkdir, rmdir,
-//! unlink, symlink, readlink, chmod, utimens. Each is one request to the daemon that
-//! holds the record, plus the chunk removals of an unlinked file.
+//! Namespace operations: lookups that follow symlinks, stat, access, mkdir, mknod,
+//! rmdir, unlink, symlink, readlink, chmod, chown, utimens. Each is one request to
+//! the daemon that holds the record (chown: a stat first, to check the caller may;
+//! mkdir and rmdir: a merge on the parent's daemon, for its link count and times),
+//! plus the chunk removals of an unlinked file.
 //!
 //! Not for: rename (rename.rs), listings (readdir.rs), descriptors (open_files.rs).
 
+use crate::credentials::Credentials;
 use crate::error::unexpected;
 use crate::stat::Stat;
 use crate::{normalize, Client, Errno, Result};
@@ -67,8 +70,10 @@ impl Client {
         Ok(())
     }
 
+    /// A new record owned by the caller ([`Credentials`]).
     pub(crate) fn new_record(kind: FileKind, mode: u32, target: String) -> Record {
         let t = now_ns();
+        let (uid, gid) = Credentials::owner();
         Record {
             kind,
             mode: mode & 0o7777,
@@ -79,6 +84,8 @@ impl Client {
             mtime_ns: t,
             atime_ns: t,
             target,
+            uid,
+            gid,
         }
     }
 
@@ -98,28 +105,85 @@ impl Client {
         Ok(Stat::from_record(&r, self.chunk_size))
     }
 
+    /// access(2) for the caller ([`Credentials`]): the owner's, the group's or the
+    /// others' bits, whichever class the caller falls in. Root may read and write
+    /// anything, and execute what has any x bit (or search any directory).
     pub fn access(&self, path: &str, mode: i32) -> Result<()> {
         let st = self.stat(path)?;
         if mode == libc::F_OK {
             return Ok(());
         }
-        // One user owns everything in an instance: check the owner bits. Root may
-        // read and write anything, and execute what has any x bit.
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
+        let who = Credentials::current();
         let m = st.mode;
-        let ok = |bit: i32, owner_bit: u32| {
-            mode & bit == 0
-                || (if root {
-                    bit != libc::X_OK || m & 0o111 != 0 || st.kind == FileKind::Dir
-                } else {
-                    m & owner_bit != 0
-                })
+        let granted = if who.is_root() {
+            0o6 | u32::from(m & 0o111 != 0 || st.kind == FileKind::Dir)
+        } else if who.uid == st.uid {
+            (m >> 6) & 0o7
+        } else if who.in_group(st.gid) {
+            (m >> 3) & 0o7
+        } else {
+            m & 0o7
         };
-        if ok(libc::R_OK, 0o400) && ok(libc::W_OK, 0o200) && ok(libc::X_OK, 0o100) {
+        let want = (mode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
+        if want & !granted == 0 {
             Ok(())
         } else {
             Err(Errno(libc::EACCES))
+        }
+    }
+
+    /// chown, lchown (`follow` false) and fchown (through the descriptor's path),
+    /// with POSIX's rules for the caller ([`Credentials`]): only root changes the
+    /// owner; the owner may change the group to one of its own groups; anyone else
+    /// gets EPERM. `None` leaves an id unchanged (-1 in C). The change clears the
+    /// set-user-id bit of a non-directory (and set-group-id with group execute), as
+    /// Linux does, and sets ctime.
+    pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<Stat> {
+        let (p, r) = if follow {
+            self.resolve(path)?
+        } else {
+            let p = normalize(path)?;
+            let r = self.get_record(&p)?;
+            (p, r)
+        };
+        let who = Credentials::current();
+        if !who.is_root() {
+            let owner = who.uid == r.uid;
+            if uid.is_some_and(|u| !(owner && u == r.uid))
+                || gid.is_some_and(|g| !(owner && (g == r.gid || who.in_group(g))))
+            {
+                return Err(Errno(libc::EPERM));
+            }
+        }
+        match self.call_md(&p, Request::SetOwner { path: p.clone(), uid, gid, ctime_ns: now_ns() })? {
+            Response::Record(r) => Ok(Stat::from_record(&r, self.chunk_size)),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// chown of an open descriptor's file.
+    pub fn fchown(&self, fd: i32, uid: Option<u32>, gid: Option<u32>) -> Result<Stat> {
+        let f = self.file(fd)?;
+        self.chown(&f.path(), uid, gid, false)
+    }
+
+    /// mknod and mkfifo, and the name of a Unix socket (bind): a record of `kind`
+    /// (file, FIFO or socket), owned by the caller. Device nodes are not stored
+    /// (EPERM, as for a caller without CAP_MKNOD; the FUSE mount is nodev anyway).
+    pub fn mknod(&self, path: &str, kind: FileKind, mode: u32) -> Result<Stat> {
+        if !matches!(kind, FileKind::File | FileKind::Fifo | FileKind::Socket) {
+            return Err(Errno(libc::EINVAL));
+        }
+        let p = normalize(path)?;
+        if p == "/" {
+            return Err(Errno(libc::EEXIST));
+        }
+        self.check_parent(&p)?;
+        let req =
+            Request::Create { path: p.clone(), record: Self::new_record(kind, mode, String::new()), exclusive: true };
+        match self.call_md(&p, req)? {
+            Response::Record(r) => Ok(Stat::from_record(&r, self.chunk_size)),
+            r => Err(unexpected(r)),
         }
     }
 
@@ -134,7 +198,24 @@ impl Client {
             record: Self::new_record(FileKind::Dir, mode, String::new()),
             exclusive: true,
         };
-        self.call_md(&p, req).map(|_| ())
+        self.call_md(&p, req)?;
+        self.dir_changed(path::parent(&p), 1);
+        Ok(())
+    }
+
+    /// Tells the daemon of directory `dir` that it gained (+1) or lost (-1)
+    /// subdirectories, or that a directory moved within it (0): its link count and
+    /// times follow (one request; none for the root, which keeps no record). Best
+    /// effort: the change itself is done, so a failure here (the directory removed
+    /// meanwhile, its daemon down) leaves its count or times stale and is logged.
+    pub(crate) fn dir_changed(&self, dir: &str, subdirs_delta: i32) {
+        if dir == "/" {
+            return;
+        }
+        let req = Request::DirChanged { path: dir.to_string(), subdirs_delta, time_ns: now_ns() };
+        if let Err(e) = self.call_md(dir, req) {
+            tracing::debug!("link count of {dir} not updated ({subdirs_delta:+}): {e}");
+        }
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
@@ -150,7 +231,9 @@ impl Client {
             return Err(Errno(libc::ENOTEMPTY));
         }
         let d = self.md_daemon(&p);
-        self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::Dir }).map(|_| ())
+        self.transport.call(d, Request::Remove { path: p.clone(), kind: RemoveKind::Dir })?;
+        self.dir_changed(path::parent(&p), -1);
+        Ok(())
     }
 
     /// Removes a file's chunks, asking only the daemons that can hold them.

@@ -28,11 +28,22 @@ pub(crate) struct OpenFile {
     pub(crate) kind: FileKind,
     pub(crate) flags: i32,
     pub(crate) offset: Mutex<u64>,
+    /// The mode to set at the first write: the file's without its set-id bits, when
+    /// a caller without privilege opened for writing a file that has them (Linux
+    /// clears them on such a write; see `Client::open_stat`).
+    pub(crate) clear_set_id: Mutex<Option<u32>>,
 }
 
 impl OpenFile {
     fn new(path: String, file_id: u128, kind: FileKind, flags: i32) -> OpenFile {
-        OpenFile { path: RwLock::new(path), file_id, kind, flags, offset: Mutex::new(0) }
+        OpenFile {
+            path: RwLock::new(path),
+            file_id,
+            kind,
+            flags,
+            offset: Mutex::new(0),
+            clear_set_id: Mutex::new(None),
+        }
     }
 
     pub(crate) fn path(&self) -> String {
@@ -139,6 +150,11 @@ impl Client {
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }
+        if matches!(rec.kind, FileKind::Fifo | FileKind::Socket) {
+            // A pipe or socket lives in one node's kernel; only the FUSE mount (whose
+            // kernel opens them itself) gives one. ENXIO is a socket's open(2) errno.
+            return Err(Errno(libc::ENXIO));
+        }
         if rec.kind == FileKind::Dir && (writable || flags & libc::O_CREAT != 0) {
             return Err(Errno(libc::EISDIR));
         }
@@ -148,7 +164,18 @@ impl Client {
             rec.size = 0;
         }
         let st = Stat::from_record(&rec, self.chunk_size);
-        let fd = self.files.insert(Arc::new(OpenFile::new(p, rec.file_id, rec.kind, flags)))?;
+        let file = OpenFile::new(p, rec.file_id, rec.kind, flags);
+        if writable && rec.kind == FileKind::File && !crate::Credentials::is_root_caller() {
+            // Linux's should_remove_suid: S_ISUID always, S_ISGID with group execute.
+            let mut kill = rec.mode & libc::S_ISUID;
+            if rec.mode & libc::S_IXGRP != 0 {
+                kill |= rec.mode & libc::S_ISGID;
+            }
+            if kill != 0 {
+                *file.clear_set_id.lock().unwrap() = Some(rec.mode & !kill);
+            }
+        }
+        let fd = self.files.insert(Arc::new(file))?;
         Ok((fd, st))
     }
 

@@ -81,7 +81,17 @@ impl Client {
             if path::is_below(&new, &old) {
                 return Err(Errno(libc::EINVAL));
             }
-            self.rename_dir(&old, &new, r)?;
+            let replaced_dir = self.rename_dir(&old, &new, r)?;
+            // Link counts and times of the parents: the old one lost a subdirectory,
+            // the new one gained one (unless it replaced an empty one).
+            let (from, to) = (path::parent(&old), path::parent(&new));
+            let gained = if replaced_dir { 0 } else { 1 };
+            if from == to {
+                self.dir_changed(from, gained - 1);
+            } else {
+                self.dir_changed(from, -1);
+                self.dir_changed(to, gained);
+            }
         } else {
             self.rename_file(&old, &new, r)?;
         }
@@ -144,7 +154,8 @@ impl Client {
     }
 
     /// Renames a directory by moving every descendant record (see the module doc).
-    fn rename_dir(&self, old: &str, new: &str, dir_rec: Record) -> Result<()> {
+    /// Returns whether it replaced an (empty) directory.
+    fn rename_dir(&self, old: &str, new: &str, dir_rec: Record) -> Result<bool> {
         match self.get_record(new) {
             Ok(t) if t.kind != FileKind::Dir => return Err(Errno(libc::ENOTDIR)),
             Ok(_) => {
@@ -204,7 +215,7 @@ impl Client {
             }
         }
         self.call_md(old, Request::RemoveRecords { paths: vec![old.to_string()] })?;
-        Ok(())
+        Ok(replaced.is_some())
     }
 }
 

@@ -21,6 +21,8 @@ pub struct Stat {
     pub mtime_ns: i64,
     pub ctime_ns: i64,
     pub file_id: u128,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl Stat {
@@ -39,6 +41,8 @@ impl Stat {
             mtime_ns: r.mtime_ns,
             ctime_ns: r.ctime_ns,
             file_id: r.file_id,
+            uid: r.uid,
+            gid: r.gid,
         }
     }
 
@@ -48,12 +52,13 @@ impl Stat {
             FileKind::File => libc::S_IFREG,
             FileKind::Dir => libc::S_IFDIR,
             FileKind::Symlink => libc::S_IFLNK,
+            FileKind::Fifo => libc::S_IFIFO,
+            FileKind::Socket => libc::S_IFSOCK,
         };
         t | (self.mode & 0o7777)
     }
 
-    /// As `struct stat`, the way every C-facing front end (preload, C API) reports
-    /// it: one user owns every file of an instance, so uid/gid are the caller's.
+    /// As `struct stat`, the way every C-facing front end (preload, C API) reports it.
     pub fn to_libc_stat(&self) -> libc::stat {
         fill_libc_stat!(self, libc::stat)
     }
@@ -82,9 +87,8 @@ macro_rules! fill_libc_stat {
         st.st_ino = s.ino as _;
         st.st_nlink = s.nlink as _;
         st.st_mode = s.st_mode() as _;
-        // SAFETY: geteuid/getegid have no preconditions.
-        st.st_uid = unsafe { libc::geteuid() };
-        st.st_gid = unsafe { libc::getegid() };
+        st.st_uid = s.uid;
+        st.st_gid = s.gid;
         st.st_size = s.size as _;
         st.st_blksize = s.blksize.min(1 << 30) as _;
         st.st_blocks = s.blocks as _;

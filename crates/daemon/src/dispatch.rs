@@ -80,6 +80,14 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             validate_path(&path)?;
             md.set_attr(&path, mode, atime_ns, mtime_ns, ctime_ns).map(Response::Record)
         }
+        Request::SetOwner { path, uid, gid, ctime_ns } => {
+            validate_path(&path)?;
+            md.set_owner(&path, uid, gid, ctime_ns).map(Response::Record)
+        }
+        Request::DirChanged { path, subdirs_delta, time_ns } => {
+            validate_path(&path)?;
+            md.dir_changed(&path, subdirs_delta, time_ns).map(|_| Response::Ok)
+        }
         Request::PutRecord { path, record, replace } => {
             validate_path(&path)?;
             if record.target.len() > PATH_BYTES_MAX {

@@ -6,19 +6,28 @@
 //! here), never O(subtree). Descendants at any depth are the ranges `dir | 0x00` and
 //! `dir | '/'`. The root directory has no record; it always exists.
 //!
-//! Value (format 1, little endian), 60 bytes + target:
+//! Value (format 2, little endian), 68 bytes + target:
 //!
 //! ```text
-//! 0  u8   format (1)        1  u8  kind          2  u32 mode       6  u64 size
+//! 0  u8   format (2)        1  u8  kind          2  u32 mode       6  u64 size
 //! 14 u128 file id           30 u32 nlink         34 i64 ctime_ns   42 i64 mtime_ns
-//! 50 i64  atime_ns          58 u16 target len    60 target bytes
+//! 50 i64  atime_ns          58 u32 uid           62 u32 gid        66 u16 target len
+//! 68 target bytes
 //! ```
+//!
+//! Kinds: 1 file, 2 directory, 3 symlink, 4 FIFO, 5 socket. Format 1 (before owners
+//! were stored) is the same without uid and gid (target length at 58, target at 60);
+//! it is still read, as owned by the daemon's user, who owned everything then.
 //!
 //! An empty value is a tombstone: a size merge that arrived after the record was
 //! removed leaves one, and every reader treats it as absent.
 //!
-//! Size grows through the merge operator (operand: `0xF1 | u64 end | i64 mtime_ns`),
-//! so parallel writers never race a read-modify-write. Operations that must read
+//! Size grows through the merge operator (operand: `0xF1 | u64 end | i64 mtime_ns`;
+//! mtime and ctime become the larger of theirs and the operand's, as a write changes
+//! both), so parallel writers never race a read-modify-write. A directory's link
+//! count and times follow its subdirectories the same way (operand:
+//! `0xF2 | i32 subdirectories delta | i64 time_ns`; nlink never below 2), so mkdir
+//! and rmdir of siblings never race either. Operations that must read
 //! before writing (exclusive create, append reservation, truncate, set-attr) hold a
 //! striped lock on the key; merges need no lock.
 //!
@@ -38,10 +47,15 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub const VALUE_FORMAT: u8 = 1;
-const VALUE_FIXED_BYTES: usize = 60;
+pub const VALUE_FORMAT: u8 = 2;
+const VALUE_FIXED_BYTES: usize = 68;
+/// Format 1: no uid and gid (read only).
+const VALUE_FORMAT_1: u8 = 1;
+const VALUE_FIXED_BYTES_1: usize = 60;
 const MERGE_GROW: u8 = 0xF1;
 const MERGE_OPERAND_BYTES: usize = 17;
+const MERGE_DIR: u8 = 0xF2;
+const MERGE_DIR_OPERAND_BYTES: usize = 13;
 const LOCK_STRIPES: usize = 1024;
 /// Bound on unfolded size operands per key in the memtable. A lookup applies at most
 /// this many; one merge in this many costs an extra read of the key (a memtable hit
@@ -69,6 +83,8 @@ pub fn encode_record(r: &Record) -> Vec<u8> {
     v.extend_from_slice(&r.ctime_ns.to_le_bytes());
     v.extend_from_slice(&r.mtime_ns.to_le_bytes());
     v.extend_from_slice(&r.atime_ns.to_le_bytes());
+    v.extend_from_slice(&r.uid.to_le_bytes());
+    v.extend_from_slice(&r.gid.to_le_bytes());
     v.extend_from_slice(&(t.len() as u16).to_le_bytes());
     v.extend_from_slice(t);
     debug_assert_eq!(decode_record(&v).as_ref(), Some(r));
@@ -78,7 +94,12 @@ pub fn encode_record(r: &Record) -> Vec<u8> {
 /// Decodes a stored value. `None` for a tombstone or a value this build cannot read
 /// (the caller reports EIO for the latter; see `decode_checked`).
 pub fn decode_record(v: &[u8]) -> Option<Record> {
-    if v.len() < VALUE_FIXED_BYTES || v[0] != VALUE_FORMAT {
+    let (fixed, owner) = match v.first() {
+        Some(&VALUE_FORMAT) => (VALUE_FIXED_BYTES, None),
+        Some(&VALUE_FORMAT_1) => (VALUE_FIXED_BYTES_1, Some(daemon_owner())),
+        _ => return None,
+    };
+    if v.len() < fixed {
         return None;
     }
     let u32_at = |o: usize| u32::from_le_bytes(v[o..o + 4].try_into().unwrap());
@@ -87,12 +108,15 @@ pub fn decode_record(v: &[u8]) -> Option<Record> {
         1 => FileKind::File,
         2 => FileKind::Dir,
         3 => FileKind::Symlink,
+        4 => FileKind::Fifo,
+        5 => FileKind::Socket,
         _ => return None,
     };
-    let tlen = u16::from_le_bytes([v[58], v[59]]) as usize;
-    if v.len() != VALUE_FIXED_BYTES + tlen {
+    let tlen = u16::from_le_bytes([v[fixed - 2], v[fixed - 1]]) as usize;
+    if v.len() != fixed + tlen {
         return None;
     }
+    let (uid, gid) = owner.unwrap_or_else(|| (u32_at(58), u32_at(62)));
     Some(Record {
         kind,
         mode: u32_at(2),
@@ -102,8 +126,17 @@ pub fn decode_record(v: &[u8]) -> Option<Record> {
         ctime_ns: u64_at(34) as i64,
         mtime_ns: u64_at(42) as i64,
         atime_ns: u64_at(50) as i64,
-        target: String::from_utf8(v[60..].to_vec()).ok()?,
+        target: String::from_utf8(v[fixed..].to_vec()).ok()?,
+        uid,
+        gid,
     })
+}
+
+/// The daemon's effective uid and gid: the owner of the root directory and of
+/// records written before owners were stored.
+pub fn daemon_owner() -> (u32, u32) {
+    // SAFETY: geteuid/getegid have no preconditions.
+    unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
 /// Absent (tombstone) is `Ok(None)`; an unreadable value is EIO with a log line.
@@ -135,6 +168,21 @@ fn parse_operand(o: &[u8]) -> Option<(u64, i64)> {
     Some((u64::from_le_bytes(o[1..9].try_into().unwrap()), i64::from_le_bytes(o[9..17].try_into().unwrap())))
 }
 
+fn dir_operand(subdirs_delta: i32, time_ns: i64) -> [u8; MERGE_DIR_OPERAND_BYTES] {
+    let mut o = [0u8; MERGE_DIR_OPERAND_BYTES];
+    o[0] = MERGE_DIR;
+    o[1..5].copy_from_slice(&subdirs_delta.to_le_bytes());
+    o[5..13].copy_from_slice(&time_ns.to_le_bytes());
+    o
+}
+
+fn parse_dir_operand(o: &[u8]) -> Option<(i32, i64)> {
+    if o.len() != MERGE_DIR_OPERAND_BYTES || o[0] != MERGE_DIR {
+        return None;
+    }
+    Some((i32::from_le_bytes(o[1..5].try_into().unwrap()), i64::from_le_bytes(o[5..13].try_into().unwrap())))
+}
+
 fn full_merge(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
     let Some(mut rec) = existing.and_then(decode_record) else {
         // The record was removed (or never existed): stay absent, never resurrect.
@@ -144,11 +192,20 @@ fn full_merge(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Opti
         if let Some((end, mtime)) = parse_operand(o) {
             rec.size = rec.size.max(end);
             rec.mtime_ns = rec.mtime_ns.max(mtime);
+            rec.ctime_ns = rec.ctime_ns.max(mtime);
+        } else if let Some((delta, time)) = parse_dir_operand(o) {
+            if rec.kind == FileKind::Dir {
+                rec.nlink = (rec.nlink as i64 + delta as i64).clamp(2, u32::MAX as i64) as u32;
+                rec.mtime_ns = rec.mtime_ns.max(time);
+                rec.ctime_ns = rec.ctime_ns.max(time);
+            }
         }
     }
     Some(encode_record(&rec))
 }
 
+/// Folds size operands into one; a mix with directory operands stays unfolded
+/// (RocksDB keeps the operands and the full merge applies them in order).
 fn partial_merge(_key: &[u8], _existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
     let mut end = 0u64;
     let mut mtime = i64::MIN;
@@ -197,6 +254,7 @@ fn prefix_end(p: &[u8]) -> Vec<u8> {
 }
 
 pub fn root_record() -> Record {
+    let (uid, gid) = daemon_owner();
     Record {
         kind: FileKind::Dir,
         mode: 0o777,
@@ -207,6 +265,8 @@ pub fn root_record() -> Record {
         mtime_ns: 0,
         atime_ns: 0,
         target: String::new(),
+        uid,
+        gid,
     }
 }
 
@@ -357,6 +417,21 @@ impl MetadataStore {
         }
     }
 
+    /// A subdirectory of `dir` was made, removed or moved: its link count changes by
+    /// `subdirs_delta` and its times become at least `time_ns`, as a merge (siblings'
+    /// mkdirs never race). The root has no record; its count is not kept.
+    pub fn dir_changed(&self, dir: &str, subdirs_delta: i32, time_ns: i64) -> Res<()> {
+        if dir == "/" {
+            return Ok(());
+        }
+        let key = key_of(dir);
+        let rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        if rec.kind != FileKind::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        self.db.merge_opt(&key, dir_operand(subdirs_delta, time_ns), &self.write_opts).map_err(Self::db_err)
+    }
+
     pub fn truncate(&self, path: &str, size: u64, mtime_ns: i64) -> Res<Record> {
         if path == "/" {
             return Err(libc::EISDIR);
@@ -401,6 +476,35 @@ impl MetadataStore {
         }
         if let Some(m) = mtime {
             rec.mtime_ns = m;
+        }
+        rec.ctime_ns = ctime;
+        self.put_key(&key, &rec)?;
+        Ok(rec)
+    }
+
+    /// chown: sets the owner and/or group. On a non-directory it clears S_ISUID, and
+    /// S_ISGID if the group may execute (Linux's rule; S_ISGID without group execute
+    /// marks mandatory locking and stays).
+    pub fn set_owner(&self, path: &str, uid: Option<u32>, gid: Option<u32>, ctime: i64) -> Res<Record> {
+        if path == "/" {
+            // The root's attributes are fixed; accept the call as a no-op.
+            return Ok(root_record());
+        }
+        let key = key_of(path);
+        let _g = self.lock(&key);
+        let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        if let Some(u) = uid {
+            rec.uid = u;
+        }
+        if let Some(g) = gid {
+            rec.gid = g;
+        }
+        // Linux clears them on every chown of a non-directory, even chown(f, -1, -1).
+        if rec.kind != FileKind::Dir {
+            rec.mode &= !libc::S_ISUID;
+            if rec.mode & libc::S_IXGRP != 0 {
+                rec.mode &= !libc::S_ISGID;
+            }
         }
         rec.ctime_ns = ctime;
         self.put_key(&key, &rec)?;
@@ -569,6 +673,8 @@ mod tests {
             mtime_ns: 1,
             atime_ns: 1,
             target: String::new(),
+            uid: 1000,
+            gid: 100,
         }
     }
 
@@ -581,6 +687,76 @@ mod tests {
         let mut bad = encode_record(&rec(FileKind::File));
         bad[0] = 9;
         assert_eq!(decode_record(&bad), None);
+        for kind in [FileKind::Fifo, FileKind::Socket] {
+            assert_eq!(decode_record(&encode_record(&rec(kind))), Some(rec(kind)));
+        }
+    }
+
+    /// A format-1 value (written before owners were stored) reads as the daemon
+    /// user's, and is rewritten as format 2 by the next change.
+    #[test]
+    fn format_1_values_still_read() {
+        let mut r = rec(FileKind::Symlink);
+        r.target = "t".into();
+        let v2 = encode_record(&r);
+        let mut v1 = vec![VALUE_FORMAT_1];
+        v1.extend_from_slice(&v2[1..58]);
+        v1.extend_from_slice(&v2[66..]);
+        let (uid, gid) = daemon_owner();
+        assert_eq!(decode_record(&v1), Some(Record { uid, gid, ..r }));
+        assert_eq!(decode_record(&v1[..v1.len() - 1]), None);
+    }
+
+    #[test]
+    fn dir_changed_counts_subdirectories_and_moves_times() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let mut dir = rec(FileKind::Dir);
+        dir.nlink = 2;
+        s.create("/d", &dir, true).unwrap();
+        s.create("/f", &rec(FileKind::File), true).unwrap();
+        for t in 0..5 {
+            s.dir_changed("/d", 1, 10 + t).unwrap();
+        }
+        // An older time never moves the times back.
+        s.dir_changed("/d", -1, 3).unwrap();
+        let r = s.get("/d").unwrap().unwrap();
+        assert_eq!((r.nlink, r.mtime_ns, r.ctime_ns), (6, 14, 14));
+        for _ in 0..10 {
+            s.dir_changed("/d", -1, 20).unwrap();
+        }
+        assert_eq!(s.get("/d").unwrap().unwrap().nlink, 2, "never below 2");
+        s.db.flush().unwrap();
+        s.dir_changed("/d", 1, 21).unwrap();
+        assert_eq!(s.get("/d").unwrap().unwrap().nlink, 3);
+        assert_eq!(s.dir_changed("/f", 1, 1), Err(libc::ENOTDIR));
+        assert_eq!(s.dir_changed("/nope", 1, 1), Err(libc::ENOENT));
+        assert_eq!(s.dir_changed("/", 1, 1), Ok(()));
+        // Removed between the check and the merge: stays removed.
+        s.remove("/d", true).unwrap();
+        s.db.merge(key_of("/d"), dir_operand(1, 5)).unwrap();
+        assert_eq!(s.get("/d").unwrap(), None);
+    }
+
+    #[test]
+    fn set_owner_clears_set_id_bits_of_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let mut f = rec(FileKind::File);
+        f.mode = 0o6755;
+        s.create("/f", &f, true).unwrap();
+        let mut lock = rec(FileKind::File);
+        lock.mode = 0o2644; // S_ISGID without group execute: kept
+        s.create("/l", &lock, true).unwrap();
+        let mut dir = rec(FileKind::Dir);
+        dir.mode = 0o2775;
+        s.create("/d", &dir, true).unwrap();
+        let r = s.set_owner("/f", Some(5), None, 9).unwrap();
+        assert_eq!((r.uid, r.gid, r.mode, r.ctime_ns), (5, 100, 0o755, 9));
+        assert_eq!(s.set_owner("/l", None, Some(6), 9).unwrap().mode, 0o2644);
+        assert_eq!(s.set_owner("/d", Some(5), Some(6), 9).unwrap().mode, 0o2775);
+        assert_eq!(s.get("/f").unwrap().unwrap().uid, 5);
+        assert_eq!(s.set_owner("/nope", Some(1), None, 9), Err(libc::ENOENT));
     }
 
     #[test]
@@ -601,8 +777,11 @@ mod tests {
                 _ => m.push(rng.gen()),
             }
             if let Some(d) = decode_record(&m) {
-                // Whatever decodes must re-encode to the same bytes.
-                assert_eq!(encode_record(&d), m);
+                // Whatever decodes in the current format must re-encode to the same
+                // bytes (a format-1 value re-encodes as format 2).
+                if m[0] == VALUE_FORMAT {
+                    assert_eq!(encode_record(&d), m);
+                }
             }
         }
     }

@@ -5,7 +5,14 @@
 //! path-based client core ([`gust_client::Client`]). What it is not for: caching or
 //! policy of its own beyond what the kernel's attribute/entry/page caches give (their
 //! timeouts are mount options), and anything the client core does not offer (hard
-//! links, xattrs, locks, device nodes).
+//! links: EPERM; xattrs, locks, device nodes).
+//!
+//! Owners: every request runs as its caller ([`gust_client::as_caller`] with the
+//! request's uid and gid), so what it creates is the caller's, and chown is checked
+//! against the caller's groups (read from /proc/PID/status). With `--allow-other`
+//! the kernel checks mode bits and owners itself (`default_permissions`) against
+//! the attributes reported here, which are the records' own. FIFOs and sockets are
+//! records of their kind; the kernel opens them node-locally and never asks here.
 //!
 //! The inode table maps inode numbers (the client's `Stat::ino`, derived from the
 //! file id, so a rename keeps its inode number) to paths. Entries live while the kernel
@@ -28,7 +35,7 @@ use fuser::{
     WriteFlags,
 };
 use gust_client::path::{join, parent, rebase};
-use gust_client::{Client, DirEntry, DirStream, Errno, Kind, Stat};
+use gust_client::{as_caller, Client, Credentials, DirEntry, DirStream, Errno, Kind, Stat};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::path::Path;
@@ -89,9 +96,10 @@ impl Default for MountOptions {
 
 struct Node {
     path: String,
-    /// File id and kind from the last lookup/getattr/create, and when: `open` within
-    /// the attribute timeout trusts them, as the kernel trusts the attributes.
-    known: Option<(u128, Kind, Instant)>,
+    /// File id, kind, mode and group from the last lookup/getattr/create, and when:
+    /// `open` (and a create's set-group-id check of its directory) within the
+    /// attribute timeout trusts them, as the kernel trusts the attributes.
+    known: Option<Known>,
     /// Lookup references the kernel holds (FUSE `nlookup`).
     lookups: u64,
     /// Open file handles on this inode.
@@ -99,6 +107,22 @@ struct Node {
     /// Renamed to a hidden name because it was unlinked while open; removed at the
     /// last release.
     hidden: bool,
+}
+
+/// What the last lookup or getattr of an inode said, and when.
+#[derive(Clone, Copy)]
+struct Known {
+    file_id: u128,
+    kind: Kind,
+    mode: u32,
+    gid: u32,
+    at: Instant,
+}
+
+impl Known {
+    fn of(st: &Stat) -> Known {
+        Known { file_id: st.file_id, kind: st.kind, mode: st.mode, gid: st.gid, at: Instant::now() }
+    }
 }
 
 #[derive(Default)]
@@ -174,8 +198,6 @@ pub struct GustFs {
     dirs: RwLock<HashMap<u64, Arc<DirHandle>>>,
     next_fh: AtomicU64,
     hidden_seq: AtomicU64,
-    uid: u32,
-    gid: u32,
 }
 
 fn fe(e: Errno) -> FErrno {
@@ -190,14 +212,24 @@ fn time_of(ns: i64) -> SystemTime {
     }
 }
 
-fn ns_of(t: TimeOrNow) -> i64 {
+/// Nanoseconds since the epoch of a time the kernel sent in a setattr; `now` for
+/// UTIME_NOW (one value for both times, as the kernel would give them).
+fn ns_of(t: TimeOrNow, now: i64) -> i64 {
     let t = match t {
-        TimeOrNow::Now => SystemTime::now(),
+        TimeOrNow::Now => return now,
         TimeOrNow::SpecificTime(t) => t,
     };
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_nanos().min(i64::MAX as u128) as i64,
-        Err(e) => -(e.duration().as_nanos().min(i64::MAX as u128) as i64),
+        // fuser 0.18 builds a time before 1970 from the kernel's (secs < 0, nsec) as
+        // epoch - (-secs s + nsec ns) (its time.rs has a TODO for it); the time meant
+        // is secs s + nsec ns, so take the parts back apart.
+        Err(e) => {
+            let d = e.duration();
+            // Seconds bounded so that the product fits an i64.
+            let secs = d.as_secs().min(i64::MAX as u64 / 1_000_000_000 - 1) as i64;
+            -secs * 1_000_000_000 + d.subsec_nanos() as i64
+        }
     }
 }
 
@@ -206,7 +238,27 @@ fn file_type(k: Kind) -> FileType {
         Kind::File => FileType::RegularFile,
         Kind::Dir => FileType::Directory,
         Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
     }
+}
+
+/// The caller of a request, without supplementary groups (enough to own what it
+/// creates).
+fn caller(req: &Request) -> Credentials {
+    Credentials { uid: req.uid(), gid: req.gid(), groups: Vec::new() }
+}
+
+/// The caller of a request with its supplementary groups, for checks that need them
+/// (chown's new group, access). A process that is gone by now has none.
+fn caller_with_groups(req: &Request) -> Credentials {
+    let mut who = caller(req);
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) {
+        if let Some(line) = status.lines().find_map(|l| l.strip_prefix("Groups:")) {
+            who.groups = line.split_whitespace().filter_map(|g| g.parse().ok()).collect();
+        }
+    }
+    who
 }
 
 fn child(dir: &str, name: &OsStr) -> Result<String, Errno> {
@@ -230,8 +282,6 @@ impl GustFs {
         let mut t = Table::default();
         t.nodes.insert(ROOT, Node { path: "/".into(), known: None, lookups: 1, open_handles: 0, hidden: false });
         t.by_path.insert("/".into(), ROOT);
-        // SAFETY: getuid/getgid have no preconditions.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         GustFs {
             client,
             opts,
@@ -240,8 +290,6 @@ impl GustFs {
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             hidden_seq: AtomicU64::new(0),
-            uid,
-            gid,
         }
     }
 
@@ -269,8 +317,8 @@ impl GustFs {
             kind: file_type(st.kind),
             perm: (st.mode & 0o7777) as u16,
             nlink: st.nlink.max(1),
-            uid: self.uid,
-            gid: self.gid,
+            uid: st.uid,
+            gid: st.gid,
             rdev: 0,
             blksize: st.blksize.clamp(512, 1 << 20) as u32,
             flags: 0,
@@ -293,7 +341,7 @@ impl GustFs {
         // Also corrects the path if another client renamed the entry.
         t.set_path(ino, path);
         if let Some(n) = t.nodes.get_mut(&ino) {
-            n.known = Some((st.file_id, st.kind, Instant::now()));
+            n.known = Some(Known::of(st));
         }
         drop(t);
         self.attr(ino, st)
@@ -302,8 +350,8 @@ impl GustFs {
     /// File id and kind of `ino` if fetched within the attribute timeout.
     fn known(&self, ino: u64) -> Option<(u128, Kind)> {
         let t = self.table.lock().unwrap();
-        let (id, kind, at) = t.nodes.get(&ino)?.known?;
-        (at.elapsed() < self.opts.attr_timeout).then_some((id, kind))
+        let k = t.nodes.get(&ino)?.known?;
+        (k.at.elapsed() < self.opts.attr_timeout).then_some((k.file_id, k.kind))
     }
 
     /// Stat of an inode by its path, checking that the path still names that inode
@@ -315,9 +363,44 @@ impl GustFs {
             return Err(Errno(libc::ESTALE));
         }
         if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
-            n.known = Some((st.file_id, st.kind, Instant::now()));
+            n.known = Some(Known::of(&st));
         }
         Ok((path, st))
+    }
+
+    /// Who creates an entry in directory `parent` (at `parent_path`): the request's
+    /// caller, with the directory's group instead of the caller's if the directory
+    /// has S_ISGID (as Linux's inode_init_owner does; the second value says so, and a
+    /// new subdirectory then gets S_ISGID too). The directory's attributes come from
+    /// the last lookup or getattr within the attribute timeout (the kernel looked the
+    /// directory up to reach it), else from one stat (a create relative to a
+    /// directory descriptor held open longer than that).
+    fn creator(&self, req: &Request, parent: INodeNo, parent_path: &str) -> Result<(Credentials, bool), Errno> {
+        if parent.0 == ROOT {
+            // The root's attributes are fixed (mode 0777, no S_ISGID).
+            return Ok((caller(req), false));
+        }
+        let cached = {
+            let t = self.table.lock().unwrap();
+            t.nodes
+                .get(&parent.0)
+                .and_then(|n| n.known)
+                .filter(|k| k.at.elapsed() < self.opts.attr_timeout)
+                .map(|k| (k.mode, k.gid))
+        };
+        let (mode, gid) = match cached {
+            Some(x) => x,
+            None => {
+                let st = self.client.lstat(parent_path)?;
+                (st.mode, st.gid)
+            }
+        };
+        let mut who = caller(req);
+        let setgid = mode & libc::S_ISGID != 0;
+        if setgid {
+            who.gid = gid;
+        }
+        Ok((who, setgid))
     }
 
     fn file(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
@@ -597,14 +680,13 @@ impl Filesystem for GustFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _ = req;
         let r = (|| {
             self.ro()?;
             let path = self.path(ino)?;
-            // Ownership is not stored: everything belongs to the user who mounted.
-            // Setting it to that user is a no-op; anything else is refused.
-            if uid.is_some_and(|u| u != self.uid) || gid.is_some_and(|g| g != self.gid) {
-                return Err(Errno(libc::EPERM));
+            // Owner first: it may clear set-id bits, and a mode the kernel sends along
+            // (it clears them too) comes after.
+            if uid.is_some() || gid.is_some() {
+                as_caller(caller_with_groups(req), || self.client.chown(&path, uid, gid, false))?;
             }
             if let Some(sz) = size {
                 match fh.and_then(|f| self.fd(f).ok()) {
@@ -618,7 +700,8 @@ impl Filesystem for GustFs {
                 self.client.chmod(&path, m & 0o7777)?;
             }
             if atime.is_some() || mtime.is_some() {
-                self.client.utimens(&path, atime.map(ns_of), mtime.map(ns_of), false)?;
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                self.client.utimens(&path, atime.map(|t| ns_of(t, now)), mtime.map(|t| ns_of(t, now)), false)?;
             }
             let st = self.client.lstat(&path)?;
             Ok(st)
@@ -636,11 +719,14 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, name)?;
-            self.client.mkdir(&path, mode & !umask & 0o7777)?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
+            let (who, setgid) = self.creator(req, parent, &dir)?;
+            let mode = (mode & !umask & 0o7777) | if setgid { libc::S_ISGID } else { 0 };
+            as_caller(who, || self.client.mkdir(&path, mode))?;
             let st = self.client.lstat(&path)?;
             Ok((path, st))
         })();
@@ -681,12 +767,51 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, link_name)?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
+            let kind = match mode & libc::S_IFMT {
+                0 | libc::S_IFREG => Kind::File,
+                libc::S_IFIFO => Kind::Fifo,
+                libc::S_IFSOCK => Kind::Socket,
+                // Device nodes: the mount is nodev, and GustFS stores none.
+                _ => return Err(Errno(libc::EPERM)),
+            };
+            let (who, _) = self.creator(req, parent, &dir)?;
+            let st = as_caller(who, || self.client.mknod(&path, kind, mode & !umask & 0o7777))?;
+            Ok((path, st))
+        })();
+        match r {
+            Ok((path, st)) => self.entry(reply, &path, &st),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    /// Hard links are not stored (docs/SEMANTICS.md): EPERM, what link(2) gives on a
+    /// file system without them, and what `ln`, `cp -l`, git and tar report.
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        reply.error(FErrno::from_i32(libc::EPERM));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = (|| {
+            self.ro()?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, link_name)?;
             let target = target.to_str().ok_or(Errno(libc::EINVAL))?;
-            self.client.symlink(target, &path)?;
+            let (who, _) = self.creator(req, parent, &dir)?;
+            as_caller(who, || self.client.symlink(target, &path))?;
             let st = self.client.lstat(&path)?;
             Ok((path, st))
         })();
@@ -738,7 +863,7 @@ impl Filesystem for GustFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -748,13 +873,17 @@ impl Filesystem for GustFs {
     ) {
         let r = (|| {
             self.ro()?;
-            let path = child(&self.path(parent)?, name)?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
             let cflags = self.client_flags(flags);
-            let (fd, st) = self.client.open_stat(
-                &path,
-                cflags | libc::O_CREAT | (flags & (libc::O_EXCL | libc::O_TRUNC)),
-                mode & !umask & 0o7777,
-            )?;
+            let (who, _) = self.creator(req, parent, &dir)?;
+            let (fd, st) = as_caller(who, || {
+                self.client.open_stat(
+                    &path,
+                    cflags | libc::O_CREAT | (flags & (libc::O_EXCL | libc::O_TRUNC)),
+                    mode & !umask & 0o7777,
+                )
+            })?;
             let attr = self.remember(&path, &st);
             let fh = self.add_handle(attr.ino.0, fd, cflags);
             Ok((attr, fh))
@@ -923,13 +1052,13 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let r = (|| {
             let path = self.path(ino)?;
             if mask.contains(AccessFlags::W_OK) && self.opts.read_only {
                 return Err(Errno(libc::EROFS));
             }
-            self.client.access(&path, mask.bits())
+            as_caller(caller_with_groups(req), || self.client.access(&path, mask.bits()))
         })();
         match r {
             Ok(()) => reply.ok(),
@@ -990,7 +1119,12 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
         mo.push(MountOption::RO);
     }
     if opts.allow_other {
-        // Other users: let the kernel check the mode bits against the owner we report.
+        // Other users: the kernel checks mode bits, owners, groups and sticky
+        // directories against the records' attributes, as for a local file system.
+        // Not for a mount of one user: the checks need the attributes of every
+        // directory on a path (a getattr per component whose attributes expired),
+        // so a dead daemon holding a directory's record would cut off everything
+        // below it, where a lookup of a child needs only the child's daemon.
         mo.push(MountOption::DefaultPermissions);
         config.acl = SessionACL::All;
     }

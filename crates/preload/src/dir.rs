@@ -34,6 +34,8 @@ fn dtype(k: Kind) -> u8 {
         Kind::File => libc::DT_REG,
         Kind::Dir => libc::DT_DIR,
         Kind::Symlink => libc::DT_LNK,
+        Kind::Fifo => libc::DT_FIFO,
+        Kind::Socket => libc::DT_SOCK,
     }
 }
 

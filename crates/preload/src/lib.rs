@@ -423,8 +423,25 @@ fn route_abs(p: &[u8]) -> Result<Route, i32> {
     Ok(Route::Real)
 }
 
-/// Routes `path` relative to `dirfd` (AT_FDCWD or a descriptor).
+/// Routes `path` relative to `dirfd` (AT_FDCWD or a descriptor). A GustFS path
+/// written with a trailing slash must name a directory (or nothing yet): ENOTDIR
+/// otherwise, as the kernel says, at the price of one stat for such paths only
+/// (normalizing drops the slash, so the call itself could not tell).
 pub(crate) unsafe fn route(dirfd: c_int, path: *const c_char) -> Result<Route, i32> {
+    let r = route_unchecked(dirfd, path)?;
+    if let Route::Ours(p) = &r {
+        if p != "/" && CStr::from_ptr(path).to_bytes().ends_with(b"/") {
+            if let Ok(st) = call(|c| c.stat(p)) {
+                if st.kind != gust_client::Kind::Dir {
+                    return Err(libc::ENOTDIR);
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+unsafe fn route_unchecked(dirfd: c_int, path: *const c_char) -> Result<Route, i32> {
     if path.is_null() {
         return Ok(Route::Real);
     }

@@ -81,6 +81,10 @@ real_fns! {
     fn eaccess(p: *const c_char, m: c_int) -> c_int;
     fn mkdir(p: *const c_char, m: mode_t) -> c_int;
     fn mkdirat(d: c_int, p: *const c_char, m: mode_t) -> c_int;
+    fn mknod(p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int;
+    fn mknodat(d: c_int, p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int;
+    fn mkfifo(p: *const c_char, m: mode_t) -> c_int;
+    fn mkfifoat(d: c_int, p: *const c_char, m: mode_t) -> c_int;
     fn rmdir(p: *const c_char) -> c_int;
     fn unlink(p: *const c_char) -> c_int;
     fn unlinkat(d: c_int, p: *const c_char, f: c_int) -> c_int;

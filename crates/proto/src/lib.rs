@@ -16,7 +16,7 @@ pub use msg::*;
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -55,7 +55,8 @@ pub const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
 /// target + `RECORD_OVERHEAD_BYTES` each).
 pub const SCAN_PAGE_BYTES_MAX: usize = 512 * 1024;
 /// Bytes counted per (path, record) besides the path and the target: its encoding
-/// adds 76 (two string lengths, kind, mode, size, file id, nlink, three times).
+/// adds 84 (two string lengths, kind, mode, size, file id, nlink, three times, uid,
+/// gid).
 pub const RECORD_OVERHEAD_BYTES: usize = 96;
 /// Encoded bytes of a reply around its page: Result and Response tags, the vector
 /// length, `done`, and for a scan page its last key (at most a path and a separator).
@@ -72,7 +73,7 @@ const _: () = assert!(
     SCAN_PAGE_BYTES_MAX + 2 * PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES + PAGE_ENVELOPE_BYTES_MAX
         <= BODY_BYTES_MAX as usize
 );
-const _: () = assert!(DIR_ENTRY_OVERHEAD_BYTES >= 12 && RECORD_OVERHEAD_BYTES >= 76);
+const _: () = assert!(DIR_ENTRY_OVERHEAD_BYTES >= 12 && RECORD_OVERHEAD_BYTES >= 84);
 // A path holds at least one name.
 const _: () = assert!(NAME_BYTES_MAX < PATH_BYTES_MAX);
 
@@ -96,6 +97,8 @@ mod tests {
             mtime_ns: i64::MIN,
             atime_ns: i64::MIN,
             target: "t".repeat(PATH_BYTES_MAX),
+            uid: u32::MAX,
+            gid: u32::MAX,
         };
         let p = "/".repeat(PATH_BYTES_MAX);
         assert!(encode(&(p.clone(), r.clone())).len() <= p.len() + r.target.len() + RECORD_OVERHEAD_BYTES);

@@ -20,6 +20,11 @@ pub enum FileKind {
     File = 1,
     Dir = 2,
     Symlink = 3,
+    /// A named pipe (mkfifo): a record only; opening one through the FUSE mount gives
+    /// a pipe local to the node, as on any network file system.
+    Fifo = 4,
+    /// A Unix socket's name (bind, mknod S_IFSOCK): a record only, as for a FIFO.
+    Socket = 5,
 }
 
 /// A metadata record ("metadentry") as it travels on the wire.
@@ -37,6 +42,9 @@ pub struct Record {
     pub atime_ns: i64,
     /// Target of a symlink; empty otherwise.
     pub target: String,
+    /// Owner, set from the creator's effective ids and changed by `set_owner`.
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// One byte range of one file on one daemon. Offsets are file offsets, which are
@@ -226,6 +234,15 @@ requests! {
     /// removes its root directory after stopping. Answered before it stops; a second
     /// one finds the daemon gone or stopping, which is what the first asked for.
     21 "shutdown" Shutdown { keep: bool } idempotent(true),
+    /// chown: set the owner and/or group (the client checked the caller may). On a
+    /// non-directory it clears S_ISUID, and S_ISGID when the group may execute, as
+    /// Linux does (even when both ids are `None`). Returns the record after it.
+    30 "set_owner" SetOwner { path: String, uid: Option<u32>, gid: Option<u32>, ctime_ns: i64 } idempotent(true),
+    /// A subdirectory of directory `path` was made (+1) or removed (-1), or moved in
+    /// or out: its link count changes by `subdirs_delta` (a merge, never below 2) and
+    /// its mtime and ctime become at least `time_ns`. ENOENT if it is gone, ENOTDIR
+    /// if it is not a directory. Applied twice, a nonzero delta counts twice.
+    31 "dir_changed" DirChanged { path: String, subdirs_delta: i32, time_ns: i64 } idempotent(*subdirs_delta == 0),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -330,20 +347,22 @@ mod tests {
             mtime_ns: 3,
             atime_ns: 4,
             target: String::new(),
+            uid: 1000,
+            gid: 100,
         }
     }
 
     /// `rec()` as encoded: kind u32, mode u32, size u64, file_id u128, nlink u32,
-    /// ctime_ns, mtime_ns, atime_ns i64, target (u64 length + bytes).
+    /// ctime_ns, mtime_ns, atime_ns i64, target (u64 length + bytes), uid, gid u32.
     const REC: &str = "00000000 a4010000 0500000000000000 07000000000000000000000000000000 01000000 \
-                       0200000000000000 0300000000000000 0400000000000000 0000000000000000";
+                       0200000000000000 0300000000000000 0400000000000000 0000000000000000  e8030000 64000000";
 
     fn link() -> Record {
         Record { kind: FileKind::Symlink, mode: 0o777, size: 1, file_id: 8, target: "t".into(), ..rec() }
     }
 
     const LINK: &str = "02000000 ff010000 0100000000000000 08000000000000000000000000000000 01000000 \
-                        0200000000000000 0300000000000000 0400000000000000 0100000000000000 74";
+                        0200000000000000 0300000000000000 0400000000000000 0100000000000000 74  e8030000 64000000";
 
     fn hex(s: &str) -> Vec<u8> {
         let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
@@ -429,6 +448,14 @@ mod tests {
                 format!("14000000  0100000000000000  0200000000000000 2f78  {REC}"),
             ),
             (Request::Shutdown { keep: true }, "15000000  01".into()),
+            (
+                Request::SetOwner { path: "/a".into(), uid: None, gid: Some(100), ctime_ns: 7 },
+                "1e000000  0200000000000000 2f61  00  01 64000000  0700000000000000".into(),
+            ),
+            (
+                Request::DirChanged { path: "/d".into(), subdirs_delta: -1, time_ns: 9 },
+                "1f000000  0200000000000000 2f64  ffffffff  0900000000000000".into(),
+            ),
         ]
     }
 
@@ -477,6 +504,8 @@ mod tests {
                 (19, "stats", true),
                 (20, "put_records", false),
                 (21, "shutdown", true),
+                (30, "set_owner", true),
+                (31, "dir_changed", false),
             ]
         );
         for (code, name) in OPS {
@@ -484,13 +513,15 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 21);
+        assert_eq!(OP_MAX, 31);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
         assert!(create(false).is_idempotent() && !create(true).is_idempotent());
         let grow = |append_len| Request::UpdateSize { path: "/a".into(), file_id: 1, end: 1, append_len, mtime_ns: 0 };
         assert!(grow(None).is_idempotent() && !grow(Some(1)).is_idempotent());
+        let changed = |subdirs_delta| Request::DirChanged { path: "/d".into(), subdirs_delta, time_ns: 0 };
+        assert!(changed(0).is_idempotent() && !changed(1).is_idempotent());
     }
 
     /// One fixed example of every response, and an error, as reply bodies.
@@ -536,6 +567,18 @@ mod tests {
                      0200000000000000  0100000000000000 0000000000000000 0600000000000000 0700000000000000"
                 ),
             ),
+            (
+                Ok(Response::DirPage {
+                    entries: vec![
+                        DirEntry { name: "p".into(), kind: FileKind::Fifo },
+                        DirEntry { name: "s".into(), kind: FileKind::Socket },
+                    ],
+                    done: false,
+                }),
+                format!(
+                    "{ok} 04000000  0200000000000000  0100000000000000 70 03000000  0100000000000000 73 04000000  00"
+                ),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -551,16 +594,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0200 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0300 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0200 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0300 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0200 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0300 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }

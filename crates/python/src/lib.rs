@@ -122,12 +122,15 @@ fn py_none_i32() -> Option<i32> {
     None
 }
 
-/// Kind of an entry as one letter: "f" file, "d" directory, "l" symlink.
+/// Kind of an entry as one letter: "f" file, "d" directory, "l" symlink, "p" FIFO,
+/// "s" socket.
 fn kind_letter(k: Kind) -> &'static str {
     match k {
         Kind::File => "f",
         Kind::Dir => "d",
         Kind::Symlink => "l",
+        Kind::Fifo => "p",
+        Kind::Socket => "s",
     }
 }
 
@@ -140,16 +143,13 @@ type StatTuple = (u32, u64, u64, u32, u32, u32, u64, i64, i64, i64, u64, u64);
 type StatVfsTuple = (u64, u64, u64, u64, u64, u64, u64, u64, u64, u64);
 
 fn stat_tuple(s: &Stat) -> StatTuple {
-    // SAFETY: getuid/getgid have no preconditions. One user owns every file of an
-    // instance, so the owner is the caller (as in the preload library and C API).
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     (
         s.st_mode(),
         s.ino,
         gust_client::GUST_DEV,
         s.nlink,
-        uid,
-        gid,
+        s.uid,
+        s.gid,
         s.size,
         s.atime_ns,
         s.mtime_ns,

@@ -1,8 +1,10 @@
-//! Links and attributes: symlink, readlink, chmod, chown (accepted, not recorded),
-//! utimes and friends, xattrs (ENOTSUP).
+//! Links and attributes: symlink, readlink, chmod, chown (POSIX's rules for this
+//! process's ids), mknod and mkfifo (FIFOs and socket names as records), utimes and
+//! friends, xattrs (ENOTSUP).
 
-use super::{by_fd, by_path, fd_path, now_ns, stat_path};
-use crate::{call, ours, real, reentrant};
+use super::{by_fd, by_path, fd_path, now_ns};
+use crate::{call, ours, real, reentrant, ret, umask};
+use gust_client::Kind;
 use libc::{c_char, c_int, c_void, mode_t, size_t, ssize_t};
 use std::ffi::CStr;
 
@@ -60,25 +62,62 @@ pub unsafe extern "C" fn fchmod(fd: c_int, m: mode_t) -> c_int {
     by_fd(fd, || real::fchmod(fd, m), |c| fd_path(c).and_then(|p| call(|cl| cl.chmod(&p, m))).map(|_| 0))
 }
 
-// One user owns an instance; ownership changes are accepted and not recorded.
+/// An id argument of chown: -1 leaves it unchanged.
+fn id_arg(x: u32) -> Option<u32> {
+    (x != u32::MAX).then_some(x)
+}
+fn gust_chown(p: &str, u: libc::uid_t, g: libc::gid_t, follow: bool) -> Result<c_int, i32> {
+    call(|c| c.chown(p, id_arg(u), id_arg(g), follow)).map(|_| 0)
+}
 #[no_mangle]
 pub unsafe extern "C" fn chown(p: *const c_char, u: libc::uid_t, g: libc::gid_t) -> c_int {
-    by_path(libc::AT_FDCWD, p, |p| real::chown(p, u, g), |p| stat_path(&p, true).map(|_| 0))
+    by_path(libc::AT_FDCWD, p, |p| real::chown(p, u, g), |p| gust_chown(&p, u, g, true))
 }
 #[no_mangle]
 pub unsafe extern "C" fn lchown(p: *const c_char, u: libc::uid_t, g: libc::gid_t) -> c_int {
-    by_path(libc::AT_FDCWD, p, |p| real::lchown(p, u, g), |p| stat_path(&p, false).map(|_| 0))
+    by_path(libc::AT_FDCWD, p, |p| real::lchown(p, u, g), |p| gust_chown(&p, u, g, false))
 }
 #[no_mangle]
 pub unsafe extern "C" fn fchownat(d: c_int, p: *const c_char, u: libc::uid_t, g: libc::gid_t, f: c_int) -> c_int {
-    if !reentrant() && f & libc::AT_EMPTY_PATH != 0 && (p.is_null() || *p == 0) && ours(d).is_some() {
-        return 0;
+    if !reentrant() && f & libc::AT_EMPTY_PATH != 0 && (p.is_null() || *p == 0) {
+        if let Some(c) = ours(d) {
+            return ret(call(|cl| cl.fchown(c, id_arg(u), id_arg(g))).map(|_| 0));
+        }
     }
-    by_path(d, p, |p| real::fchownat(d, p, u, g, f), |p| stat_path(&p, f & libc::AT_SYMLINK_NOFOLLOW == 0).map(|_| 0))
+    by_path(d, p, |p| real::fchownat(d, p, u, g, f), |p| gust_chown(&p, u, g, f & libc::AT_SYMLINK_NOFOLLOW == 0))
 }
 #[no_mangle]
 pub unsafe extern "C" fn fchown(fd: c_int, u: libc::uid_t, g: libc::gid_t) -> c_int {
-    by_fd(fd, || real::fchown(fd, u, g), |_| Ok(0))
+    by_fd(fd, || real::fchown(fd, u, g), |c| call(|cl| cl.fchown(c, id_arg(u), id_arg(g))).map(|_| 0))
+}
+
+/// mknod's kinds GustFS stores: files, FIFOs, socket names. Device nodes: EPERM.
+fn gust_mknod(p: &str, m: mode_t) -> Result<c_int, i32> {
+    let kind = match m & libc::S_IFMT {
+        0 | libc::S_IFREG => Kind::File,
+        libc::S_IFIFO => Kind::Fifo,
+        libc::S_IFSOCK => Kind::Socket,
+        libc::S_IFCHR | libc::S_IFBLK => return Err(libc::EPERM),
+        _ => return Err(libc::EINVAL),
+    };
+    let m = m & 0o7777 & !umask();
+    call(|c| c.mknod(p, kind, m)).map(|_| 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mknod(p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::mknod(p, m, dev), |p| gust_mknod(&p, m))
+}
+#[no_mangle]
+pub unsafe extern "C" fn mknodat(d: c_int, p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int {
+    by_path(d, p, |p| real::mknodat(d, p, m, dev), |p| gust_mknod(&p, m))
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkfifo(p: *const c_char, m: mode_t) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::mkfifo(p, m), |p| gust_mknod(&p, libc::S_IFIFO | (m & 0o7777)))
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkfifoat(d: c_int, p: *const c_char, m: mode_t) -> c_int {
+    by_path(d, p, |p| real::mkfifoat(d, p, m), |p| gust_mknod(&p, libc::S_IFIFO | (m & 0o7777)))
 }
 
 /// (atime, mtime) from a utimensat-style array: NULL means now, UTIME_OMIT None.

@@ -22,8 +22,8 @@ unsafe fn fill_statx(s: &Stat, out: *mut libc::statx) -> c_int {
     st.stx_mask = libc::STATX_BASIC_STATS;
     st.stx_blksize = s.blksize.min(1 << 30) as u32;
     st.stx_nlink = s.nlink;
-    st.stx_uid = libc::geteuid();
-    st.stx_gid = libc::getegid();
+    st.stx_uid = s.uid;
+    st.stx_gid = s.gid;
     st.stx_mode = s.st_mode() as u16;
     st.stx_ino = s.ino;
     st.stx_size = s.size;
