@@ -91,6 +91,23 @@ pub struct StartArgs {
     /// directories: same instance, ids and data, e.g. for the next job of a campaign.
     #[arg(long, conflicts_with = "force")]
     restart: bool,
+    /// Serve each daemon's Prometheus metrics at http://ADDR/metrics; daemon i
+    /// takes port + i (port 0: free ports; `gust status` shows them). E.g.
+    /// 127.0.0.1:9400. Off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+}
+
+/// The metrics address of daemon `id` for `gust start --metrics ADDR`.
+fn metrics_addr(base: &str, id: u32) -> Result<String, String> {
+    let a: std::net::SocketAddr =
+        base.parse().map_err(|_| format!("--metrics {base}: not an address (use IP:PORT, e.g. 127.0.0.1:9400)"))?;
+    if a.port() == 0 {
+        return Ok(a.to_string());
+    }
+    let port = u16::try_from(a.port() as u32 + id)
+        .map_err(|_| format!("--metrics {base}: port {} + {id} is past 65535", a.port()))?;
+    Ok(std::net::SocketAddr::new(a.ip(), port).to_string())
 }
 
 /// Creates a directory (and missing parents) with mode 0700; an existing one is left
@@ -109,8 +126,8 @@ fn tail(path: &Path, lines: usize) -> String {
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        if a.hosts_file.is_some() || a.restart || a.force {
-            return Err("--hosts-file, --restart and --force are for --local instances".into());
+        if a.hosts_file.is_some() || a.restart || a.force || a.metrics.is_some() {
+            return Err("--hosts-file, --restart, --force and --metrics are for --local instances".into());
         }
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
@@ -178,7 +195,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 ));
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
-            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false);
+            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, a.metrics.as_deref());
         }
         if !a.force {
             return Err(format!(
@@ -236,7 +253,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         };
         plan.push((i, droot, listen));
     }
-    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true)
+    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, a.metrics.as_deref())
 }
 
 /// Starts one daemon per (id, root directory, listen address), detached, each logging
@@ -248,6 +265,7 @@ fn launch(
     log_dir: &Path,
     timeout_s: u64,
     fresh_logs: bool,
+    metrics: Option<&str>,
 ) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let mut children = Vec::new();
@@ -277,6 +295,10 @@ fn launch(
             .arg(listen)
             .arg("--id")
             .arg(i.to_string())
+            .args(match metrics {
+                Some(m) => vec!["--metrics".to_string(), metrics_addr(m, *i)?],
+                None => vec![],
+            })
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);
@@ -367,10 +389,23 @@ pub struct StopArgs {
     /// Keep the daemons' root directories (data and metadata) and the hosts file.
     #[arg(long)]
     keep: bool,
+    /// Before stopping, write the job's I/O statistics to FILE as JSON (operations
+    /// and bytes by type, per daemon, busiest directories) and print a summary.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
 }
 
 pub fn stop(a: StopArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
+    if let Some(file) = &a.stats {
+        let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
+        let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
+        let v = crate::stats::job_stats(&h, &crate::stats::gather(&c, &h));
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n";
+        fs::write(file, text).map_err(|e| format!("cannot write statistics to {}: {e}", file.display()))?;
+        crate::stats::print_summary(&v);
+        eprintln!("gust: statistics written to {}", file.display());
+    }
     let r = gust_launch::stop::stop(&p, a.keep, Duration::from_secs(10))?;
     for (id, host, why) in &r.unreachable {
         eprintln!("gust: daemon {id} on {host} did not answer ({why}); its files on {host} may remain");
@@ -395,36 +430,7 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
         h.mountdir,
         p.display()
     );
-    println!(
-        "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
-        "id", "host", "address", "pid", "state", "requests", "creates", "stats", "used", "free"
-    );
-    let mut down = 0;
-    for d in &h.daemons {
-        match (c.daemon_stats(d.id), c.daemon_statfs(d.id)) {
-            (Ok(s), Ok(fs)) => {
-                let total: u64 = s.ops.iter().map(|x| x.1).sum();
-                let get = |n: &str| s.ops.iter().find(|x| x.0 == n).map(|x| x.1).unwrap_or(0);
-                println!(
-                    "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
-                    d.id,
-                    d.host,
-                    d.tcp_addr,
-                    d.pid,
-                    "up",
-                    total,
-                    get("create"),
-                    get("stat"),
-                    human(fs.total_bytes - fs.free_bytes),
-                    human(fs.avail_bytes)
-                );
-            }
-            _ => {
-                down += 1;
-                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr, d.pid, "DOWN");
-            }
-        }
-    }
+    let down = crate::stats::print_status(&h, &crate::stats::gather(&c, &h));
     if down > 0 {
         return Err(format!("{down} daemon(s) not answering"));
     }

@@ -2,12 +2,14 @@
 
 mod bench;
 mod cluster;
+mod find;
 mod instance;
 mod logging;
 mod mount;
 mod probe;
 mod run;
 mod stage;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -78,6 +80,9 @@ enum Cmd {
         /// For a new instance: create/mkdir check that the parent directory exists.
         #[arg(long)]
         check_parent: bool,
+        /// Serve Prometheus metrics at http://ADDR/metrics (port 0: a free port).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -100,6 +105,9 @@ enum Cmd {
         #[command(flatten)]
         inst: instance::InstanceArgs,
     },
+    /// Find files as GNU find does, evaluated by all daemons in parallel:
+    /// gust find PATH [-name GLOB] [-type f|d|l] [-size [+-]N[ckMG]] [-newer FILE] [-mmin [+-]N]
+    Find(find::FindArgs),
     /// Copy between a local (parallel) file system and GustFS, in parallel.
     Stage(stage::StageArgs),
     /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
@@ -122,7 +130,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init();
     let r = match cli.cmd {
-        Cmd::Daemon { rootdir, mountdir, hosts_file, listen, chunk_size, clean_rootdir, id, check_parent } => {
+        Cmd::Daemon { rootdir, mountdir, hosts_file, listen, chunk_size, clean_rootdir, id, check_parent, metrics } => {
             gust_daemon::run(gust_daemon::DaemonConfig {
                 rootdir,
                 mountdir,
@@ -132,6 +140,7 @@ fn main() -> ExitCode {
                 clean_rootdir,
                 id,
                 check_parent,
+                metrics_listen: metrics,
             })
         }
         Cmd::Start(a) => instance::start(a),
@@ -140,6 +149,7 @@ fn main() -> ExitCode {
         Cmd::Env(a) => instance::env(a),
         Cmd::Ls { path, inst } => instance::ls(inst, &path),
         Cmd::Cat { path, inst } => instance::cat(inst, &path),
+        Cmd::Find(a) => find::run(a),
         Cmd::Stage(a) => stage::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Run(a) => run::run(a),

@@ -17,11 +17,13 @@
 //! One module per concept: `error` and `stat` (what calls return), `routing` (which
 //! daemons a request goes to; the one way to ask several), `open_files` (the
 //! descriptor table), `data` (read, write, truncate, sync), `namespace` (lookups,
-//! create, remove, attributes), `readdir` (listings), `rename`, `status` (capacity,
-//! daemon counters), `rpc` (connections and framing).
+//! create, remove, attributes), `readdir` (listings), `rename`, `find` (queries the
+//! daemons evaluate), `status` (capacity, daemon counters), `rpc` (connections and
+//! framing).
 
 mod data;
 mod error;
+mod find;
 mod namespace;
 mod open_files;
 mod readdir;
@@ -41,7 +43,7 @@ use std::time::Duration;
 
 pub use error::{Errno, Result};
 pub use gust_proto::path;
-pub use gust_proto::{DaemonStats, DirEntry, FileKind as Kind, Record};
+pub use gust_proto::{Cmp, DaemonMetrics, DaemonStats, DirEntry, FileKind as Kind, FindQuery, OpMetrics, Record};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};

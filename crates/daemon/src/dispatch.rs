@@ -2,17 +2,18 @@
 //!
 //! Checks what a peer sent (paths, spans, batch sizes) before anything reaches a
 //! store; a malformed request gets an errno, never a panic. Connection handling,
-//! framing and the handshake live in `server`; counters in `metrics`.
+//! framing and the handshake live in `server`; counters in `metrics`, which `handle`
+//! feeds with each request's latency, errno and directory.
 
 use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
-    DirEntry, Reply, Request, Response, Span, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
-    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    DirEntry, Reply, Request, Response, Span, FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, PATH_BYTES_MAX,
+    READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     if spans.len() > SPANS_PER_REQUEST_MAX {
@@ -34,7 +35,35 @@ fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     Ok(total)
 }
 
+/// The directory a metadata request counts for in the busiest-directories table.
+fn dir_of(req: &Request) -> Option<&str> {
+    use crate::dirs::parent_of;
+    match req {
+        Request::Create { path, .. }
+        | Request::Stat { path }
+        | Request::Remove { path, .. }
+        | Request::UpdateSize { path, .. }
+        | Request::Truncate { path, .. }
+        | Request::SetAttr { path, .. }
+        | Request::PutRecord { path, .. } => Some(parent_of(path)),
+        Request::ReadDir { dir, .. } | Request::HasChildren { dir } => Some(dir),
+        _ => None,
+    }
+}
+
+/// Serves one request and counts it: its latency, its errno if any, its directory.
 pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
+    let started = Instant::now();
+    let op = req.op();
+    if let Some(d) = dir_of(&req) {
+        state.metrics.dirs.note(d);
+    }
+    let reply = serve(state, req, bulk_in, bulk_out);
+    state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
+    reply
+}
+
+fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
     match req {
         Request::Ping => Ok(Response::Ok),
@@ -148,20 +177,22 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             md.sync().map(|_| Response::Ok)
         }
         Request::StatFs => {
-            let c = std::ffi::CString::new(state.rootdir.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
-            // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
-            let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
-            if unsafe { libc::statvfs(c.as_ptr(), &mut sv) } != 0 {
-                return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-            }
-            let f = sv.f_frsize;
-            Ok(Response::StatFs {
-                total_bytes: sv.f_blocks * f,
-                free_bytes: sv.f_bfree * f,
-                avail_bytes: sv.f_bavail * f,
-                files: md.estimate_records(),
-            })
+            let (total_bytes, free_bytes, avail_bytes) = state.capacity()?;
+            Ok(Response::StatFs { total_bytes, free_bytes, avail_bytes, files: md.estimate_records() })
         }
         Request::Stats => Ok(Response::Stats(state.metrics.snapshot(state.daemon_id))),
+        Request::Metrics => Ok(Response::Metrics(crate::metrics::collect(state))),
+        Request::Find { dir, query, after, max_entries } => {
+            validate_path(&dir)?;
+            if query.name.as_ref().is_some_and(|n| n.len() > FIND_PATTERN_BYTES_MAX) {
+                return Err(libc::EINVAL);
+            }
+            let max = max_entries.clamp(1, SCAN_PAGE_ENTRIES_MAX) as usize;
+            let (records, last_key, done) =
+                md.scan_tree_where(&dir, after.as_deref(), max, FIND_SCAN_PAGE_KEYS_MAX as usize, |p, r| {
+                    query.matches(p, r)
+                })?;
+            Ok(Response::Tree { records, last_key, done })
+        }
     }
 }

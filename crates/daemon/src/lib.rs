@@ -8,7 +8,9 @@
 //! Not for: placement (gust-placement), client-side logic (gust-client).
 
 pub mod chunks;
+pub mod dirs;
 pub mod dispatch;
+pub mod exporter;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;
@@ -39,6 +41,8 @@ pub struct DaemonConfig {
     pub id: Option<u32>,
     /// For a new hosts file: whether create/mkdir check that the parent exists.
     pub check_parent: bool,
+    /// Serve Prometheus metrics on this address (`/metrics`); None: off.
+    pub metrics_listen: Option<String>,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -253,6 +257,10 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     server::spawn_tcp(state.clone(), tcp);
     if let Some(u) = uds {
         server::spawn_uds(state.clone(), u);
+    }
+    if let Some(addr) = &cfg.metrics_listen {
+        let bound = exporter::spawn(state.clone(), addr)?;
+        tracing::info!("daemon {daemon_id}: Prometheus metrics on http://{bound}/metrics");
     }
     tracing::info!(
         "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes",

@@ -470,6 +470,21 @@ impl MetadataStore {
     /// All descendants of `dir` held here, in key order, one page at a time: at most
     /// `max_entries` records and about `SCAN_PAGE_BYTES_MAX` bytes (see gust_proto).
     pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
+        self.scan_tree_where(dir, after, max_entries, usize::MAX, |_, _| true)
+    }
+
+    /// The descendants of `dir` held here for which `keep(path, record)` holds, one
+    /// page at a time: as `scan_tree`, and besides the page stops after `max_keys`
+    /// keys examined (matching or not), with `last_key` the last one examined, so a
+    /// query that matches little still answers in bounded time.
+    pub fn scan_tree_where(
+        &self,
+        dir: &str,
+        after: Option<&[u8]>,
+        max_entries: usize,
+        max_keys: usize,
+        keep: impl Fn(&str, &Record) -> bool,
+    ) -> Res<TreePage> {
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
         // For the root every key is a descendant.
         let ranges: Vec<(Vec<u8>, Vec<u8>)> = if dir == "/" {
@@ -482,6 +497,7 @@ impl MetadataStore {
         };
         let mut out = Vec::new();
         let mut bytes = 0;
+        let mut examined = 0;
         let mut last: Option<Vec<u8>> = None;
         for (lo, hi) in ranges {
             let start = match after {
@@ -500,13 +516,17 @@ impl MetadataStore {
             for item in self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro) {
                 let (k, v) = item.map_err(Self::db_err)?;
                 let Some(rec) = decode_checked(&k, &v)? else { continue };
-                if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX {
+                if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX || examined >= max_keys {
                     return Ok((out, last, false));
                 }
+                examined += 1;
+                last = Some(k.to_vec());
                 let Some(p) = path_of(&k) else { continue };
+                if !keep(&p, &rec) {
+                    continue;
+                }
                 bytes += p.len() + rec.target.len() + RECORD_OVERHEAD_BYTES;
                 out.push((p, rec));
-                last = Some(k.to_vec());
             }
         }
         Ok((out, last, true))
@@ -547,6 +567,12 @@ impl MetadataStore {
 
     pub fn sync(&self) -> Res<()> {
         self.db.flush_wal(true).map_err(Self::db_err)
+    }
+
+    /// Bytes of the store: its SST files and memtables (RocksDB's own accounting).
+    pub fn size_bytes(&self) -> u64 {
+        let prop = |n: &str| self.db.property_int_value(n).ok().flatten().unwrap_or(0);
+        prop("rocksdb.total-sst-files-size") + prop("rocksdb.cur-size-all-mem-tables")
     }
 
     pub fn estimate_records(&self) -> u64 {

@@ -35,4 +35,16 @@ impl State {
             accept_errors_logged: LogBudget::new(),
         }
     }
+
+    /// (total, free, available) bytes of the file system under the root directory.
+    pub fn capacity(&self) -> crate::metadata::Res<(u64, u64, u64)> {
+        let c = std::ffi::CString::new(self.rootdir.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
+        // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
+        let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut sv) } != 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        }
+        let f = sv.f_frsize;
+        Ok((sv.f_blocks * f, sv.f_bfree * f, sv.f_bavail * f))
+    }
 }

@@ -10,6 +10,7 @@
 //! does not matter (protocol version 2; see docs/PROTOCOL.md, "Version history").
 //! Golden-bytes tests at the end of this file pin the encoding of every message.
 
+use crate::find::FindQuery;
 use crate::frame::FrameError;
 use serde::{Deserialize, Serialize};
 
@@ -226,6 +227,15 @@ requests! {
     /// removes its root directory after stopping. Answered before it stops; a second
     /// one finds the daemon gone or stopping, which is what the first asked for.
     21 "shutdown" Shutdown { keep: bool } idempotent(true),
+    /// Everything the daemon counts and knows about its stores (`gust status`,
+    /// `gust stop --stats`, the Prometheus page): answered with `Response::Metrics`.
+    38 "metrics" Metrics idempotent(true),
+    /// One page of the descendants of `dir` held by this daemon that match `query`,
+    /// keys > `after`: answered with `Response::Tree`. A page holds at most
+    /// `max_entries` records and stops after `FIND_SCAN_PAGE_KEYS_MAX` keys examined,
+    /// so a selective query returns short (even empty) pages with `done` false and a
+    /// `last_key` to go on from, never one long request.
+    39 "find" Find { dir: String, query: FindQuery, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -257,6 +267,60 @@ pub struct DaemonStats {
     pub frames_refused: u64,
     pub bytes_written: u64,
     pub bytes_read: u64,
+}
+
+/// Upper bounds (inclusive, microseconds) of the latency histogram buckets; one more
+/// bucket counts everything slower. Roughly 1-2.5-5 steps from a metadata request
+/// served from memory (a few microseconds) to a second.
+pub const LATENCY_BUCKET_BOUNDS_US: [u64; 13] =
+    [2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 10_000, 100_000, 1_000_000];
+
+/// Bound on the directories a Metrics reply lists (the busiest first).
+pub const BUSIEST_DIRS_MAX: usize = 64;
+
+/// Requests of one op served by a daemon.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpMetrics {
+    pub name: String,
+    pub count: u64,
+    /// Requests answered with an errno.
+    pub errors: u64,
+    /// Sum of service times (request decoded to reply built), microseconds.
+    pub latency_us_sum: u64,
+    /// Requests per latency bucket (not cumulative): one per bound of
+    /// `LATENCY_BUCKET_BOUNDS_US`, then one for slower ones.
+    pub latency_buckets: Vec<u64>,
+}
+
+/// A daemon's counters and store sizes (the Metrics request).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonMetrics {
+    pub daemon_id: u32,
+    pub uptime_ms: u64,
+    /// Where the daemon serves Prometheus text (`/metrics`); empty when off.
+    pub metrics_addr: String,
+    /// Every op, in op-code order, served or not.
+    pub ops: Vec<OpMetrics>,
+    /// Error replies by errno (Linux numbering), only errnos that occurred.
+    pub errors: Vec<(i32, u64)>,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub connections_open: u64,
+    pub frames_refused: u64,
+    /// RocksDB's estimate of the records held.
+    pub metadata_records: u64,
+    /// Bytes of the metadata store (SST files and memtables).
+    pub metadata_store_bytes: u64,
+    /// Bytes the chunk store's local files occupy on disk.
+    pub chunk_store_bytes: u64,
+    pub capacity_bytes: u64,
+    pub free_bytes: u64,
+    pub avail_bytes: u64,
+    /// Metadata requests per parent directory, busiest first, at most
+    /// `BUSIEST_DIRS_MAX` (a bounded table: see the daemon's `dirs` module).
+    pub busiest_dirs: Vec<(String, u64)>,
+    /// Metadata requests of directories the bounded table had no room for.
+    pub dirs_untracked: u64,
 }
 
 /// A daemon's answer. Unlike a request, a response is encoded with its bincode
@@ -292,6 +356,7 @@ pub enum Response {
         files: u64,
     },
     Stats(DaemonStats),
+    Metrics(DaemonMetrics),
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -355,7 +420,7 @@ mod tests {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
-    /// One fixed example of every request and its exact body bytes (protocol 2): the
+    /// One fixed example of every request and its exact body bytes (protocol 3): the
     /// op code (u32), then the fields.
     fn request_goldens() -> Vec<(Request, String)> {
         vec![
@@ -429,6 +494,28 @@ mod tests {
                 format!("14000000  0100000000000000  0200000000000000 2f78  {REC}"),
             ),
             (Request::Shutdown { keep: true }, "15000000  01".into()),
+            (Request::Metrics, "26000000".into()),
+            (
+                Request::Find {
+                    dir: "/d".into(),
+                    query: FindQuery {
+                        name: Some("*.c".into()),
+                        kind: Some(FileKind::File),
+                        size: Some((crate::Cmp::More, 2, 1024)),
+                        newer_than_ns: None,
+                        mmin: Some((crate::Cmp::Less, 5)),
+                        now_ns: 9,
+                    },
+                    after: None,
+                    max_entries: 7,
+                },
+                // dir; query: name, kind, size (Cmp u32, N, unit), newer, mmin, now;
+                // after; max_entries.
+                "27000000  0200000000000000 2f64  01 0300000000000000 2a2e63  01 00000000  \
+                 01 02000000 0200000000000000 0004000000000000  00  01 00000000 0500000000000000  \
+                 0900000000000000  00  07000000"
+                    .into(),
+            ),
         ]
     }
 
@@ -477,6 +564,8 @@ mod tests {
                 (19, "stats", true),
                 (20, "put_records", false),
                 (21, "shutdown", true),
+                (38, "metrics", true),
+                (39, "find", true),
             ]
         );
         for (code, name) in OPS {
@@ -484,7 +573,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 21);
+        assert_eq!(OP_MAX, 39);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -536,6 +625,42 @@ mod tests {
                      0200000000000000  0100000000000000 0000000000000000 0600000000000000 0700000000000000"
                 ),
             ),
+            (
+                Ok(Response::Metrics(DaemonMetrics {
+                    daemon_id: 1,
+                    uptime_ms: 2,
+                    metrics_addr: String::new(),
+                    ops: vec![OpMetrics {
+                        name: "ping".into(),
+                        count: 3,
+                        errors: 1,
+                        latency_us_sum: 4,
+                        latency_buckets: vec![3],
+                    }],
+                    errors: vec![(2, 1)],
+                    bytes_written: 5,
+                    bytes_read: 6,
+                    connections_open: 7,
+                    frames_refused: 0,
+                    metadata_records: 8,
+                    metadata_store_bytes: 9,
+                    chunk_store_bytes: 10,
+                    capacity_bytes: 11,
+                    free_bytes: 12,
+                    avail_bytes: 13,
+                    busiest_dirs: vec![("/".into(), 3)],
+                    dirs_untracked: 0,
+                })),
+                format!(
+                    "{ok} 0b000000  01000000 0200000000000000 0000000000000000  \
+                     0100000000000000 0400000000000000 70696e67 0300000000000000 0100000000000000 \
+                     0400000000000000 0100000000000000 0300000000000000  \
+                     0100000000000000 02000000 0100000000000000  \
+                     0500000000000000 0600000000000000 0700000000000000 0000000000000000 0800000000000000 \
+                     0900000000000000 0a00000000000000 0b00000000000000 0c00000000000000 0d00000000000000  \
+                     0100000000000000 0100000000000000 2f 0300000000000000  0000000000000000"
+                ),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -551,16 +676,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0200 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0300 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0200 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0300 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0200 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0300 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }
