@@ -4,9 +4,10 @@
 //! so the meaning lives here, next to the message, as a pure function of a record.
 //!
 //! The predicates are GNU find's, with its rounding: `-size N[ckMG]` compares the size
-//! rounded up to whole units (default unit: 512-byte blocks), `-mmin N` compares whole
-//! minutes of age against the query's own start time, `-newer` compares modification
-//! times to the nanosecond.
+//! rounded up to whole units (default unit: 512-byte blocks), `-mmin N` compares the
+//! age rounded up to whole minutes, taken at the query's own start time (`now_ns`),
+//! `-newer` compares modification times to the nanosecond. tests/tests/find.rs checks
+//! every predicate against GNU find itself.
 //!
 //! Not for: walking a tree, printing results (the client and the CLI do that).
 
@@ -79,12 +80,13 @@ impl FindQuery {
         }
         if let Some((cmp, n)) = self.mmin {
             // find: the reference time is `now - N minutes`; `+N` is older than it,
-            // `-N` newer, `N` within the minute before it.
+            // `-N` newer, `N` within the minute after it (an age in (N-1, N]
+            // minutes: ages round up).
             let reference = self.now_ns.saturating_sub(n.saturating_mul(NS_PER_MINUTE));
             let ok = match cmp {
                 Cmp::More => r.mtime_ns < reference,
                 Cmp::Less => r.mtime_ns > reference,
-                Cmp::Exactly => r.mtime_ns <= reference && r.mtime_ns > reference.saturating_sub(NS_PER_MINUTE),
+                Cmp::Exactly => r.mtime_ns >= reference && r.mtime_ns < reference.saturating_add(NS_PER_MINUTE),
             };
             if !ok {
                 return false;
@@ -259,8 +261,9 @@ mod tests {
         assert!(m(Cmp::More, 10).matches("/a", &aged(105)));
         assert!(!m(Cmp::More, 10).matches("/a", &aged(95)));
         assert!(m(Cmp::Less, 10).matches("/a", &aged(95)));
-        assert!(m(Cmp::Exactly, 10).matches("/a", &aged(105)));
-        assert!(!m(Cmp::Exactly, 10).matches("/a", &aged(95)));
+        assert!(m(Cmp::Exactly, 10).matches("/a", &aged(95)));
+        assert!(!m(Cmp::Exactly, 10).matches("/a", &aged(105)));
+        assert!(m(Cmp::Exactly, 11).matches("/a", &aged(105)));
         let n = FindQuery { name: Some("*.c".into()), ..Default::default() };
         assert!(n.matches("/d/x.c", &r(0, 0)) && !n.matches("/d.c/x", &r(0, 0)));
     }
