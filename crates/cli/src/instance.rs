@@ -96,6 +96,38 @@ pub struct StartArgs {
     /// 127.0.0.1:9400. Off by default.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Bound on each daemon's event log (`gust events`); 0 turns event logs off.
+    #[arg(long, value_parser = crate::parse_size)]
+    events_cap: Option<u64>,
+}
+
+/// Options `gust start` passes on to every daemon.
+struct DaemonOptions {
+    metrics: Option<String>,
+    events_cap: Option<u64>,
+}
+
+impl StartArgs {
+    fn daemon_options(&self) -> Result<DaemonOptions, String> {
+        if let Some(m) = &self.metrics {
+            metrics_addr(m, 0)?;
+        }
+        Ok(DaemonOptions { metrics: self.metrics.clone(), events_cap: self.events_cap })
+    }
+}
+
+impl DaemonOptions {
+    /// The `gust daemon` arguments of daemon `id`.
+    fn args(&self, id: u32) -> Result<Vec<String>, String> {
+        let mut v = Vec::new();
+        if let Some(m) = &self.metrics {
+            v.extend(["--metrics".to_string(), metrics_addr(m, id)?]);
+        }
+        if let Some(c) = self.events_cap {
+            v.extend(["--events-cap".to_string(), c.to_string()]);
+        }
+        Ok(v)
+    }
 }
 
 /// The metrics address of daemon `id` for `gust start --metrics ADDR`.
@@ -126,8 +158,8 @@ fn tail(path: &Path, lines: usize) -> String {
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        if a.hosts_file.is_some() || a.restart || a.force || a.metrics.is_some() {
-            return Err("--hosts-file, --restart, --force and --metrics are for --local instances".into());
+        if a.hosts_file.is_some() || a.restart || a.force || a.metrics.is_some() || a.events_cap.is_some() {
+            return Err("--hosts-file, --restart, --force, --metrics and --events-cap are for --local instances".into());
         }
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
@@ -195,7 +227,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 ));
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
-            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, a.metrics.as_deref());
+            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options()?);
         }
         if !a.force {
             return Err(format!(
@@ -253,7 +285,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         };
         plan.push((i, droot, listen));
     }
-    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, a.metrics.as_deref())
+    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, &a.daemon_options()?)
 }
 
 /// Starts one daemon per (id, root directory, listen address), detached, each logging
@@ -265,7 +297,7 @@ fn launch(
     log_dir: &Path,
     timeout_s: u64,
     fresh_logs: bool,
-    metrics: Option<&str>,
+    options: &DaemonOptions,
 ) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let mut children = Vec::new();
@@ -295,10 +327,7 @@ fn launch(
             .arg(listen)
             .arg("--id")
             .arg(i.to_string())
-            .args(match metrics {
-                Some(m) => vec!["--metrics".to_string(), metrics_addr(m, *i)?],
-                None => vec![],
-            })
+            .args(options.args(*i)?)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);

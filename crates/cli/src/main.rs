@@ -2,6 +2,7 @@
 
 mod bench;
 mod cluster;
+mod events;
 mod find;
 mod instance;
 mod logging;
@@ -83,6 +84,9 @@ enum Cmd {
         /// Serve Prometheus metrics at http://ADDR/metrics (port 0: a free port).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// Bound on the event log (`gust events`); 0 turns it off.
+        #[arg(long, value_parser = parse_size, default_value = "16MiB")]
+        events_cap: u64,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -108,6 +112,9 @@ enum Cmd {
     /// Find files as GNU find does, evaluated by all daemons in parallel:
     /// gust find PATH [-name GLOB] [-type f|d|l] [-size [+-]N[ckMG]] [-newer FILE] [-mmin [+-]N]
     Find(find::FindArgs),
+    /// Namespace changes as JSON lines with inotify's names, merged from all daemons:
+    /// gust events [--follow] [--since CURSOR] [PREFIX]
+    Events(events::EventsArgs),
     /// Copy between a local (parallel) file system and GustFS, in parallel.
     Stage(stage::StageArgs),
     /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
@@ -130,19 +137,29 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init();
     let r = match cli.cmd {
-        Cmd::Daemon { rootdir, mountdir, hosts_file, listen, chunk_size, clean_rootdir, id, check_parent, metrics } => {
-            gust_daemon::run(gust_daemon::DaemonConfig {
-                rootdir,
-                mountdir,
-                hosts_file,
-                listen,
-                chunk_size_bytes: chunk_size,
-                clean_rootdir,
-                id,
-                check_parent,
-                metrics_listen: metrics,
-            })
-        }
+        Cmd::Daemon {
+            rootdir,
+            mountdir,
+            hosts_file,
+            listen,
+            chunk_size,
+            clean_rootdir,
+            id,
+            check_parent,
+            metrics,
+            events_cap,
+        } => gust_daemon::run(gust_daemon::DaemonConfig {
+            rootdir,
+            mountdir,
+            hosts_file,
+            listen,
+            chunk_size_bytes: chunk_size,
+            clean_rootdir,
+            id,
+            check_parent,
+            metrics_listen: metrics,
+            events_cap_bytes: events_cap as usize,
+        }),
         Cmd::Start(a) => instance::start(a),
         Cmd::Stop(a) => instance::stop(a),
         Cmd::Status(a) => instance::status(a),
@@ -150,6 +167,7 @@ fn main() -> ExitCode {
         Cmd::Ls { path, inst } => instance::ls(inst, &path),
         Cmd::Cat { path, inst } => instance::cat(inst, &path),
         Cmd::Find(a) => find::run(a),
+        Cmd::Events(a) => events::run(a),
         Cmd::Stage(a) => stage::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Run(a) => run::run(a),

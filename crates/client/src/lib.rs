@@ -18,11 +18,12 @@
 //! daemons a request goes to; the one way to ask several), `open_files` (the
 //! descriptor table), `data` (read, write, truncate, sync), `namespace` (lookups,
 //! create, remove, attributes), `readdir` (listings), `rename`, `find` (queries the
-//! daemons evaluate), `status` (capacity, daemon counters), `rpc` (connections and
+//! daemons evaluate), `events` (the daemons' event logs), `status` (capacity, daemon counters), `rpc` (connections and
 //! framing).
 
 mod data;
 mod error;
+mod events;
 mod find;
 mod namespace;
 mod open_files;
@@ -42,8 +43,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub use error::{Errno, Result};
+pub use events::EventsPage;
 pub use gust_proto::path;
-pub use gust_proto::{Cmp, DaemonMetrics, DaemonStats, DirEntry, FileKind as Kind, FindQuery, OpMetrics, Record};
+pub use gust_proto::{
+    Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
+};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
@@ -139,6 +143,10 @@ impl Client {
     }
     pub fn daemon_count(&self) -> u32 {
         self.dist.daemon_count()
+    }
+    /// The prefix under which front ends show this instance's paths.
+    pub fn mountdir(&self) -> &str {
+        &self.hosts.mountdir
     }
     pub fn chunk_size_bytes(&self) -> u64 {
         self.chunk_size

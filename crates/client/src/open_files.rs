@@ -12,6 +12,7 @@ use crate::stat::Stat;
 use crate::{Client, Errno, Result};
 use gust_proto::{path, FileKind, Request, Response};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Bound on the open-file table of one client. An entry costs about 100 bytes plus
@@ -28,11 +29,21 @@ pub(crate) struct OpenFile {
     pub(crate) kind: FileKind,
     pub(crate) flags: i32,
     pub(crate) offset: Mutex<u64>,
+    /// Data was written through this description: its last close is reported to
+    /// the path's daemon (IN_CLOSE_WRITE of `gust events`).
+    pub(crate) written: AtomicBool,
 }
 
 impl OpenFile {
     fn new(path: String, file_id: u128, kind: FileKind, flags: i32) -> OpenFile {
-        OpenFile { path: RwLock::new(path), file_id, kind, flags, offset: Mutex::new(0) }
+        OpenFile {
+            path: RwLock::new(path),
+            file_id,
+            kind,
+            flags,
+            offset: Mutex::new(0),
+            written: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn path(&self) -> String {
@@ -75,8 +86,8 @@ impl FdTable {
         self.files.read().unwrap().get(&fd).cloned().ok_or(Errno(libc::EBADF))
     }
 
-    fn remove(&self, fd: i32) -> Result<()> {
-        self.files.write().unwrap().remove(&fd).map(|_| ()).ok_or(Errno(libc::EBADF))
+    fn remove(&self, fd: i32) -> Result<Arc<OpenFile>> {
+        self.files.write().unwrap().remove(&fd).ok_or(Errno(libc::EBADF))
     }
 
     /// Descriptors open on `old` (or below it) follow its rename to `new`, as POSIX
@@ -176,8 +187,16 @@ impl Client {
         self.files.get(fd)
     }
 
+    /// Releases a descriptor. The last close of a description that wrote data
+    /// costs one RPC: the path's daemon records IN_CLOSE_WRITE for `gust events`
+    /// (best effort: the close succeeds whatever that daemon answers).
     pub fn close(&self, fd: i32) -> Result<()> {
-        self.files.remove(fd)
+        let f = self.files.remove(fd)?;
+        if f.written.load(Ordering::Relaxed) && Arc::strong_count(&f) == 1 {
+            let path = f.path();
+            let _ = self.transport.call(self.md_daemon(&path), Request::CloseWrite { path });
+        }
+        Ok(())
     }
 
     /// A new descriptor sharing the open file description (offset, flags) of `fd`.
@@ -213,7 +232,7 @@ mod tests {
         assert_eq!(t.insert(t.get(3).unwrap()), Ok(7), "a closed descriptor makes room");
         assert!(Arc::ptr_eq(&t.get(3).unwrap(), &t.get(7).unwrap()), "a dup shares the description");
         assert_eq!(t.insert(file()), Err(Errno(libc::EMFILE)));
-        assert_eq!(t.remove(9), Err(Errno(libc::EBADF)));
+        assert_eq!(t.remove(9).err(), Some(Errno(libc::EBADF)));
         assert_eq!(t.get(9).err(), Some(Errno(libc::EBADF)));
     }
 

@@ -9,8 +9,9 @@ use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
-    DirEntry, Reply, Request, Response, Span, FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, PATH_BYTES_MAX,
-    READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
+    FIND_SCAN_PAGE_KEYS_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX,
+    SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -45,7 +46,8 @@ fn dir_of(req: &Request) -> Option<&str> {
         | Request::UpdateSize { path, .. }
         | Request::Truncate { path, .. }
         | Request::SetAttr { path, .. }
-        | Request::PutRecord { path, .. } => Some(parent_of(path)),
+        | Request::PutRecord { path, .. }
+        | Request::CloseWrite { path } => Some(parent_of(path)),
         Request::ReadDir { dir, .. } | Request::HasChildren { dir } => Some(dir),
         _ => None,
     }
@@ -87,7 +89,12 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             if record.target.len() > PATH_BYTES_MAX {
                 return Err(libc::ENAMETOOLONG);
             }
-            md.create(&path, &record, exclusive).map(Response::Record)
+            let r = md.create(&path, &record, exclusive)?;
+            // Without `exclusive` an existing record comes back: no creation then.
+            if r == record {
+                state.events.record(EventKind::Create, &path, r.file_id, r.kind == FileKind::Dir);
+            }
+            Ok(Response::Record(r))
         }
         Request::Stat { path } => {
             validate_path(&path)?;
@@ -95,7 +102,9 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::Remove { path, kind } => {
             validate_path(&path)?;
-            md.remove(&path, kind == gust_proto::RemoveKind::Dir).map(Response::Record)
+            let r = md.remove(&path, kind == gust_proto::RemoveKind::Dir)?;
+            state.events.record(EventKind::Delete, &path, r.file_id, r.kind == FileKind::Dir);
+            Ok(Response::Record(r))
         }
         Request::UpdateSize { path, file_id, end, append_len, mtime_ns } => {
             validate_path(&path)?;
@@ -103,18 +112,24 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::Truncate { path, size, mtime_ns } => {
             validate_path(&path)?;
-            md.truncate(&path, size, mtime_ns).map(Response::Record)
+            let r = md.truncate(&path, size, mtime_ns)?;
+            state.events.record(EventKind::Modify, &path, r.file_id, false);
+            Ok(Response::Record(r))
         }
         Request::SetAttr { path, mode, atime_ns, mtime_ns, ctime_ns } => {
             validate_path(&path)?;
-            md.set_attr(&path, mode, atime_ns, mtime_ns, ctime_ns).map(Response::Record)
+            let r = md.set_attr(&path, mode, atime_ns, mtime_ns, ctime_ns)?;
+            state.events.record(EventKind::Attrib, &path, r.file_id, r.kind == FileKind::Dir);
+            Ok(Response::Record(r))
         }
         Request::PutRecord { path, record, replace } => {
             validate_path(&path)?;
             if record.target.len() > PATH_BYTES_MAX {
                 return Err(libc::ENAMETOOLONG);
             }
-            md.put_record(&path, &record, replace).map(Response::MaybeRecord)
+            let old = md.put_record(&path, &record, replace)?;
+            state.events.record(EventKind::MovedTo, &path, record.file_id, record.kind == FileKind::Dir);
+            Ok(Response::MaybeRecord(old))
         }
         Request::ReadDir { dir, after, max_entries } => {
             validate_path(&dir)?;
@@ -145,7 +160,11 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                     return Err(libc::ENAMETOOLONG);
                 }
             }
-            md.put_records(&records).map(|_| Response::Ok)
+            md.put_records(&records)?;
+            for (p, r) in &records {
+                state.events.record(EventKind::MovedTo, p, r.file_id, r.kind == FileKind::Dir);
+            }
+            Ok(Response::Ok)
         }
         Request::RemoveRecords { paths } => {
             if paths.len() > SCAN_PAGE_ENTRIES_MAX as usize {
@@ -154,7 +173,12 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             for p in &paths {
                 validate_path(p)?;
             }
-            md.remove_records(&paths).map(|_| Response::Ok)
+            md.remove_records(&paths)?;
+            // Only a directory rename removes records in batches.
+            for p in &paths {
+                state.events.record(EventKind::MovedFrom, p, 0, false);
+            }
+            Ok(Response::Ok)
         }
         Request::Write { file_id, spans } => {
             validate_spans(&spans, Some(bulk_in.len()))?;
@@ -182,6 +206,20 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::Stats => Ok(Response::Stats(state.metrics.snapshot(state.daemon_id))),
         Request::Metrics => Ok(Response::Metrics(crate::metrics::collect(state))),
+        Request::CloseWrite { path } => {
+            validate_path(&path)?;
+            let file_id = if state.events.enabled() { md.get(&path)?.map(|r| r.file_id).unwrap_or(0) } else { 0 };
+            state.events.record(EventKind::CloseWrite, &path, file_id, false);
+            Ok(Response::Ok)
+        }
+        Request::Events { after_seq, prefix, max_entries } => {
+            if prefix.len() > PATH_BYTES_MAX {
+                return Err(libc::ENAMETOOLONG);
+            }
+            let max = max_entries.clamp(1, EVENTS_PAGE_ENTRIES_MAX) as usize;
+            let (events, last_seq, first_seq, next_seq) = state.events.page(after_seq, &prefix, max);
+            Ok(Response::Events { events, last_seq, first_seq, next_seq })
+        }
         Request::Find { dir, query, after, max_entries } => {
             validate_path(&dir)?;
             if query.name.as_ref().is_some_and(|n| n.len() > FIND_PATTERN_BYTES_MAX) {

@@ -10,6 +10,7 @@
 pub mod chunks;
 pub mod dirs;
 pub mod dispatch;
+pub mod events;
 pub mod exporter;
 mod log_budget;
 pub mod metadata;
@@ -43,6 +44,8 @@ pub struct DaemonConfig {
     pub check_parent: bool,
     /// Serve Prometheus metrics on this address (`/metrics`); None: off.
     pub metrics_listen: Option<String>,
+    /// Bound on the event log's bytes (`gust events`); 0: no event log.
+    pub events_cap_bytes: usize,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -253,7 +256,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     };
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
 
-    let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret));
+    let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     server::spawn_tcp(state.clone(), tcp);
     if let Some(u) = uds {
         server::spawn_uds(state.clone(), u);

@@ -2,6 +2,7 @@
 //! counters.
 
 use crate::chunks::ChunkStore;
+use crate::events::EventLog;
 use crate::log_budget::LogBudget;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
@@ -15,6 +16,8 @@ pub struct State {
     pub chunks: ChunkStore,
     pub(crate) secret: Vec<u8>,
     pub metrics: Metrics,
+    /// Namespace changes for `gust events` (bounded; off with a cap of 0).
+    pub events: EventLog,
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
     pub(crate) refusals_logged: LogBudget,
@@ -22,7 +25,14 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(daemon_id: u32, rootdir: PathBuf, metadata: MetadataStore, chunks: ChunkStore, secret: Vec<u8>) -> Self {
+    pub fn new(
+        daemon_id: u32,
+        rootdir: PathBuf,
+        metadata: MetadataStore,
+        chunks: ChunkStore,
+        secret: Vec<u8>,
+        events_cap_bytes: usize,
+    ) -> Self {
         State {
             daemon_id,
             rootdir,
@@ -30,6 +40,7 @@ impl State {
             chunks,
             secret,
             metrics: Metrics::new(),
+            events: EventLog::new(events_cap_bytes),
             wipe_on_exit: AtomicBool::new(false),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),

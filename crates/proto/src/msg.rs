@@ -236,6 +236,14 @@ requests! {
     /// so a selective query returns short (even empty) pages with `done` false and a
     /// `last_key` to go on from, never one long request.
     39 "find" Find { dir: String, query: FindQuery, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true),
+    /// A client closed a descriptor of `path` through which it wrote: recorded as
+    /// IN_CLOSE_WRITE in the event log of the path's metadata daemon. Changes nothing
+    /// else; sent again it records a second close, which a watcher tolerates.
+    40 "close_write" CloseWrite { path: String } idempotent(true),
+    /// Events of this daemon's log with sequence numbers > `after_seq` whose path
+    /// starts with `prefix` (a path prefix: "/a" matches "/a" and "/a/...", not
+    /// "/ab"): answered with `Response::Events`.
+    41 "events" Events { after_seq: u64, prefix: String, max_entries: u32 } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -323,6 +331,48 @@ pub struct DaemonMetrics {
     pub dirs_untracked: u64,
 }
 
+/// What happened to a path, in inotify's terms (`IN_*` names in `gust events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    /// IN_CREATE (with IN_ISDIR: mkdir).
+    Create,
+    /// IN_CLOSE_WRITE: a descriptor that wrote was closed.
+    CloseWrite,
+    /// IN_DELETE (with IN_ISDIR: rmdir).
+    Delete,
+    /// IN_MOVED_FROM: a record left this path (rename). A file rename's old path is
+    /// a plain Delete at its daemon; `gust events` pairs it by file id.
+    MovedFrom,
+    /// IN_MOVED_TO: a record arrived at this path (rename).
+    MovedTo,
+    /// IN_ATTRIB: mode or times set.
+    Attrib,
+    /// IN_MODIFY: truncated.
+    Modify,
+}
+
+/// One entry of a daemon's event log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Per daemon, from 1, without gaps: a consumer's cursor.
+    pub seq: u64,
+    /// When the daemon recorded it (ns since the epoch, the daemon's clock).
+    pub time_ns: i64,
+    pub kind: EventKind,
+    pub is_dir: bool,
+    pub path: String,
+    /// The record's file id (pairs a rename's two halves).
+    pub file_id: u128,
+}
+
+/// Bound on the events of one Events reply, and on their counted bytes (path +
+/// `EVENT_OVERHEAD_BYTES` each).
+pub const EVENTS_PAGE_ENTRIES_MAX: u32 = 4096;
+pub const EVENTS_PAGE_BYTES_MAX: usize = 512 * 1024;
+/// Bytes counted per event besides its path: its encoding takes 53 (path length,
+/// seq, time, kind, is_dir, file id).
+pub const EVENT_OVERHEAD_BYTES: usize = 64;
+
 /// A daemon's answer. Unlike a request, a response is encoded with its bincode
 /// variant tag (u32), which is this declaration order, 0-based: add new variants at
 /// the end only. The golden tests below pin every tag.
@@ -357,6 +407,16 @@ pub enum Response {
     },
     Stats(DaemonStats),
     Metrics(DaemonMetrics),
+    /// A page of the event log: the events, the last sequence number examined (the
+    /// cursor to ask after next time), the oldest sequence number still held (events
+    /// after the cursor but before it were dropped: the log is bounded) and the next
+    /// sequence number to be given. `first_seq` = `next_seq` means an empty log.
+    Events {
+        events: Vec<Event>,
+        last_seq: u64,
+        first_seq: u64,
+        next_seq: u64,
+    },
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -516,6 +576,11 @@ mod tests {
                  0900000000000000  00  07000000"
                     .into(),
             ),
+            (Request::CloseWrite { path: "/a".into() }, "28000000  0200000000000000 2f61".into()),
+            (
+                Request::Events { after_seq: 5, prefix: "/a".into(), max_entries: 7 },
+                "29000000  0500000000000000  0200000000000000 2f61  07000000".into(),
+            ),
         ]
     }
 
@@ -566,6 +631,8 @@ mod tests {
                 (21, "shutdown", true),
                 (38, "metrics", true),
                 (39, "find", true),
+                (40, "close_write", true),
+                (41, "events", true),
             ]
         );
         for (code, name) in OPS {
@@ -573,7 +640,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 39);
+        assert_eq!(OP_MAX, 41);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -659,6 +726,27 @@ mod tests {
                      0500000000000000 0600000000000000 0700000000000000 0000000000000000 0800000000000000 \
                      0900000000000000 0a00000000000000 0b00000000000000 0c00000000000000 0d00000000000000  \
                      0100000000000000 0100000000000000 2f 0300000000000000  0000000000000000"
+                ),
+            ),
+            (
+                Ok(Response::Events {
+                    events: vec![Event {
+                        seq: 3,
+                        time_ns: 4,
+                        kind: EventKind::CloseWrite,
+                        is_dir: false,
+                        path: "/a".into(),
+                        file_id: 7,
+                    }],
+                    last_seq: 3,
+                    first_seq: 2,
+                    next_seq: 4,
+                }),
+                // events (seq, time, kind u32, is_dir, path, file id), last, first, next.
+                format!(
+                    "{ok} 0c000000  0100000000000000  0300000000000000 0400000000000000 01000000 00 \
+                     0200000000000000 2f61 07000000000000000000000000000000  \
+                     0300000000000000 0200000000000000 0400000000000000"
                 ),
             ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
