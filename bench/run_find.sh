@@ -6,6 +6,7 @@
 # -mmin -600 -type f (a stat per entry). Each timing is the median of RUNS runs; the
 # match counts of the three tools must agree.
 # Usage: bench/run_find.sh [files] [runs]  (results: bench/results/find-<date>-<files>.txt)
+# QUERIES="-name f1*;-name f99999*" bench/run_find.sh ... runs other queries (';'-separated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -44,7 +45,8 @@ time_of() { # command... ; prints "seconds count"
   e=$(date +%s.%N)
   echo "$(echo "$e - $s" | bc) $n"
 }
-for q in "-name f1*" "-size +4k" "-mmin -600 -type f"; do
+IFS=';' read -r -a queries <<<"${QUERIES:--name f1*;-size +4k;-mmin -600 -type f}"
+for q in "${queries[@]}"; do
   declare -A t=() n=()
   for tool in gust fuse preload; do
     times=()

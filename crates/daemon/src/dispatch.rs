@@ -226,10 +226,15 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                 return Err(libc::EINVAL);
             }
             let max = max_entries.clamp(1, SCAN_PAGE_ENTRIES_MAX) as usize;
-            let (records, last_key, done) =
-                md.scan_tree_where(&dir, after.as_deref(), max, FIND_SCAN_PAGE_KEYS_MAX as usize, |p, r| {
-                    query.matches(p, r)
-                })?;
+            let (records, last_key, done) = md.scan_tree_where(
+                &dir,
+                after.as_deref(),
+                max,
+                FIND_SCAN_PAGE_KEYS_MAX as usize,
+                // -name first, on the key alone: most keys end there.
+                |name| query.name.as_ref().is_none_or(|g| gust_proto::find::glob_match(g.as_bytes(), name)),
+                |p, r| query.matches(p, r),
+            )?;
             Ok(Response::Tree { records, last_key, done })
         }
     }

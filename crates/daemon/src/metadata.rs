@@ -470,19 +470,21 @@ impl MetadataStore {
     /// All descendants of `dir` held here, in key order, one page at a time: at most
     /// `max_entries` records and about `SCAN_PAGE_BYTES_MAX` bytes (see gust_proto).
     pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
-        self.scan_tree_where(dir, after, max_entries, usize::MAX, |_, _| true)
+        self.scan_tree_where(dir, after, max_entries, usize::MAX, |_| true, |_, _| true)
     }
 
     /// The descendants of `dir` held here for which `keep(path, record)` holds, one
     /// page at a time: as `scan_tree`, and besides the page stops after `max_keys`
     /// keys examined (matching or not), with `last_key` the last one examined, so a
-    /// query that matches little still answers in bounded time.
+    /// query that matches little still answers in bounded time. `keep_name` sees the
+    /// last path component first, before the record is decoded and the path built.
     pub fn scan_tree_where(
         &self,
         dir: &str,
         after: Option<&[u8]>,
         max_entries: usize,
         max_keys: usize,
+        keep_name: impl Fn(&[u8]) -> bool,
         keep: impl Fn(&str, &Record) -> bool,
     ) -> Res<TreePage> {
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
@@ -515,12 +517,16 @@ impl MetadataStore {
             ro.set_iterate_upper_bound(hi.clone());
             for item in self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro) {
                 let (k, v) = item.map_err(Self::db_err)?;
-                let Some(rec) = decode_checked(&k, &v)? else { continue };
                 if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX || examined >= max_keys {
                     return Ok((out, last, false));
                 }
                 examined += 1;
                 last = Some(k.to_vec());
+                let name = k.iter().position(|&b| b == 0).map(|z| &k[z + 1..]).unwrap_or_default();
+                if !keep_name(name) {
+                    continue;
+                }
+                let Some(rec) = decode_checked(&k, &v)? else { continue };
                 let Some(p) = path_of(&k) else { continue };
                 if !keep(&p, &rec) {
                     continue;
