@@ -7,7 +7,7 @@
 # rate of each, their ratio, and the geometric mean of the per-round ratios. The
 # stat and read phases record no events: their ratios show the noise. Sizes 0 (no close_write RPC) and 4 KiB (each
 # file written, so each close sends close_write).
-# Usage: bench/run_events_cost.sh [rounds] [files]  (results: bench/results/events-cost-<date>.txt)
+# Usage: [SIZES="0 4096"] bench/run_events_cost.sh [rounds] [files]  (results: bench/results/events-cost-<date>.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -35,7 +35,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
   echo "# $(uptime)"
   printf '%-6s %-8s %12s %12s %8s %8s\n' size phase events-on events-off on/off paired
 } | tee "$out"
-for size in 0 4096; do
+for size in ${SIZES:-0 4096}; do
   : > "$base/on.txt"
   : > "$base/off.txt"
   for r in $(seq "$rounds"); do
