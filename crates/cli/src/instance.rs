@@ -503,3 +503,17 @@ pub fn cat(a: InstanceArgs, path: &str) -> Result<(), String> {
     let _ = c.close(fd);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_addresses_per_daemon() {
+        assert_eq!(metrics_addr("127.0.0.1:9400", 3).unwrap(), "127.0.0.1:9403");
+        assert_eq!(metrics_addr("127.0.0.1:0", 3).unwrap(), "127.0.0.1:0");
+        assert_eq!(metrics_addr("[::1]:9400", 1).unwrap(), "[::1]:9401");
+        assert!(metrics_addr("127.0.0.1:65535", 1).unwrap_err().contains("past 65535"));
+        assert!(metrics_addr("localhost", 0).unwrap_err().contains("not an address"));
+    }
+}
