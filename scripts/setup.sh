@@ -3,10 +3,11 @@
 # RocksDB itself is compiled from the sources bundled with the rocksdb crate (see
 # .cargo/config.toml); it needs a C++ compiler and libclang (bindgen). The
 # multi-node tests run sshd, munge, slurmctld and slurmd on test nodes they create
-# (tests/cluster/testcluster.sh); bc is for bench/start_hosts.sh.
+# (tests/cluster/testcluster.sh); bc is for bench/start_hosts.sh; prometheus gives
+# promtool and a real Prometheus server for the metrics test (tests/tests/observe.rs).
 set -euo pipefail
 pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 python3-venv libc6-dev iproute2 util-linux
-  openssh-server openssh-client munge slurmctld slurmd slurm-client bc)
+  openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

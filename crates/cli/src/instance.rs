@@ -105,9 +105,25 @@ pub struct StartArgs {
     stall_timeout: Option<f64>,
 }
 
+
+/// Options `gust start` passes on to every daemon.
+struct DaemonOptions {
+    /// The same for every daemon, local or on nodes (`tuning_options`).
+    tuning: Vec<String>,
+    metrics: Option<String>,
+    events_cap: Option<u64>,
+}
+
 impl StartArgs {
-    /// The daemon options these arguments ask for.
-    fn daemon_options(&self) -> Vec<String> {
+    fn daemon_options(&self) -> Result<DaemonOptions, String> {
+        if let Some(m) = &self.metrics {
+            metrics_addr(m, 0)?;
+        }
+        Ok(DaemonOptions { tuning: self.tuning_options(), metrics: self.metrics.clone(), events_cap: self.events_cap })
+    }
+
+    /// Worker threads, request memory and stall timeout, as daemon arguments.
+    fn tuning_options(&self) -> Vec<String> {
         let mut v = Vec::new();
         if let Some(t) = self.threads {
             v.extend(["--threads".to_string(), t.to_string()]);
@@ -120,6 +136,32 @@ impl StartArgs {
         }
         v
     }
+}
+
+impl DaemonOptions {
+    /// The `gust daemon` arguments of daemon `id`.
+    fn args(&self, id: u32) -> Result<Vec<String>, String> {
+        let mut v = self.tuning.clone();
+        if let Some(m) = &self.metrics {
+            v.extend(["--metrics".to_string(), metrics_addr(m, id)?]);
+        }
+        if let Some(c) = self.events_cap {
+            v.extend(["--events-cap".to_string(), c.to_string()]);
+        }
+        Ok(v)
+    }
+}
+
+/// The metrics address of daemon `id` for `gust start --metrics ADDR`.
+fn metrics_addr(base: &str, id: u32) -> Result<String, String> {
+    let a: std::net::SocketAddr =
+        base.parse().map_err(|_| format!("--metrics {base}: not an address (use IP:PORT, e.g. 127.0.0.1:9400)"))?;
+    if a.port() == 0 {
+        return Ok(a.to_string());
+    }
+    let port = u16::try_from(a.port() as u32 + id)
+        .map_err(|_| format!("--metrics {base}: port {} + {id} is past 65535", a.port()))?;
+    Ok(std::net::SocketAddr::new(a.ip(), port).to_string())
 }
 
 /// Creates a directory (and missing parents) with mode 0700; an existing one is left
@@ -138,8 +180,8 @@ fn tail(path: &Path, lines: usize) -> String {
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        if a.hosts_file.is_some() || a.restart || a.force {
-            return Err("--hosts-file, --restart and --force are for --local instances".into());
+        if a.hosts_file.is_some() || a.restart || a.force || a.metrics.is_some() || a.events_cap.is_some() {
+            return Err("--hosts-file, --restart, --force, --metrics and --events-cap are for --local instances".into());
         }
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
@@ -149,7 +191,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             check_parent: a.check_parent,
             port: a.port,
             timeout_s: a.timeout,
-            daemon_options: a.daemon_options(),
+            daemon_options: a.tuning_options(),
         };
         return crate::cluster::start(&a.cluster, common);
     }
@@ -208,7 +250,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 ));
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
-            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options());
+            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options()?);
         }
         if !a.force {
             return Err(format!(
@@ -266,7 +308,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         };
         plan.push((i, droot, listen));
     }
-    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, &a.daemon_options())
+    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, &a.daemon_options()?)
 }
 
 /// Starts one daemon per (id, root directory, listen address), detached, each logging
@@ -278,7 +320,7 @@ fn launch(
     log_dir: &Path,
     timeout_s: u64,
     fresh_logs: bool,
-    daemon_options: &[String],
+    options: &DaemonOptions,
 ) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
     let mut children = Vec::new();
@@ -308,7 +350,7 @@ fn launch(
             .arg(listen)
             .arg("--id")
             .arg(i.to_string())
-            .args(daemon_options)
+            .args(options.args(*i)?)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);
@@ -399,10 +441,23 @@ pub struct StopArgs {
     /// Keep the daemons' root directories (data and metadata) and the hosts file.
     #[arg(long)]
     keep: bool,
+    /// Before stopping, write the job's I/O statistics to FILE as JSON (operations
+    /// and bytes by type, per daemon, busiest directories) and print a summary.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
 }
 
 pub fn stop(a: StopArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
+    if let Some(file) = &a.stats {
+        let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
+        let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
+        let v = crate::stats::job_stats(&h, &crate::stats::gather(&c, &h));
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n";
+        fs::write(file, text).map_err(|e| format!("cannot write statistics to {}: {e}", file.display()))?;
+        crate::stats::print_summary(&v);
+        eprintln!("gust: statistics written to {}", file.display());
+    }
     let r = gust_launch::stop::stop(&p, a.keep, Duration::from_secs(10))?;
     for (id, host, why) in &r.unreachable {
         eprintln!("gust: daemon {id} on {host} did not answer ({why}); its files on {host} may remain");
@@ -427,36 +482,7 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
         h.mountdir,
         p.display()
     );
-    println!(
-        "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
-        "id", "host", "address", "pid", "state", "requests", "creates", "stats", "used", "free"
-    );
-    let mut down = 0;
-    for d in &h.daemons {
-        match (c.daemon_stats(d.id), c.daemon_statfs(d.id)) {
-            (Ok(s), Ok(fs)) => {
-                let total: u64 = s.ops.iter().map(|x| x.1).sum();
-                let get = |n: &str| s.ops.iter().find(|x| x.0 == n).map(|x| x.1).unwrap_or(0);
-                println!(
-                    "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>12} {:>12}",
-                    d.id,
-                    d.host,
-                    d.tcp_addr(),
-                    d.pid,
-                    "up",
-                    total,
-                    get("create"),
-                    get("stat"),
-                    human(fs.total_bytes - fs.free_bytes),
-                    human(fs.avail_bytes)
-                );
-            }
-            _ => {
-                down += 1;
-                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr(), d.pid, "DOWN");
-            }
-        }
-    }
+    let down = crate::stats::print_status(&h, &crate::stats::gather(&c, &h));
     if down > 0 {
         return Err(format!("{down} daemon(s) not answering"));
     }
@@ -501,4 +527,18 @@ pub fn cat(a: InstanceArgs, path: &str) -> Result<(), String> {
     }
     let _ = c.close(fd);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_addresses_per_daemon() {
+        assert_eq!(metrics_addr("127.0.0.1:9400", 3).unwrap(), "127.0.0.1:9403");
+        assert_eq!(metrics_addr("127.0.0.1:0", 3).unwrap(), "127.0.0.1:0");
+        assert_eq!(metrics_addr("[::1]:9400", 1).unwrap(), "[::1]:9401");
+        assert!(metrics_addr("127.0.0.1:65535", 1).unwrap_err().contains("past 65535"));
+        assert!(metrics_addr("localhost", 0).unwrap_err().contains("not an address"));
+    }
 }

@@ -2,12 +2,15 @@
 
 mod bench;
 mod cluster;
+mod events;
+mod find;
 mod instance;
 mod logging;
 mod mount;
 mod probe;
 mod run;
 mod stage;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -89,6 +92,12 @@ enum Cmd {
         /// by its client, before the connection is closed (default 60).
         #[arg(long)]
         stall_timeout: Option<f64>,
+        /// Serve Prometheus metrics at http://ADDR/metrics (port 0: a free port).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
+        /// Bound on the event log (`gust events`); 0 turns it off.
+        #[arg(long, value_parser = parse_size, default_value = "16MiB")]
+        events_cap: u64,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -111,6 +120,12 @@ enum Cmd {
         #[command(flatten)]
         inst: instance::InstanceArgs,
     },
+    /// Find files as GNU find does, evaluated by all daemons in parallel:
+    /// gust find PATH [-name GLOB] [-type f|d|l] [-size [+-]N[ckMG]] [-newer FILE] [-mmin [+-]N]
+    Find(find::FindArgs),
+    /// Namespace changes as JSON lines with inotify's names, merged from all daemons:
+    /// gust events [--follow] [--since CURSOR] [PREFIX]
+    Events(events::EventsArgs),
     /// Copy between a local (parallel) file system and GustFS, in parallel.
     Stage(stage::StageArgs),
     /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
@@ -145,6 +160,8 @@ fn main() -> ExitCode {
             threads,
             request_memory,
             stall_timeout,
+            metrics,
+            events_cap,
         } => {
             let defaults = gust_daemon::server::ServerOptions::default();
             let server = gust_daemon::server::ServerOptions {
@@ -164,6 +181,8 @@ fn main() -> ExitCode {
                 clean_rootdir,
                 id,
                 check_parent,
+                metrics_listen: metrics,
+                events_cap_bytes: events_cap as usize,
             })
         }
         Cmd::Start(a) => instance::start(a),
@@ -172,6 +191,8 @@ fn main() -> ExitCode {
         Cmd::Env(a) => instance::env(a),
         Cmd::Ls { path, inst } => instance::ls(inst, &path),
         Cmd::Cat { path, inst } => instance::cat(inst, &path),
+        Cmd::Find(a) => find::run(a),
+        Cmd::Events(a) => events::run(a),
         Cmd::Stage(a) => stage::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Run(a) => run::run(a),

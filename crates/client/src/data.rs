@@ -138,6 +138,9 @@ impl Client {
     /// Returns (offset written at, bytes written).
     fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
+        if !buf.is_empty() {
+            f.written.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         // One snapshot of the path for the whole write: a rename through this
         // client meanwhile cannot split its requests between two names.
         let path = f.path();

@@ -18,12 +18,15 @@
 //! and access's checks), `error` and `stat` (what calls return), `routing` (which
 //! daemons a request goes to; the one way to ask several), `open_files` (the
 //! descriptor table), `data` (read, write, truncate, sync), `namespace` (lookups,
-//! create, remove, attributes), `readdir` (listings), `rename`, `status` (capacity,
-//! daemon counters), `rpc` (connections and framing).
+//! create, remove, attributes), `readdir` (listings), `rename`, `find` (queries the
+//! daemons evaluate), `events` (the daemons' event logs), `status` (capacity, daemon counters), `rpc` (connections and
+//! framing).
 
 mod credentials;
 mod data;
 mod error;
+mod events;
+mod find;
 mod namespace;
 mod open_files;
 mod readdir;
@@ -43,8 +46,11 @@ use std::time::Duration;
 
 pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
+pub use events::EventsPage;
 pub use gust_proto::path;
-pub use gust_proto::{DaemonStats, DirEntry, FileKind as Kind, Record};
+pub use gust_proto::{
+    Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
+};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
@@ -140,6 +146,10 @@ impl Client {
     }
     pub fn daemon_count(&self) -> u32 {
         self.dist.daemon_count()
+    }
+    /// The prefix under which front ends show this instance's paths.
+    pub fn mountdir(&self) -> &str {
+        &self.hosts.mountdir
     }
     pub fn chunk_size_bytes(&self) -> u64 {
         self.chunk_size

@@ -12,6 +12,7 @@ use crate::stat::Stat;
 use crate::{Client, Errno, Result};
 use gust_proto::{path, FileKind, Request, Response};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Bound on the open-file table of one client. An entry costs about 100 bytes plus
@@ -32,6 +33,9 @@ pub(crate) struct OpenFile {
     /// a caller without privilege opened for writing a file that has them (Linux
     /// clears them on such a write; see `Client::open_stat`).
     pub(crate) clear_set_id: Mutex<Option<u32>>,
+    /// Data was written through this description: its last close is reported to
+    /// the path's daemon (IN_CLOSE_WRITE of `gust events`).
+    pub(crate) written: AtomicBool,
 }
 
 impl OpenFile {
@@ -43,6 +47,7 @@ impl OpenFile {
             flags,
             offset: Mutex::new(0),
             clear_set_id: Mutex::new(None),
+            written: AtomicBool::new(false),
         }
     }
 
@@ -86,8 +91,8 @@ impl FdTable {
         self.files.read().unwrap().get(&fd).cloned().ok_or(Errno(libc::EBADF))
     }
 
-    fn remove(&self, fd: i32) -> Result<()> {
-        self.files.write().unwrap().remove(&fd).map(|_| ()).ok_or(Errno(libc::EBADF))
+    fn remove(&self, fd: i32) -> Result<Arc<OpenFile>> {
+        self.files.write().unwrap().remove(&fd).ok_or(Errno(libc::EBADF))
     }
 
     /// Descriptors open on `old` (or below it) follow its rename to `new`, as POSIX
@@ -203,8 +208,16 @@ impl Client {
         self.files.get(fd)
     }
 
+    /// Releases a descriptor. The last close of a description that wrote data
+    /// costs one RPC: the path's daemon records IN_CLOSE_WRITE for `gust events`
+    /// (best effort: the close succeeds whatever that daemon answers).
     pub fn close(&self, fd: i32) -> Result<()> {
-        self.files.remove(fd)
+        let f = self.files.remove(fd)?;
+        if f.written.load(Ordering::Relaxed) && Arc::strong_count(&f) == 1 {
+            let path = f.path();
+            let _ = self.transport.call(self.md_daemon(&path), Request::CloseWrite { path });
+        }
+        Ok(())
     }
 
     /// A new descriptor sharing the open file description (offset, flags) of `fd`.
@@ -240,7 +253,7 @@ mod tests {
         assert_eq!(t.insert(t.get(3).unwrap()), Ok(7), "a closed descriptor makes room");
         assert!(Arc::ptr_eq(&t.get(3).unwrap(), &t.get(7).unwrap()), "a dup shares the description");
         assert_eq!(t.insert(file()), Err(Errno(libc::EMFILE)));
-        assert_eq!(t.remove(9), Err(Errno(libc::EBADF)));
+        assert_eq!(t.remove(9).err(), Some(Errno(libc::EBADF)));
         assert_eq!(t.get(9).err(), Some(Errno(libc::EBADF)));
     }
 

@@ -5,7 +5,7 @@
 
 use crate::error::unexpected;
 use crate::stat::StatFs;
-use crate::{Client, DaemonStats, Result};
+use crate::{Client, DaemonMetrics, DaemonStats, Result};
 use gust_proto::{Request, Response};
 
 impl Client {
@@ -36,6 +36,15 @@ impl Client {
     pub fn daemon_stats(&self, daemon: u32) -> Result<DaemonStats> {
         match self.transport.call(daemon, Request::Stats)? {
             Response::Stats(s) => Ok(s),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Everything one daemon counts: ops with latencies and errors, bytes, store
+    /// sizes, capacity, busiest directories.
+    pub fn daemon_metrics(&self, daemon: u32) -> Result<DaemonMetrics> {
+        match self.transport.call(daemon, Request::Metrics)? {
+            Response::Metrics(m) => Ok(m),
             r => Err(unexpected(r)),
         }
     }

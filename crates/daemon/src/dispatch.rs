@@ -2,17 +2,19 @@
 //!
 //! Checks what a peer sent (paths, spans, batch sizes) before anything reaches a
 //! store; a malformed request gets an errno, never a panic. Connection handling,
-//! framing and the handshake live in `server`; counters in `metrics`.
+//! framing and the handshake live in `server`; counters in `metrics`, which `handle`
+//! feeds with each request's latency, errno and directory.
 
 use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
-    DirEntry, Reply, Request, Response, Span, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
-    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
+    FIND_SCAN_PAGE_KEYS_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX,
+    SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     if spans.len() > SPANS_PER_REQUEST_MAX {
@@ -34,7 +36,36 @@ fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     Ok(total)
 }
 
+/// The directory a metadata request counts for in the busiest-directories table.
+fn dir_of(req: &Request) -> Option<&str> {
+    use crate::dirs::parent_of;
+    match req {
+        Request::Create { path, .. }
+        | Request::Stat { path }
+        | Request::Remove { path, .. }
+        | Request::UpdateSize { path, .. }
+        | Request::Truncate { path, .. }
+        | Request::SetAttr { path, .. }
+        | Request::PutRecord { path, .. }
+        | Request::CloseWrite { path } => Some(parent_of(path)),
+        Request::ReadDir { dir, .. } | Request::HasChildren { dir } => Some(dir),
+        _ => None,
+    }
+}
+
+/// Serves one request and counts it: its latency, its errno if any, its directory.
 pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
+    let started = Instant::now();
+    let op = req.op();
+    if let Some(d) = dir_of(&req) {
+        state.metrics.dirs.note(d);
+    }
+    let reply = serve(state, req, bulk_in, bulk_out);
+    state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
+    reply
+}
+
+fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
     match req {
         Request::Ping => Ok(Response::Ok),
@@ -58,7 +89,12 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             if record.target.len() > PATH_BYTES_MAX {
                 return Err(libc::ENAMETOOLONG);
             }
-            md.create(&path, &record, exclusive).map(Response::Record)
+            let r = md.create(&path, &record, exclusive)?;
+            // Without `exclusive` an existing record comes back: no creation then.
+            if r == record {
+                state.events.record(EventKind::Create, &path, r.file_id, r.kind == FileKind::Dir);
+            }
+            Ok(Response::Record(r))
         }
         Request::Stat { path } => {
             validate_path(&path)?;
@@ -66,7 +102,9 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
         }
         Request::Remove { path, kind } => {
             validate_path(&path)?;
-            md.remove(&path, kind == gust_proto::RemoveKind::Dir).map(Response::Record)
+            let r = md.remove(&path, kind == gust_proto::RemoveKind::Dir)?;
+            state.events.record(EventKind::Delete, &path, r.file_id, r.kind == FileKind::Dir);
+            Ok(Response::Record(r))
         }
         Request::UpdateSize { path, file_id, end, append_len, mtime_ns } => {
             validate_path(&path)?;
@@ -74,11 +112,15 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
         }
         Request::Truncate { path, size, mtime_ns } => {
             validate_path(&path)?;
-            md.truncate(&path, size, mtime_ns).map(Response::Record)
+            let r = md.truncate(&path, size, mtime_ns)?;
+            state.events.record(EventKind::Modify, &path, r.file_id, false);
+            Ok(Response::Record(r))
         }
         Request::SetAttr { path, mode, atime_ns, mtime_ns, ctime_ns } => {
             validate_path(&path)?;
-            md.set_attr(&path, mode, atime_ns, mtime_ns, ctime_ns).map(Response::Record)
+            let r = md.set_attr(&path, mode, atime_ns, mtime_ns, ctime_ns)?;
+            state.events.record(EventKind::Attrib, &path, r.file_id, r.kind == FileKind::Dir);
+            Ok(Response::Record(r))
         }
         Request::SetOwner { path, uid, gid, ctime_ns } => {
             validate_path(&path)?;
@@ -93,7 +135,9 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             if record.target.len() > PATH_BYTES_MAX {
                 return Err(libc::ENAMETOOLONG);
             }
-            md.put_record(&path, &record, replace).map(Response::MaybeRecord)
+            let old = md.put_record(&path, &record, replace)?;
+            state.events.record(EventKind::MovedTo, &path, record.file_id, record.kind == FileKind::Dir);
+            Ok(Response::MaybeRecord(old))
         }
         Request::ReadDir { dir, after, max_entries } => {
             validate_path(&dir)?;
@@ -124,7 +168,11 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
                     return Err(libc::ENAMETOOLONG);
                 }
             }
-            md.put_records(&records).map(|_| Response::Ok)
+            md.put_records(&records)?;
+            for (p, r) in &records {
+                state.events.record(EventKind::MovedTo, p, r.file_id, r.kind == FileKind::Dir);
+            }
+            Ok(Response::Ok)
         }
         Request::RemoveRecords { paths } => {
             if paths.len() > SCAN_PAGE_ENTRIES_MAX as usize {
@@ -133,7 +181,12 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             for p in &paths {
                 validate_path(p)?;
             }
-            md.remove_records(&paths).map(|_| Response::Ok)
+            md.remove_records(&paths)?;
+            // Only a directory rename removes records in batches.
+            for p in &paths {
+                state.events.record(EventKind::MovedFrom, p, 0, false);
+            }
+            Ok(Response::Ok)
         }
         Request::Write { file_id, spans } => {
             validate_spans(&spans, Some(bulk_in.len()))?;
@@ -156,20 +209,41 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             md.sync().map(|_| Response::Ok)
         }
         Request::StatFs => {
-            let c = std::ffi::CString::new(state.rootdir.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
-            // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
-            let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
-            if unsafe { libc::statvfs(c.as_ptr(), &mut sv) } != 0 {
-                return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-            }
-            let f = sv.f_frsize;
-            Ok(Response::StatFs {
-                total_bytes: sv.f_blocks * f,
-                free_bytes: sv.f_bfree * f,
-                avail_bytes: sv.f_bavail * f,
-                files: md.estimate_records(),
-            })
+            let (total_bytes, free_bytes, avail_bytes) = state.capacity()?;
+            Ok(Response::StatFs { total_bytes, free_bytes, avail_bytes, files: md.estimate_records() })
         }
         Request::Stats => Ok(Response::Stats(state.metrics.snapshot(state.daemon_id))),
+        Request::Metrics => Ok(Response::Metrics(crate::metrics::collect(state))),
+        Request::CloseWrite { path } => {
+            validate_path(&path)?;
+            let file_id = if state.events.enabled() { md.get(&path)?.map(|r| r.file_id).unwrap_or(0) } else { 0 };
+            state.events.record(EventKind::CloseWrite, &path, file_id, false);
+            Ok(Response::Ok)
+        }
+        Request::Events { after_seq, prefix, max_entries } => {
+            if prefix.len() > PATH_BYTES_MAX {
+                return Err(libc::ENAMETOOLONG);
+            }
+            let max = max_entries.clamp(1, EVENTS_PAGE_ENTRIES_MAX) as usize;
+            let (events, last_seq, first_seq, next_seq) = state.events.page(after_seq, &prefix, max);
+            Ok(Response::Events { events, last_seq, first_seq, next_seq })
+        }
+        Request::Find { dir, query, after, max_entries } => {
+            validate_path(&dir)?;
+            if query.name.as_ref().is_some_and(|n| n.len() > FIND_PATTERN_BYTES_MAX) {
+                return Err(libc::EINVAL);
+            }
+            let max = max_entries.clamp(1, SCAN_PAGE_ENTRIES_MAX) as usize;
+            let (records, last_key, done) = md.scan_tree_where(
+                &dir,
+                after.as_deref(),
+                max,
+                FIND_SCAN_PAGE_KEYS_MAX as usize,
+                // -name first, on the key alone: most keys end there.
+                |name| query.name.as_ref().is_none_or(|g| gust_proto::find::glob_match(g.as_bytes(), name)),
+                |p, r| query.matches(p, r),
+            )?;
+            Ok(Response::Tree { records, last_key, done })
+        }
     }
 }

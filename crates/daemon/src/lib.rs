@@ -8,7 +8,10 @@
 //! Not for: placement (gust-placement), client-side logic (gust-client).
 
 pub mod chunks;
+pub mod dirs;
 pub mod dispatch;
+pub mod events;
+pub mod exporter;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;
@@ -40,6 +43,10 @@ pub struct DaemonConfig {
     pub check_parent: bool,
     /// Worker threads and the request memory bound.
     pub server: server::ServerOptions,
+    /// Serve Prometheus metrics on this address (`/metrics`); None: off.
+    pub metrics_listen: Option<String>,
+    /// Bound on the event log's bytes (`gust events`); 0: no event log.
+    pub events_cap_bytes: usize,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -250,10 +257,14 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     };
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
 
-    let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret));
+    let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).collect();
     ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
+    if let Some(addr) = &cfg.metrics_listen {
+        let bound = exporter::spawn(state.clone(), addr)?;
+        tracing::info!("daemon {daemon_id}: Prometheus metrics on http://{bound}/metrics");
+    }
     tracing::info!(
         "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes, \
          {} worker threads, up to {} connections (descriptor limit {fds})",

@@ -574,6 +574,23 @@ impl MetadataStore {
     /// All descendants of `dir` held here, in key order, one page at a time: at most
     /// `max_entries` records and about `SCAN_PAGE_BYTES_MAX` bytes (see gust_proto).
     pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
+        self.scan_tree_where(dir, after, max_entries, usize::MAX, |_| true, |_, _| true)
+    }
+
+    /// The descendants of `dir` held here for which `keep(path, record)` holds, one
+    /// page at a time: as `scan_tree`, and besides the page stops after `max_keys`
+    /// keys examined (matching or not), with `last_key` the last one examined, so a
+    /// query that matches little still answers in bounded time. `keep_name` sees the
+    /// last path component first, before the record is decoded and the path built.
+    pub fn scan_tree_where(
+        &self,
+        dir: &str,
+        after: Option<&[u8]>,
+        max_entries: usize,
+        max_keys: usize,
+        keep_name: impl Fn(&[u8]) -> bool,
+        keep: impl Fn(&str, &Record) -> bool,
+    ) -> Res<TreePage> {
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
         // For the root every key is a descendant.
         let ranges: Vec<(Vec<u8>, Vec<u8>)> = if dir == "/" {
@@ -586,6 +603,7 @@ impl MetadataStore {
         };
         let mut out = Vec::new();
         let mut bytes = 0;
+        let mut examined = 0;
         let mut last: Option<Vec<u8>> = None;
         for (lo, hi) in ranges {
             let start = match after {
@@ -603,14 +621,22 @@ impl MetadataStore {
             ro.set_iterate_upper_bound(hi.clone());
             for item in self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro) {
                 let (k, v) = item.map_err(Self::db_err)?;
-                let Some(rec) = decode_checked(&k, &v)? else { continue };
-                if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX {
+                if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX || examined >= max_keys {
                     return Ok((out, last, false));
                 }
+                examined += 1;
+                last = Some(k.to_vec());
+                let name = k.iter().position(|&b| b == 0).map(|z| &k[z + 1..]).unwrap_or_default();
+                if !keep_name(name) {
+                    continue;
+                }
+                let Some(rec) = decode_checked(&k, &v)? else { continue };
                 let Some(p) = path_of(&k) else { continue };
+                if !keep(&p, &rec) {
+                    continue;
+                }
                 bytes += p.len() + rec.target.len() + RECORD_OVERHEAD_BYTES;
                 out.push((p, rec));
-                last = Some(k.to_vec());
             }
         }
         Ok((out, last, true))
@@ -651,6 +677,12 @@ impl MetadataStore {
 
     pub fn sync(&self) -> Res<()> {
         self.db.flush_wal(true).map_err(Self::db_err)
+    }
+
+    /// Bytes of the store: its SST files and memtables (RocksDB's own accounting).
+    pub fn size_bytes(&self) -> u64 {
+        let prop = |n: &str| self.db.property_int_value(n).ok().flatten().unwrap_or(0);
+        prop("rocksdb.total-sst-files-size") + prop("rocksdb.cur-size-all-mem-tables")
     }
 
     pub fn estimate_records(&self) -> u64 {

@@ -2,6 +2,7 @@
 //! counters.
 
 use crate::chunks::ChunkStore;
+use crate::events::EventLog;
 use crate::log_budget::LogBudget;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
@@ -15,6 +16,8 @@ pub struct State {
     pub chunks: ChunkStore,
     pub(crate) secret: Vec<u8>,
     pub metrics: Metrics,
+    /// Namespace changes for `gust events` (bounded; off with a cap of 0).
+    pub events: EventLog,
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
     pub(crate) refusals_logged: LogBudget,
@@ -22,7 +25,14 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(daemon_id: u32, rootdir: PathBuf, metadata: MetadataStore, chunks: ChunkStore, secret: Vec<u8>) -> Self {
+    pub fn new(
+        daemon_id: u32,
+        rootdir: PathBuf,
+        metadata: MetadataStore,
+        chunks: ChunkStore,
+        secret: Vec<u8>,
+        events_cap_bytes: usize,
+    ) -> Self {
         State {
             daemon_id,
             rootdir,
@@ -30,9 +40,22 @@ impl State {
             chunks,
             secret,
             metrics: Metrics::new(),
+            events: EventLog::new(events_cap_bytes),
             wipe_on_exit: AtomicBool::new(false),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
         }
+    }
+
+    /// (total, free, available) bytes of the file system under the root directory.
+    pub fn capacity(&self) -> crate::metadata::Res<(u64, u64, u64)> {
+        let c = std::ffi::CString::new(self.rootdir.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
+        // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
+        let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut sv) } != 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        }
+        let f = sv.f_frsize;
+        Ok((sv.f_blocks * f, sv.f_bfree * f, sv.f_bavail * f))
     }
 }

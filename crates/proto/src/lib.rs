@@ -5,11 +5,13 @@
 //! not know what a daemon does with a request or how a client picks a daemon.
 //! The format is written down byte by byte in docs/PROTOCOL.md; keep the two in step.
 
+pub mod find;
 pub mod frame;
 pub mod handshake;
 pub mod msg;
 pub mod path;
 
+pub use find::{Cmp, FindQuery, FIND_PATTERN_BYTES_MAX};
 pub use frame::{read_frame, write_frame, Frame, FrameError, Header};
 pub use msg::*;
 
@@ -51,6 +53,9 @@ pub const DIR_ENTRY_OVERHEAD_BYTES: usize = 16;
 /// Bound on the records of one scan_tree page, and on the records or paths of one
 /// PutRecords or RemoveRecords request (the pages of a directory rename).
 pub const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
+/// Bound on the keys one find request examines before it answers (a page of matches
+/// or not): about 10 ms of scanning, so a selective query never holds a worker long.
+pub const FIND_SCAN_PAGE_KEYS_MAX: u32 = 65536;
 /// Bound on the counted bytes of one scan_tree page or record batch (path + symlink
 /// target + `RECORD_OVERHEAD_BYTES` each).
 pub const SCAN_PAGE_BYTES_MAX: usize = 512 * 1024;

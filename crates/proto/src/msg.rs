@@ -10,6 +10,7 @@
 //! does not matter (protocol version 2; see docs/PROTOCOL.md, "Version history").
 //! Golden-bytes tests at the end of this file pin the encoding of every message.
 
+use crate::find::FindQuery;
 use crate::frame::FrameError;
 use serde::{Deserialize, Serialize};
 
@@ -243,6 +244,23 @@ requests! {
     /// its mtime and ctime become at least `time_ns`. ENOENT if it is gone, ENOTDIR
     /// if it is not a directory. Applied twice, a nonzero delta counts twice.
     31 "dir_changed" DirChanged { path: String, subdirs_delta: i32, time_ns: i64 } idempotent(*subdirs_delta == 0),
+    /// Everything the daemon counts and knows about its stores (`gust status`,
+    /// `gust stop --stats`, the Prometheus page): answered with `Response::Metrics`.
+    38 "metrics" Metrics idempotent(true),
+    /// One page of the descendants of `dir` held by this daemon that match `query`,
+    /// keys > `after`: answered with `Response::Tree`. A page holds at most
+    /// `max_entries` records and stops after `FIND_SCAN_PAGE_KEYS_MAX` keys examined,
+    /// so a selective query returns short (even empty) pages with `done` false and a
+    /// `last_key` to go on from, never one long request.
+    39 "find" Find { dir: String, query: FindQuery, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true),
+    /// A client closed a descriptor of `path` through which it wrote: recorded as
+    /// IN_CLOSE_WRITE in the event log of the path's metadata daemon. Changes nothing
+    /// else; sent again it records a second close, which a watcher tolerates.
+    40 "close_write" CloseWrite { path: String } idempotent(true),
+    /// Events of this daemon's log with sequence numbers > `after_seq` whose path
+    /// starts with `prefix` (a path prefix: "/a" matches "/a" and "/a/...", not
+    /// "/ab"): answered with `Response::Events`.
+    41 "events" Events { after_seq: u64, prefix: String, max_entries: u32 } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -275,6 +293,102 @@ pub struct DaemonStats {
     pub bytes_written: u64,
     pub bytes_read: u64,
 }
+
+/// Upper bounds (inclusive, microseconds) of the latency histogram buckets; one more
+/// bucket counts everything slower. Roughly 1-2.5-5 steps from a metadata request
+/// served from memory (a few microseconds) to a second.
+pub const LATENCY_BUCKET_BOUNDS_US: [u64; 13] =
+    [2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 10_000, 100_000, 1_000_000];
+
+/// Bound on the directories a Metrics reply lists (the busiest first).
+pub const BUSIEST_DIRS_MAX: usize = 64;
+
+/// Requests of one op served by a daemon.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpMetrics {
+    pub name: String,
+    pub count: u64,
+    /// Requests answered with an errno.
+    pub errors: u64,
+    /// Sum of service times (request decoded to reply built), microseconds.
+    pub latency_us_sum: u64,
+    /// Requests per latency bucket (not cumulative): one per bound of
+    /// `LATENCY_BUCKET_BOUNDS_US`, then one for slower ones.
+    pub latency_buckets: Vec<u64>,
+}
+
+/// A daemon's counters and store sizes (the Metrics request).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonMetrics {
+    pub daemon_id: u32,
+    pub uptime_ms: u64,
+    /// Where the daemon serves Prometheus text (`/metrics`); empty when off.
+    pub metrics_addr: String,
+    /// Every op, in op-code order, served or not.
+    pub ops: Vec<OpMetrics>,
+    /// Error replies by errno (Linux numbering), only errnos that occurred.
+    pub errors: Vec<(i32, u64)>,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub connections_open: u64,
+    pub frames_refused: u64,
+    /// RocksDB's estimate of the records held.
+    pub metadata_records: u64,
+    /// Bytes of the metadata store (SST files and memtables).
+    pub metadata_store_bytes: u64,
+    /// Bytes the chunk store's local files occupy on disk.
+    pub chunk_store_bytes: u64,
+    pub capacity_bytes: u64,
+    pub free_bytes: u64,
+    pub avail_bytes: u64,
+    /// Metadata requests per parent directory, busiest first, at most
+    /// `BUSIEST_DIRS_MAX` (a bounded table: see the daemon's `dirs` module).
+    pub busiest_dirs: Vec<(String, u64)>,
+    /// Metadata requests of directories the bounded table had no room for.
+    pub dirs_untracked: u64,
+}
+
+/// What happened to a path, in inotify's terms (`IN_*` names in `gust events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    /// IN_CREATE (with IN_ISDIR: mkdir).
+    Create,
+    /// IN_CLOSE_WRITE: a descriptor that wrote was closed.
+    CloseWrite,
+    /// IN_DELETE (with IN_ISDIR: rmdir).
+    Delete,
+    /// IN_MOVED_FROM: a record left this path (rename). A file rename's old path is
+    /// a plain Delete at its daemon; `gust events` pairs it by file id.
+    MovedFrom,
+    /// IN_MOVED_TO: a record arrived at this path (rename).
+    MovedTo,
+    /// IN_ATTRIB: mode or times set.
+    Attrib,
+    /// IN_MODIFY: truncated.
+    Modify,
+}
+
+/// One entry of a daemon's event log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Per daemon, from 1, without gaps: a consumer's cursor.
+    pub seq: u64,
+    /// When the daemon recorded it (ns since the epoch, the daemon's clock).
+    pub time_ns: i64,
+    pub kind: EventKind,
+    pub is_dir: bool,
+    pub path: String,
+    /// The record's file id (pairs a rename's two halves).
+    pub file_id: u128,
+}
+
+/// Bound on the events of one Events reply, and on their counted bytes (path +
+/// `EVENT_OVERHEAD_BYTES` each).
+pub const EVENTS_PAGE_ENTRIES_MAX: u32 = 4096;
+pub const EVENTS_PAGE_BYTES_MAX: usize = 512 * 1024;
+/// Bytes counted per event besides its path: its encoding takes 53 (path length,
+/// seq, time, kind, is_dir, file id).
+pub const EVENT_OVERHEAD_BYTES: usize = 64;
 
 /// A daemon's answer. Unlike a request, a response is encoded with its bincode
 /// variant tag (u32), which is this declaration order, 0-based: add new variants at
@@ -309,6 +423,17 @@ pub enum Response {
         files: u64,
     },
     Stats(DaemonStats),
+    Metrics(DaemonMetrics),
+    /// A page of the event log: the events, the last sequence number examined (the
+    /// cursor to ask after next time), the oldest sequence number still held (events
+    /// after the cursor but before it were dropped: the log is bounded) and the next
+    /// sequence number to be given. `first_seq` = `next_seq` means an empty log.
+    Events {
+        events: Vec<Event>,
+        last_seq: u64,
+        first_seq: u64,
+        next_seq: u64,
+    },
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -374,7 +499,7 @@ mod tests {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
-    /// One fixed example of every request and its exact body bytes (protocol 2): the
+    /// One fixed example of every request and its exact body bytes (protocol 3): the
     /// op code (u32), then the fields.
     fn request_goldens() -> Vec<(Request, String)> {
         vec![
@@ -456,6 +581,33 @@ mod tests {
                 Request::DirChanged { path: "/d".into(), subdirs_delta: -1, time_ns: 9 },
                 "1f000000  0200000000000000 2f64  ffffffff  0900000000000000".into(),
             ),
+            (Request::Metrics, "26000000".into()),
+            (
+                Request::Find {
+                    dir: "/d".into(),
+                    query: FindQuery {
+                        name: Some("*.c".into()),
+                        kind: Some(FileKind::File),
+                        size: Some((crate::Cmp::More, 2, 1024)),
+                        newer_than_ns: None,
+                        mmin: Some((crate::Cmp::Less, 5)),
+                        now_ns: 9,
+                    },
+                    after: None,
+                    max_entries: 7,
+                },
+                // dir; query: name, kind, size (Cmp u32, N, unit), newer, mmin, now;
+                // after; max_entries.
+                "27000000  0200000000000000 2f64  01 0300000000000000 2a2e63  01 00000000  \
+                 01 02000000 0200000000000000 0004000000000000  00  01 00000000 0500000000000000  \
+                 0900000000000000  00  07000000"
+                    .into(),
+            ),
+            (Request::CloseWrite { path: "/a".into() }, "28000000  0200000000000000 2f61".into()),
+            (
+                Request::Events { after_seq: 5, prefix: "/a".into(), max_entries: 7 },
+                "29000000  0500000000000000  0200000000000000 2f61  07000000".into(),
+            ),
         ]
     }
 
@@ -506,6 +658,10 @@ mod tests {
                 (21, "shutdown", true),
                 (30, "set_owner", true),
                 (31, "dir_changed", false),
+                (38, "metrics", true),
+                (39, "find", true),
+                (40, "close_write", true),
+                (41, "events", true),
             ]
         );
         for (code, name) in OPS {
@@ -513,7 +669,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 31);
+        assert_eq!(OP_MAX, 41);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -577,6 +733,63 @@ mod tests {
                 }),
                 format!(
                     "{ok} 04000000  0200000000000000  0100000000000000 70 03000000  0100000000000000 73 04000000  00"
+                ),
+            ),
+            (
+                Ok(Response::Metrics(DaemonMetrics {
+                    daemon_id: 1,
+                    uptime_ms: 2,
+                    metrics_addr: String::new(),
+                    ops: vec![OpMetrics {
+                        name: "ping".into(),
+                        count: 3,
+                        errors: 1,
+                        latency_us_sum: 4,
+                        latency_buckets: vec![3],
+                    }],
+                    errors: vec![(2, 1)],
+                    bytes_written: 5,
+                    bytes_read: 6,
+                    connections_open: 7,
+                    frames_refused: 0,
+                    metadata_records: 8,
+                    metadata_store_bytes: 9,
+                    chunk_store_bytes: 10,
+                    capacity_bytes: 11,
+                    free_bytes: 12,
+                    avail_bytes: 13,
+                    busiest_dirs: vec![("/".into(), 3)],
+                    dirs_untracked: 0,
+                })),
+                format!(
+                    "{ok} 0b000000  01000000 0200000000000000 0000000000000000  \
+                     0100000000000000 0400000000000000 70696e67 0300000000000000 0100000000000000 \
+                     0400000000000000 0100000000000000 0300000000000000  \
+                     0100000000000000 02000000 0100000000000000  \
+                     0500000000000000 0600000000000000 0700000000000000 0000000000000000 0800000000000000 \
+                     0900000000000000 0a00000000000000 0b00000000000000 0c00000000000000 0d00000000000000  \
+                     0100000000000000 0100000000000000 2f 0300000000000000  0000000000000000"
+                ),
+            ),
+            (
+                Ok(Response::Events {
+                    events: vec![Event {
+                        seq: 3,
+                        time_ns: 4,
+                        kind: EventKind::CloseWrite,
+                        is_dir: false,
+                        path: "/a".into(),
+                        file_id: 7,
+                    }],
+                    last_seq: 3,
+                    first_seq: 2,
+                    next_seq: 4,
+                }),
+                // events (seq, time, kind u32, is_dir, path, file id), last, first, next.
+                format!(
+                    "{ok} 0c000000  0100000000000000  0300000000000000 0400000000000000 01000000 00 \
+                     0200000000000000 2f61 07000000000000000000000000000000  \
+                     0300000000000000 0200000000000000 0400000000000000"
                 ),
             ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT

@@ -1,0 +1,87 @@
+//! `gust find`: a query evaluated by every daemon on its own records, in parallel.
+//!
+//! Each daemon scans the descendants of the starting directory that it holds (one
+//! range scan of its metadata store, no directory walk and no per-entry round trip)
+//! and returns the matches in pages; one thread per daemon pulls its pages, and the
+//! caller consumes them as they arrive, so output starts at once and memory is
+//! bounded by `PAGES_IN_FLIGHT` pages whatever the tree's size. Results come in no
+//! particular order (GNU find's order is its walk's). Like a listing, the result is
+//! eventually consistent with concurrent changes (docs/SEMANTICS.md).
+//!
+//! Not for: the starting directory itself (the caller evaluates it, with the name it
+//! was given), printing.
+
+use crate::error::unexpected;
+use crate::{Client, Errno, Result};
+use gust_proto::{FindQuery, Record, Request, Response, SCAN_PAGE_ENTRIES_MAX};
+use std::sync::mpsc;
+
+/// Pages buffered between the daemons' threads and the consumer, per daemon.
+const PAGES_IN_FLIGHT: usize = 2;
+
+type Page = Result<Vec<(String, Record)>>;
+
+impl Client {
+    /// The metadata record of `path` itself (a symlink is not followed), as the
+    /// daemons evaluate find's predicates on it.
+    pub fn lstat_record(&self, path: &str) -> Result<Record> {
+        self.get_record(&crate::normalize(path)?)
+    }
+
+    /// Calls `each(path, record)` for every descendant of directory `dir` (an
+    /// internal path, not followed if a symlink) that matches `query`, as pages
+    /// arrive from the daemons. `dir` itself is not included.
+    pub fn find(&self, dir: &str, query: &FindQuery, mut each: impl FnMut(&str, &Record)) -> Result<()> {
+        let dir = crate::normalize(dir)?;
+        let n = self.daemon_count() as usize;
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::sync_channel::<Page>(PAGES_IN_FLIGHT * n.max(1));
+            for d in self.all_daemons() {
+                let tx = tx.clone();
+                let dir = dir.clone();
+                scope.spawn(move || {
+                    let mut after = None;
+                    loop {
+                        let req = Request::Find {
+                            dir: dir.clone(),
+                            query: query.clone(),
+                            after: after.take(),
+                            max_entries: SCAN_PAGE_ENTRIES_MAX,
+                        };
+                        let page = match self.transport.call(d, req) {
+                            Ok(Response::Tree { records, last_key, done }) => {
+                                if !done && last_key.is_none() {
+                                    Err(Errno(libc::EIO)) // no progress: a daemon bug, not a loop
+                                } else {
+                                    after = last_key;
+                                    Ok((records, done))
+                                }
+                            }
+                            Ok(r) => Err(unexpected(r)),
+                            Err(e) => Err(e),
+                        };
+                        match page {
+                            Ok((records, done)) => {
+                                if (!records.is_empty() && tx.send(Ok(records)).is_err()) || done {
+                                    return;
+                                }
+                            }
+                            Err(e) => {
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            // On an error, dropping the receiver ends the other threads at their next page.
+            for page in rx {
+                for (p, r) in page? {
+                    each(&p, &r);
+                }
+            }
+            Ok(())
+        })
+    }
+}
