@@ -103,8 +103,15 @@ pub struct StartArgs {
     /// its client, before a daemon closes the connection (default 60).
     #[arg(long)]
     stall_timeout: Option<f64>,
+    /// Serve each daemon's Prometheus metrics at http://ADDR/metrics; daemon i
+    /// takes port + i (port 0: free ports; `gust status` shows them). E.g.
+    /// 127.0.0.1:9400. Off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// Bound on each daemon's event log (`gust events`); 0 turns event logs off.
+    #[arg(long, value_parser = crate::parse_size)]
+    events_cap: Option<u64>,
 }
-
 
 /// Options `gust start` passes on to every daemon.
 struct DaemonOptions {

@@ -68,7 +68,7 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)])
                 "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
                 d.id,
                 d.host,
-                d.tcp_addr,
+                d.tcp_addr(),
                 d.pid,
                 "up",
                 requests(m),
@@ -82,7 +82,7 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)])
             ),
             Err(_) => {
                 down += 1;
-                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr, d.pid, "DOWN");
+                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr(), d.pid, "DOWN");
             }
         }
     }

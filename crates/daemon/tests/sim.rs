@@ -49,7 +49,7 @@ fn start(tag: &str, daemons: u32, seed: u64, cut_after: Option<u64>) -> Sim {
         let ep = Endpoint::Mem(name.clone());
         let listener = Listener::bind(&ep).unwrap();
         assert!(mem::configure(&name, seed.wrapping_add(i as u64), cut_after));
-        let state = Arc::new(State::new(i, root.clone(), metadata, chunks, secret.clone()));
+        let state = Arc::new(State::new(i, root.clone(), metadata, chunks, secret.clone(), 1 << 20));
         server::start(state, vec![listener], &ServerOptions { threads: 1, ..Default::default() }).unwrap();
         h.daemons.push(DaemonEntry {
             id: i,

@@ -247,6 +247,8 @@ mod tests {
             mtime_ns,
             atime_ns: 0,
             target: String::new(),
+            uid: 0,
+            gid: 0,
         };
         let q = |size| FindQuery { size: Some(size), ..Default::default() };
         // -size -1M matches only empty files (sizes round up to whole units).

@@ -32,6 +32,8 @@ pub use session::STALL_TIMEOUT_DEFAULT;
 
 use crate::state::State;
 use budget::Budget;
+use gust_proto::frame::HEADER_BYTES;
+use gust_proto::{BODY_BYTES_MAX, BULK_BYTES_MAX};
 use gust_transport::{Listener, Stream};
 use poller::{Interest, Poller};
 use session::{Outcome, Session, Worker};
@@ -114,7 +116,7 @@ pub fn start(state: Arc<State>, listeners: Vec<Listener>, opts: &ServerOptions) 
         state,
         stall_timeout: opts.stall_timeout,
         poller,
-        budget: Budget::new(opts.request_memory_bytes),
+        budget: Budget::new(request_memory_bytes(opts)),
         listeners: polled,
         sessions: Mutex::new(Slab::new()),
         parked: Mutex::new(VecDeque::new()),
@@ -131,6 +133,19 @@ pub fn start(state: Arc<State>, listeners: Vec<Listener>, opts: &ServerOptions) 
         l.serve(&name, move |s| sh.serve_blocking(s), |e| error!("accept: {e}"))?;
     }
     Ok(())
+}
+
+/// The bound in force: at least one frame of the largest size, or such a frame
+/// could never be received.
+fn request_memory_bytes(opts: &ServerOptions) -> usize {
+    let frame_max = HEADER_BYTES + BODY_BYTES_MAX as usize + BULK_BYTES_MAX as usize;
+    if opts.request_memory_bytes < frame_max {
+        tracing::warn!(
+            "request memory bound of {} bytes is below the largest frame; using {frame_max}",
+            opts.request_memory_bytes
+        );
+    }
+    opts.request_memory_bytes.max(frame_max)
 }
 
 impl Shared {
