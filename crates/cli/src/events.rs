@@ -180,10 +180,9 @@ impl Merger<'_> {
 
     fn event(&mut self, out: &mut impl Write, d: usize, e: &Event, cursor: &[u64]) -> Result<(), String> {
         self.deferred.remove(&(d, e.seq));
-        let mut kind = e.kind;
-        if kind == EventKind::Delete && !e.is_dir && self.recent_set.remove(&e.file_id) {
-            kind = EventKind::MovedFrom;
-        }
+        // A rename's old name comes from its daemon as moved (RemoveKind::Moved);
+        // a delete is a delete.
+        let kind = e.kind;
         let path = if self.mountdir.is_empty() || self.mountdir == "/" {
             e.path.clone()
         } else {

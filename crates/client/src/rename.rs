@@ -110,7 +110,7 @@ impl Client {
                 r => return Err(unexpected(r)),
             };
         // Remove the old name. Should this fail, both names exist and the error says so.
-        self.transport.call(self.md_daemon(&old), Request::Remove { path: old, kind: RemoveKind::NotDir })?;
+        self.transport.call(self.md_daemon(&old), Request::Remove { path: old, kind: RemoveKind::Moved })?;
         if let Some(rep) = replaced {
             if rep.file_id != r.file_id {
                 self.remove_chunks(&rep)?;

@@ -103,7 +103,8 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::Remove { path, kind } => {
             validate_path(&path)?;
             let r = md.remove(&path, kind == gust_proto::RemoveKind::Dir)?;
-            state.events.record(EventKind::Delete, &path, r.file_id, r.kind == FileKind::Dir);
+            let event = if kind == gust_proto::RemoveKind::Moved { EventKind::MovedFrom } else { EventKind::Delete };
+            state.events.record(event, &path, r.file_id, r.kind == FileKind::Dir);
             Ok(Response::Record(r))
         }
         Request::UpdateSize { path, file_id, end, append_len, mtime_ns } => {

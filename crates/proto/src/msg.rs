@@ -62,6 +62,10 @@ pub enum RemoveKind {
     NotDir,
     /// rmdir: only a directory (ENOTDIR). The caller checked emptiness.
     Dir,
+    /// The old name of a file a rename just put under its new name: removed as
+    /// `NotDir`, recorded as IN_MOVED_FROM (not IN_DELETE) in the event log, so a
+    /// watcher sees both halves of the move whatever it read before.
+    Moved,
 }
 
 /// Declares every request once. Each entry is
@@ -510,6 +514,7 @@ mod tests {
             ),
             (Request::Stat { path: "/a".into() }, "03000000  0200000000000000 2f61".into()),
             (Request::Remove { path: "/a".into(), kind: RemoveKind::Dir }, "04000000  0200000000000000 2f61  01000000".into()),
+            (Request::Remove { path: "/a".into(), kind: RemoveKind::Moved }, "04000000  0200000000000000 2f61  02000000".into()),
             (
                 Request::UpdateSize { path: "/a".into(), file_id: 7, end: 10, append_len: Some(4), mtime_ns: 5 },
                 "05000000  0200000000000000 2f61  07000000000000000000000000000000  0a00000000000000  01 0400000000000000  \
