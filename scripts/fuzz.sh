@@ -53,18 +53,21 @@ run() {
     -max_len=$MAX_LEN -timeout=$HANG_SECONDS -print_final_stats=1 "$@" >"$log" 2>&1
 }
 
-# The summary line of a finished run: inputs, seconds, inputs per second, coverage.
+# The summary line of a finished run: inputs, seconds, inputs per second, the
+# slowest input (seconds, libFuzzer rounds down), peak memory, coverage at the end.
 summary() {
   local t=$1 log=$2 rc=$3 secs=$4
-  local runs cov
+  local runs slow rss cov
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  slow=$(sed -n 's/^stat::slowest_unit_time_sec: *//p' "$log" | tail -1)
+  rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$log" | tail -1)
   local result=ok
   if [ "$rc" -ne 0 ]; then
     result="FAILED (exit $rc): $(grep -m1 -E 'panicked at|ERROR: libFuzzer' "$log" || echo see log)"
   fi
-  printf '%-10s %12s inputs %7ss %9s/s  %-32s %s\n' "$t" "${runs:-?}" "$secs" \
-    "$(((${runs:-0}) / (secs > 0 ? secs : 1)))" "${cov:-}" "$result"
+  printf '%-10s %9s inputs %6ss %7s/s  slowest %ss  %4s MiB  %-30s %s\n' "$t" "${runs:-?}" "$secs" \
+    "$(((${runs:-0}) / (secs > 0 ? secs : 1)))" "${slow:-?}" "${rss:-?}" "${cov:-}" "$result"
 }
 
 each() {
