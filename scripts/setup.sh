@@ -27,3 +27,14 @@ if ((${#missing[@]})); then
   if [ -n "$policy" ]; then $SUDO rm -f "$policy"; fi
 fi
 command -v cargo >/dev/null || { echo "setup: Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
+# Fuzzing (scripts/fuzz.sh, a short run in scripts/test.sh): libFuzzer needs a nightly
+# compiler and cargo-fuzz. Installed for the user running this script.
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null || { echo "setup: fuzzing needs rustup to install a nightly toolchain: https://rustup.rs" >&2; exit 1; }
+  rustup toolchain install nightly --profile minimal ||
+    { echo "setup: could not install the nightly toolchain (rustup toolchain install nightly --profile minimal); scripts/fuzz.sh needs it" >&2; exit 1; }
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked ||
+    { echo "setup: could not install cargo-fuzz (cargo install cargo-fuzz --locked); scripts/fuzz.sh needs it" >&2; exit 1; }
+fi

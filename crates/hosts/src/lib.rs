@@ -165,11 +165,13 @@ pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// Hex digits only: `from_str_radix` alone would also take a sign ("+a" is 10), so a
+/// damaged secret such as "+a+b..." would pass as another secret (found by fuzzing).
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
 }
 
 pub fn this_host() -> String {
@@ -419,6 +421,20 @@ mod tests {
         assert_eq!(load_secret(&hp).unwrap(), s);
         assert_eq!(parse_secret(&hex(&s)), Some(s));
         assert_eq!(parse_secret("abcd"), None);
+    }
+
+    /// Only hex digits make a secret: u8::from_str_radix takes a sign, so "+a" once
+    /// parsed as the byte 10 (the hosts fuzz target found "...57+02..." accepted).
+    #[test]
+    fn secret_with_signs_or_other_characters_is_refused() {
+        let good = "00112233445566778899aabbccddeeff";
+        assert_eq!(parse_secret(good).map(|s| s.len()), Some(16));
+        assert_eq!(parse_secret(&good.to_uppercase()).map(|s| s.len()), Some(16));
+        assert_eq!(parse_secret(&"+a".repeat(16)), None);
+        assert_eq!(parse_secret(&format!("{}+1", &good[..30])), None);
+        assert_eq!(parse_secret(&format!("{}-1", &good[..30])), None);
+        assert_eq!(parse_secret(&format!("{} 1", &good[..30])), None);
+        assert_eq!(parse_secret(&format!("{}é", &good[..30])), None);
     }
 
     #[test]
