@@ -147,7 +147,9 @@ impl Target for GustTarget {
         self.0.rmdir(p)
     }
     fn open(&self, p: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
-        self.0.open(p, flags, mode)
+        // As the preload library opens: a create is deferred to close (small files
+        // inline, gust-client inline.rs).
+        self.0.open_deferred(p, flags, mode)
     }
     fn close(&self, fd: i32) -> Result<(), Errno> {
         self.0.close(fd)
@@ -212,7 +214,9 @@ impl Target for PosixTarget {
 
 fn make_target(target: &str, hosts: &std::path::Path) -> Result<Box<dyn Target>, String> {
     if target == "gust" {
-        Ok(Box::new(GustTarget(Client::open_instance(hosts, ClientOptions::from_env())?)))
+        let c = Client::open_instance(hosts, ClientOptions::from_env())?;
+        c.set_defer_exclusive_create(std::env::var("GUST_DEFER_EXCL").is_ok_and(|v| v == "1"));
+        Ok(Box::new(GustTarget(c)))
     } else if target.starts_with("posix:") || target == "preload" {
         // preload: the worker runs with LD_PRELOAD, so these libc calls are the
         // interposed ones, exactly what an unmodified program does.

@@ -32,7 +32,10 @@ impl Client {
     }
 
     pub fn write(&self, fd: i32, buf: &[u8]) -> Result<usize> {
-        let f = self.file(fd)?;
+        let f = self.file_unsettled(fd)?;
+        if let Some(n) = self.write_pending(&f, buf, None)? {
+            return Ok(n);
+        }
         let mut off = f.offset.lock().unwrap();
         let (at, n) = self.write_file(&f, buf, Some(*off))?;
         *off = at + n as u64;
@@ -52,7 +55,10 @@ impl Client {
     /// Writes at `offset`; on a descriptor opened with O_APPEND, Linux appends
     /// anyway, and so does this.
     pub fn pwrite(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
-        let f = self.file(fd)?;
+        let f = self.file_unsettled(fd)?;
+        if let Some(n) = self.write_pending(&f, buf, Some(offset))? {
+            return Ok(n);
+        }
         let n = self.write_file(&f, buf, Some(offset)).map(|(_, n)| n)?;
         self.sync_if_asked(&f)?;
         Ok(n)
@@ -73,6 +79,10 @@ impl Client {
         if buf.is_empty() {
             return Ok(0);
         }
+        if let Some((size, data)) = &f.snapshot {
+            // A small file opened read-only: its data came with the open.
+            return Ok(crate::inline::read_inline(*size, data, buf, offset));
+        }
         let mut done = 0usize;
         while done < buf.len() {
             let window = ((buf.len() - done) as u64).min(TRANSFER_WINDOW_BYTES) as usize;
@@ -89,24 +99,28 @@ impl Client {
     /// costs one round trip however many daemons hold its chunks.
     fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         let len = buf.len() as u64;
-        let per_daemon = self.spans_by_daemon(f.file_id, offset, len);
+        let per_daemon = self.spans_by_daemon(f.file_id(), offset, len);
         let path = f.path();
-        let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::Stat { path }, bulk: Vec::new() }];
+        // StatData, not Stat: a file with inline data answers with it (the chunk
+        // reads then find nothing), for the same cost when it has none.
+        let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::StatData { path }, bulk: Vec::new() }];
         let mut dests = vec![None];
         for (d, spans) in per_daemon {
             dests.push(Some(spans.iter().map(|(span, at)| (*at, span.len)).collect()));
             calls.push(Call {
                 daemon: d,
-                req: Request::Read { file_id: f.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                req: Request::Read { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
                 bulk: Vec::new(),
             });
         }
         // Chunk bytes land in `buf` straight from the sockets.
         let mut answers = self.transport.batch_into(calls, dests, buf).into_iter();
-        let size = match answers.next().expect("stat answer")? {
-            (Response::Record(r), _) if r.file_id == f.file_id => r.size,
+        let (size, inline) = match answers.next().expect("stat answer")? {
+            (Response::RecordData { record, inline }, data) if record.file_id == f.file_id() => {
+                (record.size, inline.then_some(data))
+            }
             // The path now names another file (renamed or replaced by another process).
-            (Response::Record(_), _) => return Err(Errno(libc::ESTALE)),
+            (Response::RecordData { .. }, _) => return Err(Errno(libc::ESTALE)),
             (r, _) => return Err(unexpected(r)),
         };
         let mut first_err = None;
@@ -119,6 +133,9 @@ impl Client {
         }
         if let Some(e) = first_err {
             return Err(e);
+        }
+        if let Some(data) = inline {
+            return Ok(crate::inline::read_inline(size, &data, buf, offset));
         }
         Ok(size.saturating_sub(offset).min(len) as usize)
     }
@@ -135,6 +152,12 @@ impl Client {
         Ok(())
     }
 
+    /// Writes `buf` at `offset` (or appends, for O_APPEND) through chunks: the data
+    /// of a deferred create settled as an ordinary file (inline.rs).
+    pub(crate) fn write_data(&self, f: &OpenFile, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_file(f, buf, Some(offset)).map(|_| ())
+    }
+
     /// Returns (offset written at, bytes written).
     fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
@@ -149,7 +172,7 @@ impl Client {
                 md,
                 Request::UpdateSize {
                     path: path.clone(),
-                    file_id: f.file_id,
+                    file_id: f.file_id(),
                     end: 0,
                     append_len: Some(buf.len() as u64),
                     mtime_ns: now_ns(),
@@ -171,12 +194,12 @@ impl Client {
             let at = start + done as u64;
             let piece = &buf[done..done + window];
             let mut calls: Vec<Call> = self
-                .spans_by_daemon(f.file_id, at, window as u64)
+                .spans_by_daemon(f.file_id(), at, window as u64)
                 .into_iter()
                 .map(|(d, spans)| Call {
                     daemon: d,
                     bulk: spans.iter().map(|(s, rel)| &piece[*rel..*rel + s.len as usize]).collect(),
-                    req: Request::Write { file_id: f.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                    req: Request::Write { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
                 })
                 .collect();
             if !append {
@@ -185,7 +208,7 @@ impl Client {
                     daemon: md,
                     req: Request::UpdateSize {
                         path: path.clone(),
-                        file_id: f.file_id,
+                        file_id: f.file_id(),
                         end: at + window as u64,
                         append_len: None,
                         mtime_ns: now_ns(),
@@ -275,12 +298,12 @@ impl Client {
     fn sync_file(&self, f: &OpenFile) -> Result<()> {
         let path = f.path();
         let r = self.get_record(&path)?;
-        let mut daemons = self.chunk_daemons(f.file_id, 0, r.size);
+        let mut daemons = self.chunk_daemons(f.file_id(), 0, r.size);
         let md = self.md_daemon(&path);
         if !daemons.contains(&md) {
             daemons.push(md);
         }
-        self.call_each(daemons, |_| Request::Fsync { file_id: Some(f.file_id) })?;
+        self.call_each(daemons, |_| Request::Fsync { file_id: Some(f.file_id()) })?;
         Ok(())
     }
 }

@@ -16,12 +16,14 @@
 //!
 //! One module per concept: `error` and `stat` (what calls return), `routing` (which
 //! daemons a request goes to; the one way to ask several), `open_files` (the
-//! descriptor table), `data` (read, write, truncate, sync), `namespace` (lookups,
+//! descriptor table), `inline` (small files: deferred creates, data with the
+//! record), `data` (read, write, truncate, sync), `namespace` (lookups,
 //! create, remove, attributes), `readdir` (listings), `rename`, `status` (capacity,
 //! daemon counters), `rpc` (connections and framing).
 
 mod data;
 mod error;
+mod inline;
 mod namespace;
 mod open_files;
 mod readdir;
@@ -36,12 +38,12 @@ use gust_placement::{Distributor, WideStriping};
 use open_files::FdTable;
 use rpc::Transport;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use error::{Errno, Result};
 pub use gust_proto::path;
-pub use gust_proto::{DaemonStats, DirEntry, FileKind as Kind, Record};
+pub use gust_proto::{DaemonStats, DirEntry, FileKind as Kind, Record, INLINE_BYTES_MAX};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
@@ -82,6 +84,9 @@ pub struct Client {
     chunk_size: u64,
     transport: Transport,
     files: FdTable,
+    pending: inline::PendingFiles,
+    /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
+    defer_exclusive_create: AtomicBool,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -126,7 +131,15 @@ impl Client {
             dist: Box::new(WideStriping::new(n)),
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
+            pending: inline::PendingFiles::default(),
+            defer_exclusive_create: AtomicBool::new(false),
         })
+    }
+
+    /// Lets `open_deferred` defer O_EXCL creates too: EEXIST then comes from close,
+    /// not open (front ends set it from GUST_DEFER_EXCL=1; docs/SEMANTICS.md).
+    pub fn set_defer_exclusive_create(&self, on: bool) {
+        self.defer_exclusive_create.store(on, Ordering::Relaxed);
     }
 
     pub fn hosts(&self) -> &HostsFile {

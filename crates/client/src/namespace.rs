@@ -17,8 +17,11 @@ pub(crate) fn now_ns() -> i64 {
 }
 
 fn new_file_id() -> u128 {
+    use rand::Rng;
     loop {
-        let id: u128 = rand::random();
+        // The OS generator, not the thread-local one: deferred creates may be
+        // settled at process exit, after thread-locals are gone (inline.rs).
+        let id: u128 = rand::rngs::OsRng.gen();
         if id != 0 {
             return id;
         }
@@ -35,7 +38,7 @@ impl Client {
 
     /// Follows symlinks at the final component. Returns the resolved path and record.
     pub(crate) fn resolve(&self, path: &str) -> Result<(String, Record)> {
-        let mut p = normalize(path)?;
+        let mut p = self.norm(path)?;
         for _ in 0..=SYMLINK_HOPS_MAX {
             let r = self.get_record(&p)?;
             if r.kind != FileKind::Symlink {
@@ -88,7 +91,7 @@ impl Client {
     }
 
     pub fn lstat(&self, path: &str) -> Result<Stat> {
-        let p = normalize(path)?;
+        let p = self.norm(path)?;
         Ok(Stat::from_record(&self.get_record(&p)?, self.chunk_size))
     }
 
@@ -124,7 +127,7 @@ impl Client {
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
-        let p = normalize(path)?;
+        let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
@@ -138,7 +141,7 @@ impl Client {
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
-        let p = normalize(path)?;
+        let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EBUSY));
         }
@@ -165,7 +168,7 @@ impl Client {
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that
     /// holds its chunks (none for an empty file).
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let p = normalize(path)?;
+        let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EISDIR));
         }
@@ -178,7 +181,7 @@ impl Client {
     }
 
     pub fn symlink(&self, target: &str, linkpath: &str) -> Result<()> {
-        let p = normalize(linkpath)?;
+        let p = self.norm(linkpath)?;
         if target.is_empty() {
             return Err(Errno(libc::ENOENT));
         }
@@ -198,7 +201,7 @@ impl Client {
     }
 
     pub fn readlink(&self, path: &str) -> Result<String> {
-        let r = self.get_record(&normalize(path)?)?;
+        let r = self.get_record(&self.norm(path)?)?;
         if r.kind != FileKind::Symlink {
             return Err(Errno(libc::EINVAL));
         }
@@ -213,7 +216,7 @@ impl Client {
         mtime: Option<i64>,
         follow: bool,
     ) -> Result<()> {
-        let p = if follow { self.resolve(path)?.0 } else { normalize(path)? };
+        let p = if follow { self.resolve(path)?.0 } else { self.norm(path)? };
         let req = Request::SetAttr { path: p.clone(), mode, atime_ns: atime, mtime_ns: mtime, ctime_ns: now_ns() };
         self.call_md(&p, req).map(|_| ())
     }

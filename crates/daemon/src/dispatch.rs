@@ -8,8 +8,8 @@ use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
-    DirEntry, Reply, Request, Response, Span, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
-    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    DirEntry, Reply, Request, Response, Span, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX,
+    READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -163,5 +163,28 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             })
         }
         Request::Stats => Ok(Response::Stats(state.metrics.snapshot(state.daemon_id))),
+        Request::CreateInline { path, record } => {
+            validate_path(&path)?;
+            if bulk_in.len() > INLINE_BYTES_MAX || !record.target.is_empty() {
+                return Err(libc::EINVAL);
+            }
+            let r = md.create_inline(&path, &record, bulk_in)?;
+            state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
+            Ok(Response::Record(r))
+        }
+        Request::StatData { path } => {
+            validate_path(&path)?;
+            let (record, data) = md.get_with_data(&path)?.ok_or(libc::ENOENT)?;
+            let inline = data.is_some();
+            if let Some(d) = data {
+                state.metrics.bytes_read.fetch_add(d.len() as u64, Ordering::Relaxed);
+                *bulk_out = d;
+            }
+            Ok(Response::RecordData { record, inline })
+        }
+        Request::DropInline { path, file_id } => {
+            validate_path(&path)?;
+            md.drop_inline(&path, file_id).map(|_| Response::Ok)
+        }
     }
 }

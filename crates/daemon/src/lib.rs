@@ -9,6 +9,7 @@
 
 pub mod chunks;
 pub mod dispatch;
+mod inline;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;

@@ -182,7 +182,8 @@ fn serve_conn<S: Conn>(state: &State, mut s: S, peer: &str, busy: bool) {
         state.metrics.count_op(op);
         bulk_out.clear();
         let reply = handle(state, req, &bulk_in, &mut bulk_out);
-        let out: &[u8] = if matches!(reply, Ok(Response::Data { .. })) { &bulk_out } else { &[] };
+        let out: &[u8] =
+            if matches!(reply, Ok(Response::Data { .. } | Response::RecordData { .. })) { &bulk_out } else { &[] };
         if let Err(e) = write_frame(&mut writer, op | OP_RESPONSE_BIT, id, &encode(&reply), out) {
             warn!("closing connection from {peer}: cannot send reply: {e}");
             return;

@@ -16,7 +16,7 @@ pub use msg::*;
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -30,6 +30,12 @@ pub const PATH_BYTES_MAX: usize = 4096;
 pub const NAME_BYTES_MAX: usize = 255;
 /// Bound on the spans in one read or write request.
 pub const SPANS_PER_REQUEST_MAX: usize = 4096;
+/// Largest file whose data a metadata daemon keeps beside its record ("inline"):
+/// such a file is created with its data in one request and opened with it in one.
+/// A file that grows past it moves to chunks. Why this size: docs/DESIGN.md, "Small
+/// files inline" (RocksDB values of a few KiB cost a memtable copy each, no more;
+/// 4 KiB files, the common case of data sets of small samples, fit with room).
+pub const INLINE_BYTES_MAX: usize = 16 << 10;
 
 // ----- pages --------------------------------------------------------------------------
 //

@@ -226,6 +226,17 @@ requests! {
     /// removes its root directory after stopping. Answered before it stops; a second
     /// one finds the daemon gone or stopping, which is what the first asked for.
     21 "shutdown" Shutdown { keep: bool } idempotent(true),
+    /// Create a file record with its data inline (the bulk section, at most
+    /// INLINE_BYTES_MAX bytes; `record.size` is its length). EEXIST if the path
+    /// exists, whatever it is, so a client that deferred an open(O_CREAT) decides
+    /// itself what an existing file means. A second try would find its own record.
+    22 "create_inline" CreateInline { path: String, record: Record } idempotent(false),
+    /// The record of `path` and, if the file's data is inline, that data (reply
+    /// `RecordData`, data in the bulk section): an open or a read in one request.
+    23 "stat_data" StatData { path: String } idempotent(true),
+    /// Forget the inline data of `path` if the record there is still `file_id` (the
+    /// client wrote it to chunks first): the file is then an ordinary chunked file.
+    24 "drop_inline" DropInline { path: String, file_id: u128 } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -292,6 +303,12 @@ pub enum Response {
         files: u64,
     },
     Stats(DaemonStats),
+    /// A record and, with `inline`, its file's inline data in the bulk section
+    /// (which may be shorter than `record.size`: the rest reads as zeros).
+    RecordData {
+        record: Record,
+        inline: bool,
+    },
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -355,7 +372,7 @@ mod tests {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
-    /// One fixed example of every request and its exact body bytes (protocol 2): the
+    /// One fixed example of every request and its exact body bytes (protocol 3): the
     /// op code (u32), then the fields.
     fn request_goldens() -> Vec<(Request, String)> {
         vec![
@@ -429,6 +446,15 @@ mod tests {
                 format!("14000000  0100000000000000  0200000000000000 2f78  {REC}"),
             ),
             (Request::Shutdown { keep: true }, "15000000  01".into()),
+            (
+                Request::CreateInline { path: "/a".into(), record: rec() },
+                format!("16000000  0200000000000000 2f61  {REC}"),
+            ),
+            (Request::StatData { path: "/a".into() }, "17000000  0200000000000000 2f61".into()),
+            (
+                Request::DropInline { path: "/a".into(), file_id: 7 },
+                "18000000  0200000000000000 2f61  07000000000000000000000000000000".into(),
+            ),
         ]
     }
 
@@ -477,6 +503,9 @@ mod tests {
                 (19, "stats", true),
                 (20, "put_records", false),
                 (21, "shutdown", true),
+                (22, "create_inline", false),
+                (23, "stat_data", true),
+                (24, "drop_inline", true),
             ]
         );
         for (code, name) in OPS {
@@ -484,7 +513,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 21);
+        assert_eq!(OP_MAX, 24);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -536,6 +565,7 @@ mod tests {
                      0200000000000000  0100000000000000 0000000000000000 0600000000000000 0700000000000000"
                 ),
             ),
+            (Ok(Response::RecordData { record: rec(), inline: true }), format!("{ok} 0b000000  {REC}  01")),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -551,16 +581,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0200 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0300 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0200 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0300 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0200 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0300 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }
