@@ -242,12 +242,11 @@ impl Client {
         if writable && kind == FileKind::File {
             // Its data may be inline; a writer moves it to chunks first (one request
             // to find out, the price of not knowing the size here).
-            let (r, data) = self.stat_data(&p)?;
-            if r.file_id != file_id {
-                return Err(Errno(libc::ESTALE));
-            }
-            if let Some(d) = data {
-                self.migrate_inline(&p, &r, &d)?;
+            // If the path names another file by now, I/O reports ESTALE (below).
+            match self.stat_data(&p) {
+                Ok((r, Some(d))) if r.file_id == file_id => self.migrate_inline(&p, &r, &d)?,
+                Ok(_) | Err(Errno(libc::ENOENT)) => {}
+                Err(e) => return Err(e),
             }
         }
         self.files.insert(Arc::new(OpenFile::new(p, file_id, kind, flags)))
