@@ -161,6 +161,7 @@ impl Client {
     /// Returns (offset written at, bytes written).
     fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
+        self.listing.invalidate();
         // One snapshot of the path for the whole write: a rename through this
         // client meanwhile cannot split its requests between two names.
         let path = f.path();
@@ -258,6 +259,7 @@ impl Client {
     /// Sets the size of the file at resolved path `p`; chunks past the new end are
     /// cut on the daemons that can hold them.
     pub(crate) fn truncate_resolved(&self, p: &str, size: u64) -> Result<()> {
+        self.listing.invalidate();
         if size > i64::MAX as u64 {
             return Err(Errno(libc::EFBIG));
         }

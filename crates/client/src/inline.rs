@@ -215,6 +215,7 @@ impl Client {
 
     fn materialize(&self, f: &OpenFile, p: Pending, inline_ok: bool) -> Result<()> {
         let path = f.path();
+        self.listing.invalidate();
         if inline_ok {
             let mut rec = p.record.clone();
             rec.size = p.data.len() as u64;

@@ -17,13 +17,15 @@
 //! One module per concept: `error` and `stat` (what calls return), `routing` (which
 //! daemons a request goes to; the one way to ask several), `open_files` (the
 //! descriptor table), `inline` (small files: deferred creates, data with the
-//! record), `data` (read, write, truncate, sync), `namespace` (lookups,
+//! record), `listing` (listings with attributes and the stats they answer), `data`
+//! (read, write, truncate, sync), `namespace` (lookups,
 //! create, remove, attributes), `readdir` (listings), `rename`, `status` (capacity,
 //! daemon counters), `rpc` (connections and framing).
 
 mod data;
 mod error;
 mod inline;
+mod listing;
 mod namespace;
 mod open_files;
 mod readdir;
@@ -44,6 +46,7 @@ use std::time::Duration;
 pub use error::{Errno, Result};
 pub use gust_proto::path;
 pub use gust_proto::{DaemonStats, DirEntry, FileKind as Kind, Record, INLINE_BYTES_MAX};
+pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
@@ -85,6 +88,7 @@ pub struct Client {
     transport: Transport,
     files: FdTable,
     pending: inline::PendingFiles,
+    listing: listing::ListingAttrs,
     /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
     defer_exclusive_create: AtomicBool,
 }
@@ -132,6 +136,7 @@ impl Client {
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
             pending: inline::PendingFiles::default(),
+            listing: listing::ListingAttrs::default(),
             defer_exclusive_create: AtomicBool::new(false),
         })
     }

@@ -85,13 +85,23 @@ impl Client {
         }
     }
 
+    /// Follows a symlink at the last component. Answered from a recent listing when
+    /// it returned this entry (listing.rs).
     pub fn stat(&self, path: &str) -> Result<Stat> {
-        let (_, r) = self.resolve(path)?;
+        let p = self.norm(path)?;
+        if let Some(r) = self.listing.get(&p).filter(|r| r.kind != FileKind::Symlink) {
+            return Ok(Stat::from_record(&r, self.chunk_size));
+        }
+        let (_, r) = self.resolve(&p)?;
         Ok(Stat::from_record(&r, self.chunk_size))
     }
 
+    /// Answered from a recent listing when it returned this entry (listing.rs).
     pub fn lstat(&self, path: &str) -> Result<Stat> {
         let p = self.norm(path)?;
+        if let Some(r) = self.listing.get(&p) {
+            return Ok(Stat::from_record(&r, self.chunk_size));
+        }
         Ok(Stat::from_record(&self.get_record(&p)?, self.chunk_size))
     }
 
@@ -127,6 +137,7 @@ impl Client {
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.listing.invalidate();
         let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EEXIST));
@@ -141,6 +152,7 @@ impl Client {
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
+        self.listing.invalidate();
         let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EBUSY));
@@ -168,6 +180,7 @@ impl Client {
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that
     /// holds its chunks (none for an empty file).
     pub fn unlink(&self, path: &str) -> Result<()> {
+        self.listing.invalidate();
         let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EISDIR));
@@ -181,6 +194,7 @@ impl Client {
     }
 
     pub fn symlink(&self, target: &str, linkpath: &str) -> Result<()> {
+        self.listing.invalidate();
         let p = self.norm(linkpath)?;
         if target.is_empty() {
             return Err(Errno(libc::ENOENT));
@@ -216,6 +230,7 @@ impl Client {
         mtime: Option<i64>,
         follow: bool,
     ) -> Result<()> {
+        self.listing.invalidate();
         let p = if follow { self.resolve(path)?.0 } else { self.norm(path)? };
         let req = Request::SetAttr { path: p.clone(), mode, atime_ns: atime, mtime_ns: mtime, ctime_ns: now_ns() };
         self.call_md(&p, req).map(|_| ())

@@ -154,6 +154,9 @@ impl Client {
     /// request.
     pub(crate) fn open_resolved(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat, String)> {
         let mut p = self.norm(path)?;
+        if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
+            self.listing.invalidate();
+        }
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         let mut hops = 0;

@@ -182,6 +182,12 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
             }
             Ok(Response::RecordData { record, inline })
         }
+        Request::ReadDirPlus { dir, after, max_entries } => {
+            validate_path(&dir)?;
+            let max = max_entries.clamp(1, READDIR_PAGE_ENTRIES_MAX) as usize;
+            let (entries, done) = md.read_dir_plus(&dir, after.as_deref(), max, READDIR_PAGE_BYTES_MAX, true)?;
+            Ok(Response::DirPagePlus { entries, done })
+        }
         Request::DropInline { path, file_id } => {
             validate_path(&path)?;
             md.drop_inline(&path, file_id).map(|_| Response::Ok)

@@ -461,6 +461,21 @@ impl MetadataStore {
         max_entries: usize,
         max_bytes: usize,
     ) -> Res<(Vec<(String, FileKind)>, bool)> {
+        let (page, done) = self.read_dir_plus(dir, after, max_entries, max_bytes, false)?;
+        Ok((page.into_iter().map(|(n, r)| (n, r.kind)).collect(), done))
+    }
+
+    /// One page of the direct children of `dir` with their records. Bytes count as
+    /// readdir's (name + DIR_ENTRY_OVERHEAD_BYTES) or, `with_records`, as a record
+    /// page's (name + target + RECORD_OVERHEAD_BYTES), so either page fits a frame.
+    pub fn read_dir_plus(
+        &self,
+        dir: &str,
+        after: Option<&str>,
+        max_entries: usize,
+        max_bytes: usize,
+        with_records: bool,
+    ) -> Res<(Vec<(String, Record)>, bool)> {
         let prefix = children_prefix(dir);
         let mut start = prefix.clone();
         if let Some(a) = after {
@@ -479,8 +494,9 @@ impl MetadataStore {
                 return Ok((out, false));
             }
             let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-            bytes += name.len() + DIR_ENTRY_OVERHEAD_BYTES;
-            out.push((name, rec.kind));
+            bytes += name.len()
+                + if with_records { rec.target.len() + RECORD_OVERHEAD_BYTES } else { DIR_ENTRY_OVERHEAD_BYTES };
+            out.push((name, rec));
         }
         Ok((out, true))
     }
@@ -736,6 +752,41 @@ mod tests {
         assert!(!tree.contains(&"/dd".to_string()));
         assert!(s.has_children("/d").unwrap());
         assert!(!s.has_children("/dd").unwrap());
+    }
+
+    /// Listing pages with records stop at their byte bound too: a page of 4096 long
+    /// names with records fits one reply body; every entry comes once, with its record.
+    #[test]
+    fn read_dir_plus_pages_are_bounded_and_complete() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        s.create("/d", &rec(FileKind::Dir), true).unwrap();
+        let n = 3_000;
+        for i in 0..n {
+            let mut r = rec(FileKind::File);
+            r.size = i;
+            s.create(&format!("/d/{i:04}{}", "x".repeat(250)), &r, true).unwrap();
+        }
+        let (mut seen, mut pages) = (0u64, 0);
+        let mut after: Option<String> = None;
+        loop {
+            let max = gust_proto::READDIR_PAGE_ENTRIES_MAX as usize;
+            let (page, done) =
+                s.read_dir_plus("/d", after.as_deref(), max, gust_proto::READDIR_PAGE_BYTES_MAX, true).unwrap();
+            let reply: gust_proto::Reply = Ok(gust_proto::Response::DirPagePlus { entries: page.clone(), done });
+            assert!(gust_proto::encode(&reply).len() <= gust_proto::BODY_BYTES_MAX as usize);
+            for (name, r) in &page {
+                assert_eq!(r.size, name[..4].parse::<u64>().unwrap(), "{name}: its own record");
+            }
+            seen += page.len() as u64;
+            pages += 1;
+            after = page.last().map(|e| e.0.clone());
+            if done {
+                break;
+            }
+        }
+        assert_eq!(seen, n);
+        assert!(pages > 1, "{n} entries of ~350 counted bytes take more than one page");
     }
 
     /// Scan pages of long paths stop at their byte bound, so each page fits a frame

@@ -237,6 +237,9 @@ requests! {
     /// Forget the inline data of `path` if the record there is still `file_id` (the
     /// client wrote it to chunks first): the file is then an ordinary chunked file.
     24 "drop_inline" DropInline { path: String, file_id: u128 } idempotent(true),
+    /// `readdir` with each entry's record (`DirPagePlus`): a listing and the stats
+    /// that follow it (`ls -l`, READDIRPLUS) in one request per daemon per page.
+    25 "readdir_plus" ReadDirPlus { dir: String, after: Option<String>, max_entries: u32 } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -308,6 +311,11 @@ pub enum Response {
     RecordData {
         record: Record,
         inline: bool,
+    },
+    /// A readdir page with each entry's record (name, record), in name order.
+    DirPagePlus {
+        entries: Vec<(String, Record)>,
+        done: bool,
     },
 }
 
@@ -455,6 +463,10 @@ mod tests {
                 Request::DropInline { path: "/a".into(), file_id: 7 },
                 "18000000  0200000000000000 2f61  07000000000000000000000000000000".into(),
             ),
+            (
+                Request::ReadDirPlus { dir: "/".into(), after: None, max_entries: 16 },
+                "19000000  0100000000000000 2f  00  10000000".into(),
+            ),
         ]
     }
 
@@ -506,6 +518,7 @@ mod tests {
                 (22, "create_inline", false),
                 (23, "stat_data", true),
                 (24, "drop_inline", true),
+                (25, "readdir_plus", true),
             ]
         );
         for (code, name) in OPS {
@@ -513,7 +526,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 24);
+        assert_eq!(OP_MAX, 25);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -566,6 +579,10 @@ mod tests {
                 ),
             ),
             (Ok(Response::RecordData { record: rec(), inline: true }), format!("{ok} 0b000000  {REC}  01")),
+            (
+                Ok(Response::DirPagePlus { entries: vec![("f".into(), rec())], done: true }),
+                format!("{ok} 0c000000  0100000000000000  0100000000000000 66  {REC}  01"),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
