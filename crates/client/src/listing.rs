@@ -31,6 +31,9 @@ pub const LISTING_ATTRS_ENTRIES_MAX: usize = 262_144;
 /// at most this many pages.
 pub(crate) const LISTING_FANOUT_DAEMONS_MAX: usize = 16;
 
+/// One daemon's page of a listing with attributes, and whether that daemon is done.
+pub(crate) type ListingPage = (Vec<(String, Record)>, bool);
+
 #[derive(Default)]
 pub(crate) struct ListingAttrs {
     /// Bumped by every change this client makes, once the cache was ever filled.
@@ -125,11 +128,7 @@ impl Client {
     /// Asks `daemons` (with their resume points) for the next page of `dir` with
     /// records, all at once; keeps the records in the cache. Returns, per daemon, the
     /// entries and whether that daemon is done.
-    pub(crate) fn listing_pages(
-        &self,
-        dir: &str,
-        daemons: &[(u32, Option<String>)],
-    ) -> Result<Vec<(Vec<(String, Record)>, bool)>> {
+    pub(crate) fn listing_pages(&self, dir: &str, daemons: &[(u32, Option<String>)]) -> Result<Vec<ListingPage>> {
         let asked_at = self.listing.generation();
         let calls = daemons
             .iter()
