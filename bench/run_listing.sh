@@ -39,7 +39,7 @@ for i in range($n):
 "
 done
 : > "$out"
-t() { local s e; s=$(date +%s.%N); "$@" > /dev/null; e=$(date +%s.%N); echo "$e - $s" | bc; }
+t() { local s e; s=$(date +%s%N); "$@" > /dev/null; e=$(date +%s%N); printf '%d.%09d' $(((e - s) / 1000000000)) $(((e - s) % 1000000000)); }
 for r in $(seq 1 "$rounds"); do
   for v in new old; do
     b=${bin[$v]}

@@ -12,6 +12,7 @@ use crate::open_files::OpenFile;
 use crate::rpc::Call;
 use crate::{namespace::now_ns, Client, Errno, Result};
 use gust_proto::{FileKind, Request, Response};
+use std::sync::Arc;
 
 /// Bytes per daemon request in one round of a large read or write. Keeps frames far
 /// under BULK_BYTES_MAX and bounds the memory a transfer pins.
@@ -37,7 +38,7 @@ impl Client {
             return Ok(n);
         }
         let mut off = f.offset.lock().unwrap();
-        let (at, n) = self.write_file(&f, buf, Some(*off))?;
+        let (at, n) = self.write_file(&f, buf, Some(*off), Some(&f))?;
         *off = at + n as u64;
         drop(off);
         self.sync_if_asked(&f)?;
@@ -59,7 +60,7 @@ impl Client {
         if let Some(n) = self.write_pending(&f, buf, Some(offset))? {
             return Ok(n);
         }
-        let n = self.write_file(&f, buf, Some(offset)).map(|(_, n)| n)?;
+        let n = self.write_file(&f, buf, Some(offset), Some(&f)).map(|(_, n)| n)?;
         self.sync_if_asked(&f)?;
         Ok(n)
     }
@@ -76,6 +77,8 @@ impl Client {
 
     fn read_file(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         Self::check_readable(f)?;
+        // Sizes this client's writes reached, through any descriptor, count.
+        self.flush_all_sizes();
         if buf.is_empty() {
             return Ok(0);
         }
@@ -155,11 +158,18 @@ impl Client {
     /// Writes `buf` at `offset` (or appends, for O_APPEND) through chunks: the data
     /// of a deferred create settled as an ordinary file (inline.rs).
     pub(crate) fn write_data(&self, f: &OpenFile, buf: &[u8], offset: u64) -> Result<()> {
-        self.write_file(f, buf, Some(offset)).map(|_| ())
+        self.write_file(f, buf, Some(offset), None).map(|_| ())
     }
 
-    /// Returns (offset written at, bytes written).
-    fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
+    /// Returns (offset written at, bytes written). With `cache`, the descriptor's
+    /// size update is batched (size_cache.rs) where it can be.
+    fn write_file(
+        &self,
+        f: &OpenFile,
+        buf: &[u8],
+        offset: Option<u64>,
+        cache: Option<&Arc<OpenFile>>,
+    ) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
         self.listing.invalidate();
         // One snapshot of the path for the whole write: a rename through this
@@ -167,6 +177,7 @@ impl Client {
         let path = f.path();
         let md = self.md_daemon(&path);
         let append = f.flags & libc::O_APPEND != 0;
+        let cached = cache.filter(|_| !append && f.flags & (libc::O_SYNC | libc::O_DSYNC) == 0);
         let start = if append {
             // Reserve the range first: two appenders never get the same offset.
             match self.transport.call(
@@ -203,7 +214,7 @@ impl Client {
                     req: Request::Write { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
                 })
                 .collect();
-            if !append {
+            if !append && cached.is_none() {
                 // The size update travels with the data, not after it.
                 calls.push(Call {
                     daemon: md,
@@ -218,6 +229,9 @@ impl Client {
                 });
             }
             self.call_all(calls)?;
+            if let Some(a) = cached {
+                self.cache_size(a, at + window as u64)?;
+            }
             done += window;
         }
         Ok((start, done))

@@ -78,6 +78,7 @@ impl Client {
     /// creates so that the operation sees them.
     pub(crate) fn norm(&self, p: &str) -> Result<String> {
         self.settle_all();
+        self.flush_all_sizes();
         normalize(p)
     }
 
@@ -177,6 +178,7 @@ impl Client {
     }
 
     fn settle_all_as(&self, last: bool) {
+        self.flush_all_sizes();
         if self.pending.count.load(Ordering::Acquire) == 0 {
             return;
         }

@@ -18,7 +18,8 @@
 //! daemons a request goes to; the one way to ask several), `open_files` (the
 //! descriptor table), `inline` (small files: deferred creates, data with the
 //! record), `listing` (listings with attributes and the stats they answer), `data`
-//! (read, write, truncate, sync), `namespace` (lookups,
+//! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
+//! `namespace` (lookups,
 //! create, remove, attributes), `readdir` (listings), `rename`, `status` (capacity,
 //! daemon counters), `rpc` (connections and framing).
 
@@ -32,6 +33,7 @@ mod readdir;
 mod rename;
 mod routing;
 mod rpc;
+mod size_cache;
 mod stat;
 mod status;
 
@@ -50,6 +52,7 @@ pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
+pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.
@@ -89,6 +92,7 @@ pub struct Client {
     files: FdTable,
     pending: inline::PendingFiles,
     listing: listing::ListingAttrs,
+    dirty: size_cache::DirtyFiles,
     /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
     defer_exclusive_create: AtomicBool,
 }
@@ -137,6 +141,7 @@ impl Client {
             files: FdTable::new(OPEN_FILES_MAX),
             pending: inline::PendingFiles::default(),
             listing: listing::ListingAttrs::default(),
+            dirty: size_cache::DirtyFiles::default(),
             defer_exclusive_create: AtomicBool::new(false),
         })
     }

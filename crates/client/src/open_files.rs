@@ -36,6 +36,8 @@ pub(crate) struct OpenFile {
     pub(crate) settle_error: Mutex<Option<Errno>>,
     /// A read-only descriptor of an inline file: (size, data) as of its open.
     pub(crate) snapshot: Option<(u64, Vec<u8>)>,
+    /// The size its writes reached, not yet sent (size_cache.rs).
+    pub(crate) size_dirty: Mutex<Option<crate::size_cache::DirtySize>>,
 }
 
 impl OpenFile {
@@ -60,6 +62,7 @@ impl OpenFile {
             pending: Mutex::new(pending),
             settle_error: Mutex::new(None),
             snapshot: None,
+            size_dirty: Mutex::new(None),
         }
     }
 
@@ -260,6 +263,9 @@ impl Client {
     pub(crate) fn file(&self, fd: i32) -> Result<Arc<OpenFile>> {
         let f = self.files.get(fd)?;
         self.settle(&f, false)?;
+        // This client's writes through any descriptor count for this one's use.
+        self.flush_size(&f)?;
+        self.flush_all_sizes();
         Ok(f)
     }
 
@@ -273,12 +279,13 @@ impl Client {
     /// have said) is close's error, the descriptor closed anyway.
     pub fn close(&self, fd: i32) -> Result<()> {
         let f = self.files.remove(fd)?;
+        let sized = self.flush_size(&f);
         // A dup of it (or a call in flight on another thread) may still write:
         // then only the last close settles, or a path operation, or exit.
         if Arc::strong_count(&f) > 1 {
-            return Ok(());
+            return sized;
         }
-        self.settle(&f, true)
+        sized.and(self.settle(&f, true))
     }
 
     /// A new descriptor sharing the open file description (offset, flags) of `fd`.

@@ -878,9 +878,11 @@ impl Filesystem for GustFs {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
-        // The client core caches nothing: every acknowledged write is on the daemons.
-        match self.file(fh) {
-            Ok(_) => reply.ok(),
+        // Every acknowledged write's data is on the daemons; its size is sent now
+        // (the client batches it, see gust-client size_cache.rs), so other clients
+        // see it once close(2) returns.
+        match self.fd(fh).and_then(|(_, fd)| self.client.flush(fd)) {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(fe(e)),
         }
     }
