@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long a listed entry's attributes answer a stat: long enough for `ls -l` of a
-/// few hundred thousand entries to stat them all after reading the listing, short
-/// next to how long a job's files change under a listing of them.
+/// How long after its directory's last listed page an entry's attributes answer a
+/// stat: long enough for `ls -l` of a few hundred thousand entries to stat them all
+/// after reading the listing, short next to how long a job's files change under a
+/// listing of them.
 pub const LISTING_ATTRS_TTL: Duration = Duration::from_secs(2);
 /// Bound on the cached entries (about 50 MiB at the bound for 60-byte paths).
 pub const LISTING_ATTRS_ENTRIES_MAX: usize = 262_144;
@@ -45,7 +46,11 @@ pub(crate) struct ListingAttrs {
 #[derive(Default)]
 struct AttrMap {
     generation: u64,
-    entries: HashMap<String, (Record, Instant)>,
+    entries: HashMap<String, Record>,
+    /// When the latest page of each listed directory came: an entry answers stats
+    /// until LISTING_ATTRS_TTL after its directory's last page, so the first entries
+    /// of a long listing do not expire before the listing ends.
+    dirs: HashMap<String, Instant>,
 }
 
 impl ListingAttrs {
@@ -70,17 +75,21 @@ impl ListingAttrs {
         }
         if m.generation != g {
             m.entries.clear();
+            m.dirs.clear();
             m.generation = g;
         }
         if m.entries.len() + entries.len() > LISTING_ATTRS_ENTRIES_MAX {
-            m.entries.retain(|_, (_, t)| t.elapsed() < LISTING_ATTRS_TTL);
+            let AttrMap { entries: e, dirs, .. } = &mut *m;
+            dirs.retain(|_, t| t.elapsed() < LISTING_ATTRS_TTL);
+            e.retain(|p, _| dirs.contains_key(path::parent(p)));
         }
         for (name, r) in entries {
             if m.entries.len() >= LISTING_ATTRS_ENTRIES_MAX {
                 break;
             }
-            m.entries.insert(path::join(dir, name), (r.clone(), now));
+            m.entries.insert(path::join(dir, name), r.clone());
         }
+        m.dirs.insert(dir.to_string(), now);
         self.filled.store(true, Ordering::Relaxed);
     }
 
@@ -93,8 +102,11 @@ impl ListingAttrs {
         if m.generation != self.generation() {
             return None;
         }
-        let (r, t) = m.entries.get(p)?;
-        (t.elapsed() < LISTING_ATTRS_TTL).then(|| r.clone())
+        let listed = m.dirs.get(path::parent(p))?;
+        if listed.elapsed() >= LISTING_ATTRS_TTL {
+            return None;
+        }
+        m.entries.get(p).cloned()
     }
 }
 
