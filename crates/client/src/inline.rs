@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-/// Descriptors in a directory rename's subtree asked about inline data per batch.
+/// Files of a directory rename's subtree asked about inline data per batch.
 const STAT_DATA_BATCH: usize = 64;
 
 /// A create not yet sent: the record it will create and the data written so far
