@@ -5,6 +5,8 @@
 //! mount behind. Needs /dev/fuse and root (or fusermount3); scripts/setup.sh installs
 //! the tools.
 
+mod common;
+
 use gust_e2e::{gust_bin, wait_until, Instance};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -774,4 +776,30 @@ fn ordinary_user_mounts_through_fusermount3() {
         "written-by-nobody\n65534:65534\nwrote-a-read-only-file\nuser_id=65534\n"
     );
     assert!(!still_mounted, "gust umount as an ordinary user left the mount in place");
+}
+
+/// `ls -l` through the mount: READDIRPLUS brings every entry's attributes with the
+/// listing's pages, so no stat request per entry reaches the daemons.
+#[test]
+fn ls_l_uses_readdirplus() {
+    let inst = Instance::start(3);
+    let c = inst.client();
+    c.mkdir("/big", 0o755).unwrap();
+    let n = 2_000;
+    for i in 0..n {
+        let fd = c.open(&format!("/big/f{i:05}"), libc::O_CREAT | libc::O_WRONLY, 0o640).unwrap();
+        c.pwrite(fd, b"abc", 0).unwrap();
+        c.close(fd).unwrap();
+    }
+    let m = Mount::new(&inst, &[]);
+    let stats = common::op_total(&c, "stat");
+    let out = Command::new("ls").arg("-l").arg(m.p("big")).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let files: Vec<&str> = text.lines().filter(|l| l.starts_with("-rw-r-----")).collect();
+    assert_eq!(files.len(), n);
+    assert!(files.iter().all(|l| l.split_whitespace().nth(4) == Some("3")), "sizes from the listing");
+    let stat_requests = common::op_total(&c, "stat") - stats;
+    assert!(stat_requests < 50, "ls -l of {n} entries sent {stat_requests} stat requests");
+    assert!(common::op_total(&c, "readdir_plus") > 0);
 }

@@ -63,8 +63,9 @@ fn create_stat_unlink_cost_one_rpc_each() {
             let d_stat = assert_one_rpc(&c, &format!("stat {p}"), "stat", || {
                 assert_eq!(c.stat(&p).unwrap().size, 0);
             });
-            // open of an existing file, and fstat, are one RPC too.
-            let d_open = assert_one_rpc(&c, &format!("open {p}"), "stat", || {
+            // open of an existing file is one RPC too (stat_data: the record, and
+            // a small file's data along with it).
+            let d_open = assert_one_rpc(&c, &format!("open {p}"), "stat_data", || {
                 let fd = c.open(&p, libc::O_RDONLY, 0).unwrap();
                 c.close(fd).unwrap();
             });

@@ -62,6 +62,10 @@ enum BenchKind {
         /// All processes in one directory (default: one directory per process).
         #[arg(long)]
         shared_dir: bool,
+        /// Create with O_CREAT|O_WRONLY, as mdtest does, instead of
+        /// O_CREAT|O_EXCL|O_WRONLY.
+        #[arg(long)]
+        no_excl: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -89,18 +93,30 @@ enum BenchKind {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 enum Workload {
-    Md { files: u64, size: u64, shared_dir: bool },
-    Io { block_size: u64, transfer_size: u64, shared_file: bool, random: bool },
+    Md {
+        files: u64,
+        size: u64,
+        shared_dir: bool,
+        #[serde(default)]
+        no_excl: bool,
+    },
+    Io {
+        block_size: u64,
+        transfer_size: u64,
+        shared_file: bool,
+        random: bool,
+    },
 }
 
 impl Workload {
     /// One line for the table's heading, for people.
     fn describe(&self) -> String {
         match self {
-            Workload::Md { files, size, shared_dir } => format!(
-                "md: {files} files of {} per process, {}",
+            Workload::Md { files, size, shared_dir, no_excl } => format!(
+                "md: {files} files of {} per process, {}{}",
                 crate::human_size(*size),
-                if *shared_dir { "one shared directory" } else { "a directory per process" }
+                if *shared_dir { "one shared directory" } else { "a directory per process" },
+                if *no_excl { ", created without O_EXCL" } else { "" }
             ),
             Workload::Io { block_size, transfer_size, shared_file, random } => format!(
                 "io: {} per process in {} {} transfers, {}",
@@ -147,7 +163,9 @@ impl Target for GustTarget {
         self.0.rmdir(p)
     }
     fn open(&self, p: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
-        self.0.open(p, flags, mode)
+        // As the preload library opens: a create is deferred to close (small files
+        // inline, gust-client inline.rs).
+        self.0.open_deferred(p, flags, mode)
     }
     fn close(&self, fd: i32) -> Result<(), Errno> {
         self.0.close(fd)
@@ -212,7 +230,9 @@ impl Target for PosixTarget {
 
 fn make_target(target: &str, hosts: &std::path::Path) -> Result<Box<dyn Target>, String> {
     if target == "gust" {
-        Ok(Box::new(GustTarget(Client::open_instance(hosts, ClientOptions::from_env())?)))
+        let c = Client::open_instance(hosts, ClientOptions::from_env())?;
+        c.set_defer_exclusive_create(std::env::var("GUST_DEFER_EXCL").is_ok_and(|v| v == "1"));
+        Ok(Box::new(GustTarget(c)))
     } else if target.starts_with("posix:") || target == "preload" {
         // preload: the worker runs with LD_PRELOAD, so these libc calls are the
         // interposed ones, exactly what an unmodified program does.
@@ -275,8 +295,9 @@ fn phases(w: &Workload) -> &'static [&'static str] {
 fn run_phase(t: &dyn Target, s: &WorkerSpec, phase: &str) -> PhaseReport {
     let mut r = PhaseReport::default();
     match s.workload {
-        Workload::Md { files, size, shared_dir } => {
+        Workload::Md { files, size, shared_dir, no_excl } => {
             let dir = md_dir(s, shared_dir);
+            let create_flags = libc::O_CREAT | libc::O_WRONLY | if no_excl { 0 } else { libc::O_EXCL };
             let mut data = vec![0u8; size as usize];
             fill_pattern(&mut data, 0, s.seed);
             let mut buf = vec![0u8; size as usize];
@@ -284,7 +305,7 @@ fn run_phase(t: &dyn Target, s: &WorkerSpec, phase: &str) -> PhaseReport {
                 let p = if shared_dir { format!("{dir}/f{}.{i}", s.rank) } else { format!("{dir}/f{i}") };
                 let ok = match phase {
                     "create" => t
-                        .open(&p, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)
+                        .open(&p, create_flags, 0o644)
                         .and_then(|fd| {
                             let w = if size > 0 { t.pwrite(fd, &data, 0).map(|_| ()) } else { Ok(()) };
                             t.close(fd).and(w)
@@ -616,7 +637,9 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
 pub fn run(a: BenchArgs) -> Result<(), String> {
     match a.kind {
         BenchKind::Worker => worker(),
-        BenchKind::Md { files, size, shared_dir, common } => drive(Workload::Md { files, size, shared_dir }, common),
+        BenchKind::Md { files, size, shared_dir, no_excl, common } => {
+            drive(Workload::Md { files, size, shared_dir, no_excl }, common)
+        }
         BenchKind::Io { block_size, transfer_size, shared_file, random, common } => {
             if transfer_size == 0 || block_size % transfer_size != 0 {
                 return Err("--block-size must be a multiple of a non-zero --transfer-size".into());

@@ -12,6 +12,7 @@ use crate::open_files::OpenFile;
 use crate::rpc::Call;
 use crate::{namespace::now_ns, Client, Errno, Result};
 use gust_proto::{FileKind, Request, Response};
+use std::sync::Arc;
 
 /// Bytes per daemon request in one round of a large read or write. Keeps frames far
 /// under BULK_BYTES_MAX and bounds the memory a transfer pins.
@@ -32,9 +33,12 @@ impl Client {
     }
 
     pub fn write(&self, fd: i32, buf: &[u8]) -> Result<usize> {
-        let f = self.file(fd)?;
+        let f = self.file_unsettled(fd)?;
+        if let Some(n) = self.write_pending(&f, buf, None)? {
+            return Ok(n);
+        }
         let mut off = f.offset.lock().unwrap();
-        let (at, n) = self.write_file(&f, buf, Some(*off))?;
+        let (at, n) = self.write_file(&f, buf, Some(*off), Some(&f))?;
         *off = at + n as u64;
         drop(off);
         self.sync_if_asked(&f)?;
@@ -52,8 +56,11 @@ impl Client {
     /// Writes at `offset`; on a descriptor opened with O_APPEND, Linux appends
     /// anyway, and so does this.
     pub fn pwrite(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
-        let f = self.file(fd)?;
-        let n = self.write_file(&f, buf, Some(offset)).map(|(_, n)| n)?;
+        let f = self.file_unsettled(fd)?;
+        if let Some(n) = self.write_pending(&f, buf, Some(offset))? {
+            return Ok(n);
+        }
+        let n = self.write_file(&f, buf, Some(offset), Some(&f)).map(|(_, n)| n)?;
         self.sync_if_asked(&f)?;
         Ok(n)
     }
@@ -70,8 +77,14 @@ impl Client {
 
     fn read_file(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         Self::check_readable(f)?;
+        // Sizes this client's writes reached, through any descriptor, count.
+        self.flush_all_sizes();
         if buf.is_empty() {
             return Ok(0);
+        }
+        if let Some((size, data)) = &f.snapshot {
+            // A small file opened read-only: its data came with the open.
+            return Ok(crate::inline::read_inline(*size, data, buf, offset));
         }
         let mut done = 0usize;
         while done < buf.len() {
@@ -89,24 +102,28 @@ impl Client {
     /// costs one round trip however many daemons hold its chunks.
     fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         let len = buf.len() as u64;
-        let per_daemon = self.spans_by_daemon(f.file_id, offset, len);
+        let per_daemon = self.spans_by_daemon(f.file_id(), offset, len);
         let path = f.path();
-        let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::Stat { path }, bulk: Vec::new() }];
+        // StatData, not Stat: a file with inline data answers with it (the chunk
+        // reads then find nothing), for the same cost when it has none.
+        let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::StatData { path }, bulk: Vec::new() }];
         let mut dests = vec![None];
         for (d, spans) in per_daemon {
             dests.push(Some(spans.iter().map(|(span, at)| (*at, span.len)).collect()));
             calls.push(Call {
                 daemon: d,
-                req: Request::Read { file_id: f.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                req: Request::Read { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
                 bulk: Vec::new(),
             });
         }
         // Chunk bytes land in `buf` straight from the sockets.
         let mut answers = self.transport.batch_into(calls, dests, buf).into_iter();
-        let size = match answers.next().expect("stat answer")? {
-            (Response::Record(r), _) if r.file_id == f.file_id => r.size,
+        let (size, inline) = match answers.next().expect("stat answer")? {
+            (Response::RecordData { record, inline }, data) if record.file_id == f.file_id() => {
+                (record.size, inline.then_some(data))
+            }
             // The path now names another file (renamed or replaced by another process).
-            (Response::Record(_), _) => return Err(Errno(libc::ESTALE)),
+            (Response::RecordData { .. }, _) => return Err(Errno(libc::ESTALE)),
             (r, _) => return Err(unexpected(r)),
         };
         let mut first_err = None;
@@ -119,6 +136,9 @@ impl Client {
         }
         if let Some(e) = first_err {
             return Err(e);
+        }
+        if let Some(data) = inline {
+            return Ok(crate::inline::read_inline(size, &data, buf, offset));
         }
         Ok(size.saturating_sub(offset).min(len) as usize)
     }
@@ -135,24 +155,39 @@ impl Client {
         Ok(())
     }
 
-    /// Returns (offset written at, bytes written).
-    fn write_file(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<(u64, usize)> {
+    /// Writes `buf` at `offset` (or appends, for O_APPEND) through chunks: the data
+    /// of a deferred create settled as an ordinary file (inline.rs).
+    pub(crate) fn write_data(&self, f: &OpenFile, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_file(f, buf, Some(offset), None).map(|_| ())
+    }
+
+    /// Returns (offset written at, bytes written). With `cache`, the descriptor's
+    /// size update is batched (size_cache.rs) where it can be.
+    fn write_file(
+        &self,
+        f: &OpenFile,
+        buf: &[u8],
+        offset: Option<u64>,
+        cache: Option<&Arc<OpenFile>>,
+    ) -> Result<(u64, usize)> {
         Self::check_writable(f)?;
         if !buf.is_empty() {
             f.written.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        self.listing.invalidate();
         // One snapshot of the path for the whole write: a rename through this
         // client meanwhile cannot split its requests between two names.
         let path = f.path();
         let md = self.md_daemon(&path);
         let append = f.flags & libc::O_APPEND != 0;
+        let cached = cache.filter(|_| !append && f.flags & (libc::O_SYNC | libc::O_DSYNC) == 0);
         let start = if append {
             // Reserve the range first: two appenders never get the same offset.
             match self.transport.call(
                 md,
                 Request::UpdateSize {
                     path: path.clone(),
-                    file_id: f.file_id,
+                    file_id: f.file_id(),
                     end: 0,
                     append_len: Some(buf.len() as u64),
                     mtime_ns: now_ns(),
@@ -174,21 +209,21 @@ impl Client {
             let at = start + done as u64;
             let piece = &buf[done..done + window];
             let mut calls: Vec<Call> = self
-                .spans_by_daemon(f.file_id, at, window as u64)
+                .spans_by_daemon(f.file_id(), at, window as u64)
                 .into_iter()
                 .map(|(d, spans)| Call {
                     daemon: d,
                     bulk: spans.iter().map(|(s, rel)| &piece[*rel..*rel + s.len as usize]).collect(),
-                    req: Request::Write { file_id: f.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                    req: Request::Write { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
                 })
                 .collect();
-            if !append {
+            if !append && cached.is_none() {
                 // The size update travels with the data, not after it.
                 calls.push(Call {
                     daemon: md,
                     req: Request::UpdateSize {
                         path: path.clone(),
-                        file_id: f.file_id,
+                        file_id: f.file_id(),
                         end: at + window as u64,
                         append_len: None,
                         mtime_ns: now_ns(),
@@ -197,6 +232,9 @@ impl Client {
                 });
             }
             self.call_all(calls)?;
+            if let Some(a) = cached {
+                self.cache_size(a, at + window as u64)?;
+            }
             done += window;
         }
         // A write by a caller without privilege clears the set-id bits (once per
@@ -251,6 +289,7 @@ impl Client {
     /// Sets the size of the file at resolved path `p`; chunks past the new end are
     /// cut on the daemons that can hold them.
     pub(crate) fn truncate_resolved(&self, p: &str, size: u64) -> Result<()> {
+        self.listing.invalidate();
         if size > i64::MAX as u64 {
             return Err(Errno(libc::EFBIG));
         }
@@ -291,12 +330,12 @@ impl Client {
     fn sync_file(&self, f: &OpenFile) -> Result<()> {
         let path = f.path();
         let r = self.get_record(&path)?;
-        let mut daemons = self.chunk_daemons(f.file_id, 0, r.size);
+        let mut daemons = self.chunk_daemons(f.file_id(), 0, r.size);
         let md = self.md_daemon(&path);
         if !daemons.contains(&md) {
             daemons.push(md);
         }
-        self.call_each(daemons, |_| Request::Fsync { file_id: Some(f.file_id) })?;
+        self.call_each(daemons, |_| Request::Fsync { file_id: Some(f.file_id()) })?;
         Ok(())
     }
 }

@@ -17,22 +17,27 @@
 //! One module per concept: `credentials` (who calls: owners of new records, chown's
 //! and access's checks), `error` and `stat` (what calls return), `routing` (which
 //! daemons a request goes to; the one way to ask several), `open_files` (the
-//! descriptor table), `data` (read, write, truncate, sync), `namespace` (lookups,
-//! create, remove, attributes), `readdir` (listings), `rename`, `find` (queries the
-//! daemons evaluate), `events` (the daemons' event logs), `status` (capacity, daemon counters), `rpc` (connections and
-//! framing).
+//! descriptor table), `inline` (small files: deferred creates, data with the
+//! record), `listing` (listings with attributes and the stats they answer), `data`
+//! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
+//! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
+//! `rename`, `find` (queries the daemons evaluate), `events` (the daemons' event
+//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing).
 
 mod credentials;
 mod data;
 mod error;
 mod events;
 mod find;
+mod inline;
+mod listing;
 mod namespace;
 mod open_files;
 mod readdir;
 mod rename;
 mod routing;
 mod rpc;
+mod size_cache;
 mod stat;
 mod status;
 
@@ -41,7 +46,7 @@ use gust_placement::{Distributor, WideStriping};
 use open_files::FdTable;
 use rpc::Transport;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use credentials::{as_caller, Credentials};
@@ -50,10 +55,13 @@ pub use events::EventsPage;
 pub use gust_proto::path;
 pub use gust_proto::{
     Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
+    INLINE_BYTES_MAX,
 };
+pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
+pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.
@@ -91,6 +99,11 @@ pub struct Client {
     chunk_size: u64,
     transport: Transport,
     files: FdTable,
+    pending: inline::PendingFiles,
+    listing: listing::ListingAttrs,
+    dirty: size_cache::DirtyFiles,
+    /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
+    defer_exclusive_create: AtomicBool,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -135,7 +148,17 @@ impl Client {
             dist: Box::new(WideStriping::new(n)),
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
+            pending: inline::PendingFiles::default(),
+            listing: listing::ListingAttrs::default(),
+            dirty: size_cache::DirtyFiles::default(),
+            defer_exclusive_create: AtomicBool::new(false),
         })
+    }
+
+    /// Lets `open_deferred` defer O_EXCL creates too: EEXIST then comes from close,
+    /// not open (front ends set it from GUST_DEFER_EXCL=1; docs/SEMANTICS.md).
+    pub fn set_defer_exclusive_create(&self, on: bool) {
+        self.defer_exclusive_create.store(on, Ordering::Relaxed);
     }
 
     pub fn hosts(&self) -> &HostsFile {

@@ -20,8 +20,11 @@ pub(crate) fn now_ns() -> i64 {
 }
 
 fn new_file_id() -> u128 {
+    use rand::Rng;
     loop {
-        let id: u128 = rand::random();
+        // The OS generator, not the thread-local one: deferred creates may be
+        // settled at process exit, after thread-locals are gone (inline.rs).
+        let id: u128 = rand::rngs::OsRng.gen();
         if id != 0 {
             return id;
         }
@@ -38,7 +41,7 @@ impl Client {
 
     /// Follows symlinks at the final component. Returns the resolved path and record.
     pub(crate) fn resolve(&self, path: &str) -> Result<(String, Record)> {
-        let mut p = normalize(path)?;
+        let mut p = self.norm(path)?;
         for _ in 0..=SYMLINK_HOPS_MAX {
             let r = self.get_record(&p)?;
             if r.kind != FileKind::Symlink {
@@ -89,13 +92,23 @@ impl Client {
         }
     }
 
+    /// Follows a symlink at the last component. Answered from a recent listing when
+    /// it returned this entry (listing.rs).
     pub fn stat(&self, path: &str) -> Result<Stat> {
-        let (_, r) = self.resolve(path)?;
+        let p = self.norm(path)?;
+        if let Some(r) = self.listing.get(&p).filter(|r| r.kind != FileKind::Symlink) {
+            return Ok(Stat::from_record(&r, self.chunk_size));
+        }
+        let (_, r) = self.resolve(&p)?;
         Ok(Stat::from_record(&r, self.chunk_size))
     }
 
+    /// Answered from a recent listing when it returned this entry (listing.rs).
     pub fn lstat(&self, path: &str) -> Result<Stat> {
-        let p = normalize(path)?;
+        let p = self.norm(path)?;
+        if let Some(r) = self.listing.get(&p) {
+            return Ok(Stat::from_record(&r, self.chunk_size));
+        }
         Ok(Stat::from_record(&self.get_record(&p)?, self.chunk_size))
     }
 
@@ -188,7 +201,8 @@ impl Client {
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
-        let p = normalize(path)?;
+        self.listing.invalidate();
+        let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
@@ -219,7 +233,8 @@ impl Client {
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
-        let p = normalize(path)?;
+        self.listing.invalidate();
+        let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EBUSY));
         }
@@ -248,7 +263,8 @@ impl Client {
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that
     /// holds its chunks (none for an empty file).
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let p = normalize(path)?;
+        self.listing.invalidate();
+        let p = self.norm(path)?;
         if p == "/" {
             return Err(Errno(libc::EISDIR));
         }
@@ -261,7 +277,8 @@ impl Client {
     }
 
     pub fn symlink(&self, target: &str, linkpath: &str) -> Result<()> {
-        let p = normalize(linkpath)?;
+        self.listing.invalidate();
+        let p = self.norm(linkpath)?;
         if target.is_empty() {
             return Err(Errno(libc::ENOENT));
         }
@@ -281,7 +298,7 @@ impl Client {
     }
 
     pub fn readlink(&self, path: &str) -> Result<String> {
-        let r = self.get_record(&normalize(path)?)?;
+        let r = self.get_record(&self.norm(path)?)?;
         if r.kind != FileKind::Symlink {
             return Err(Errno(libc::EINVAL));
         }
@@ -296,7 +313,8 @@ impl Client {
         mtime: Option<i64>,
         follow: bool,
     ) -> Result<()> {
-        let p = if follow { self.resolve(path)?.0 } else { normalize(path)? };
+        self.listing.invalidate();
+        let p = if follow { self.resolve(path)?.0 } else { self.norm(path)? };
         let req = Request::SetAttr { path: p.clone(), mode, atime_ns: atime, mtime_ns: mtime, ctime_ns: now_ns() };
         self.call_md(&p, req).map(|_| ())
     }

@@ -13,7 +13,7 @@ use crate::{Client, Errno, Result};
 use gust_proto::{path, FileKind, Request, Response};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Bound on the open-file table of one client. An entry costs about 100 bytes plus
 /// its path, so a full table is under 10 MiB for paths of typical length.
@@ -25,7 +25,9 @@ const FD_FIRST: i32 = 3;
 pub(crate) struct OpenFile {
     /// Current path: rename through this client rewrites it (see `FdTable::retarget`).
     pub(crate) path: RwLock<String>,
-    pub(crate) file_id: u128,
+    /// Set at open, or for a deferred create when it is settled (inline.rs); every
+    /// operation but write and close settles first, so it is set when read.
+    id: OnceLock<u128>,
     pub(crate) kind: FileKind,
     pub(crate) flags: i32,
     pub(crate) offset: Mutex<u64>,
@@ -36,16 +38,39 @@ pub(crate) struct OpenFile {
     /// Data was written through this description: its last close is reported to
     /// the path's daemon (IN_CLOSE_WRITE of `gust events`).
     pub(crate) written: AtomicBool,
+    /// A create not yet sent (inline.rs): the data written so far, kept here.
+    pub(crate) pending: Mutex<Option<Box<crate::inline::Pending>>>,
+    /// What settling a deferred create failed with, reported by close.
+    pub(crate) settle_error: Mutex<Option<Errno>>,
+    /// A read-only descriptor of an inline file: (size, data) as of its open.
+    pub(crate) snapshot: Option<(u64, Vec<u8>)>,
+    /// The size its writes reached, not yet sent (size_cache.rs).
+    pub(crate) size_dirty: Mutex<Option<crate::size_cache::DirtySize>>,
 }
 
 impl OpenFile {
-    fn new(path: String, file_id: u128, kind: FileKind, flags: i32) -> OpenFile {
+    pub(crate) fn new(path: String, file_id: u128, kind: FileKind, flags: i32) -> OpenFile {
+        let f = OpenFile::unsettled(path, kind, flags, None);
+        f.id.set(file_id).expect("a new cell");
+        f
+    }
+
+    pub(crate) fn unsettled(
+        path: String,
+        kind: FileKind,
+        flags: i32,
+        pending: Option<Box<crate::inline::Pending>>,
+    ) -> OpenFile {
         OpenFile {
             path: RwLock::new(path),
-            file_id,
+            id: OnceLock::new(),
             kind,
             flags,
             offset: Mutex::new(0),
+            pending: Mutex::new(pending),
+            settle_error: Mutex::new(None),
+            snapshot: None,
+            size_dirty: Mutex::new(None),
             clear_set_id: Mutex::new(None),
             written: AtomicBool::new(false),
         }
@@ -53,6 +78,16 @@ impl OpenFile {
 
     pub(crate) fn path(&self) -> String {
         self.path.read().unwrap().clone()
+    }
+
+    /// The file id. Only for settled descriptors (see `Client::file`).
+    pub(crate) fn file_id(&self) -> u128 {
+        *self.id.get().expect("descriptor settled before use")
+    }
+
+    /// Fixes the file id of a deferred create once it is settled (first call wins).
+    pub(crate) fn settle_id(&self, id: u128) {
+        let _ = self.id.set(id);
     }
 }
 
@@ -95,6 +130,10 @@ impl FdTable {
         self.files.write().unwrap().remove(&fd).ok_or(Errno(libc::EBADF))
     }
 
+    pub(crate) fn insert_file(&self, f: Arc<OpenFile>) -> Result<i32> {
+        self.insert(f)
+    }
+
     /// Descriptors open on `old` (or below it) follow its rename to `new`, as POSIX
     /// descriptors follow the file. Other processes' descriptors keep the old path
     /// and get ENOENT or ESTALE (docs/SEMANTICS.md).
@@ -118,27 +157,48 @@ impl Client {
     /// `open` that also returns the attributes it fetched anyway, saving a front end
     /// (FUSE create, preload open+fstat) one `fstat` RPC.
     pub fn open_stat(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat)> {
-        let mut p = crate::normalize(path)?;
+        let (fd, st, _) = self.open_resolved(path, flags, mode)?;
+        Ok((fd, st))
+    }
+
+    /// `open_stat`, also returning the path the descriptor names once symlinks were
+    /// followed. An inline file (inline.rs) opened for writing is first moved to
+    /// chunks; opened read-only, its data comes with the open and its reads need no
+    /// request.
+    pub(crate) fn open_resolved(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat, String)> {
+        let mut p = self.norm(path)?;
+        if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
+            self.listing.invalidate();
+        }
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         let mut hops = 0;
+        let mut inline: Option<Vec<u8>> = None;
         let rec = loop {
             let r = if flags & libc::O_CREAT != 0 {
                 if p == "/" {
                     return Err(Errno(if flags & libc::O_EXCL != 0 { libc::EEXIST } else { libc::EISDIR }));
                 }
                 self.check_parent(&p)?;
-                let req = Request::Create {
-                    path: p.clone(),
-                    record: Self::new_record(FileKind::File, mode, String::new()),
-                    exclusive: flags & libc::O_EXCL != 0,
-                };
-                match self.call_md(&p, req)? {
+                let fresh = Self::new_record(FileKind::File, mode, String::new());
+                let fresh_id = fresh.file_id;
+                let req = Request::Create { path: p.clone(), record: fresh, exclusive: flags & libc::O_EXCL != 0 };
+                let r = match self.call_md(&p, req)? {
                     Response::Record(r) => r,
                     r => return Err(crate::error::unexpected(r)),
+                };
+                // An existing file with data may hold it inline: writers move it.
+                if r.file_id != fresh_id && r.kind == FileKind::File && r.size > 0 && writable {
+                    let (r2, data) = self.stat_data(&p)?;
+                    inline = data;
+                    r2
+                } else {
+                    r
                 }
             } else {
-                self.get_record(&p)?
+                let (r, data) = self.stat_data(&p)?;
+                inline = data;
+                r
             };
             if r.kind != FileKind::Symlink {
                 break r;
@@ -164,12 +224,21 @@ impl Client {
             return Err(Errno(libc::EISDIR));
         }
         let mut rec = rec;
-        if flags & libc::O_TRUNC != 0 && writable && rec.kind == FileKind::File && rec.size > 0 {
+        let truncating = flags & libc::O_TRUNC != 0 && writable && rec.kind == FileKind::File && rec.size > 0;
+        if truncating {
+            // A truncate to 0 drops inline data with the rest.
             self.truncate_resolved(&p, 0)?;
             rec.size = 0;
+        } else if writable {
+            if let Some(data) = &inline {
+                self.migrate_inline(&p, &rec, data)?;
+            }
         }
         let st = Stat::from_record(&rec, self.chunk_size);
-        let file = OpenFile::new(p, rec.file_id, rec.kind, flags);
+        let mut file = OpenFile::new(p.clone(), rec.file_id, rec.kind, flags);
+        if !writable && !truncating {
+            file.snapshot = inline.map(|d| (rec.size, d));
+        }
         if writable && rec.kind == FileKind::File && !crate::Credentials::is_root_caller() {
             // Linux's should_remove_suid: S_ISUID always, S_ISGID with group execute.
             let mut kill = rec.mode & libc::S_ISUID;
@@ -181,7 +250,7 @@ impl Client {
             }
         }
         let fd = self.files.insert(Arc::new(file))?;
-        Ok((fd, st))
+        Ok((fd, st, p))
     }
 
     /// Opens a file whose record the caller fetched recently, without an RPC: for a
@@ -189,7 +258,7 @@ impl Client {
     /// another file by now, I/O through the descriptor fails with ESTALE, as for any
     /// descriptor whose path was replaced. O_CREAT and O_TRUNC need `open`.
     pub fn open_known(&self, path: &str, flags: i32, file_id: u128, kind: FileKind) -> Result<i32> {
-        let p = crate::normalize(path)?;
+        let p = self.norm(path)?;
         if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 || kind == FileKind::Symlink {
             return Err(Errno(libc::EINVAL));
         }
@@ -201,28 +270,59 @@ impl Client {
         if kind == FileKind::Dir && writable {
             return Err(Errno(libc::EISDIR));
         }
+        if writable && kind == FileKind::File {
+            // Its data may be inline; a writer moves it to chunks first (one request
+            // to find out, the price of not knowing the size here).
+            // If the path names another file by now, I/O reports ESTALE (below).
+            match self.stat_data(&p) {
+                Ok((r, Some(d))) if r.file_id == file_id => self.migrate_inline(&p, &r, &d)?,
+                Ok(_) | Err(Errno(libc::ENOENT)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.files.insert(Arc::new(OpenFile::new(p, file_id, kind, flags)))
     }
 
+    /// The open file of `fd`, a deferred create settled first (its error, if that
+    /// fails, is this call's).
     pub(crate) fn file(&self, fd: i32) -> Result<Arc<OpenFile>> {
+        let f = self.files.get(fd)?;
+        self.settle(&f, false)?;
+        // This client's writes through any descriptor count for this one's use.
+        self.flush_size(&f)?;
+        self.flush_all_sizes();
+        Ok(f)
+    }
+
+    /// The open file of `fd` as it is, deferred or not (write, close, dup).
+    pub(crate) fn file_unsettled(&self, fd: i32) -> Result<Arc<OpenFile>> {
         self.files.get(fd)
     }
 
-    /// Releases a descriptor. The last close of a description that wrote data
-    /// costs one RPC: the path's daemon records IN_CLOSE_WRITE for `gust events`
-    /// (best effort: the close succeeds whatever that daemon answers).
+    /// Closes a descriptor. A deferred create is settled at its last close (one
+    /// request for a small file, data included); its failure (EEXIST for O_EXCL, or
+    /// what the open would have said) is close's error, the descriptor closed
+    /// anyway. The last close of a description that wrote data costs one more RPC:
+    /// the path's daemon records IN_CLOSE_WRITE for `gust events` (best effort).
     pub fn close(&self, fd: i32) -> Result<()> {
         let f = self.files.remove(fd)?;
-        if f.written.load(Ordering::Relaxed) && Arc::strong_count(&f) == 1 {
+        let sized = self.flush_size(&f);
+        // A dup of it (or a call in flight on another thread) may still write:
+        // then only the last close settles, or a path operation, or exit.
+        if Arc::strong_count(&f) > 1 {
+            return sized;
+        }
+        let r = sized.and(self.settle(&f, true));
+        if r.is_ok() && f.written.load(Ordering::Relaxed) {
             let path = f.path();
             let _ = self.transport.call(self.md_daemon(&path), Request::CloseWrite { path });
         }
-        Ok(())
+        r
     }
 
     /// A new descriptor sharing the open file description (offset, flags) of `fd`.
     pub fn dup(&self, fd: i32) -> Result<i32> {
-        self.files.insert(self.file(fd)?)
+        self.files.insert(self.file_unsettled(fd)?)
     }
 
     /// Path (inside the file system) and open flags of a descriptor.

@@ -25,7 +25,15 @@ impl Client {
             return Err(Errno(libc::ENOTDIR));
         }
         let daemons = self.all_daemons();
-        Ok(DirStream { client: self, dir: p, daemon: daemons.start, after: None, page: Vec::new(), done_daemon: false })
+        Ok(DirStream {
+            client: self,
+            dir: p,
+            daemon: daemons.start,
+            after: None,
+            page: Vec::new(),
+            done_daemon: false,
+            plus: None,
+        })
     }
 
     /// Every entry of a directory (convenience over `opendir`).
@@ -46,7 +54,8 @@ impl Client {
     }
 }
 
-/// A streaming directory listing; see [`Client::opendir`].
+/// A streaming directory listing; see [`Client::opendir`] and
+/// [`Client::opendir_plus`].
 pub struct DirStream<'a> {
     client: &'a Client,
     dir: String,
@@ -54,6 +63,42 @@ pub struct DirStream<'a> {
     after: Option<String>,
     page: Vec<DirEntry>,
     done_daemon: bool,
+    /// With attributes (listing.rs): every daemon's resume point, None once done.
+    plus: Option<Vec<(u32, Option<String>)>>,
+}
+
+impl<'a> DirStream<'a> {
+    /// Turns a fresh stream into one that fetches records with the names.
+    pub(crate) fn with_attributes(mut self, daemons: usize) -> DirStream<'a> {
+        self.plus = Some((0..daemons as u32).map(|d| (d, None)).collect());
+        self
+    }
+
+    /// Next pages with attributes, from up to LISTING_FANOUT_DAEMONS_MAX daemons
+    /// at once; false when every daemon is done.
+    fn refill_plus(&mut self) -> Result<bool> {
+        let pending = self.plus.as_mut().expect("a listing with attributes");
+        if pending.is_empty() {
+            return Ok(false);
+        }
+        let ask: Vec<(u32, Option<String>)> =
+            pending.iter().take(crate::listing::LISTING_FANOUT_DAEMONS_MAX).cloned().collect();
+        let pages = self.client.listing_pages(&self.dir, &ask)?;
+        let mut next = Vec::with_capacity(pending.len());
+        for ((d, _), (entries, done)) in ask.iter().zip(pages) {
+            let last = entries.last().map(|e| e.0.clone());
+            self.page.extend(entries.into_iter().map(|(name, r)| DirEntry { name, kind: r.kind }));
+            if !(done || last.is_none()) {
+                next.push((*d, last));
+            }
+        }
+        // Daemons asked go to the back, so every daemon is asked in turn.
+        let pending = self.plus.as_mut().expect("a listing with attributes");
+        let rest: Vec<(u32, Option<String>)> = pending.drain(ask.len()..).collect();
+        *pending = rest.into_iter().chain(next).collect();
+        self.page.reverse();
+        Ok(true)
+    }
 }
 
 impl Iterator for DirStream<'_> {
@@ -62,6 +107,16 @@ impl Iterator for DirStream<'_> {
         loop {
             if let Some(e) = self.page.pop() {
                 return Some(Ok(e));
+            }
+            if self.plus.is_some() {
+                match self.refill_plus() {
+                    Ok(true) => continue,
+                    Ok(false) => return None,
+                    Err(e) => {
+                        self.plus = Some(Vec::new());
+                        return Some(Err(e));
+                    }
+                }
             }
             if self.done_daemon {
                 self.daemon += 1;

@@ -68,14 +68,20 @@ fn batches<T>(items: &[T], bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
 
 impl Client {
     pub fn rename(&self, old: &str, new: &str) -> Result<()> {
-        let old = normalize(old)?;
+        self.listing.invalidate();
+        let old = self.norm(old)?;
         let new = normalize(new)?;
         if old == "/" || new == "/" {
             return Err(Errno(libc::EBUSY));
         }
-        let r = self.get_record(&old)?;
+        // With its inline data, if any: that stays at the old key's daemon, so it
+        // moves to chunks before the record moves (inline.rs).
+        let (r, inline) = self.stat_data(&old)?;
         if old == new {
             return Ok(());
+        }
+        if let Some(data) = inline {
+            self.migrate_inline(&old, &r, &data)?;
         }
         if r.kind == FileKind::Dir {
             if path::is_below(&new, &old) {
@@ -167,6 +173,7 @@ impl Client {
             Err(e) => return Err(e),
         }
         let desc = self.collect_subtree(old)?;
+        self.migrate_subtree_inline(&desc)?;
         // Phase one: new records, grouped per owning daemon, in bounded batches.
         let mut moved_dir = dir_rec.clone();
         moved_dir.ctime_ns = now_ns();

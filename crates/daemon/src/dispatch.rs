@@ -11,7 +11,7 @@ use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
     FIND_SCAN_PAGE_KEYS_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX,
-    SPANS_PER_REQUEST_MAX,
+    SPANS_PER_REQUEST_MAX, INLINE_BYTES_MAX,
 };
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -245,6 +245,36 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                 |p, r| query.matches(p, r),
             )?;
             Ok(Response::Tree { records, last_key, done })
+        }
+        Request::CreateInline { path, record } => {
+            validate_path(&path)?;
+            if bulk_in.len() > INLINE_BYTES_MAX || !record.target.is_empty() {
+                return Err(libc::EINVAL);
+            }
+            let r = md.create_inline(&path, &record, bulk_in)?;
+            state.events.record(EventKind::Create, &path, r.file_id, false);
+            state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
+            Ok(Response::Record(r))
+        }
+        Request::StatData { path } => {
+            validate_path(&path)?;
+            let (record, data) = md.get_with_data(&path)?.ok_or(libc::ENOENT)?;
+            let inline = data.is_some();
+            if let Some(d) = data {
+                state.metrics.bytes_read.fetch_add(d.len() as u64, Ordering::Relaxed);
+                *bulk_out = d;
+            }
+            Ok(Response::RecordData { record, inline })
+        }
+        Request::ReadDirPlus { dir, after, max_entries } => {
+            validate_path(&dir)?;
+            let max = max_entries.clamp(1, READDIR_PAGE_ENTRIES_MAX) as usize;
+            let (entries, done) = md.read_dir_plus(&dir, after.as_deref(), max, READDIR_PAGE_BYTES_MAX, true)?;
+            Ok(Response::DirPagePlus { entries, done })
+        }
+        Request::DropInline { path, file_id } => {
+            validate_path(&path)?;
+            md.drop_inline(&path, file_id).map(|_| Response::Ok)
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod dirs;
 pub mod dispatch;
 pub mod events;
 pub mod exporter;
+mod inline;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;

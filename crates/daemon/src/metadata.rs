@@ -40,9 +40,14 @@
 //! reads the key and inserts the merged value instead. A lookup then applies at most
 //! that many operands, whatever the file's history (measured in docs/PERFORMANCE.md,
 //! "Writes in many pieces").
+//!
+//! The data of a small file may live beside its record, in the column family
+//! `inline` under the same key (see `inline.rs`): every operation here that removes
+//! or replaces a record removes its inline data in the same write batch, and
+//! truncate cuts it.
 
 use gust_proto::{FileKind, Record, DIR_ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES, SCAN_PAGE_BYTES_MAX};
-use rocksdb::{BlockBasedOptions, MergeOperands, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{BlockBasedOptions, ColumnFamilyDescriptor, MergeOperands, Options, WriteBatch, WriteOptions, DB};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -271,8 +276,8 @@ pub fn root_record() -> Record {
 }
 
 pub struct MetadataStore {
-    db: DB,
-    write_opts: WriteOptions,
+    pub(crate) db: DB,
+    pub(crate) write_opts: WriteOptions,
     locks: Vec<Mutex<()>>,
     /// Operands applied by full merges (lookups, folds, compactions) since open: the
     /// cost that must not grow with a file's number of writes.
@@ -283,6 +288,7 @@ impl MetadataStore {
     pub fn open(dir: &Path) -> Result<Self, String> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
         let merge_operands_applied = Arc::new(AtomicU64::new(0));
         let counter = merge_operands_applied.clone();
         opts.set_merge_operator(
@@ -301,7 +307,14 @@ impl MetadataStore {
         let mut bb = BlockBasedOptions::default();
         bb.set_bloom_filter(10.0, false);
         opts.set_block_based_table_factory(&bb);
-        let db = DB::open(&opts, dir).map_err(|e| format!("cannot open RocksDB at {}: {e}", dir.display()))?;
+        // The default family (records, with the size merge) is named explicitly with
+        // these options: left out, RocksDB would open it with default options.
+        let families = vec![
+            ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone()),
+            ColumnFamilyDescriptor::new(crate::inline::INLINE_CF, crate::inline::family_options()),
+        ];
+        let db = DB::open_cf_descriptors(&opts, dir, families)
+            .map_err(|e| format!("cannot open RocksDB at {}: {e}", dir.display()))?;
         // WAL on, no sync per write: an acknowledged write is in the OS page cache and
         // survives the daemon being killed; fsync syncs the WAL for node crashes.
         let mut write_opts = WriteOptions::default();
@@ -319,12 +332,12 @@ impl MetadataStore {
         self.merge_operands_applied.load(Ordering::Relaxed)
     }
 
-    fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
+    pub(crate) fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
         let h = xxhash_rust::xxh3::xxh3_64(key) as usize % LOCK_STRIPES;
         self.locks[h].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn db_err(e: rocksdb::Error) -> i32 {
+    pub(crate) fn db_err(e: rocksdb::Error) -> i32 {
         tracing::error!("RocksDB error: {e}");
         if e.to_string().contains("No space") {
             libc::ENOSPC
@@ -333,7 +346,7 @@ impl MetadataStore {
         }
     }
 
-    fn get_key(&self, key: &[u8]) -> Res<Option<Record>> {
+    pub(crate) fn get_key(&self, key: &[u8]) -> Res<Option<Record>> {
         match self.db.get_pinned(key).map_err(Self::db_err)? {
             Some(v) => decode_checked(key, &v),
             None => Ok(None),
@@ -379,7 +392,10 @@ impl MetadataStore {
             (false, true) => return Err(libc::EISDIR),
             _ => {}
         }
-        self.db.delete_opt(&key, &self.write_opts).map_err(Self::db_err)?;
+        let mut b = WriteBatch::default();
+        b.delete(&key);
+        b.delete_cf(self.inline_cf(), &key);
+        self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)?;
         Ok(rec)
     }
 
@@ -449,7 +465,10 @@ impl MetadataStore {
         new.size = size;
         new.mtime_ns = mtime_ns;
         new.ctime_ns = mtime_ns;
-        self.put_key(&key, &new)?;
+        let mut b = WriteBatch::default();
+        b.put(&key, encode_record(&new));
+        self.cut_inline(&mut b, &key, size)?;
+        self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)?;
         Ok(old)
     }
 
@@ -531,7 +550,11 @@ impl MetadataStore {
                 _ => {}
             }
         }
-        self.put_key(&key, rec)?;
+        // The data inline at this key, if any, belonged to the record replaced.
+        let mut b = WriteBatch::default();
+        b.put(&key, encode_record(rec));
+        b.delete_cf(self.inline_cf(), &key);
+        self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)?;
         Ok(old)
     }
 
@@ -542,6 +565,21 @@ impl MetadataStore {
         max_entries: usize,
         max_bytes: usize,
     ) -> Res<(Vec<(String, FileKind)>, bool)> {
+        let (page, done) = self.read_dir_plus(dir, after, max_entries, max_bytes, false)?;
+        Ok((page.into_iter().map(|(n, r)| (n, r.kind)).collect(), done))
+    }
+
+    /// One page of the direct children of `dir` with their records. Bytes count as
+    /// readdir's (name + DIR_ENTRY_OVERHEAD_BYTES) or, `with_records`, as a record
+    /// page's (name + target + RECORD_OVERHEAD_BYTES), so either page fits a frame.
+    pub fn read_dir_plus(
+        &self,
+        dir: &str,
+        after: Option<&str>,
+        max_entries: usize,
+        max_bytes: usize,
+        with_records: bool,
+    ) -> Res<(Vec<(String, Record)>, bool)> {
         let prefix = children_prefix(dir);
         let mut start = prefix.clone();
         if let Some(a) = after {
@@ -560,8 +598,9 @@ impl MetadataStore {
                 return Ok((out, false));
             }
             let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-            bytes += name.len() + DIR_ENTRY_OVERHEAD_BYTES;
-            out.push((name, rec.kind));
+            bytes += name.len()
+                + if with_records { rec.target.len() + RECORD_OVERHEAD_BYTES } else { DIR_ENTRY_OVERHEAD_BYTES };
+            out.push((name, rec));
         }
         Ok((out, true))
     }
@@ -669,7 +708,9 @@ impl MetadataStore {
         let mut b = WriteBatch::default();
         for p in paths {
             if p != "/" {
-                b.delete(key_of(p));
+                let k = key_of(p);
+                b.delete(&k);
+                b.delete_cf(self.inline_cf(), &k);
             }
         }
         self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)
@@ -922,6 +963,41 @@ mod tests {
         assert!(!tree.contains(&"/dd".to_string()));
         assert!(s.has_children("/d").unwrap());
         assert!(!s.has_children("/dd").unwrap());
+    }
+
+    /// Listing pages with records stop at their byte bound too: a page of 4096 long
+    /// names with records fits one reply body; every entry comes once, with its record.
+    #[test]
+    fn read_dir_plus_pages_are_bounded_and_complete() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        s.create("/d", &rec(FileKind::Dir), true).unwrap();
+        let n = 3_000;
+        for i in 0..n {
+            let mut r = rec(FileKind::File);
+            r.size = i;
+            s.create(&format!("/d/{i:04}{}", "x".repeat(250)), &r, true).unwrap();
+        }
+        let (mut seen, mut pages) = (0u64, 0);
+        let mut after: Option<String> = None;
+        loop {
+            let max = gust_proto::READDIR_PAGE_ENTRIES_MAX as usize;
+            let (page, done) =
+                s.read_dir_plus("/d", after.as_deref(), max, gust_proto::READDIR_PAGE_BYTES_MAX, true).unwrap();
+            let reply: gust_proto::Reply = Ok(gust_proto::Response::DirPagePlus { entries: page.clone(), done });
+            assert!(gust_proto::encode(&reply).len() <= gust_proto::BODY_BYTES_MAX as usize);
+            for (name, r) in &page {
+                assert_eq!(r.size, name[..4].parse::<u64>().unwrap(), "{name}: its own record");
+            }
+            seen += page.len() as u64;
+            pages += 1;
+            after = page.last().map(|e| e.0.clone());
+            if done {
+                break;
+            }
+        }
+        assert_eq!(seen, n);
+        assert!(pages > 1, "{n} entries of ~350 counted bytes take more than one page");
     }
 
     /// Scan pages of long paths stop at their byte bound, so each page fits a frame

@@ -31,8 +31,8 @@
 use fuser::{
     AccessFlags, Config, Errno as FErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow,
-    WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    SessionACL, TimeOrNow, WriteFlags,
 };
 use gust_client::path::{join, parent, rebase};
 use gust_client::{as_caller, Client, Credentials, DirEntry, DirStream, Errno, Kind, Stat};
@@ -184,7 +184,19 @@ struct DirState {
 
 struct DirHandle {
     path: String,
+    /// The directory's attributes at opendir ("." and ".." in READDIRPLUS).
+    stat: Stat,
     state: Mutex<DirState>,
+}
+
+/// What adding one entry to a READDIR(PLUS) reply did.
+#[derive(PartialEq, Eq)]
+enum Emitted {
+    Added,
+    /// The reply is full; the entry goes first into the next one.
+    Full,
+    /// Gone since the listing (READDIRPLUS could not stat it): left out.
+    Skipped,
 }
 
 const ROOT: u64 = 1;
@@ -546,7 +558,18 @@ impl GustFs {
         Ok(())
     }
 
-    fn do_readdir(&self, d: &DirHandle, offset: u64, reply: &mut ReplyDirectory) -> Result<(), Errno> {
+    /// One READDIR or READDIRPLUS reply. `emit(next offset, name, kind, path)` adds
+    /// an entry (`path` None for "." and ".."), true when the reply is full. With
+    /// `plus` the listing fetches attributes, which the client keeps for the stats
+    /// READDIRPLUS answers with.
+    fn do_readdir(
+        &self,
+        d: &DirHandle,
+        offset: u64,
+        plus: bool,
+        mut emit: impl FnMut(u64, &str, Kind, Option<&str>) -> Emitted,
+    ) -> Result<(), Errno> {
+        let open = |p: &str| if plus { self.client.opendir_plus(p) } else { self.client.opendir(p) };
         let mut s = d.state.lock().unwrap();
         if let Some(e) = s.failed.take() {
             return Err(e);
@@ -558,7 +581,7 @@ impl GustFs {
             s.pending = None;
             s.pos = offset.min(2);
             if offset > 2 {
-                let mut st = self.client.opendir(&d.path)?;
+                let mut st = open(&d.path)?;
                 while s.pos < offset {
                     match st.next() {
                         None => break,
@@ -574,13 +597,13 @@ impl GustFs {
             let pos = s.pos;
             if pos < 2 {
                 let name = if pos == 0 { "." } else { ".." };
-                if reply.add(INodeNo(name_ino(&format!("{}/{name}", d.path))), pos + 1, FileType::Directory, name) {
+                if emit(pos + 1, name, Kind::Dir, None) == Emitted::Full {
                     break;
                 }
                 s.pos += 1;
                 added += 1;
                 if s.pos == 2 && s.stream.is_none() {
-                    s.stream = Some(self.client.opendir(&d.path)?);
+                    s.stream = Some(open(&d.path)?);
                 }
                 continue;
             }
@@ -599,15 +622,48 @@ impl GustFs {
                 },
             };
             let path = join(&d.path, &e.name);
-            let ino = self.table.lock().unwrap().by_path.get(&path).copied().unwrap_or_else(|| name_ino(&path));
-            if reply.add(INodeNo(ino), pos + 1, file_type(e.kind), &e.name) {
-                s.pending = Some(e);
-                break;
+            match emit(pos + 1, &e.name, e.kind, Some(&path)) {
+                Emitted::Full => {
+                    s.pending = Some(e);
+                    break;
+                }
+                Emitted::Added => added += 1,
+                Emitted::Skipped => {}
             }
             s.pos += 1;
-            added += 1;
         }
         Ok(())
+    }
+
+    /// READDIRPLUS's entry for `path`: its attributes (from the listing, see
+    /// gust-client listing.rs), added to the reply and, once added, counted as a
+    /// lookup the kernel holds (it will FORGET it).
+    fn emit_plus(
+        &self,
+        reply: &mut ReplyDirectoryPlus,
+        next: u64,
+        name: &str,
+        dir: &DirHandle,
+        path: Option<&str>,
+    ) -> Emitted {
+        let ttl = self.opts.entry_timeout;
+        let Some(path) = path else {
+            // "." and "..": the kernel takes no reference on them; any attributes do.
+            let ino = name_ino(&format!("{}/{name}", dir.path));
+            let dir = &dir.stat;
+            return if reply.add(INodeNo(ino), next, name, &ttl, &self.attr(ino, dir), Generation(0)) {
+                Emitted::Full
+            } else {
+                Emitted::Added
+            };
+        };
+        let Ok(st) = self.client.lstat(path) else { return Emitted::Skipped };
+        let ino = self.table.lock().unwrap().by_path.get(path).copied().unwrap_or_else(|| Self::ino_of(path, &st));
+        if reply.add(INodeNo(ino), next, name, &ttl, &self.attr(ino, &st), Generation(0)) {
+            return Emitted::Full;
+        }
+        self.remember(path, &st);
+        Emitted::Added
     }
 }
 
@@ -621,7 +677,14 @@ impl Filesystem for GustFs {
         }
         let _ = config.set_max_background(MAX_BACKGROUND_REQUESTS);
         // Each is optional; a kernel without one simply runs without it.
-        for cap in [InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_AUTO_INVAL_DATA] {
+        for cap in [
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            InitFlags::FUSE_AUTO_INVAL_DATA,
+            // Listings come with attributes (readdirplus), always: the client fetches
+            // them with the names at little extra cost (gust-client listing.rs).
+            InitFlags::FUSE_DO_READDIRPLUS,
+        ] {
             let _ = config.add_capabilities(cap);
         }
         if self.opts.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_err() {
@@ -944,9 +1007,11 @@ impl Filesystem for GustFs {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
-        // The client core caches nothing: every acknowledged write is on the daemons.
-        match self.file(fh) {
-            Ok(_) => reply.ok(),
+        // Every acknowledged write's data is on the daemons; its size is sent now
+        // (the client batches it, see gust-client size_cache.rs), so other clients
+        // see it once close(2) returns.
+        match self.fd(fh).and_then(|(_, fd)| self.client.flush(fd)) {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -1004,8 +1069,11 @@ impl Filesystem for GustFs {
                 return Err(Errno(libc::ENOTDIR));
             }
             let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-            let d =
-                DirHandle { path, state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }) };
+            let d = DirHandle {
+                path,
+                stat: st,
+                state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }),
+            };
             self.dirs.write().unwrap().insert(fh, Arc::new(d));
             Ok(fh)
         })();
@@ -1018,7 +1086,31 @@ impl Filesystem for GustFs {
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let d = self.dirs.read().unwrap().get(&fh.0).cloned();
         let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
-        match self.do_readdir(&d, offset, &mut reply) {
+        let r = self.do_readdir(&d, offset, false, |next, name, kind, path| {
+            let ino = match path {
+                None => name_ino(&format!("{}/{name}", d.path)),
+                Some(p) => self.table.lock().unwrap().by_path.get(p).copied().unwrap_or_else(|| name_ino(p)),
+            };
+            if reply.add(INodeNo(ino), next, file_type(kind), name) {
+                Emitted::Full
+            } else {
+                Emitted::Added
+            }
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    /// The listing with each entry's attributes (FUSE_DO_READDIRPLUS): `ls -l` needs
+    /// no LOOKUP per entry, and the attributes come with the listing's pages.
+    fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let d = self.dirs.read().unwrap().get(&fh.0).cloned();
+        let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
+        let r =
+            self.do_readdir(&d, offset, true, |next, name, _, path| self.emit_plus(&mut reply, next, name, &d, path));
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fe(e)),
         }

@@ -2,7 +2,8 @@
 //!
 //! A GustFS `DIR*` is a [`GDir`], told apart from glibc's by its first word: glibc's
 //! stream starts with (fd, lock) and its lock is never the magic's upper half.
-//! Entries stream from the client page by page ([`gust_client::DirStream`]), so a
+//! Entries stream from the client page by page ([`gust_client::DirStream`], with
+//! attributes: the stat calls that follow a listing are answered from it), so a
 //! huge directory never needs a huge buffer. "." and ".." come first, as on Linux.
 
 #![allow(clippy::missing_safety_doc)]
@@ -51,13 +52,13 @@ fn fake_ino(dir: &str, name: &str) -> u64 {
 
 impl Cursor {
     fn open(path: String) -> Result<Cursor, i32> {
-        let stream = call(|c| c.opendir(&path))?;
+        let stream = call(|c| c.opendir_plus(&path))?;
         Ok(Cursor { path, stream: Some(stream), pos: 0, dots: 0, ahead: None })
     }
 
     fn rewind(&mut self) -> Result<(), i32> {
         self.stream = None;
-        self.stream = Some(call(|c| c.opendir(&self.path))?);
+        self.stream = Some(call(|c| c.opendir_plus(&self.path))?);
         self.pos = 0;
         self.dots = 0;
         self.ahead = None;

@@ -41,6 +41,8 @@ pub(crate) fn decode_fd(item: &str) -> Option<(c_int, Inherited)> {
 
 /// The GUST_PRELOAD_* entries this process hands to a new image.
 unsafe fn exports() -> Vec<CString> {
+    // The new image re-opens inherited descriptors by path: deferred creates first.
+    crate::settle_deferred(false);
     let mut out = Vec::new();
     let mut items = String::new();
     for (kfd, cfd) in all_ours() {

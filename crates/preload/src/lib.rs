@@ -148,7 +148,14 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
         .get_or_init(|| {
             let _g = Guard::enter();
             match Client::from_env() {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    c.set_defer_exclusive_create(std::env::var("GUST_DEFER_EXCL").is_ok_and(|v| v == "1"));
+                    // Creates deferred by open (gust-client, inline.rs) are sent at
+                    // close; a program may exit without closing.
+                    // SAFETY: registering a function with no preconditions.
+                    unsafe { libc::atexit(settle_at_exit) };
+                    Some(c)
+                }
                 Err(e) => {
                     warn_once(&format!("GustFS unavailable, calls under {} fail with EIO: {e}", mount()));
                     None
@@ -157,6 +164,25 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
         })
         .as_ref()
         .ok_or(libc::EIO)
+}
+
+extern "C" fn settle_at_exit() {
+    settle_deferred(true);
+}
+
+/// Sends the creates that open deferred and no close has sent yet (at exit, before
+/// exec): the files must exist for whatever comes next.
+pub(crate) fn settle_deferred(at_exit: bool) {
+    if let Some(Some(c)) = CLIENT.get() {
+        let _g = Guard::enter();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if at_exit {
+                c.settle_all_at_exit()
+            } else {
+                c.settle_all()
+            }
+        }));
+    }
 }
 
 /// Runs a client call with the reentrancy flag set; a panic becomes EIO.

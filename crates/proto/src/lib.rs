@@ -32,6 +32,12 @@ pub const PATH_BYTES_MAX: usize = 4096;
 pub const NAME_BYTES_MAX: usize = 255;
 /// Bound on the spans in one read or write request.
 pub const SPANS_PER_REQUEST_MAX: usize = 4096;
+/// Largest file whose data a metadata daemon keeps beside its record ("inline"):
+/// such a file is created with its data in one request and opened with it in one.
+/// A file that grows past it moves to chunks. Why this size: docs/DESIGN.md, "Small
+/// files inline" (RocksDB values of a few KiB cost a memtable copy each, no more;
+/// 4 KiB files, the common case of data sets of small samples, fit with room).
+pub const INLINE_BYTES_MAX: usize = 16 << 10;
 
 // ----- pages --------------------------------------------------------------------------
 //

@@ -239,6 +239,20 @@ requests! {
     /// removes its root directory after stopping. Answered before it stops; a second
     /// one finds the daemon gone or stopping, which is what the first asked for.
     21 "shutdown" Shutdown { keep: bool } idempotent(true),
+    /// Create a file record with its data inline (the bulk section, at most
+    /// INLINE_BYTES_MAX bytes; `record.size` is its length). EEXIST if the path
+    /// exists, whatever it is, so a client that deferred an open(O_CREAT) decides
+    /// itself what an existing file means. A second try would find its own record.
+    22 "create_inline" CreateInline { path: String, record: Record } idempotent(false),
+    /// The record of `path` and, if the file's data is inline, that data (reply
+    /// `RecordData`, data in the bulk section): an open or a read in one request.
+    23 "stat_data" StatData { path: String } idempotent(true),
+    /// Forget the inline data of `path` if the record there is still `file_id` (the
+    /// client wrote it to chunks first): the file is then an ordinary chunked file.
+    24 "drop_inline" DropInline { path: String, file_id: u128 } idempotent(true),
+    /// `readdir` with each entry's record (`DirPagePlus`): a listing and the stats
+    /// that follow it (`ls -l`, READDIRPLUS) in one request per daemon per page.
+    25 "readdir_plus" ReadDirPlus { dir: String, after: Option<String>, max_entries: u32 } idempotent(true),
     /// chown: set the owner and/or group (the client checked the caller may). On a
     /// non-directory it clears S_ISUID, and S_ISGID when the group may execute, as
     /// Linux does (even when both ids are `None`). Returns the record after it.
@@ -438,6 +452,17 @@ pub enum Response {
         first_seq: u64,
         next_seq: u64,
     },
+    /// A record and, with `inline`, its file's inline data in the bulk section
+    /// (which may be shorter than `record.size`: the rest reads as zeros).
+    RecordData {
+        record: Record,
+        inline: bool,
+    },
+    /// A readdir page with each entry's record (name, record), in name order.
+    DirPagePlus {
+        entries: Vec<(String, Record)>,
+        done: bool,
+    },
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -578,6 +603,19 @@ mod tests {
             ),
             (Request::Shutdown { keep: true }, "15000000  01".into()),
             (
+                Request::CreateInline { path: "/a".into(), record: rec() },
+                format!("16000000  0200000000000000 2f61  {REC}"),
+            ),
+            (Request::StatData { path: "/a".into() }, "17000000  0200000000000000 2f61".into()),
+            (
+                Request::DropInline { path: "/a".into(), file_id: 7 },
+                "18000000  0200000000000000 2f61  07000000000000000000000000000000".into(),
+            ),
+            (
+                Request::ReadDirPlus { dir: "/".into(), after: None, max_entries: 16 },
+                "19000000  0100000000000000 2f  00  10000000".into(),
+            ),
+            (
                 Request::SetOwner { path: "/a".into(), uid: None, gid: Some(100), ctime_ns: 7 },
                 "1e000000  0200000000000000 2f61  00  01 64000000  0700000000000000".into(),
             ),
@@ -666,6 +704,10 @@ mod tests {
                 (19, "stats", true),
                 (20, "put_records", false),
                 (21, "shutdown", true),
+                (22, "create_inline", false),
+                (23, "stat_data", true),
+                (24, "drop_inline", true),
+                (25, "readdir_plus", true),
                 (30, "set_owner", true),
                 (31, "dir_changed", false),
                 (38, "metrics", true),
@@ -801,6 +843,11 @@ mod tests {
                      0200000000000000 2f61 07000000000000000000000000000000  \
                      0300000000000000 0200000000000000 0400000000000000"
                 ),
+            ),
+            (Ok(Response::RecordData { record: rec(), inline: true }), format!("{ok} 0d000000  {REC}  01")),
+            (
+                Ok(Response::DirPagePlus { entries: vec![("f".into(), rec())], done: true }),
+                format!("{ok} 0e000000  0100000000000000  0100000000000000 66  {REC}  01"),
             ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];

@@ -474,7 +474,7 @@ impl Session {
         state.metrics.count_op(op);
         w.bulk_out.clear();
         let reply = handle(state, req, bulk_in, &mut w.bulk_out);
-        let with_bulk = matches!(reply, Ok(Response::Data { .. }));
+        let with_bulk = matches!(reply, Ok(Response::Data { .. } | Response::RecordData { .. }));
         let r = self.send_frame(w, op, id, &encode(&reply), with_bulk);
         // An idle worker should not pin a large transfer's buffer.
         if w.bulk_out.capacity() > BUFFER_KEEP_BYTES_MAX {

@@ -16,7 +16,9 @@ pub(crate) fn gust_open(p: &str, flags: c_int, mode: mode_t) -> Result<c_int, i3
             | libc::O_DIRECT
             | libc::O_NOATIME
             | libc::O_LARGEFILE);
-    let cfd = call(|c| c.open(p, cflags, mode & !umask() & 0o7777))?;
+    // Deferred: a small file created, written and closed costs one request
+    // (gust-client, inline.rs; docs/SEMANTICS.md).
+    let cfd = call(|c| c.open_deferred(p, cflags, mode & !umask() & 0o7777))?;
     install(cfd, flags & libc::O_CLOEXEC != 0)
 }
 
@@ -77,12 +79,20 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 pub(crate) unsafe fn close_ours(fd: c_int) -> c_int {
     stdio::std_before_change(fd);
     crate::dir::forget_fd(fd);
-    if let Some(cfd) = unregister(fd) {
-        let _ = call(|c| c.close(cfd));
-    }
+    // close reports what sending a deferred create met (EEXIST for O_EXCL, ...).
+    let settled = match unregister(fd) {
+        Some(cfd) => call(|c| c.close(cfd)),
+        None => Ok(()),
+    };
     let r = real::close(fd);
     stdio::std_sync(fd);
-    r
+    match settled {
+        Err(e) if r == 0 => {
+            crate::set_errno(e);
+            -1
+        }
+        _ => r,
+    }
 }
 
 /// Goes by `tracked`, not `ours`: a descriptor inherited across exec and never used

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Small files (issue 14): `gust bench md` with 4 KiB files through the LD_PRELOAD
+# library, 4 daemons, 4 processes, against the local file system in the same run, for
+# this build and for a previous one (BASE_BIN: a directory holding that build's `gust`
+# and `libgust_preload.so`; protocol versions differ, so each runs its own instance).
+# Variants of this build: default (O_EXCL creates are not deferred), GUST_DEFER_EXCL=1,
+# and --no-excl (mdtest's O_CREAT|O_WRONLY). Rounds alternate builds; each bench
+# invocation measures GustFS and local back to back, so every ratio is same-run.
+# Usage: BASE_BIN=dir bench/run_small.sh [rounds]   (JSON lines in
+# bench/results/small-<date>.json, a markdown table of medians on stdout).
+# Storage: BENCH_DIR (default /dev/shm). Files per process: BENCH_FILES (2000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+rounds=${1:-3}
+files=${BENCH_FILES:-2000}
+size=${BENCH_SIZE:-4096}
+base_bin=${BASE_BIN:?set BASE_BIN to a directory with the previous gust and libgust_preload.so}
+base=${BENCH_DIR:-/dev/shm}/gust-small.$$
+mkdir -p "$base/local" bench/results
+out=bench/results/small-$(date +%Y%m%d-%H%M).json
+cleanup() {
+  "$GUST" stop --rootdir "$base/new" >/dev/null 2>&1 || true
+  "$base_bin/gust" stop --rootdir "$base/old" >/dev/null 2>&1 || true
+  rm -rf "$base"
+}
+trap cleanup EXIT
+: > "$out"
+one() { # label, gust binary, rootdir, extra env..., -- bench args
+  local label=$1 bin=$2 root=$3; shift 3
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  "$bin" start --local 4 --rootdir "$root" >/dev/null
+  json=$(env "${envs[@]}" GUST_HOSTS_FILE="$root/gust.hosts" "$bin" bench md -n "$files" --size "$size" -p 4 \
+    --runs 1 --target preload --baseline "$base/local" --json "$@")
+  "$bin" stop --rootdir "$root" >/dev/null
+  printf '{"variant": "%s", "result": %s}\n' "$label" "$(echo "$json" | tr -d '\n')" >> "$out"
+}
+for r in $(seq 1 "$rounds"); do
+  one "previous" "$base_bin/gust" "$base/old" X=1 --
+  one "new" "$GUST" "$base/new" X=1 --
+  one "new, GUST_DEFER_EXCL=1" "$GUST" "$base/new" GUST_DEFER_EXCL=1 --
+  one "new, --no-excl" "$GUST" "$base/new" X=1 -- --no-excl
+  echo "round $r done" >&2
+done
+python3 - "$out" <<'PY'
+import json, sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    for ph in r["result"]["phases"]:
+        g = ph["preload"]["median_rate"]
+        l = [v for k, v in ph.items() if k.startswith("posix:")][0]["median_rate"]
+        rows.setdefault((r["variant"], ph["phase"]), []).append((g, l, g / l))
+print("| variant | phase | preload ops/s | local ops/s | preload/local (median of rounds) | per round |")
+print("|---|---|---:|---:|---:|---|")
+for (v, ph), xs in rows.items():
+    print(f"| {v} | {ph} | {statistics.median(x[0] for x in xs):,.0f} | {statistics.median(x[1] for x in xs):,.0f} "
+          f"| {statistics.median(x[2] for x in xs):.3f} | {' '.join(f'{x[2]:.3f}' for x in xs)} |")
+print(f"results: {sys.argv[1]}", file=sys.stderr)
+PY

@@ -1,0 +1,324 @@
+//! Small files inline: deferred creates, data that travels with the record, and the
+//! move of such data to chunks when a file is written through them.
+//!
+//! A small file's data may live beside its record on the metadata daemon (daemon
+//! `inline.rs`). Three paths use that:
+//! * Create. [`Client::open_deferred`] (the preload library's open with O_CREAT)
+//!   sends nothing: writes within the first `INLINE_BYTES_MAX` bytes, each at or
+//!   before the end of what was written so far, are kept in the descriptor, and close
+//!   sends the record with the data (`create_inline`): create + write + close of a
+//!   small file is one request. Anything else on the descriptor (fstat, read, lseek,
+//!   fsync, a write past the bound or past the end, ...) and any path operation of
+//!   this client settle it first, so this client sees the file as if created at open;
+//!   such a settle, with the descriptor still open for writing, creates an ordinary
+//!   chunked file (create and chunk writes), as only a last close may go inline.
+//!   Other clients see it from the settle on (docs/SEMANTICS.md). If the path exists
+//!   by then, an O_EXCL create fails there (EEXIST from close), and any other open
+//!   becomes an ordinary open of what is there, written the ordinary way.
+//! * Open. An open fetches the record with `stat_data`, which brings inline data
+//!   along: a read-only descriptor then reads from it without a request (the file as
+//!   of the open); a writable one first copies it to chunks and drops it
+//!   ([`Client::migrate_inline`]), so that all writes go through chunks as before.
+//! * Read. The size lookup of every read is a `stat_data` too, so a descriptor that
+//!   did not get the data at open still reads inline data correctly.
+//!
+//! Not for: chunk I/O (data.rs), descriptor bookkeeping (open_files.rs).
+
+use crate::error::unexpected;
+use crate::namespace::now_ns;
+use crate::open_files::OpenFile;
+use crate::rpc::Call;
+use crate::{normalize, Client, Errno, Result};
+use gust_proto::{FileKind, Record, Request, Response, INLINE_BYTES_MAX};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// Files of a directory rename's subtree asked about inline data per batch.
+const STAT_DATA_BATCH: usize = 64;
+
+/// A create not yet sent: the record it will create and the data written so far
+/// (from offset 0, without holes; at most `INLINE_BYTES_MAX` bytes).
+pub(crate) struct Pending {
+    record: Record,
+    data: Vec<u8>,
+    exclusive: bool,
+    mode: u32,
+}
+
+/// This client's deferred creates, so that a path operation can settle them first.
+#[derive(Default)]
+pub(crate) struct PendingFiles {
+    /// Keyed by the open file's address; removed when settled.
+    files: Mutex<HashMap<usize, Weak<OpenFile>>>,
+    /// `files.len()`, read without the lock on every path operation.
+    count: AtomicUsize,
+}
+
+fn key(f: &OpenFile) -> usize {
+    f as *const OpenFile as usize
+}
+
+/// Copies what a read of `buf.len()` bytes at `offset` returns from a file of `size`
+/// bytes whose first `data.len()` bytes are `data` (the rest zeros).
+pub(crate) fn read_inline(size: u64, data: &[u8], buf: &mut [u8], offset: u64) -> usize {
+    if offset >= size {
+        return 0;
+    }
+    let n = (buf.len() as u64).min(size - offset) as usize;
+    let from = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+    let have = (data.len() - from).min(n);
+    buf[..have].copy_from_slice(&data[from..from + have]);
+    buf[have..n].fill(0);
+    n
+}
+
+impl Client {
+    /// Normalizes a path for a path operation, after settling this client's deferred
+    /// creates so that the operation sees them.
+    pub(crate) fn norm(&self, p: &str) -> Result<String> {
+        self.settle_all();
+        self.flush_all_sizes();
+        normalize(p)
+    }
+
+    /// `open`, except that a create of a writable file is deferred until the file is
+    /// closed or used otherwise than by writes (see the module doc): one request for
+    /// create + write + close of a small file. With O_EXCL only when the client was
+    /// told so by `set_defer_exclusive_create` (EEXIST then comes from close).
+    pub fn open_deferred(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
+        let acc = flags & libc::O_ACCMODE;
+        let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        let eligible = flags & libc::O_CREAT != 0
+            && writable
+            && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECTORY) == 0
+            && (flags & libc::O_EXCL == 0 || self.defer_exclusive_create.load(Ordering::Relaxed));
+        if !eligible {
+            return self.open(path, flags, mode);
+        }
+        let p = self.norm(path)?;
+        if p == "/" {
+            return self.open(path, flags, mode);
+        }
+        self.check_parent(&p)?;
+        let pending = Pending {
+            record: Self::new_record(FileKind::File, mode, String::new()),
+            data: Vec::new(),
+            exclusive: flags & libc::O_EXCL != 0,
+            mode,
+        };
+        let f = Arc::new(OpenFile::unsettled(p, FileKind::File, flags, Some(Box::new(pending))));
+        let fd = self.files.insert_file(f.clone())?;
+        self.pending.files.lock().unwrap().insert(key(&f), Arc::downgrade(&f));
+        self.pending.count.fetch_add(1, Ordering::Release);
+        Ok(fd)
+    }
+
+    /// A write on a deferred create: kept in the descriptor if it fits (returns the
+    /// bytes written); otherwise the create is settled, as an ordinary chunked file,
+    /// and `None` says to write the ordinary way. `offset` is None for write(2).
+    pub(crate) fn write_pending(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<Option<usize>> {
+        let mut slot = f.pending.lock().unwrap();
+        let Some(p) = slot.as_mut() else {
+            if let Some(e) = *f.settle_error.lock().unwrap() {
+                return Err(e);
+            }
+            return Ok(None);
+        };
+        let mut fd_offset = if offset.is_none() { Some(f.offset.lock().unwrap()) } else { None };
+        let at = if f.flags & libc::O_APPEND != 0 {
+            p.data.len() as u64
+        } else {
+            offset.or(fd_offset.as_deref().copied()).expect("an offset or the descriptor's")
+        };
+        let end = at.saturating_add(buf.len() as u64);
+        if at <= p.data.len() as u64 && end <= INLINE_BYTES_MAX as u64 {
+            let (at, end) = (at as usize, end as usize);
+            if p.data.len() < end {
+                p.data.resize(end, 0);
+            }
+            p.data[at..end].copy_from_slice(buf);
+            if let Some(o) = fd_offset.as_deref_mut() {
+                *o = end as u64;
+            }
+            return Ok(Some(buf.len()));
+        }
+        drop(fd_offset);
+        self.settle_locked(f, &mut slot, false)?;
+        Ok(None)
+    }
+
+    /// Settles `f` if it is a deferred create; the error of a settle that failed
+    /// before, if any. `last_close`: nothing can write through `f` any more, so the
+    /// data may go inline; otherwise the file is created as an ordinary chunked one,
+    /// since later writes through the descriptor go to chunks.
+    pub(crate) fn settle(&self, f: &OpenFile, last_close: bool) -> Result<()> {
+        let mut slot = f.pending.lock().unwrap();
+        if slot.is_some() {
+            self.settle_locked(f, &mut slot, last_close)?;
+        }
+        drop(slot);
+        match *f.settle_error.lock().unwrap() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Settles every deferred create of this client (before a path operation or an
+    /// exec). Creates being written by another thread right now are left to it.
+    /// Errors stay with their descriptors.
+    pub fn settle_all(&self) {
+        self.settle_all_as(false)
+    }
+
+    /// `settle_all` at process exit: nothing writes any more, so small files may
+    /// go inline as at a last close.
+    pub fn settle_all_at_exit(&self) {
+        self.settle_all_as(true)
+    }
+
+    fn settle_all_as(&self, last: bool) {
+        self.flush_all_sizes();
+        if self.pending.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let files: Vec<Arc<OpenFile>> = self.pending.files.lock().unwrap().values().filter_map(Weak::upgrade).collect();
+        for f in files {
+            if let Ok(mut slot) = f.pending.try_lock() {
+                if slot.is_some() {
+                    // Unless at exit, the descriptor stays open: chunked (see `settle`).
+                    let _ = self.settle_locked(&f, &mut slot, last);
+                }
+            }
+        }
+    }
+
+    /// Sends the deferred create in `slot`: with its data inline if `inline_ok`,
+    /// otherwise (or if the path exists) as an ordinary open and writes.
+    fn settle_locked(
+        &self,
+        f: &OpenFile,
+        slot: &mut MutexGuard<'_, Option<Box<Pending>>>,
+        inline_ok: bool,
+    ) -> Result<()> {
+        let p = slot.take().expect("a deferred create");
+        if self.pending.files.lock().unwrap().remove(&key(f)).is_some() {
+            self.pending.count.fetch_sub(1, Ordering::Release);
+        }
+        let template_id = p.record.file_id;
+        let r = self.materialize(f, *p, inline_ok);
+        if let Err(e) = r {
+            // Later I/O on the descriptor reports this error (settle, write_pending).
+            f.settle_id(template_id);
+            *f.settle_error.lock().unwrap() = Some(e);
+        }
+        r
+    }
+
+    fn materialize(&self, f: &OpenFile, p: Pending, inline_ok: bool) -> Result<()> {
+        let path = f.path();
+        self.listing.invalidate();
+        if inline_ok {
+            let mut rec = p.record.clone();
+            rec.size = p.data.len() as u64;
+            let t = now_ns();
+            (rec.mtime_ns, rec.ctime_ns) = (t, t);
+            let call = Call {
+                daemon: self.md_daemon(&path),
+                req: Request::CreateInline { path: path.clone(), record: rec },
+                bulk: vec![&p.data],
+            };
+            match self.transport.batch(vec![call]).pop().expect("one answer") {
+                Ok((Response::Record(r), _)) => {
+                    f.settle_id(r.file_id);
+                    return Ok(());
+                }
+                Ok((r, _)) => return Err(unexpected(r)),
+                // Something is there: what the open would have found. An exclusive
+                // create fails; any other becomes an open of it below.
+                Err(Errno(libc::EEXIST)) if !p.exclusive => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let (fd, _, resolved) = self.open_resolved(&path, f.flags, p.mode)?;
+        let opened = self.file_unsettled(fd)?;
+        let _ = self.close(fd);
+        f.settle_id(opened.file_id());
+        if resolved != path {
+            *f.path.write().unwrap() = resolved;
+        }
+        if !p.data.is_empty() {
+            self.write_data(f, &p.data, 0)?;
+        }
+        Ok(())
+    }
+
+    /// The record of a path and its inline data if it has any: one request.
+    pub(crate) fn stat_data(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
+        let call = Call { daemon: self.md_daemon(p), req: Request::StatData { path: p.to_string() }, bulk: Vec::new() };
+        match self.transport.batch(vec![call]).pop().expect("one answer")? {
+            (Response::RecordData { record, inline }, data) => Ok((record, inline.then_some(data))),
+            (r, _) => Err(unexpected(r)),
+        }
+    }
+
+    /// Moves a file's inline data to chunks: writes it through chunks, then drops it
+    /// on the metadata daemon (readers meanwhile read the same bytes either way).
+    pub(crate) fn migrate_inline(&self, p: &str, rec: &Record, data: &[u8]) -> Result<()> {
+        if !data.is_empty() {
+            let calls = self
+                .spans_by_daemon(rec.file_id, 0, data.len() as u64)
+                .into_iter()
+                .map(|(d, spans)| Call {
+                    daemon: d,
+                    bulk: spans.iter().map(|(s, rel)| &data[*rel..*rel + s.len as usize]).collect(),
+                    req: Request::Write { file_id: rec.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
+                })
+                .collect();
+            self.call_all(calls)?;
+        }
+        self.call_md(p, Request::DropInline { path: p.to_string(), file_id: rec.file_id })?;
+        Ok(())
+    }
+
+    /// Before a directory rename moves records: every file below with inline data
+    /// moves it to chunks, since the data stays at the old key's daemon.
+    pub(crate) fn migrate_subtree_inline(&self, desc: &[(String, Record)]) -> Result<()> {
+        let files: Vec<&(String, Record)> =
+            desc.iter().filter(|(_, r)| r.kind == FileKind::File && r.size > 0).collect();
+        for batch in files.chunks(STAT_DATA_BATCH) {
+            let calls = batch
+                .iter()
+                .map(|(p, _)| Call {
+                    daemon: self.md_daemon(p),
+                    req: Request::StatData { path: p.clone() },
+                    bulk: Vec::new(),
+                })
+                .collect();
+            for ((p, _), a) in batch.iter().zip(self.transport.batch(calls)) {
+                match a? {
+                    (Response::RecordData { record, inline: true }, data) => self.migrate_inline(p, &record, &data)?,
+                    (Response::RecordData { .. }, _) => {}
+                    (r, _) => return Err(unexpected(r)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_reads_fill_zeros_past_the_data() {
+        let mut b = [9u8; 8];
+        assert_eq!(read_inline(10, b"abcd", &mut b, 2), 8);
+        assert_eq!(&b, b"cd\0\0\0\0\0\0");
+        assert_eq!(read_inline(10, b"abcd", &mut b, 9), 1);
+        assert_eq!(read_inline(10, b"abcd", &mut b, 10), 0);
+        assert_eq!(read_inline(3, b"abc", &mut b, 1), 2);
+        assert_eq!(&b[..2], b"bc");
+    }
+}

@@ -1,0 +1,169 @@
+//! Listings with attributes: `readdir_plus` pages (each entry with its record), asked
+//! of the daemons in parallel, and a short-lived cache that serves the stat calls
+//! that follow a listing (`ls -l`, `find -size`, `os.scandir` + stat) from what it
+//! returned instead of one request per entry.
+//!
+//! The cache holds what this client's listings returned for at most
+//! [`LISTING_ATTRS_TTL`], and forgets everything when this client changes anything
+//! (write, truncate, create, remove, rename, chmod, utimens). Changes by other clients
+//! within that time are not seen by a stat of this one (docs/SEMANTICS.md). Bounded
+//! at [`LISTING_ATTRS_ENTRIES_MAX`] entries, about 200 bytes each.
+//!
+//! Not for: listings without attributes (readdir.rs), open descriptors (fstat always
+//! asks the daemon).
+
+use crate::error::unexpected;
+use crate::readdir::DirStream;
+use crate::{Client, Result};
+use gust_proto::{path, DirEntry, Record, Request, Response};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long after its directory's last listed page an entry's attributes answer a
+/// stat: long enough for `ls -l` of a few hundred thousand entries to stat them all
+/// after reading the listing, short next to how long a job's files change under a
+/// listing of them.
+pub const LISTING_ATTRS_TTL: Duration = Duration::from_secs(2);
+/// Bound on the cached entries (about 50 MiB at the bound for 60-byte paths).
+pub const LISTING_ATTRS_ENTRIES_MAX: usize = 262_144;
+/// Daemons asked for a page at once by one listing: the memory one refill takes is
+/// at most this many pages.
+pub(crate) const LISTING_FANOUT_DAEMONS_MAX: usize = 16;
+
+/// One daemon's page of a listing with attributes, and whether that daemon is done.
+pub(crate) type ListingPage = (Vec<(String, Record)>, bool);
+
+#[derive(Default)]
+pub(crate) struct ListingAttrs {
+    /// Bumped by every change this client makes, once the cache was ever filled.
+    generation: AtomicU64,
+    filled: AtomicBool,
+    map: Mutex<AttrMap>,
+}
+
+#[derive(Default)]
+struct AttrMap {
+    generation: u64,
+    entries: HashMap<String, Record>,
+    /// When the latest page of each listed directory came: an entry answers stats
+    /// until LISTING_ATTRS_TTL after its directory's last page, so the first entries
+    /// of a long listing do not expire before the listing ends.
+    dirs: HashMap<String, Instant>,
+}
+
+impl ListingAttrs {
+    /// This client changed something: what listings returned may be stale.
+    pub(crate) fn invalidate(&self) {
+        if self.filled.load(Ordering::Relaxed) {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Keeps a page of `dir` fetched when the generation was `asked_at`.
+    pub(crate) fn insert(&self, asked_at: u64, dir: &str, entries: &[(String, Record)]) {
+        let now = Instant::now();
+        let mut m = self.map.lock().unwrap();
+        let g = self.generation();
+        if g != asked_at {
+            return; // this client changed something while the page was on its way
+        }
+        if m.generation != g {
+            m.entries.clear();
+            m.dirs.clear();
+            m.generation = g;
+        }
+        if m.entries.len() + entries.len() > LISTING_ATTRS_ENTRIES_MAX {
+            let AttrMap { entries: e, dirs, .. } = &mut *m;
+            dirs.retain(|_, t| t.elapsed() < LISTING_ATTRS_TTL);
+            e.retain(|p, _| dirs.contains_key(path::parent(p)));
+        }
+        for (name, r) in entries {
+            if m.entries.len() >= LISTING_ATTRS_ENTRIES_MAX {
+                break;
+            }
+            m.entries.insert(path::join(dir, name), r.clone());
+        }
+        m.dirs.insert(dir.to_string(), now);
+        self.filled.store(true, Ordering::Relaxed);
+    }
+
+    /// The record a listing returned for `p`, if recent and nothing changed since.
+    pub(crate) fn get(&self, p: &str) -> Option<Record> {
+        if !self.filled.load(Ordering::Relaxed) {
+            return None;
+        }
+        let m = self.map.lock().unwrap();
+        if m.generation != self.generation() {
+            return None;
+        }
+        let listed = m.dirs.get(path::parent(p))?;
+        if listed.elapsed() >= LISTING_ATTRS_TTL {
+            return None;
+        }
+        m.entries.get(p).cloned()
+    }
+}
+
+impl Client {
+    /// Opens a listing that fetches each entry's attributes with it: one request per
+    /// daemon per page, up to `LISTING_FANOUT_DAEMONS_MAX` daemons at once; the stat
+    /// calls of this client on the listed entries are then answered from them for a
+    /// short while (see the module doc).
+    pub fn opendir_plus(&self, path: &str) -> Result<DirStream<'_>> {
+        let s = self.opendir(path)?;
+        Ok(s.with_attributes(self.daemon_count() as usize))
+    }
+
+    /// Every entry of a directory with its attributes (convenience over
+    /// `opendir_plus`; the stats come from the cache the listing filled).
+    pub fn read_dir_plus(&self, path: &str) -> Result<Vec<(DirEntry, crate::Stat)>> {
+        let dir = crate::normalize(path)?;
+        let mut out = Vec::new();
+        for e in self.opendir_plus(&dir)? {
+            let e = e?;
+            let p = path::join(&dir, &e.name);
+            let st = match self.listing.get(&p) {
+                Some(r) => crate::Stat::from_record(&r, self.chunk_size),
+                None => self.lstat(&p)?,
+            };
+            out.push((e, st));
+        }
+        Ok(out)
+    }
+
+    /// Asks `daemons` (with their resume points) for the next page of `dir` with
+    /// records, all at once; keeps the records in the cache. Returns, per daemon, the
+    /// entries and whether that daemon is done.
+    pub(crate) fn listing_pages(&self, dir: &str, daemons: &[(u32, Option<String>)]) -> Result<Vec<ListingPage>> {
+        let asked_at = self.listing.generation();
+        let calls = daemons
+            .iter()
+            .map(|(d, after)| crate::rpc::Call {
+                daemon: *d,
+                req: Request::ReadDirPlus {
+                    dir: dir.to_string(),
+                    after: after.clone(),
+                    max_entries: gust_proto::READDIR_PAGE_ENTRIES_MAX,
+                },
+                bulk: Vec::new(),
+            })
+            .collect();
+        let mut out = Vec::with_capacity(daemons.len());
+        for r in self.call_all(calls)? {
+            match r {
+                Response::DirPagePlus { entries, done } => {
+                    self.listing.insert(asked_at, dir, &entries);
+                    out.push((entries, done));
+                }
+                r => return Err(unexpected(r)),
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,138 @@
+//! Size cache: the size updates of a descriptor's writes, batched.
+//!
+//! Every write used to send a size update (`update_size`) to the file's metadata
+//! daemon beside its chunk writes: for many processes writing one shared file, that
+//! one daemon takes a request per write of every process (GekkoFS's paper measures
+//! this as the wall for shared files). Here a write through a descriptor records the
+//! end it reached in the descriptor and sends nothing; the largest end and latest
+//! mtime go out in one `update_size` when:
+//! * the descriptor is closed or fsync'ed,
+//! * this client uses any descriptor otherwise than by a write (fstat, read, lseek,
+//!   ftruncate: `Client::file`) or makes any path operation (stat of the file
+//!   included): `flush_all_sizes`, a lock-free counter check when nothing is pending,
+//! * a write finds its descriptor's oldest unsent end older than
+//!   [`SIZE_FLUSH_INTERVAL`].
+//!
+//! Other clients see the data at once (the chunk writes are not delayed) but the
+//! size, and so the data past the old end, only from the flush: at most the interval
+//! after a write that is followed by another write, at close or fsync otherwise
+//! (docs/SEMANTICS.md). A write through a descriptor whose path was removed or
+//! replaced reports ENOENT or ESTALE at the flush instead of at the write. O_APPEND
+//! writes (which reserve their offset at the metadata daemon) and O_SYNC/O_DSYNC
+//! writes are not cached.
+//!
+//! Not for: data (data.rs), deferred creates (inline.rs).
+
+use crate::open_files::OpenFile;
+use crate::{namespace::now_ns, Client, Result};
+use gust_proto::{Request, Response};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// Longest a size update waits while writes keep coming: short next to how long a
+/// reader polls a growing file, long next to a write (10,000 writes of 8 KiB share one
+/// update at 100 MB/s).
+pub const SIZE_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The unsent size of one descriptor: the largest end written, the latest mtime,
+/// since when it waits.
+#[derive(Clone, Copy)]
+pub(crate) struct DirtySize {
+    end: u64,
+    mtime_ns: i64,
+    since: Instant,
+}
+
+/// Descriptors of this client with unsent sizes.
+#[derive(Default)]
+pub(crate) struct DirtyFiles {
+    files: Mutex<HashMap<usize, Weak<OpenFile>>>,
+    count: AtomicUsize,
+}
+
+fn key(f: &OpenFile) -> usize {
+    f as *const OpenFile as usize
+}
+
+impl Client {
+    /// Records that a write through `f` reached `end`; sends the size if the oldest
+    /// unsent one is older than the interval. False when the write must send its
+    /// size itself (O_APPEND, O_SYNC, O_DSYNC).
+    pub(crate) fn cache_size(&self, f: &Arc<OpenFile>, end: u64) -> Result<bool> {
+        if f.flags & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC) != 0 {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        let due = {
+            let mut d = f.size_dirty.lock().unwrap();
+            match d.as_mut() {
+                Some(x) => {
+                    x.end = x.end.max(end);
+                    x.mtime_ns = x.mtime_ns.max(now_ns());
+                    now.duration_since(x.since) >= SIZE_FLUSH_INTERVAL
+                }
+                None => {
+                    *d = Some(DirtySize { end, mtime_ns: now_ns(), since: now });
+                    if self.dirty.files.lock().unwrap().insert(key(f), Arc::downgrade(f)).is_none() {
+                        self.dirty.count.fetch_add(1, Ordering::Release);
+                    }
+                    false
+                }
+            }
+        };
+        if due {
+            self.flush_size(f)?;
+        }
+        Ok(true)
+    }
+
+    /// Sends the unsent size of `f`, if any. Holds the descriptor's lock while the
+    /// update is on its way and leaves the registry only after, so that a concurrent
+    /// `flush_all_sizes` (a read of another thread) waits for it instead of reading
+    /// the old size.
+    pub(crate) fn flush_size(&self, f: &OpenFile) -> Result<()> {
+        let mut slot = f.size_dirty.lock().unwrap();
+        let Some(d) = *slot else { return Ok(()) };
+        let path = f.path();
+        let req = Request::UpdateSize {
+            path: path.clone(),
+            file_id: f.file_id(),
+            end: d.end,
+            append_len: None,
+            mtime_ns: d.mtime_ns,
+        };
+        let r = match self.call_md(&path, req) {
+            Ok(Response::Offset(_)) => Ok(()),
+            Ok(r) => Err(crate::error::unexpected(r)),
+            Err(e) => Err(e),
+        };
+        // Sent or failed: either way not sent again (a failure is reported).
+        *slot = None;
+        if self.dirty.files.lock().unwrap().remove(&key(f)).is_some() {
+            self.dirty.count.fetch_sub(1, Ordering::Release);
+        }
+        r
+    }
+
+    /// Sends the unsent size of descriptor `fd` (FUSE's flush, at every close(2)).
+    pub fn flush(&self, fd: i32) -> Result<()> {
+        let f = self.file_unsettled(fd)?;
+        self.flush_size(&f)
+    }
+
+    /// Sends every unsent size of this client (before a read or a path operation).
+    /// Errors stay with their descriptors' next use.
+    pub(crate) fn flush_all_sizes(&self) {
+        if self.dirty.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let files: Vec<Arc<OpenFile>> = self.dirty.files.lock().unwrap().values().filter_map(Weak::upgrade).collect();
+        for f in files {
+            if let Err(e) = self.flush_size(&f) {
+                *f.settle_error.lock().unwrap() = Some(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Small files inline (gust-client inline.rs, daemon inline.rs): a small file created,
+//! written and closed is one request, opened and read is one, and its data survives
+//! everything a file goes through (growth past the bound, writers, truncate, rename
+//! of it and of its directory, unlink), through the client core and through the
+//! LD_PRELOAD library running real programs.
+
+mod common;
+
+use common::{get, op_total};
+use gust_client::{Client, INLINE_BYTES_MAX};
+use gust_e2e::{gust_bin, Instance};
+use libc::{O_APPEND, O_CREAT, O_EXCL, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
+use std::process::Command;
+
+/// Creates `p` with `data` the way the preload library does (deferred create).
+fn put_small(c: &Client, p: &str, data: &[u8]) {
+    let fd = c.open_deferred(p, O_CREAT | O_WRONLY | O_TRUNC, 0o644).unwrap();
+    assert_eq!(c.write(fd, data).unwrap(), data.len());
+    c.close(fd).unwrap();
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn create_write_close_and_open_read_close_are_one_request_each() {
+    let inst = Instance::start(4);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    for (i, len) in [1usize, 4096, INLINE_BYTES_MAX].into_iter().enumerate() {
+        let p = format!("/d/f{i}");
+        let data = pattern(len, i as u8);
+        let writes = op_total(&c, "write");
+        let sent = c.rpcs_sent();
+        put_small(&c, &p, &data);
+        assert_eq!(c.rpcs_sent() - sent, 1, "create + write + close of {len} bytes");
+        assert_eq!(op_total(&c, "write"), writes, "no chunk write for {len} bytes");
+        let sent = c.rpcs_sent();
+        let fd = c.open(&p, O_RDONLY, 0).unwrap();
+        let mut buf = vec![0u8; len + 100];
+        assert_eq!(c.read(fd, &mut buf).unwrap(), len);
+        assert_eq!(c.read(fd, &mut buf).unwrap(), 0, "end of file");
+        c.close(fd).unwrap();
+        assert_eq!(c.rpcs_sent() - sent, 1, "open + read + close of {len} bytes");
+        assert_eq!(&buf[..len], &data[..]);
+        assert_eq!(c.stat(&p).unwrap().size, len as u64);
+        // Another client, which got no data at open (O_RDWR), reads it too.
+        let other = inst.client();
+        assert_eq!(get(&other, &p), data);
+    }
+    assert!(op_total(&c, "create_inline") >= 3);
+}
+
+/// Until settled, a deferred create is this client's only: its own stat sees it (the
+/// stat settles it), another client does not before.
+#[test]
+fn deferred_create_is_settled_by_own_operations() {
+    let inst = Instance::start(3);
+    let (c, other) = (inst.client(), inst.client());
+    let fd = c.open_deferred("/f", O_CREAT | O_WRONLY, 0o600).unwrap();
+    c.write(fd, b"hello").unwrap();
+    assert_err!(other.stat("/f"), libc::ENOENT);
+    assert_eq!(c.stat("/f").unwrap().size, 5, "own stat settles");
+    assert_eq!(other.stat("/f").unwrap().size, 5);
+    // Written on after settling: the ordinary way, through chunks.
+    c.write(fd, b" world").unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(get(&other, "/f"), b"hello world");
+    // fstat settles too; mode from the open.
+    let fd = c.open_deferred("/g", O_CREAT | O_RDWR, 0o640).unwrap();
+    c.write(fd, b"abc").unwrap();
+    let st = c.fstat(fd).unwrap();
+    assert_eq!((st.size, st.mode & 0o777), (3, 0o640));
+    let mut b = [0u8; 3];
+    assert_eq!(c.pread(fd, &mut b, 0).unwrap(), 3);
+    assert_eq!(&b, b"abc");
+    c.close(fd).unwrap();
+}
+
+/// O_EXCL is not deferred unless asked; deferred, EEXIST comes from close and the
+/// existing file is untouched. Without O_EXCL an existing file is opened and written
+/// as open(2) would (O_TRUNC honoured, the tail kept without it).
+#[test]
+fn existing_paths_and_o_excl() {
+    let inst = Instance::start(2);
+    let c = inst.client();
+    put_small(&c, "/x", b"0123456789");
+    assert_err!(c.open_deferred("/x", O_CREAT | O_EXCL | O_WRONLY, 0o644), libc::EEXIST);
+    c.set_defer_exclusive_create(true);
+    let fd = c.open_deferred("/x", O_CREAT | O_EXCL | O_WRONLY, 0o644).unwrap();
+    c.write(fd, b"zz").unwrap();
+    assert_err!(c.close(fd), libc::EEXIST);
+    assert_eq!(get(&c, "/x"), b"0123456789");
+    c.set_defer_exclusive_create(false);
+    let fd = c.open_deferred("/x", O_CREAT | O_WRONLY, 0o644).unwrap();
+    c.write(fd, b"ab").unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(get(&c, "/x"), b"ab23456789", "no O_TRUNC: the tail stays");
+    put_small(&c, "/x", b"new");
+    assert_eq!(get(&c, "/x"), b"new", "O_TRUNC");
+    let fd = c.open_deferred("/x", O_CREAT | O_WRONLY | O_APPEND, 0o644).unwrap();
+    c.write(fd, b"+1").unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(get(&c, "/x"), b"new+1");
+    // A directory in the way: the error of open comes from close.
+    c.mkdir("/dir", 0o755).unwrap();
+    let fd = c.open_deferred("/dir", O_CREAT | O_WRONLY, 0o644).unwrap();
+    assert_err!(c.close(fd), libc::EISDIR);
+}
+
+/// Past the bound, or with a hole, a file goes to chunks; writers move inline data
+/// to chunks; truncate, rename and directory rename keep the bytes.
+#[test]
+fn small_files_keep_their_data_through_everything() {
+    let inst = Instance::start_with(4, &["--chunk-size", "4k"]);
+    let c = inst.client();
+    // Growth past the bound in pieces.
+    let big = pattern(INLINE_BYTES_MAX + 5000, 3);
+    let fd = c.open_deferred("/grow", O_CREAT | O_WRONLY, 0o644).unwrap();
+    for piece in big.chunks(3000) {
+        c.write(fd, piece).unwrap();
+    }
+    c.close(fd).unwrap();
+    assert_eq!(get(&c, "/grow"), big);
+    // A hole: written at 100 first.
+    let fd = c.open_deferred("/hole", O_CREAT | O_WRONLY, 0o644).unwrap();
+    c.pwrite(fd, b"x", 100).unwrap();
+    c.close(fd).unwrap();
+    let mut want = vec![0u8; 101];
+    want[100] = b'x';
+    assert_eq!(get(&c, "/hole"), want);
+    // An inline file opened for writing moves to chunks, then grows.
+    let small = pattern(3000, 9);
+    put_small(&c, "/w", &small);
+    let writes = op_total(&c, "drop_inline");
+    let fd = c.open("/w", O_RDWR, 0).unwrap();
+    assert_eq!(op_total(&c, "drop_inline"), writes + 1);
+    c.pwrite(fd, b"END", 2998).unwrap();
+    c.pwrite(fd, b"far", 20_000).unwrap();
+    c.close(fd).unwrap();
+    let mut want = small.clone();
+    want.truncate(2998);
+    want.extend_from_slice(b"END");
+    want.resize(20_000, 0);
+    want.extend_from_slice(b"far");
+    assert_eq!(get(&c, "/w"), want);
+    // Truncate cuts and grows inline data.
+    put_small(&c, "/t", b"abcdef");
+    c.truncate("/t", 3).unwrap();
+    assert_eq!(get(&c, "/t"), b"abc");
+    c.truncate("/t", 6).unwrap();
+    assert_eq!(get(&c, "/t"), b"abc\0\0\0");
+    // Rename of an inline file (to a path on another daemon, likely), over another.
+    put_small(&c, "/r1", b"first");
+    put_small(&c, "/r2", b"second");
+    c.rename("/r1", "/moved").unwrap();
+    c.rename("/moved", "/r2").unwrap();
+    assert_eq!(get(&c, "/r2"), b"first");
+    // Rename of a directory of inline files.
+    c.mkdir("/dd", 0o755).unwrap();
+    c.mkdir("/dd/sub", 0o755).unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|i| (format!("/dd/{}f{i}", if i % 2 == 0 { "sub/" } else { "" }), pattern(i * 50 + 1, i as u8)))
+        .collect();
+    for (p, d) in &files {
+        put_small(&c, p, d);
+    }
+    c.rename("/dd", "/ee").unwrap();
+    for (p, d) in &files {
+        assert_eq!(get(&c, &p.replacen("/dd", "/ee", 1)), *d, "{p}");
+    }
+    // Unlink, and a new file at the same path starts empty.
+    c.unlink("/r2").unwrap();
+    let fd = c.open("/r2", O_CREAT | O_WRONLY, 0o644).unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(get(&c, "/r2"), b"");
+}
+
+/// Real programs under the preload library: a shell writing small files with `>`
+/// costs one create_inline each and no chunk write (bash's `>` is open, dup2 onto
+/// stdout, close, write, dup2 back: the last close sends it); `cat` reads them back;
+/// a program that exits without closing still leaves its file (settled at exit).
+#[test]
+fn preload_programs_create_small_files_in_one_request() {
+    let inst = Instance::start(3);
+    let c = inst.client();
+    let (creates, writes) = (op_total(&c, "create_inline"), op_total(&c, "write"));
+    let script = "set -euo pipefail; mkdir /gustfs/s; for i in $(seq 1 50); do echo \"line $i\" > /gustfs/s/f$i; done; \
+                  cat /gustfs/s/f7 /gustfs/s/f50; \
+                  python3 -c 'import os; fd = os.open(\"/gustfs/s/noclose\", os.O_CREAT | os.O_WRONLY); os.write(fd, b\"kept\")'";
+    let out = Command::new(gust_bin())
+        .args(["run", "--", "bash", "-c", script])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "line 7\nline 50\n");
+    assert_eq!(op_total(&c, "create_inline") - creates, 51, "one per file");
+    assert_eq!(op_total(&c, "write"), writes, "no chunk writes");
+    assert_eq!(get(&c, "/s/f1"), b"line 1\n");
+    assert_eq!(get(&c, "/s/noclose"), b"kept", "settled at exit");
+}
