@@ -21,6 +21,8 @@ fn rec() -> Record {
         mtime_ns: 3,
         atime_ns: 4,
         target: String::new(),
+        uid: 1000,
+        gid: 100,
     }
 }
 
@@ -48,6 +50,16 @@ fn requests() -> Vec<Request> {
         Request::Stats,
         Request::PutRecords { records: vec![("/x".into(), rec())] },
         Request::Shutdown { keep: true },
+        Request::CreateInline { path: "/s".into(), record: rec() },
+        Request::StatData { path: "/s".into() },
+        Request::DropInline { path: "/s".into(), file_id: 7 },
+        Request::ReadDirPlus { dir: "/".into(), after: None, max_entries: 16 },
+        Request::SetOwner { path: "/a".into(), uid: Some(1), gid: None, ctime_ns: 7 },
+        Request::DirChanged { path: "/d".into(), subdirs_delta: 1, time_ns: 8 },
+        Request::Metrics,
+        Request::CloseWrite { path: "/a".into() },
+        Request::Events { after_seq: 3, prefix: "/".into(), max_entries: 16 },
+        Request::Remove { path: "/a".into(), kind: RemoveKind::Moved },
     ]
 }
 
@@ -71,6 +83,8 @@ fn replies() -> Vec<(&'static str, Reply)> {
         ("tree", Ok(Response::Tree { records: vec![("/x".into(), rec())], last_key: Some(vec![9]), done: false })),
         ("written", Ok(Response::Written(4))),
         ("data", Ok(Response::Data { span_lens: vec![8, 0] })),
+        ("record-data", Ok(Response::RecordData { record: rec(), inline: true })),
+        ("dir-page-plus", Ok(Response::DirPagePlus { entries: vec![("f".into(), rec())], done: true })),
         ("statfs", Ok(Response::StatFs { total_bytes: 1, free_bytes: 2, avail_bytes: 3, files: 4 })),
         (
             "stats",

@@ -10,8 +10,8 @@ use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
-    FIND_SCAN_PAGE_KEYS_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, SCAN_PAGE_ENTRIES_MAX,
-    SPANS_PER_REQUEST_MAX, INLINE_BYTES_MAX,
+    FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
+    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
