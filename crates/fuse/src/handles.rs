@@ -1,0 +1,37 @@
+//! Open files and open directories: what a file handle or directory handle
+//! number stands for.
+
+use super::*;
+
+/// One open file: a client descriptor (which follows renames made through this client).
+pub(crate) struct Handle {
+    pub(crate) client_flags: i32,
+    pub(crate) fd: i32,
+}
+
+pub(crate) struct DirState {
+    pub(crate) stream: Option<DirStream<'static>>,
+    /// Position of the next entry to hand out ("." is 0, ".." is 1, then the stream).
+    pub(crate) pos: u64,
+    /// The entry that did not fit in the previous reply.
+    pub(crate) pending: Option<DirEntry>,
+    /// A listing error to report on the next call (the stream ends after an error).
+    pub(crate) failed: Option<Errno>,
+}
+
+pub(crate) struct DirHandle {
+    pub(crate) path: String,
+    /// The directory's attributes at opendir ("." and ".." in READDIRPLUS).
+    pub(crate) stat: Stat,
+    pub(crate) state: Mutex<DirState>,
+}
+
+/// What adding one entry to a READDIR(PLUS) reply did.
+#[derive(PartialEq, Eq)]
+pub(crate) enum Emitted {
+    Added,
+    /// The reply is full; the entry goes first into the next one.
+    Full,
+    /// Gone since the listing (READDIRPLUS could not stat it): left out.
+    Skipped,
+}

@@ -1,0 +1,300 @@
+//! The inode table (inode numbers to paths, lookup counts, what the last lookup
+//! said) and what requests need from it and from the handle tables: paths,
+//! attributes, handles, the owner of what a request creates.
+
+use super::*;
+
+pub(crate) struct Node {
+    pub(crate) path: String,
+    /// File id, kind, mode and group from the last lookup/getattr/create, and when:
+    /// `open` (and a create's set-group-id check of its directory) within the
+    /// attribute timeout trusts them, as the kernel trusts the attributes.
+    pub(crate) known: Option<Known>,
+    /// Lookup references the kernel holds (FUSE `nlookup`).
+    pub(crate) lookups: u64,
+    /// Open file handles on this inode.
+    pub(crate) open_handles: u32,
+    /// Renamed to a hidden name because it was unlinked while open; removed at the
+    /// last release.
+    pub(crate) hidden: bool,
+}
+
+/// What the last lookup or getattr of an inode said, and when.
+#[derive(Clone, Copy)]
+pub(crate) struct Known {
+    pub(crate) file_id: u128,
+    pub(crate) kind: Kind,
+    pub(crate) mode: u32,
+    pub(crate) gid: u32,
+    pub(crate) at: Instant,
+}
+
+impl Known {
+    pub(crate) fn of(st: &Stat) -> Known {
+        Known { file_id: st.file_id, kind: st.kind, mode: st.mode, gid: st.gid, at: Instant::now() }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Table {
+    pub(crate) nodes: HashMap<u64, Node>,
+    pub(crate) by_path: BTreeMap<String, u64>,
+}
+
+impl Table {
+    pub(crate) fn path(&self, ino: u64) -> Result<String, Errno> {
+        self.nodes.get(&ino).map(|n| n.path.clone()).ok_or(Errno(libc::ESTALE))
+    }
+
+    pub(crate) fn set_path(&mut self, ino: u64, path: &str) {
+        let Some(n) = self.nodes.get_mut(&ino) else { return };
+        if n.path != path {
+            if self.by_path.get(&n.path) == Some(&ino) {
+                self.by_path.remove(&n.path);
+            }
+            n.path = path.to_string();
+        }
+        self.by_path.insert(path.to_string(), ino);
+    }
+
+    pub(crate) fn forget_path(&mut self, path: &str) {
+        self.by_path.remove(path);
+    }
+
+    pub(crate) fn drop_if_unused(&mut self, ino: u64) {
+        if ino == ROOT {
+            return;
+        }
+        if let Some(n) = self.nodes.get(&ino) {
+            if n.lookups == 0 && n.open_handles == 0 {
+                if self.by_path.get(&n.path) == Some(&ino) {
+                    self.by_path.remove(&n.path);
+                }
+                self.nodes.remove(&ino);
+            }
+        }
+    }
+}
+
+/// An inode number for a readdir entry the table does not know: readdir does not
+/// return file ids, and the kernel uses lookup for the real one; this only has to be
+/// non-zero (glibc skips d_ino 0) and stable for a name.
+pub(crate) fn name_ino(path: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut h);
+    h.finish() | 2
+}
+
+impl GustFs {
+    pub fn new(client: &'static Client, opts: MountOptions) -> GustFs {
+        let mut t = Table::default();
+        t.nodes.insert(ROOT, Node { path: "/".into(), known: None, lookups: 1, open_handles: 0, hidden: false });
+        t.by_path.insert("/".into(), ROOT);
+        GustFs {
+            client,
+            opts,
+            table: Mutex::new(t),
+            files: RwLock::new(HashMap::new()),
+            dirs: RwLock::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            hidden_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn path(&self, ino: INodeNo) -> Result<String, Errno> {
+        self.table.lock().unwrap().path(ino.0)
+    }
+
+    pub(crate) fn ino_of(path: &str, st: &Stat) -> u64 {
+        if path == "/" {
+            ROOT
+        } else {
+            st.ino
+        }
+    }
+
+    pub(crate) fn attr(&self, ino: u64, st: &Stat) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(ino),
+            size: st.size,
+            blocks: st.blocks,
+            atime: time_of(st.atime_ns),
+            mtime: time_of(st.mtime_ns),
+            ctime: time_of(st.ctime_ns),
+            crtime: time_of(st.ctime_ns),
+            kind: file_type(st.kind),
+            perm: (st.mode & 0o7777) as u16,
+            nlink: st.nlink.max(1),
+            uid: st.uid,
+            gid: st.gid,
+            rdev: 0,
+            blksize: st.blksize.clamp(512, 1 << 20) as u32,
+            flags: 0,
+        }
+    }
+
+    /// Records that the kernel now holds one more lookup reference to `path`.
+    pub(crate) fn remember(&self, path: &str, st: &Stat) -> FileAttr {
+        let ino = Self::ino_of(path, st);
+        let mut t = self.table.lock().unwrap();
+        match t.nodes.get_mut(&ino) {
+            Some(n) => n.lookups += 1,
+            None => {
+                t.nodes.insert(
+                    ino,
+                    Node { path: path.to_string(), known: None, lookups: 1, open_handles: 0, hidden: false },
+                );
+            }
+        }
+        // Also corrects the path if another client renamed the entry.
+        t.set_path(ino, path);
+        if let Some(n) = t.nodes.get_mut(&ino) {
+            n.known = Some(Known::of(st));
+        }
+        drop(t);
+        self.attr(ino, st)
+    }
+
+    /// File id and kind of `ino` if fetched within the attribute timeout.
+    pub(crate) fn known(&self, ino: u64) -> Option<(u128, Kind)> {
+        let t = self.table.lock().unwrap();
+        let k = t.nodes.get(&ino)?.known?;
+        (k.at.elapsed() < self.opts.attr_timeout).then_some((k.file_id, k.kind))
+    }
+
+    /// Stat of an inode by its path, checking that the path still names that inode
+    /// (it may have been replaced by another client).
+    pub(crate) fn stat_ino(&self, ino: u64) -> Result<(String, Stat), Errno> {
+        let path = self.table.lock().unwrap().path(ino)?;
+        let st = self.client.lstat(&path)?;
+        if Self::ino_of(&path, &st) != ino {
+            return Err(Errno(libc::ESTALE));
+        }
+        if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
+            n.known = Some(Known::of(&st));
+        }
+        Ok((path, st))
+    }
+
+    /// Who creates an entry in directory `parent` (at `parent_path`): the request's
+    /// caller, with the directory's group instead of the caller's if the directory
+    /// has S_ISGID (as Linux's inode_init_owner does; the second value says so, and a
+    /// new subdirectory then gets S_ISGID too). The directory's attributes come from
+    /// the last lookup or getattr within the attribute timeout (the kernel looked the
+    /// directory up to reach it), else from one stat (a create relative to a
+    /// directory descriptor held open longer than that).
+    pub(crate) fn creator(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        parent_path: &str,
+    ) -> Result<(Credentials, bool), Errno> {
+        if parent.0 == ROOT {
+            // The root's attributes are fixed (mode 0777, no S_ISGID).
+            return Ok((caller(req), false));
+        }
+        let cached = {
+            let t = self.table.lock().unwrap();
+            t.nodes
+                .get(&parent.0)
+                .and_then(|n| n.known)
+                .filter(|k| k.at.elapsed() < self.opts.attr_timeout)
+                .map(|k| (k.mode, k.gid))
+        };
+        let (mode, gid) = match cached {
+            Some(x) => x,
+            None => {
+                let st = self.client.lstat(parent_path)?;
+                (st.mode, st.gid)
+            }
+        };
+        let mut who = caller(req);
+        let setgid = mode & libc::S_ISGID != 0;
+        if setgid {
+            who.gid = gid;
+        }
+        Ok((who, setgid))
+    }
+
+    pub(crate) fn file(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
+        self.files.read().unwrap().get(&fh.0).cloned().ok_or(Errno(libc::EBADF))
+    }
+
+    pub(crate) fn fd(&self, fh: FileHandle) -> Result<(Arc<Handle>, i32), Errno> {
+        let h = self.file(fh)?;
+        let fd = h.fd;
+        Ok((h, fd))
+    }
+
+    pub(crate) fn entry(&self, reply: ReplyEntry, path: &str, st: &Stat) {
+        let attr = self.remember(path, st);
+        reply.entry_with_ttls(&self.opts.attr_timeout, &self.opts.entry_timeout, &attr, Generation(0));
+    }
+
+    pub(crate) fn ro(&self) -> Result<(), Errno> {
+        if self.opts.read_only {
+            Err(Errno(libc::EROFS))
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn open_flags(&self) -> FopenFlags {
+        let mut f = FopenFlags::empty();
+        if self.opts.direct_io {
+            f |= FopenFlags::FOPEN_DIRECT_IO;
+        }
+        if !self.opts.writeback_cache {
+            // Our flush has nothing to do (the client core buffers nothing), so the
+            // kernel may skip the request at close(). With the writeback cache the
+            // kernel ignores this flag and flushes dirty pages at close as it must.
+            f |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        f
+    }
+
+    /// The flags the client descriptor is opened with. Writable handles are O_RDWR
+    /// because the kernel reads through any handle to fill pages (writeback cache,
+    /// shared mmap). With the writeback cache the kernel places appends itself, so
+    /// O_APPEND must not move them again.
+    pub(crate) fn client_flags(&self, kernel_flags: i32) -> i32 {
+        let acc = kernel_flags & libc::O_ACCMODE;
+        let mut f = if acc == libc::O_RDONLY { libc::O_RDONLY } else { libc::O_RDWR };
+        if kernel_flags & libc::O_APPEND != 0 && !self.opts.writeback_cache {
+            f |= libc::O_APPEND;
+        }
+        f
+    }
+
+    pub(crate) fn add_handle(&self, ino: u64, fd: i32, client_flags: i32) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
+            n.open_handles += 1;
+        }
+        self.files.write().unwrap().insert(fh, Arc::new(Handle { client_flags, fd }));
+        fh
+    }
+
+    /// Renames an entry that is still open to a hidden name in the same directory, so
+    /// its open handles keep working; removed at its last release.
+    pub(crate) fn hide(&self, ino: u64, path: &str) -> Result<(), Errno> {
+        let seq = self.hidden_seq.fetch_add(1, Ordering::Relaxed);
+        let hidden = child(parent(path), OsStr::new(&format!(".gust_hidden.{ino:x}.{seq}")))?;
+        self.client.rename(path, &hidden)?;
+        // The client's rename also moves its descriptors open on `path`.
+        let mut t = self.table.lock().unwrap();
+        t.set_path(ino, &hidden);
+        if let Some(n) = t.nodes.get_mut(&ino) {
+            n.hidden = true;
+        }
+        Ok(())
+    }
+
+    /// Inode of `path` if it is in the table and has open handles.
+    pub(crate) fn open_ino(&self, path: &str) -> Option<u64> {
+        let t = self.table.lock().unwrap();
+        let ino = *t.by_path.get(path)?;
+        (t.nodes.get(&ino)?.open_handles > 0).then_some(ino)
+    }
+}

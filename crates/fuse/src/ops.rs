@@ -1,0 +1,496 @@
+//! The kernel's requests, one method each: path lookups through the inode table,
+//! calls on the client core as the caller, replies.
+
+use super::*;
+
+impl Filesystem for GustFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        if let Err(max) = config.set_max_write(MAX_WRITE_BYTES) {
+            let _ = config.set_max_write(max);
+        }
+        if let Err(max) = config.set_max_readahead(MAX_WRITE_BYTES) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(MAX_BACKGROUND_REQUESTS);
+        // Each is optional; a kernel without one simply runs without it.
+        for cap in [
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            InitFlags::FUSE_AUTO_INVAL_DATA,
+            // Listings come with attributes (readdirplus), always: the client fetches
+            // them with the names at little extra cost (gust-client listing.rs).
+            InitFlags::FUSE_DO_READDIRPLUS,
+        ] {
+            let _ = config.add_capabilities(cap);
+        }
+        if self.opts.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_err() {
+            eprintln!("gust mount: this kernel does not offer the writeback cache; continuing without it");
+            self.opts.writeback_cache = false;
+        }
+        if self.opts.direct_io {
+            // Lets programs mmap files even though their handles bypass the page cache.
+            let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            let path = child(&self.path(parent)?, name)?;
+            let st = self.client.lstat(&path)?;
+            Ok((path, st))
+        })();
+        match r {
+            Ok((path, st)) => self.entry(reply, &path, &st),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let mut t = self.table.lock().unwrap();
+        if let Some(n) = t.nodes.get_mut(&ino.0) {
+            n.lookups = n.lookups.saturating_sub(nlookup);
+        }
+        t.drop_if_unused(ino.0);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.stat_ino(ino.0) {
+            Ok((_, st)) => reply.attr(&self.opts.attr_timeout, &self.attr(ino.0, &st)),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = (|| {
+            self.ro()?;
+            let path = self.path(ino)?;
+            // Owner first: it may clear set-id bits, and a mode the kernel sends along
+            // (it clears them too) comes after.
+            if uid.is_some() || gid.is_some() {
+                as_caller(caller_with_groups(req), || self.client.chown(&path, uid, gid, false))?;
+            }
+            if let Some(sz) = size {
+                match fh.and_then(|f| self.fd(f).ok()) {
+                    Some((h, fd)) if h.client_flags & libc::O_ACCMODE != libc::O_RDONLY => {
+                        self.client.ftruncate(fd, sz)?
+                    }
+                    _ => self.client.truncate(&path, sz)?,
+                }
+            }
+            if let Some(m) = mode {
+                self.client.chmod(&path, m & 0o7777)?;
+            }
+            if atime.is_some() || mtime.is_some() {
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                self.client.utimens(&path, atime.map(|t| ns_of(t, now)), mtime.map(|t| ns_of(t, now)), false)?;
+            }
+            let st = self.client.lstat(&path)?;
+            Ok(st)
+        })();
+        match r {
+            Ok(st) => reply.attr(&self.opts.attr_timeout, &self.attr(ino.0, &st)),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.path(ino).and_then(|p| self.client.readlink(&p)) {
+            Ok(t) => reply.data(t.as_bytes()),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let r = (|| {
+            self.ro()?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
+            let (who, setgid) = self.creator(req, parent, &dir)?;
+            let mode = (mode & !umask & 0o7777) | if setgid { libc::S_ISGID } else { 0 };
+            as_caller(who, || self.client.mkdir(&path, mode))?;
+            let st = self.client.lstat(&path)?;
+            Ok((path, st))
+        })();
+        match r {
+            Ok((path, st)) => self.entry(reply, &path, &st),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            self.ro()?;
+            let path = child(&self.path(parent)?, name)?;
+            if let Some(ino) = self.open_ino(&path) {
+                return self.hide(ino, &path);
+            }
+            self.client.unlink(&path)?;
+            self.table.lock().unwrap().forget_path(&path);
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            self.ro()?;
+            let path = child(&self.path(parent)?, name)?;
+            self.client.rmdir(&path)?;
+            self.table.lock().unwrap().forget_path(&path);
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            self.ro()?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
+            let kind = match mode & libc::S_IFMT {
+                0 | libc::S_IFREG => Kind::File,
+                libc::S_IFIFO => Kind::Fifo,
+                libc::S_IFSOCK => Kind::Socket,
+                // Device nodes: the mount is nodev, and GustFS stores none.
+                _ => return Err(Errno(libc::EPERM)),
+            };
+            let (who, _) = self.creator(req, parent, &dir)?;
+            let st = as_caller(who, || self.client.mknod(&path, kind, mode & !umask & 0o7777))?;
+            Ok((path, st))
+        })();
+        match r {
+            Ok((path, st)) => self.entry(reply, &path, &st),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    /// Hard links are not stored (docs/SEMANTICS.md): EPERM, what link(2) gives on a
+    /// file system without them, and what `ln`, `cp -l`, git and tar report.
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        reply.error(FErrno::from_i32(libc::EPERM));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = (|| {
+            self.ro()?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, link_name)?;
+            let target = target.to_str().ok_or(Errno(libc::EINVAL))?;
+            let (who, _) = self.creator(req, parent, &dir)?;
+            as_caller(who, || self.client.symlink(target, &path))?;
+            let st = self.client.lstat(&path)?;
+            Ok((path, st))
+        })();
+        match r {
+            Ok((path, st)) => self.entry(reply, &path, &st),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_rename(parent, name, newparent, newname, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let r = (|| {
+            let kflags = flags.0;
+            if kflags & libc::O_ACCMODE != libc::O_RDONLY || kflags & libc::O_TRUNC != 0 {
+                self.ro()?;
+            }
+            let path = self.path(ino)?;
+            let cflags = self.client_flags(kflags);
+            // The kernel looked this inode up (or stat'ed it) within the attribute
+            // timeout: open without asking the daemon again.
+            let fd = match self.known(ino.0) {
+                Some((id, kind)) if kflags & libc::O_TRUNC == 0 && kind != Kind::Symlink => {
+                    self.client.open_known(&path, cflags, id, kind)?
+                }
+                _ => self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?,
+            };
+            Ok(self.add_handle(ino.0, fd, cflags))
+        })();
+        match r {
+            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = (|| {
+            self.ro()?;
+            let dir = self.path(parent)?;
+            let path = child(&dir, name)?;
+            let cflags = self.client_flags(flags);
+            let (who, _) = self.creator(req, parent, &dir)?;
+            let (fd, st) = as_caller(who, || {
+                self.client.open_stat(
+                    &path,
+                    cflags | libc::O_CREAT | (flags & (libc::O_EXCL | libc::O_TRUNC)),
+                    mode & !umask & 0o7777,
+                )
+            })?;
+            let attr = self.remember(&path, &st);
+            let fh = self.add_handle(attr.ino.0, fd, cflags);
+            Ok((attr, fh))
+        })();
+        match r {
+            Ok((attr, fh)) => {
+                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags())
+            }
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = (|| {
+            let (_h, fd) = self.fd(fh)?;
+            let mut buf = vec![0u8; size.min(READ_BYTES_MAX) as usize];
+            let n = self.client.pread(fd, &mut buf, offset)?;
+            buf.truncate(n);
+            Ok(buf)
+        })();
+        match r {
+            Ok(b) => reply.data(&b),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let r = (|| {
+            self.ro()?;
+            let (_h, fd) = self.fd(fh)?;
+            self.client.pwrite(fd, data, offset)
+        })();
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        // Every acknowledged write's data is on the daemons; its size is sent now
+        // (the client batches it, see gust-client size_cache.rs), so other clients
+        // see it once close(2) returns.
+        match self.fd(fh).and_then(|(_, fd)| self.client.flush(fd)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let h = self.files.write().unwrap().remove(&fh.0);
+        if let Some(h) = h {
+            let _ = self.client.close(h.fd);
+            let remove = {
+                let mut t = self.table.lock().unwrap();
+                let r = match t.nodes.get_mut(&ino.0) {
+                    Some(n) => {
+                        n.open_handles = n.open_handles.saturating_sub(1);
+                        (n.open_handles == 0 && n.hidden).then(|| n.path.clone())
+                    }
+                    None => None,
+                };
+                if let Some(p) = &r {
+                    t.forget_path(p);
+                    if let Some(n) = t.nodes.get_mut(&ino.0) {
+                        n.hidden = false;
+                    }
+                }
+                t.drop_if_unused(ino.0);
+                r
+            };
+            if let Some(p) = remove {
+                let _ = self.client.unlink(&p);
+            }
+        }
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.fd(fh).and_then(|(_, fd)| self.client.fsync(fd)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = (|| {
+            let path = self.path(ino)?;
+            let st = self.client.lstat(&path)?;
+            if st.kind != Kind::Dir {
+                return Err(Errno(libc::ENOTDIR));
+            }
+            let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+            let d = DirHandle {
+                path,
+                stat: st,
+                state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }),
+            };
+            self.dirs.write().unwrap().insert(fh, Arc::new(d));
+            Ok(fh)
+        })();
+        match r {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let d = self.dirs.read().unwrap().get(&fh.0).cloned();
+        let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
+        let r = self.do_readdir(&d, offset, false, |next, name, kind, path| {
+            let ino = match path {
+                None => name_ino(&format!("{}/{name}", d.path)),
+                Some(p) => self.table.lock().unwrap().by_path.get(p).copied().unwrap_or_else(|| name_ino(p)),
+            };
+            if reply.add(INodeNo(ino), next, file_type(kind), name) {
+                Emitted::Full
+            } else {
+                Emitted::Added
+            }
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    /// The listing with each entry's attributes (FUSE_DO_READDIRPLUS): `ls -l` needs
+    /// no LOOKUP per entry, and the attributes come with the listing's pages.
+    fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let d = self.dirs.read().unwrap().get(&fh.0).cloned();
+        let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
+        let r =
+            self.do_readdir(&d, offset, true, |next, name, _, path| self.emit_plus(&mut reply, next, name, &d, path));
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.dirs.write().unwrap().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Directory entries are metadata records, made durable with each operation's
+        // RocksDB write; there is nothing buffered here to flush.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        const BLOCK: u64 = 4096;
+        match self.client.statfs() {
+            Ok(s) => reply.statfs(
+                s.total_bytes / BLOCK,
+                s.free_bytes / BLOCK,
+                s.avail_bytes / BLOCK,
+                s.files,
+                u32::MAX as u64,
+                BLOCK as u32,
+                255,
+                BLOCK as u32,
+            ),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let r = (|| {
+            let path = self.path(ino)?;
+            if mask.contains(AccessFlags::W_OK) && self.opts.read_only {
+                return Err(Errno(libc::EROFS));
+            }
+            as_caller(caller_with_groups(req), || self.client.access(&path, mask.bits()))
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+}
