@@ -1,0 +1,300 @@
+//! Tests of the metadata store: record layouts, merges, keys, pages.
+
+use super::*;
+
+fn rec(kind: FileKind) -> Record {
+    Record {
+        kind,
+        mode: 0o644,
+        size: 0,
+        file_id: 7,
+        nlink: 1,
+        ctime_ns: 1,
+        mtime_ns: 1,
+        atime_ns: 1,
+        target: String::new(),
+        uid: 1000,
+        gid: 100,
+    }
+}
+
+#[test]
+fn record_encoding_roundtrip_and_rejects_garbage() {
+    let mut r = rec(FileKind::Symlink);
+    r.target = "../x/y".into();
+    assert_eq!(decode_record(&encode_record(&r)), Some(r));
+    assert_eq!(decode_record(&[1, 2, 3]), None);
+    let mut bad = encode_record(&rec(FileKind::File));
+    bad[0] = 9;
+    assert_eq!(decode_record(&bad), None);
+    for kind in [FileKind::Fifo, FileKind::Socket] {
+        assert_eq!(decode_record(&encode_record(&rec(kind))), Some(rec(kind)));
+    }
+}
+
+/// A format-1 value (written before owners were stored) reads as the daemon
+/// user's, and is rewritten as format 2 by the next change.
+#[test]
+fn format_1_values_still_read() {
+    let mut r = rec(FileKind::Symlink);
+    r.target = "t".into();
+    let v2 = encode_record(&r);
+    let mut v1 = vec![VALUE_FORMAT_1];
+    v1.extend_from_slice(&v2[1..58]);
+    v1.extend_from_slice(&v2[66..]);
+    let (uid, gid) = daemon_owner();
+    assert_eq!(decode_record(&v1), Some(Record { uid, gid, ..r }));
+    assert_eq!(decode_record(&v1[..v1.len() - 1]), None);
+}
+
+#[test]
+fn dir_changed_counts_subdirectories_and_moves_times() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    let mut dir = rec(FileKind::Dir);
+    dir.nlink = 2;
+    s.create("/d", &dir, true).unwrap();
+    s.create("/f", &rec(FileKind::File), true).unwrap();
+    for t in 0..5 {
+        s.dir_changed("/d", 1, 10 + t).unwrap();
+    }
+    // An older time never moves the times back.
+    s.dir_changed("/d", -1, 3).unwrap();
+    let r = s.get("/d").unwrap().unwrap();
+    assert_eq!((r.nlink, r.mtime_ns, r.ctime_ns), (6, 14, 14));
+    for _ in 0..10 {
+        s.dir_changed("/d", -1, 20).unwrap();
+    }
+    assert_eq!(s.get("/d").unwrap().unwrap().nlink, 2, "never below 2");
+    s.db.flush().unwrap();
+    s.dir_changed("/d", 1, 21).unwrap();
+    assert_eq!(s.get("/d").unwrap().unwrap().nlink, 3);
+    assert_eq!(s.dir_changed("/f", 1, 1), Err(libc::ENOTDIR));
+    assert_eq!(s.dir_changed("/nope", 1, 1), Err(libc::ENOENT));
+    assert_eq!(s.dir_changed("/", 1, 1), Ok(()));
+    // Removed between the check and the merge: stays removed.
+    s.remove("/d", true).unwrap();
+    s.db.merge(key_of("/d"), dir_operand(1, 5)).unwrap();
+    assert_eq!(s.get("/d").unwrap(), None);
+}
+
+#[test]
+fn set_owner_clears_set_id_bits_of_files_only() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    let mut f = rec(FileKind::File);
+    f.mode = 0o6755;
+    s.create("/f", &f, true).unwrap();
+    let mut lock = rec(FileKind::File);
+    lock.mode = 0o2644; // S_ISGID without group execute: kept
+    s.create("/l", &lock, true).unwrap();
+    let mut dir = rec(FileKind::Dir);
+    dir.mode = 0o2775;
+    s.create("/d", &dir, true).unwrap();
+    let r = s.set_owner("/f", Some(5), None, 9).unwrap();
+    assert_eq!((r.uid, r.gid, r.mode, r.ctime_ns), (5, 100, 0o755, 9));
+    assert_eq!(s.set_owner("/l", None, Some(6), 9).unwrap().mode, 0o2644);
+    assert_eq!(s.set_owner("/d", Some(5), Some(6), 9).unwrap().mode, 0o2775);
+    assert_eq!(s.get("/f").unwrap().unwrap().uid, 5);
+    assert_eq!(s.set_owner("/nope", Some(1), None, 9), Err(libc::ENOENT));
+}
+
+#[test]
+fn mutated_values_never_panic_the_decoder() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut r = rec(FileKind::Symlink);
+    r.target = "target".into();
+    let enc = encode_record(&r);
+    for _ in 0..50_000 {
+        let mut m = enc.clone();
+        match rng.gen_range(0..3) {
+            0 => {
+                let i = rng.gen_range(0..m.len());
+                m[i] = rng.gen();
+            }
+            1 => m.truncate(rng.gen_range(0..m.len())),
+            _ => m.push(rng.gen()),
+        }
+        if let Some(d) = decode_record(&m) {
+            // Whatever decodes in the current format must re-encode to the same
+            // bytes (a format-1 value re-encodes as format 2).
+            if m[0] == VALUE_FORMAT {
+                assert_eq!(encode_record(&d), m);
+            }
+        }
+    }
+}
+
+#[test]
+fn keys_group_children_and_roundtrip() {
+    assert_eq!(key_of("/a"), b"/\0a");
+    assert_eq!(key_of("/a/b"), b"/a\0b");
+    assert_eq!(path_of(&key_of("/a/b/c")).unwrap(), "/a/b/c");
+    assert_eq!(path_of(&key_of("/x")).unwrap(), "/x");
+}
+
+#[test]
+fn merge_grows_size_and_never_resurrects() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create("/f", &rec(FileKind::File), true).unwrap();
+    s.update_size("/f", 7, 100, None, 5).unwrap();
+    s.update_size("/f", 7, 50, None, 6).unwrap();
+    assert_eq!(s.get("/f").unwrap().unwrap().size, 100);
+    assert_eq!(s.update_size("/f", 7, 0, Some(10), 7).unwrap(), 100);
+    assert_eq!(s.get("/f").unwrap().unwrap().size, 110);
+    assert_eq!(s.update_size("/f", 8, 500, None, 8), Err(libc::ESTALE));
+    s.remove("/f", false).unwrap();
+    assert_eq!(s.update_size("/f", 7, 500, None, 8), Err(libc::ENOENT));
+    // A merge racing the removal (checked before, merged after) leaves a
+    // tombstone, never a resurrected record.
+    s.db.merge(key_of("/f"), grow_operand(500, 9)).unwrap();
+    assert_eq!(s.get("/f").unwrap(), None);
+    // A new file at the same path starts clean.
+    s.create("/f", &rec(FileKind::File), true).unwrap();
+    assert_eq!(s.get("/f").unwrap().unwrap().size, 0);
+}
+
+/// The cost of a lookup must not grow with the number of writes before it: a stat
+/// after 10,000 size updates applies at most MERGE_OPERANDS_PER_KEY_MAX operands,
+/// whether the record is still in the memtable or was flushed before the writes.
+#[test]
+fn lookups_apply_a_bounded_number_of_size_operands() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    let writes = 10_000u64;
+    for (path, flush_first) in [("/hot", false), ("/flushed", true)] {
+        s.create(path, &rec(FileKind::File), true).unwrap();
+        if flush_first {
+            s.db.flush().unwrap();
+        }
+        for i in 0..writes {
+            s.update_size(path, 7, (i + 1) * 100, None, i as i64).unwrap();
+        }
+        for _ in 0..3 {
+            let before = s.merge_operands_applied();
+            let r = s.get(path).unwrap().unwrap();
+            let applied = s.merge_operands_applied() - before;
+            assert_eq!(r.size, writes * 100, "{path}");
+            assert_eq!(r.mtime_ns, writes as i64 - 1, "{path}");
+            assert!(
+                applied <= MERGE_OPERANDS_PER_KEY_MAX as u64,
+                "{path}: a lookup applied {applied} operands after {writes} writes"
+            );
+        }
+    }
+    // Folding must not break the size semantics: max of all ends, truncate exact.
+    s.update_size("/hot", 7, 5, None, 1).unwrap();
+    assert_eq!(s.get("/hot").unwrap().unwrap().size, writes * 100);
+    s.truncate("/hot", 10, 2).unwrap();
+    for i in 0..100 {
+        s.update_size("/hot", 7, 3 + i % 5, None, 3).unwrap();
+    }
+    assert_eq!(s.get("/hot").unwrap().unwrap().size, 10);
+}
+
+#[test]
+fn readdir_pages_and_scan_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create("/d", &rec(FileKind::Dir), true).unwrap();
+    for i in 0..25 {
+        s.create(&format!("/d/f{i:02}"), &rec(FileKind::File), true).unwrap();
+    }
+    s.create("/d/f00/deep", &rec(FileKind::File), true).unwrap();
+    s.create("/dd", &rec(FileKind::File), true).unwrap();
+    let mut all = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let (page, done) = s.read_dir("/d", after.as_deref(), 10, usize::MAX).unwrap();
+        after = page.last().map(|e| e.0.clone());
+        all.extend(page);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(all.len(), 25);
+    let mut tree = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, last, done) = s.scan_tree("/d", after.as_deref(), 7).unwrap();
+        tree.extend(page.into_iter().map(|p| p.0));
+        after = last.or(after);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(tree.len(), 26);
+    assert!(tree.contains(&"/d/f00/deep".to_string()));
+    assert!(!tree.contains(&"/dd".to_string()));
+    assert!(s.has_children("/d").unwrap());
+    assert!(!s.has_children("/dd").unwrap());
+}
+
+/// Listing pages with records stop at their byte bound too: a page of 4096 long
+/// names with records fits one reply body; every entry comes once, with its record.
+#[test]
+fn read_dir_plus_pages_are_bounded_and_complete() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create("/d", &rec(FileKind::Dir), true).unwrap();
+    let n = 3_000;
+    for i in 0..n {
+        let mut r = rec(FileKind::File);
+        r.size = i;
+        s.create(&format!("/d/{i:04}{}", "x".repeat(250)), &r, true).unwrap();
+    }
+    let (mut seen, mut pages) = (0u64, 0);
+    let mut after: Option<String> = None;
+    loop {
+        let max = gust_proto::READDIR_PAGE_ENTRIES_MAX as usize;
+        let (page, done) =
+            s.read_dir_plus("/d", after.as_deref(), max, gust_proto::READDIR_PAGE_BYTES_MAX, true).unwrap();
+        let reply: gust_proto::Reply = Ok(gust_proto::Response::DirPagePlus { entries: page.clone(), done });
+        assert!(gust_proto::encode(&reply).len() <= gust_proto::BODY_BYTES_MAX as usize);
+        for (name, r) in &page {
+            assert_eq!(r.size, name[..4].parse::<u64>().unwrap(), "{name}: its own record");
+        }
+        seen += page.len() as u64;
+        pages += 1;
+        after = page.last().map(|e| e.0.clone());
+        if done {
+            break;
+        }
+    }
+    assert_eq!(seen, n);
+    assert!(pages > 1, "{n} entries of ~350 counted bytes take more than one page");
+}
+
+/// Scan pages of long paths stop at their byte bound, so each page fits a frame
+/// (a page of 4096 paths of 1 KiB would be 4 MiB).
+#[test]
+fn scan_tree_pages_are_bounded_in_bytes() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    let dir = format!("/{}", "d".repeat(250));
+    s.create(&dir, &rec(FileKind::Dir), true).unwrap();
+    let n = 1_200;
+    for i in 0..n {
+        s.create(&format!("{dir}/{i:04}{}", "x".repeat(240)), &rec(FileKind::File), true).unwrap();
+    }
+    let (mut seen, mut pages) = (0, 0);
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, last, done) =
+            s.scan_tree(&dir, after.as_deref(), gust_proto::SCAN_PAGE_ENTRIES_MAX as usize).unwrap();
+        let bytes: usize = page.iter().map(|(p, r)| p.len() + r.target.len() + RECORD_OVERHEAD_BYTES).sum();
+        let longest = page.iter().map(|(p, r)| p.len() + r.target.len() + RECORD_OVERHEAD_BYTES).max();
+        assert!(bytes < SCAN_PAGE_BYTES_MAX + longest.unwrap_or(0), "page of {bytes} bytes");
+        assert!(gust_proto::encode(&page).len() <= gust_proto::BODY_BYTES_MAX as usize);
+        seen += page.len();
+        pages += 1;
+        after = last.or(after);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(seen, n);
+    assert!(pages > 1, "{n} records of ~600 bytes take more than one page");
+}
