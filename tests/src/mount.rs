@@ -48,6 +48,11 @@ impl Mount {
         m
     }
 
+    /// The `gust mount` process's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -58,6 +63,15 @@ impl Mount {
 
     fn exited(&mut self) -> bool {
         self.child.as_mut().map(|c| matches!(c.try_wait(), Ok(Some(_)))).unwrap_or(true)
+    }
+
+    /// Waits (bounded) for the mount process to end; true if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let ok = wait_until(timeout, || self.exited());
+        if ok {
+            self.child = None;
+        }
+        ok
     }
 }
 

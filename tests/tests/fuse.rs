@@ -7,89 +7,14 @@
 
 mod common;
 
+use gust_e2e::mount::{mounted, Mount};
 use gust_e2e::{gust_bin, wait_until, Instance};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Bound on any one shell step of a test.
 const STEP_TIMEOUT_S: u32 = 600;
-
-/// A live `gust mount` in the foreground as a child process; unmounts on drop.
-struct Mount {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-}
-
-fn mounted(dir: &Path) -> bool {
-    let want = dir.to_string_lossy().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.split(' ').nth(4) == Some(want.as_str()) && l.contains(" - fuse") && l.contains("gustfs"))
-        })
-        .unwrap_or(false)
-}
-
-impl Mount {
-    fn new(inst: &Instance, extra: &[&str]) -> Mount {
-        let dir = tempfile::Builder::new().prefix("gust-mnt").tempdir_in("/tmp").expect("mount dir");
-        let log = std::fs::File::create(inst.rootdir().join("mount.log")).unwrap();
-        let child = Command::new(gust_bin())
-            .arg("mount")
-            .arg(dir.path())
-            .arg("--hosts-file")
-            .arg(&inst.hosts)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("run gust mount");
-        let mut m = Mount { child: Some(child), dir };
-        let up = wait_until(Duration::from_secs(30), || mounted(m.path()) || m.exited());
-        let log = std::fs::read_to_string(inst.rootdir().join("mount.log")).unwrap_or_default();
-        assert!(up && mounted(m.path()), "gust mount did not come up; its output:\n{log}");
-        m
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn exited(&mut self) -> bool {
-        self.child.as_mut().map(|c| matches!(c.try_wait(), Ok(Some(_)))).unwrap_or(true)
-    }
-
-    /// Waits (bounded) for the mount process to end; true if it did.
-    fn wait_exit(&mut self, timeout: Duration) -> bool {
-        let ok = wait_until(timeout, || self.exited());
-        if ok {
-            self.child = None;
-        }
-        ok
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            // SAFETY: signalling our own child process.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            if !wait_until(Duration::from_secs(10), || matches!(c.try_wait(), Ok(Some(_)))) {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        if mounted(self.dir.path()) {
-            let _ = Command::new(gust_bin()).arg("umount").arg("--lazy").arg(self.dir.path()).output();
-        }
-    }
-}
 
 /// Runs a bash script (strict mode) in `dir`; panics with its output on failure.
 fn sh(dir: &Path, script: &str) -> String {
@@ -592,7 +517,7 @@ fn unmount_by_gust_umount_fusermount_signal_and_background() {
     // SIGTERM, with a file open in the mount (busy): still unmounts, never hangs.
     let mut m = Mount::new(&inst, &[]);
     let held = std::fs::File::open(m.p("x")).unwrap();
-    let pid = m.child.as_ref().unwrap().id();
+    let pid = m.pid().unwrap();
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     assert!(m.wait_exit(Duration::from_secs(15)), "mount process hung on SIGTERM");
     assert!(!mounted(m.path()));
