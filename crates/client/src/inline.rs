@@ -30,9 +30,8 @@ use crate::open_files::OpenFile;
 use crate::rpc::Call;
 use crate::{normalize, Client, Errno, Result};
 use gust_proto::{FileKind, Record, Request, Response, INLINE_BYTES_MAX};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 /// Files of a directory rename's subtree asked about inline data per batch.
 const STAT_DATA_BATCH: usize = 64;
@@ -44,19 +43,6 @@ pub(crate) struct Pending {
     data: Vec<u8>,
     exclusive: bool,
     mode: u32,
-}
-
-/// This client's deferred creates, so that a path operation can settle them first.
-#[derive(Default)]
-pub(crate) struct PendingFiles {
-    /// Keyed by the open file's address; removed when settled.
-    files: Mutex<HashMap<usize, Weak<OpenFile>>>,
-    /// `files.len()`, read without the lock on every path operation.
-    count: AtomicUsize,
-}
-
-fn key(f: &OpenFile) -> usize {
-    f as *const OpenFile as usize
 }
 
 /// Copies what a read of `buf.len()` bytes at `offset` returns from a file of `size`
@@ -109,8 +95,7 @@ impl Client {
         };
         let f = Arc::new(OpenFile::unsettled(p, FileKind::File, flags, Some(Box::new(pending))));
         let fd = self.files.insert_file(f.clone())?;
-        self.pending.files.lock().unwrap().insert(key(&f), Arc::downgrade(&f));
-        self.pending.count.fetch_add(1, Ordering::Release);
+        self.pending.insert(&f);
         Ok(fd)
     }
 
@@ -179,11 +164,7 @@ impl Client {
 
     fn settle_all_as(&self, last: bool) {
         self.flush_all_sizes();
-        if self.pending.count.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let files: Vec<Arc<OpenFile>> = self.pending.files.lock().unwrap().values().filter_map(Weak::upgrade).collect();
-        for f in files {
+        for f in self.pending.snapshot() {
             if let Ok(mut slot) = f.pending.try_lock() {
                 if slot.is_some() {
                     // Unless at exit, the descriptor stays open: chunked (see `settle`).
@@ -202,9 +183,7 @@ impl Client {
         inline_ok: bool,
     ) -> Result<()> {
         let p = slot.take().expect("a deferred create");
-        if self.pending.files.lock().unwrap().remove(&key(f)).is_some() {
-            self.pending.count.fetch_sub(1, Ordering::Release);
-        }
+        self.pending.remove(f);
         let template_id = p.record.file_id;
         let r = self.materialize(f, *p, inline_ok);
         if let Err(e) = r {

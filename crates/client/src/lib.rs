@@ -99,9 +99,11 @@ pub struct Client {
     chunk_size: u64,
     transport: Transport,
     files: FdTable,
-    pending: inline::PendingFiles,
+    /// Deferred creates not yet sent (inline.rs).
+    pending: open_files::FileSet,
     listing: listing::ListingAttrs,
-    dirty: size_cache::DirtyFiles,
+    /// Descriptors with unsent sizes (size_cache.rs).
+    dirty: open_files::FileSet,
     /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
     defer_exclusive_create: AtomicBool,
 }
@@ -148,9 +150,9 @@ impl Client {
             dist: Box::new(WideStriping::new(n)),
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
-            pending: inline::PendingFiles::default(),
+            pending: open_files::FileSet::default(),
             listing: listing::ListingAttrs::default(),
-            dirty: size_cache::DirtyFiles::default(),
+            dirty: open_files::FileSet::default(),
             defer_exclusive_create: AtomicBool::new(false),
         })
     }

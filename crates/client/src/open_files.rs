@@ -12,8 +12,8 @@ use crate::stat::Stat;
 use crate::{Client, Errno, Result};
 use gust_proto::{path, FileKind, Request, Response};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// Bound on the open-file table of one client. An entry costs about 100 bytes plus
 /// its path, so a full table is under 10 MiB for paths of typical length.
@@ -377,5 +377,42 @@ mod tests {
         t.retarget("/a", "/z");
         let paths: Vec<String> = (3..7).map(|fd| t.get(fd).unwrap().path()).collect();
         assert_eq!(paths, vec!["/z", "/z/b", "/ab", "/c"]);
+    }
+}
+
+/// A set of this client's open files waiting for something (a deferred create, an
+/// unsent size), with a count read without the lock, so the common case, an empty
+/// set checked on every path operation, costs one atomic load.
+#[derive(Default)]
+pub(crate) struct FileSet {
+    /// Keyed by the open file's address; weak, so a closed file never lingers.
+    files: Mutex<HashMap<usize, Weak<OpenFile>>>,
+    /// `files.len()`.
+    count: AtomicUsize,
+}
+
+impl FileSet {
+    fn key(f: &OpenFile) -> usize {
+        f as *const OpenFile as usize
+    }
+
+    pub(crate) fn insert(&self, f: &Arc<OpenFile>) {
+        if self.files.lock().unwrap().insert(Self::key(f), Arc::downgrade(f)).is_none() {
+            self.count.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    pub(crate) fn remove(&self, f: &OpenFile) {
+        if self.files.lock().unwrap().remove(&Self::key(f)).is_some() {
+            self.count.fetch_sub(1, Ordering::Release);
+        }
+    }
+
+    /// The files still open, none if the set is empty (no lock taken then).
+    pub(crate) fn snapshot(&self) -> Vec<Arc<OpenFile>> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        self.files.lock().unwrap().values().filter_map(Weak::upgrade).collect()
     }
 }

@@ -26,9 +26,7 @@
 use crate::open_files::OpenFile;
 use crate::{namespace::now_ns, Client, Result};
 use gust_proto::{Request, Response};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest a size update waits while writes keep coming: short next to how long a
@@ -43,17 +41,6 @@ pub(crate) struct DirtySize {
     end: u64,
     mtime_ns: i64,
     since: Instant,
-}
-
-/// Descriptors of this client with unsent sizes.
-#[derive(Default)]
-pub(crate) struct DirtyFiles {
-    files: Mutex<HashMap<usize, Weak<OpenFile>>>,
-    count: AtomicUsize,
-}
-
-fn key(f: &OpenFile) -> usize {
-    f as *const OpenFile as usize
 }
 
 impl Client {
@@ -75,9 +62,7 @@ impl Client {
                 }
                 None => {
                     *d = Some(DirtySize { end, mtime_ns: now_ns(), since: now });
-                    if self.dirty.files.lock().unwrap().insert(key(f), Arc::downgrade(f)).is_none() {
-                        self.dirty.count.fetch_add(1, Ordering::Release);
-                    }
+                    self.dirty.insert(f);
                     false
                 }
             }
@@ -110,9 +95,7 @@ impl Client {
         };
         // Sent or failed: either way not sent again (a failure is reported).
         *slot = None;
-        if self.dirty.files.lock().unwrap().remove(&key(f)).is_some() {
-            self.dirty.count.fetch_sub(1, Ordering::Release);
-        }
+        self.dirty.remove(f);
         r
     }
 
@@ -125,11 +108,7 @@ impl Client {
     /// Sends every unsent size of this client (before a read or a path operation).
     /// Errors stay with their descriptors' next use.
     pub(crate) fn flush_all_sizes(&self) {
-        if self.dirty.count.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let files: Vec<Arc<OpenFile>> = self.dirty.files.lock().unwrap().values().filter_map(Weak::upgrade).collect();
-        for f in files {
+        for f in self.dirty.snapshot() {
             if let Err(e) = self.flush_size(&f) {
                 *f.settle_error.lock().unwrap() = Some(e);
             }
