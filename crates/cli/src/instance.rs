@@ -452,10 +452,29 @@ pub struct StopArgs {
     /// and bytes by type, per daemon, busiest directories) and print a summary.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// Before stopping, write which files (and byte ranges) the job read to FILE,
+    /// for `gust stage in --from-record FILE` in the next run of the workflow.
+    #[arg(long, value_name = "FILE")]
+    record_reads: Option<PathBuf>,
 }
 
 pub fn stop(a: StopArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
+    if let Some(file) = &a.record_reads {
+        let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false })?;
+        let r = gust_stage::reads::record(&c, file)?;
+        eprintln!(
+            "gust: the job read {} file(s), {} in all; record written to {}{}",
+            r.files,
+            human(r.bytes),
+            file.display(),
+            if r.dropped > 0 {
+                format!(" ({} file(s) not logged: the read logs were full)", r.dropped)
+            } else {
+                String::new()
+            }
+        );
+    }
     if let Some(file) = &a.stats {
         let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
         let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;

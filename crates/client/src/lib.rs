@@ -21,7 +21,8 @@
 //! record), `listing` (listings with attributes and the stats they answer), `data`
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
 //! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
-//! `rename`, `find` (queries the daemons evaluate), `events` (the daemons' event
+//! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
+//! own chunks for `gust stage`), `events` (the daemons' event
 //! logs), `status` (capacity, daemon counters), `rpc` (connections and framing).
 
 mod credentials;
@@ -38,6 +39,7 @@ mod rename;
 mod routing;
 mod rpc;
 mod size_cache;
+mod staging;
 mod stat;
 mod status;
 
@@ -53,6 +55,9 @@ pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
 pub use events::EventsPage;
 pub use gust_proto::path;
+/// What staging requests carry (see gust_proto::stage).
+pub use gust_proto::stage as stage_types;
+pub use gust_proto::Span;
 pub use gust_proto::{
     Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
     INLINE_BYTES_MAX,
@@ -62,6 +67,7 @@ pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
+pub use staging::ReadLogPage;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.

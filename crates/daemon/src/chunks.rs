@@ -88,6 +88,12 @@ impl ChunkStore {
         }
     }
 
+    /// The local file of `file_id` (created if `create`; None if absent otherwise),
+    /// for staging, which copies between it and an external file at equal offsets.
+    pub fn local_file(&self, file_id: u128, create: bool) -> Res<Option<Arc<File>>> {
+        self.file(file_id, create)
+    }
+
     pub fn write(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
         let f = self.file(file_id, true)?.expect("create=true always yields a file");
         let mut pos = 0usize;

@@ -11,7 +11,7 @@ use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
     FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
-    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -198,6 +198,9 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::Read { file_id, spans } => {
             validate_spans(&spans, None)?;
             let span_lens = state.chunks.read(file_id, &spans, bulk_out)?;
+            for s in &spans {
+                state.read_log.note(file_id, s.offset, s.offset + s.len as u64);
+            }
             state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
             Ok(Response::Data { span_lens })
         }
@@ -261,6 +264,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             let (record, data) = md.get_with_data(&path)?.ok_or(libc::ENOENT)?;
             let inline = data.is_some();
             if let Some(d) = data {
+                state.read_log.note(record.file_id, 0, record.size);
                 state.metrics.bytes_read.fetch_add(d.len() as u64, Ordering::Relaxed);
                 *bulk_out = d;
             }
@@ -275,6 +279,17 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::DropInline { path, file_id } => {
             validate_path(&path)?;
             md.drop_inline(&path, file_id).map(|_| Response::Ok)
+        }
+        Request::StageCreate { entries } => crate::stage::create(state, entries),
+        Request::StagePull { items } => crate::stage::copy(state, items, true),
+        Request::StagePush { items } => crate::stage::copy(state, items, false),
+        Request::StageExportFiles { items } => crate::stage::export(state, items),
+        Request::StageHashSpans { items } => crate::stage::hash(state, items),
+        Request::StageCommitFiles { items } => crate::stage::commit(state, items),
+        Request::ReadLog { after, max_entries } => {
+            let max = max_entries.clamp(1, READ_LOG_PAGE_ENTRIES_MAX) as usize;
+            let (entries, done, dropped) = state.read_log.page(after, max, SCAN_PAGE_BYTES_MAX);
+            Ok(Response::ReadLog { entries, done, dropped })
         }
     }
 }

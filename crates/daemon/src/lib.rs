@@ -16,7 +16,9 @@ mod inline;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;
+pub mod read_log;
 pub mod server;
+pub mod stage;
 pub mod state;
 
 use gust_hosts::{DaemonEntry, HostsFile};

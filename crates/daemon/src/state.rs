@@ -6,6 +6,7 @@ use crate::events::EventLog;
 use crate::log_budget::LogBudget;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
+use crate::read_log::ReadLog;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
@@ -18,6 +19,8 @@ pub struct State {
     pub metrics: Metrics,
     /// Namespace changes for `gust events` (bounded; off with a cap of 0).
     pub events: EventLog,
+    /// What reads this daemon served (`gust stop --record-reads`).
+    pub read_log: ReadLog,
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
     pub(crate) refusals_logged: LogBudget,
@@ -41,6 +44,7 @@ impl State {
             secret,
             metrics: Metrics::new(),
             events: EventLog::new(events_cap_bytes),
+            read_log: ReadLog::new(),
             wipe_on_exit: AtomicBool::new(false),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),

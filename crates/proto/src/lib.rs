@@ -10,10 +10,12 @@ pub mod frame;
 pub mod handshake;
 pub mod msg;
 pub mod path;
+pub mod stage;
 
 pub use find::{Cmp, FindQuery, FIND_PATTERN_BYTES_MAX};
 pub use frame::{read_frame, write_frame, Frame, FrameError, Header};
 pub use msg::*;
+pub use stage::*;
 
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version

@@ -12,6 +12,9 @@
 
 use crate::find::FindQuery;
 use crate::frame::FrameError;
+use crate::stage::{
+    ReadLogEntry, SpanHashes, StageChunks, StageCommit, StageEntry, StageExport, StageHash, StageOutcome,
+};
 use serde::{Deserialize, Serialize};
 
 /// What a metadata record describes.
@@ -279,6 +282,25 @@ requests! {
     /// starts with `prefix` (a path prefix: "/a" matches "/a" and "/a/...", not
     /// "/ab"): answered with `Response::Events`.
     41 "events" Events { after_seq: u64, prefix: String, max_entries: u32 } idempotent(true),
+    /// Create these records (`gust stage in`), each on its own: answered with one
+    /// `StageOutcome` per entry, in order (`Staged`). Small files get their data
+    /// from their external source here. A second try finds its own records (EEXIST).
+    42 "stage_create" StageCreate { entries: Vec<StageEntry> } idempotent(false),
+    /// Copy each item's spans from its external file into this daemon's chunks of
+    /// the file (`Staged`; `bytes` short of the spans' total if the external file
+    /// ended early).
+    43 "stage_pull" StagePull { items: Vec<StageChunks> } idempotent(true),
+    /// Write each item's spans of this daemon's chunks into its external file, which
+    /// must exist (`Staged`; holes are not written: the file was sized by its creator).
+    44 "stage_push" StagePush { items: Vec<StageChunks> } idempotent(true),
+    /// Write inline files to external files (`Staged`).
+    45 "stage_export" StageExportFiles { items: Vec<StageExport> } idempotent(true),
+    /// Hash spans of chunks, inline data or external files (`Hashes`): `--verify`.
+    46 "stage_hash" StageHashSpans { items: Vec<StageHash> } idempotent(true),
+    /// Give staged-in files their size and times once their chunks are in (`Staged`).
+    47 "stage_commit" StageCommitFiles { items: Vec<StageCommit> } idempotent(true),
+    /// One page of what this daemon served reads of (`ReadLog`), file ids > `after`.
+    48 "read_log" ReadLog { after: Option<u128>, max_entries: u32 } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -462,6 +484,17 @@ pub enum Response {
     DirPagePlus {
         entries: Vec<(String, Record)>,
         done: bool,
+    },
+    /// One outcome per entry or item of a staging request, in order.
+    Staged(Vec<StageOutcome>),
+    /// One result per item of a hash request, in order.
+    Hashes(Vec<SpanHashes>),
+    /// A page of the read log; `dropped` counts files the log had no room for
+    /// (their reads are not in it).
+    ReadLog {
+        entries: Vec<ReadLogEntry>,
+        done: bool,
+        dropped: u64,
     },
 }
 
@@ -649,6 +682,57 @@ mod tests {
             (
                 Request::Events { after_seq: 5, prefix: "/a".into(), max_entries: 7 },
                 "29000000  0500000000000000  0200000000000000 2f61  07000000".into(),
+            ),
+            (
+                Request::StageCreate {
+                    entries: vec![StageEntry { path: "/a".into(), record: rec(), source: Some("/s".into()), replace: true }],
+                },
+                format!("2a000000  0100000000000000  0200000000000000 2f61  {REC}  01 0200000000000000 2f73  01"),
+            ),
+            (
+                Request::StagePull {
+                    items: vec![StageChunks { file_id: 7, external: "/s".into(), spans: vec![Span { offset: 1, len: 2 }] }],
+                },
+                "2b000000  0100000000000000  07000000000000000000000000000000  0200000000000000 2f73  \
+                 0100000000000000  0100000000000000 02000000"
+                    .into(),
+            ),
+            (
+                Request::StagePush {
+                    items: vec![StageChunks { file_id: 7, external: "/s".into(), spans: vec![Span { offset: 1, len: 2 }] }],
+                },
+                "2c000000  0100000000000000  07000000000000000000000000000000  0200000000000000 2f73  \
+                 0100000000000000  0100000000000000 02000000"
+                    .into(),
+            ),
+            (
+                Request::StageExportFiles { items: vec![StageExport { path: "/a".into(), file_id: 7, dest: "/d".into() }] },
+                "2d000000  0100000000000000  0200000000000000 2f61  07000000000000000000000000000000  \
+                 0200000000000000 2f64"
+                    .into(),
+            ),
+            (
+                Request::StageHashSpans {
+                    items: vec![StageHash {
+                        source: crate::stage::HashSource::External("/s".into()),
+                        spans: vec![Span { offset: 1, len: 2 }],
+                    }],
+                },
+                "2e000000  0100000000000000  02000000 0200000000000000 2f73  0100000000000000  \
+                 0100000000000000 02000000"
+                    .into(),
+            ),
+            (
+                Request::StageCommitFiles {
+                    items: vec![StageCommit { path: "/a".into(), file_id: 7, size: 3, mtime_ns: 5, atime_ns: 6 }],
+                },
+                "2f000000  0100000000000000  0200000000000000 2f61  07000000000000000000000000000000  \
+                 0300000000000000  0500000000000000  0600000000000000"
+                    .into(),
+            ),
+            (
+                Request::ReadLog { after: Some(7), max_entries: 9 },
+                "30000000  01 07000000000000000000000000000000  09000000".into(),
             ),
         ]
     }
@@ -848,6 +932,25 @@ mod tests {
             (
                 Ok(Response::DirPagePlus { entries: vec![("f".into(), rec())], done: true }),
                 format!("{ok} 0e000000  0100000000000000  0100000000000000 66  {REC}  01"),
+            ),
+            (
+                Ok(Response::Staged(vec![StageOutcome { errno: 0, bytes: 5, replaced: None }])),
+                format!("{ok} 0f000000  0100000000000000  00000000  0500000000000000  00"),
+            ),
+            (
+                Ok(Response::Hashes(vec![SpanHashes { errno: 0, hashes: vec![9] }])),
+                format!("{ok} 10000000  0100000000000000  00000000  0100000000000000 0900000000000000"),
+            ),
+            (
+                Ok(Response::ReadLog {
+                    entries: vec![ReadLogEntry { file_id: 7, chunks: vec![(1, 2)] }],
+                    done: true,
+                    dropped: 0,
+                }),
+                format!(
+                    "{ok} 11000000  0100000000000000  07000000000000000000000000000000  0100000000000000  \
+                     0100000000000000 0200000000000000  01  0000000000000000"
+                ),
             ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];

@@ -67,6 +67,7 @@ pub type Res<T> = Result<T, i32>;
 mod keys;
 mod merge;
 mod record;
+mod staged;
 
 use keys::*;
 pub use keys::{key_of, path_of};

@@ -1,0 +1,373 @@
+//! Staging on the daemon (`gust stage`): the daemon copies the chunks it holds
+//! between its chunk store and files of the shared file system, and creates and
+//! commits staged records in batches. The client plans (which daemon holds which
+//! spans, which files need copying); a daemon only copies what it is told, so
+//! daemons still never talk to each other.
+//!
+//! Every request is bounded (entries, counted bytes, file bytes moved) and each
+//! entry or item gets its own outcome: one unreadable file fails that file, not the
+//! batch. An external path is absolute and opened with the daemon's own rights, the
+//! instance owner's, which the authenticated client has anyway.
+
+use crate::metadata::Res;
+use crate::state::State;
+use gust_proto::path::validate as validate_path;
+use gust_proto::{
+    entry_bytes, EventKind, FileKind, HashSource, Response, Span, SpanHashes, StageChunks, StageCommit, StageEntry,
+    StageExport, StageHash, StageOutcome, INLINE_BYTES_MAX, PATH_BYTES_MAX, SPANS_PER_REQUEST_MAX,
+    STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_REQUEST_BYTES_MAX,
+};
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::Ordering;
+
+/// Size of the copy buffer of each worker thread (when the kernel cannot copy).
+const COPY_BUFFER_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static COPY_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn os_errno(e: io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// An external path: absolute, no NUL, at most PATH_MAX.
+fn validate_external(p: &str) -> Res<()> {
+    if p.len() > PATH_BYTES_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    if !p.starts_with('/') || p.contains('\0') {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// Checks a batch's size bounds: entries and counted bytes.
+fn check_batch(n: usize, bytes: usize) -> Res<()> {
+    if n > STAGE_BATCH_ENTRIES_MAX || bytes > STAGE_BATCH_BYTES_MAX + STAGE_BATCH_BYTES_MAX / 2 {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// Checks the spans of a pull, push or hash request: count, ranges and the bytes
+/// they move in total.
+fn check_spans<'a>(spans: impl Iterator<Item = &'a Span>) -> Res<()> {
+    let mut count = 0usize;
+    let mut total = 0u64;
+    for s in spans {
+        count += 1;
+        s.offset.checked_add(s.len as u64).filter(|e| *e <= i64::MAX as u64).ok_or(libc::EFBIG)?;
+        total += s.len as u64;
+    }
+    if count > SPANS_PER_REQUEST_MAX || total > STAGE_REQUEST_BYTES_MAX {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// Copies `len` bytes at `offset` of `src` to the same offset of `dst`: by the
+/// kernel (copy_file_range) where it can, else through a buffer. Returns the bytes
+/// copied, fewer if `src` ends first.
+fn copy_range(src: &File, dst: &File, offset: u64, len: u64) -> io::Result<u64> {
+    let mut done = 0u64;
+    while done < len {
+        let mut off_in = (offset + done) as libc::loff_t;
+        let mut off_out = off_in;
+        let want = (len - done).min(1 << 30) as usize;
+        // SAFETY: both descriptors are open files we own; the offsets are ours.
+        let n = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut off_in, dst.as_raw_fd(), &mut off_out, want, 0) };
+        if n > 0 {
+            done += n as u64;
+            continue;
+        }
+        if n == 0 {
+            return Ok(done);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // Not between these two file systems (or not at all): copy by hand.
+            Some(libc::EXDEV | libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::EBADF) => {
+                return copy_buffered(src, dst, offset + done, len - done).map(|n| done + n)
+            }
+            _ => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn copy_buffered(src: &File, dst: &File, offset: u64, len: u64) -> io::Result<u64> {
+    COPY_BUFFER.with(|b| {
+        let mut buf = b.borrow_mut();
+        if buf.len() < COPY_BUFFER_BYTES {
+            buf.resize(COPY_BUFFER_BYTES, 0);
+        }
+        let mut done = 0u64;
+        while done < len {
+            let want = (len - done).min(COPY_BUFFER_BYTES as u64) as usize;
+            let n = match src.read_at(&mut buf[..want], offset + done) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            dst.write_all_at(&buf[..n], offset + done)?;
+            done += n as u64;
+        }
+        Ok(done)
+    })
+}
+
+fn open_external(p: &str, write: bool) -> Res<File> {
+    validate_external(p)?;
+    let mut o = OpenOptions::new();
+    if write {
+        o.write(true);
+    } else {
+        o.read(true);
+    }
+    o.open(p).map_err(os_errno)
+}
+
+/// Reads a small external file whole: its bytes if it has exactly `size`, else
+/// ENODATA (it changed since the client listed it).
+fn read_small(p: &str, size: u64) -> Res<Vec<u8>> {
+    let f = open_external(p, false)?;
+    let mut data = Vec::with_capacity(size as usize);
+    f.take(INLINE_BYTES_MAX as u64 + 1).read_to_end(&mut data).map_err(os_errno)?;
+    if data.len() as u64 != size {
+        return Err(libc::ENODATA);
+    }
+    Ok(data)
+}
+
+pub(crate) fn create(state: &State, entries: Vec<StageEntry>) -> Res<Response> {
+    let bytes =
+        entries.iter().map(|e| entry_bytes(&[&e.path, &e.record.target, e.source.as_deref().unwrap_or("")], 0)).sum();
+    check_batch(entries.len(), bytes)?;
+    let outcomes = entries.into_iter().map(|e| create_one(state, e).unwrap_or_else(StageOutcome::err)).collect();
+    Ok(Response::Staged(outcomes))
+}
+
+fn create_one(state: &State, e: StageEntry) -> Res<StageOutcome> {
+    validate_path(&e.path)?;
+    if e.record.target.len() > PATH_BYTES_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    let data = match &e.source {
+        Some(src) => {
+            if e.record.kind != FileKind::File || e.record.size > INLINE_BYTES_MAX as u64 {
+                return Err(libc::EINVAL);
+            }
+            Some(read_small(src, e.record.size)?)
+        }
+        None => None,
+    };
+    let replaced = state.metadata.stage_create(&e.path, &e.record, data.as_deref(), e.replace)?;
+    state.events.record(EventKind::Create, &e.path, e.record.file_id, false);
+    let n = data.map_or(0, |d| d.len() as u64);
+    state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
+    Ok(StageOutcome { errno: 0, bytes: n, replaced })
+}
+
+/// Pull (external -> chunks) or push (chunks -> external) of every item.
+pub(crate) fn copy(state: &State, items: Vec<StageChunks>, pull: bool) -> Res<Response> {
+    let bytes = items.iter().map(|i| entry_bytes(&[&i.external], i.spans.len())).sum();
+    check_batch(items.len(), bytes)?;
+    check_spans(items.iter().flat_map(|i| i.spans.iter()))?;
+    let outcomes = items
+        .into_iter()
+        .map(|i| {
+            let r = if pull { pull_one(state, &i) } else { push_one(state, &i) };
+            r.map(StageOutcome::ok).unwrap_or_else(StageOutcome::err)
+        })
+        .collect();
+    Ok(Response::Staged(outcomes))
+}
+
+fn pull_one(state: &State, i: &StageChunks) -> Res<u64> {
+    let src = open_external(&i.external, false)?;
+    let local = state.chunks.local_file(i.file_id, true)?.expect("create=true always yields a file");
+    let mut total = 0;
+    for s in &i.spans {
+        let n = copy_range(&src, &local, s.offset, s.len as u64).map_err(os_errno)?;
+        total += n;
+        if n < s.len as u64 {
+            break; // the external file ended early: the client sees a short count
+        }
+    }
+    state.metrics.bytes_written.fetch_add(total, Ordering::Relaxed);
+    Ok(total)
+}
+
+fn push_one(state: &State, i: &StageChunks) -> Res<u64> {
+    let dst = open_external(&i.external, true)?;
+    let Some(local) = state.chunks.local_file(i.file_id, false)? else { return Ok(0) };
+    let local_len = local.metadata().map_err(os_errno)?.len();
+    let mut total = 0;
+    for s in &i.spans {
+        // Past the local file's end the span is a hole: the destination, sized by
+        // its creator, reads zeros there already.
+        let len = (s.len as u64).min(local_len.saturating_sub(s.offset));
+        if len > 0 {
+            total += copy_range(&local, &dst, s.offset, len).map_err(os_errno)?;
+        }
+    }
+    state.metrics.bytes_read.fetch_add(total, Ordering::Relaxed);
+    Ok(total)
+}
+
+pub(crate) fn export(state: &State, items: Vec<StageExport>) -> Res<Response> {
+    let bytes = items.iter().map(|i| entry_bytes(&[&i.path, &i.dest], 0)).sum();
+    check_batch(items.len(), bytes)?;
+    let outcomes = items
+        .into_iter()
+        .map(|i| export_one(state, &i).map(StageOutcome::ok).unwrap_or_else(StageOutcome::err))
+        .collect();
+    Ok(Response::Staged(outcomes))
+}
+
+/// Writes an inline file to a temporary name beside `dest`, gives it the record's
+/// mode and times, and renames it over `dest`: a reader of `dest` sees the old file
+/// or the whole new one.
+fn export_one(state: &State, i: &StageExport) -> Res<u64> {
+    validate_path(&i.path)?;
+    validate_external(&i.dest)?;
+    let (rec, data) = state.metadata.get_with_data(&i.path)?.ok_or(libc::ENOENT)?;
+    if rec.file_id != i.file_id {
+        return Err(libc::ESTALE);
+    }
+    if rec.kind != FileKind::File {
+        return Err(libc::EINVAL);
+    }
+    let data = data.unwrap_or_default();
+    if data.is_empty() && rec.size > 0 {
+        return Err(libc::EINVAL); // not inline: its chunks are pushed instead
+    }
+    let (dir, name) = i.dest.rsplit_once('/').ok_or(libc::EINVAL)?;
+    let tmp = format!("{dir}/.{name}.gust-stage");
+    let r = (|| -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        f.write_all(&data)?;
+        if (data.len() as u64) < rec.size {
+            f.set_len(rec.size)?;
+        }
+        set_mode_and_times(&f, rec.mode, rec.atime_ns, rec.mtime_ns)?;
+        std::fs::rename(&tmp, &i.dest)
+    })();
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(os_errno(e));
+    }
+    state.metrics.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
+    Ok(rec.size)
+}
+
+/// fchmod and futimens of an open file (nanosecond times since the epoch).
+pub fn set_mode_and_times(f: &File, mode: u32, atime_ns: i64, mtime_ns: i64) -> io::Result<()> {
+    let fd = f.as_raw_fd();
+    let ts = |ns: i64| libc::timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
+    let times = [ts(atime_ns), ts(mtime_ns)];
+    // SAFETY: fd is open for as long as `f` lives; `times` is two valid timespecs.
+    if unsafe { libc::fchmod(fd, (mode & 0o7777) as libc::mode_t) } != 0
+        || unsafe { libc::futimens(fd, times.as_ptr()) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub(crate) fn hash(state: &State, items: Vec<StageHash>) -> Res<Response> {
+    let bytes = items
+        .iter()
+        .map(|i| match &i.source {
+            HashSource::Chunks(_) => entry_bytes(&[], i.spans.len()),
+            HashSource::Inline(p) | HashSource::External(p) => entry_bytes(&[p], i.spans.len()),
+        })
+        .sum();
+    check_batch(items.len(), bytes)?;
+    check_spans(items.iter().flat_map(|i| i.spans.iter()))?;
+    let results = items
+        .iter()
+        .map(|i| match hash_one(state, i) {
+            Ok(hashes) => SpanHashes { errno: 0, hashes },
+            Err(e) => SpanHashes { errno: e, hashes: Vec::new() },
+        })
+        .collect();
+    Ok(Response::Hashes(results))
+}
+
+fn hash_one(state: &State, i: &StageHash) -> Res<Vec<u64>> {
+    use xxhash_rust::xxh3::xxh3_64;
+    let mut out = Vec::with_capacity(i.spans.len());
+    match &i.source {
+        HashSource::Chunks(file_id) => {
+            let mut buf = Vec::new();
+            for s in &i.spans {
+                state.chunks.read(*file_id, std::slice::from_ref(s), &mut buf)?;
+                buf.resize(s.len as usize, 0); // holes and a short local file are zeros
+                out.push(xxh3_64(&buf));
+            }
+        }
+        HashSource::Inline(path) => {
+            validate_path(path)?;
+            let (rec, data) = state.metadata.get_with_data(path)?.ok_or(libc::ENOENT)?;
+            let mut data = match data {
+                Some(d) => d,
+                None if rec.size == 0 => Vec::new(),
+                None => return Err(libc::EINVAL), // not inline: hash its chunks
+            };
+            data.resize(rec.size as usize, 0);
+            for s in &i.spans {
+                let start = (s.offset as usize).min(data.len());
+                let end = (s.offset as usize).saturating_add(s.len as usize).min(data.len());
+                out.push(xxh3_64(&data[start..end]));
+            }
+        }
+        HashSource::External(p) => {
+            let f = open_external(p, false)?;
+            let mut buf = Vec::new();
+            for s in &i.spans {
+                buf.clear();
+                buf.resize(s.len as usize, 0);
+                let mut done = 0;
+                while done < buf.len() {
+                    match f.read_at(&mut buf[done..], s.offset + done as u64) {
+                        Ok(0) => break,
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(os_errno(e)),
+                    }
+                }
+                buf.truncate(done);
+                out.push(xxh3_64(&buf));
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn commit(state: &State, items: Vec<StageCommit>) -> Res<Response> {
+    let bytes = items.iter().map(|i| entry_bytes(&[&i.path], 0)).sum();
+    check_batch(items.len(), bytes)?;
+    let outcomes = items
+        .into_iter()
+        .map(|i| {
+            let r = validate_path(&i.path)
+                .and_then(|_| state.metadata.stage_commit(&i.path, i.file_id, i.size, i.mtime_ns, i.atime_ns));
+            match r {
+                Ok(rec) => {
+                    state.events.record(EventKind::CloseWrite, &i.path, rec.file_id, false);
+                    StageOutcome::ok(rec.size)
+                }
+                Err(e) => StageOutcome::err(e),
+            }
+        })
+        .collect();
+    Ok(Response::Staged(outcomes))
+}

@@ -1,0 +1,141 @@
+//! `gust stage out --follow`: stage-out while the job runs (ADA-FS's concurrent
+//! stage-out). A first pass copies what is there; then, every second, the daemons'
+//! event logs say which files were closed after writing (or renamed into place)
+//! under the sources, and those are copied out, throttled by `--max-bandwidth`.
+//! On SIGINT or SIGTERM (the job script's `kill %1` when the application is done)
+//! a final pass copies what is left, unthrottled, and skips everything already out
+//! (the resumable check), so the end of the job waits only for the last files.
+//!
+//! If a daemon's event log dropped events the follower had not read (the log is
+//! bounded), the next pass is a full one: nothing is missed, it only costs a walk.
+
+use crate::report::Summary;
+use crate::{run as run_once, run_throttled, Options};
+use gust_client::{Client, EventKind};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often the event logs are read.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// Sleeps up to `d`, waking early when told to stop.
+fn nap(d: Duration) {
+    let until = Instant::now() + d;
+    while !STOP.load(Ordering::SeqCst) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Each daemon's next event sequence number (one per source prefix).
+struct Cursors {
+    prefixes: Vec<String>,
+    /// [daemon][prefix] -> the last sequence number read.
+    after: Vec<Vec<u64>>,
+}
+
+impl Cursors {
+    fn now(c: &Client, prefixes: Vec<String>) -> Result<Self, String> {
+        let mut after = Vec::new();
+        for d in 0..c.daemon_count() {
+            let mut v = Vec::new();
+            for p in &prefixes {
+                let page = c.events_page(d, u64::MAX - 1, p).map_err(|e| format!("event log of daemon {d}: {e}"))?;
+                v.push(page.next_seq.saturating_sub(1));
+            }
+            after.push(v);
+        }
+        Ok(Cursors { prefixes, after })
+    }
+
+    /// Paths closed after writing or renamed into place since the last call (a file
+    /// still being written is not copied; an empty file made and never written goes
+    /// with the final pass), and
+    /// whether some events were lost (then a full pass is due).
+    fn changed(&mut self, c: &Client) -> (HashSet<String>, bool) {
+        let mut paths = HashSet::new();
+        let mut lost = false;
+        for d in 0..c.daemon_count() {
+            for (k, p) in self.prefixes.iter().enumerate() {
+                loop {
+                    let after = self.after[d as usize][k];
+                    let Ok(page) = c.events_page(d, after, p) else {
+                        lost = true; // a daemon that did not answer: look again in full
+                        break;
+                    };
+                    if page.first_seq > after + 1 {
+                        lost = true;
+                    }
+                    for e in &page.events {
+                        if !e.is_dir && matches!(e.kind, EventKind::CloseWrite | EventKind::MovedTo) {
+                            paths.insert(e.path.clone());
+                        }
+                    }
+                    self.after[d as usize][k] = page.last_seq.max(after);
+                    if page.events.is_empty() || page.last_seq + 1 >= page.next_seq {
+                        break;
+                    }
+                }
+            }
+        }
+        (paths, lost)
+    }
+}
+
+/// Adds a pass's summary into the running one.
+fn add(total: &mut Summary, pass: Summary) {
+    total.files += pass.files;
+    total.symlinks += pass.symlinks;
+    total.bytes += pass.bytes;
+    total.directories = total.directories.max(pass.directories);
+    total.failures = pass.failures; // a later pass tries every earlier failure again
+}
+
+pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summary, String> {
+    install_handlers();
+    let started = Instant::now();
+    let prefixes = o.sources.iter().map(|s| c.internal_path(s).unwrap_or_else(|| s.clone())).collect();
+    // Cursors first: whatever closes during the first pass is seen afterwards.
+    let mut cursors = Cursors::now(c, prefixes)?;
+    let mut quiet = o.clone();
+    quiet.progress = false;
+    let mut total = run_throttled(c, &quiet, max_bandwidth)?;
+    while !STOP.load(Ordering::SeqCst) {
+        nap(INTERVAL);
+        if STOP.load(Ordering::SeqCst) {
+            break;
+        }
+        let (paths, lost) = cursors.changed(c);
+        if paths.is_empty() && !lost {
+            continue;
+        }
+        let mut pass = quiet.clone();
+        if !lost {
+            pass.only = Some(paths);
+        }
+        match run_throttled(c, &pass, max_bandwidth) {
+            Ok(s) => add(&mut total, s),
+            Err(e) => eprintln!("gust stage: following: {e} (trying again)"),
+        }
+    }
+    // The job is done: everything that is left, at full speed.
+    let last = run_once(c, o)?;
+    add(&mut total, last);
+    total.skipped = 0;
+    total.seconds = started.elapsed().as_secs_f64();
+    Ok(total)
+}

@@ -1,0 +1,234 @@
+//! Staging between the shared (parallel) file system and GustFS: `gust stage in|out`.
+//!
+//! A stage is planned in this process and carried out by the daemons: each daemon
+//! copies the chunks it holds directly from (stage-in) or to (stage-out) the file on
+//! the shared file system, so staging bandwidth grows with the node count, and the
+//! metadata of many files travels in batches (one request per daemon per batch).
+//! Small jobs (few files, little data) copy through this process instead, which
+//! costs fewer round trips ([`Via::Auto`]).
+//!
+//! Every run is resumable: a file whose destination already has its size and
+//! modification time is skipped. Nothing half-written is reported as staged: a file
+//! staged in shows its size only once all its chunks are in, a file staged out gets
+//! its name only once complete. A failure on one file does not stop the others; the
+//! summary lists each with its reason.
+//!
+//! Modules: `tree` (walking and filtering both sides), `inbound` and `outbound` (the
+//! daemons' copies), `through_client` (the copy through this process), `batch` (per
+//! daemon batches and the threads that send them), `verify` (checksums end to end),
+//! `report` (progress bar, summary, JSON), `reads` (the read record of a run and
+//! stage-in from it), `follow` (stage-out while the job runs).
+
+mod batch;
+pub mod follow;
+mod inbound;
+mod outbound;
+pub mod reads;
+pub mod report;
+mod through_client;
+pub mod tree;
+mod verify;
+
+use gust_client::Client;
+pub use report::{Failure, Summary};
+use std::collections::HashSet;
+use std::time::Instant;
+use tree::{Filter, Item};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Shared file system -> GustFS.
+    In,
+    /// GustFS -> shared file system.
+    Out,
+}
+
+/// Who copies the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// The daemons for anything but a small job ([`SMALL_JOB_FILES`], [`SMALL_JOB_BYTES`]).
+    Auto,
+    /// Each daemon copies the chunks it holds.
+    Daemons,
+    /// This process copies everything through the client core.
+    Client,
+}
+
+/// A stage of at most this many files and bytes goes through the client under
+/// `Via::Auto`: the few requests of the client path beat a batch per daemon and a
+/// commit round (docs/PERFORMANCE.md, "Staging").
+pub const SMALL_JOB_FILES: usize = 8;
+pub const SMALL_JOB_BYTES: u64 = 8 << 20;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub direction: Direction,
+    /// Sources: local paths (in) or GustFS paths (out). With one source the
+    /// destination is its copy; with several, each is copied into the destination
+    /// directory under its own name.
+    pub sources: Vec<String>,
+    pub dest: String,
+    pub via: Via,
+    /// Requests in flight per daemon (daemons) or copy threads (client).
+    pub jobs: usize,
+    /// Compare checksums of every selected file's source and destination after the
+    /// copy (reading both again).
+    pub verify: bool,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    /// Stage only the files and symlinks with these GustFS paths (the destinations
+    /// of a stage-in, the sources of a stage-out): a read record's files, or the
+    /// files `--follow` saw closed.
+    pub only: Option<HashSet<String>>,
+    /// Show a progress bar (when stderr is a terminal).
+    pub progress: bool,
+}
+
+impl Options {
+    pub fn new(direction: Direction, sources: Vec<String>, dest: String) -> Self {
+        Options {
+            direction,
+            sources,
+            dest,
+            via: Via::Auto,
+            jobs: 2,
+            verify: false,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            only: None,
+            progress: true,
+        }
+    }
+}
+
+/// What a mover reports back: files done with their bytes, failures.
+pub(crate) struct Moved {
+    pub staged: Vec<usize>,
+    pub failures: Vec<Failure>,
+}
+
+/// Runs one stage. Errors that stop it before any file is tried (an unreadable
+/// source root, a destination that is a file, no instance) are `Err`; failures of
+/// single files are in the summary.
+pub fn run(c: &Client, o: &Options) -> Result<Summary, String> {
+    run_throttled(c, o, None)
+}
+
+/// [`run`], copying at most `max_bandwidth` bytes per second on average if given
+/// (files go in groups of a quarter second's worth, with pauses between).
+pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summary, String> {
+    let started = Instant::now();
+    let items = plan(c, o)?;
+    let mut failures = Vec::new();
+    let existing = match o.direction {
+        Direction::In => tree::existing_in_gust(c, &items),
+        Direction::Out => tree::existing_local(&items),
+    };
+    let (todo, skipped): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|&i| !existing.is_complete(&items[i]));
+    let files: Vec<usize> = todo.iter().copied().filter(|&i| items[i].is_file()).collect();
+    let bytes: u64 = files.iter().map(|&i| items[i].size).sum();
+    let via = match o.via {
+        Via::Auto if files.len() <= SMALL_JOB_FILES && bytes <= SMALL_JOB_BYTES => Via::Client,
+        Via::Auto => Via::Daemons,
+        v => v,
+    };
+    let progress = report::Progress::new(o.progress, files.len() as u64, bytes);
+    // Directories first (parents before children), private to the owner until the
+    // end, when they get their own modes and times (children first).
+    let dirs = tree::make_dirs(c, o.direction, &items, &existing, &mut failures);
+    let mut moved = Moved { staged: Vec::new(), failures: Vec::new() };
+    for group in throttle_groups(&items, &todo, max_bandwidth) {
+        let group_started = Instant::now();
+        let m = match (via, o.direction) {
+            (Via::Client, _) => through_client::copy(c, o, &items, &group, &existing, &progress),
+            (_, Direction::In) => inbound::copy(c, o, &items, &group, &existing, &progress),
+            (_, Direction::Out) => outbound::copy(c, o, &items, &group, &existing, &progress),
+        };
+        moved.staged.extend(m.staged);
+        moved.failures.extend(m.failures);
+        if let Some(bw) = max_bandwidth {
+            let bytes: u64 = group.iter().map(|&i| items[i].size).sum();
+            let due = std::time::Duration::from_secs_f64(bytes as f64 / bw.max(1) as f64);
+            if let Some(rest) = due.checked_sub(group_started.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        }
+    }
+    progress.finish();
+    failures.extend(moved.failures);
+    let mut verified = None;
+    if o.verify {
+        let mut ok: Vec<usize> = moved.staged.iter().copied().filter(|&i| items[i].is_file()).collect();
+        ok.extend(skipped.iter().copied().filter(|&i| items[i].is_file()));
+        let (n, bad) = verify::check(c, o.direction, &items, &ok);
+        verified = Some(n);
+        failures.extend(bad);
+    }
+    tree::finish_dirs(c, o.direction, &items, &dirs, &mut failures);
+    failures.sort_by(|a, b| a.path.cmp(&b.path));
+    let staged_bytes = moved.staged.iter().map(|&i| items[i].size).sum();
+    Ok(Summary {
+        direction: match o.direction {
+            Direction::In => "in",
+            Direction::Out => "out",
+        },
+        via: match via {
+            Via::Client => "client",
+            _ => "daemons",
+        },
+        files: moved.staged.iter().filter(|&&i| items[i].is_file()).count() as u64,
+        symlinks: moved.staged.iter().filter(|&&i| items[i].is_symlink()).count() as u64,
+        directories: dirs.len() as u64,
+        skipped: skipped.iter().filter(|&&i| !items[i].is_dir()).count() as u64,
+        bytes: staged_bytes,
+        seconds: started.elapsed().as_secs_f64(),
+        verified,
+        failures,
+    })
+}
+
+/// `todo` as one group, or (throttled) in groups of about a quarter second's worth
+/// of bytes each (at least one file per group).
+fn throttle_groups(items: &[Item], todo: &[usize], max_bandwidth: Option<u64>) -> Vec<Vec<usize>> {
+    let Some(bw) = max_bandwidth else { return vec![todo.to_vec()] };
+    let quarter = (bw / 4).max(1);
+    let mut groups = vec![Vec::new()];
+    let mut bytes = 0;
+    for &i in todo {
+        if bytes >= quarter {
+            groups.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += items[i].size;
+        groups.last_mut().expect("never empty").push(i);
+    }
+    groups
+}
+
+/// Builds the item list of a stage without copying: for `--dry-run`-like tools and
+/// the read record (which needs the destination path of every source file).
+pub fn plan(c: &Client, o: &Options) -> Result<Vec<Item>, String> {
+    let filter = Filter::new(&o.include, &o.exclude)?;
+    let mut items = Vec::new();
+    for src in &o.sources {
+        let dest = if o.sources.len() > 1 { tree::join_name(&o.dest, src, o.direction) } else { o.dest.clone() };
+        match o.direction {
+            Direction::In => tree::walk_local(c, src, &dest, &filter, o.only.as_ref(), &mut items)?,
+            Direction::Out => tree::walk_gust(c, src, &dest, &filter, o.only.as_ref(), &mut items)?,
+        }
+    }
+    Ok(items)
+}
+
+/// A readable reason for an errno ("No such file or directory"), without Rust's
+/// "(os error N)" tail.
+pub(crate) fn reason(errno: i32) -> String {
+    match errno {
+        libc::ENODATA => "the source changed while being staged".into(),
+        libc::ESTALE => "the destination was replaced while being staged".into(),
+        e => {
+            let s = std::io::Error::from_raw_os_error(e).to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        }
+    }
+}
