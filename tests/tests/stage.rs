@@ -259,6 +259,21 @@ fn filters_records_and_bad_input() {
     let out = inst.gust(&["stage", "in", "/no/such/dir", "/bad"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/no/such/dir"), "{err}");
+    let out = inst.gust(&["stage", "in", s, "/no/parent/x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/no/parent"), "{err}");
+    // A file where the tree's directory should go: that directory's files fail,
+    // each listed, and the rest is staged.
+    let f = c.open("/clash", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    c.close(f).unwrap();
+    fs::create_dir_all(src.join("clash")).unwrap();
+    fs::write(src.join("clash/inside"), b"x").unwrap();
+    let (out, v) = stage(&inst, &["in", s, "/"]);
+    assert_eq!(out.status.code(), Some(1));
+    let paths: Vec<&str> = v["failures"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 2, "{v}");
+    assert!(paths.iter().any(|p| p.ends_with("/clash")) && paths.iter().any(|p| p.ends_with("/clash/inside")), "{v}");
+    assert!(c.stat("/a.csv").is_ok() && c.stat("/clash/inside").is_err());
     let out = inst.gust(&["stage", "in", s, "/bad", "--include", "["]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("pattern"));
     assert!(c.stat("/bad").is_err(), "nothing created by a refused stage");

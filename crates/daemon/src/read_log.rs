@@ -16,8 +16,11 @@ use std::sync::Mutex;
 pub const FILES_MAX: usize = 1 << 20;
 const SHARDS: usize = 16;
 
+/// File id -> byte ranges read (sorted, disjoint).
+type Shard = HashMap<u128, Vec<(u64, u64)>>;
+
 pub struct ReadLog {
-    shards: Vec<Mutex<HashMap<u128, Vec<(u64, u64)>>>>,
+    shards: Vec<Mutex<Shard>>,
     files: AtomicUsize,
     dropped: AtomicU64,
 }

@@ -561,7 +561,7 @@ mod tests {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
-    /// One fixed example of every request and its exact body bytes (protocol 3): the
+    /// One fixed example of every request and its exact body bytes (protocol 4): the
     /// op code (u32), then the fields.
     fn request_goldens() -> Vec<(Request, String)> {
         vec![

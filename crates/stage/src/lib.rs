@@ -119,6 +119,9 @@ pub fn run(c: &Client, o: &Options) -> Result<Summary, String> {
 pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summary, String> {
     let started = Instant::now();
     let items = plan(c, o)?;
+    if o.direction == Direction::In {
+        check_parents(c, &items)?;
+    }
     let mut failures = Vec::new();
     let existing = match o.direction {
         Direction::In => tree::existing_in_gust(c, &items),
@@ -135,7 +138,17 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
     let progress = report::Progress::new(o.progress, files.len() as u64, bytes);
     // Directories first (parents before children), private to the owner until the
     // end, when they get their own modes and times (children first).
-    let dirs = tree::make_dirs(c, o.direction, &items, &existing, &mut failures);
+    let (dirs, failed_dirs) = tree::make_dirs(c, o.direction, &items, &existing, &mut failures);
+    let todo: Vec<usize> = if failed_dirs.is_empty() {
+        todo
+    } else {
+        let (under, rest): (Vec<usize>, Vec<usize>) =
+            todo.into_iter().partition(|&i| failed_dirs.iter().any(|d| tree::is_under(&items[i].dest, d)));
+        for i in under.into_iter().filter(|&i| !items[i].is_dir()) {
+            failures.push(Failure { path: items[i].src.clone(), reason: "its directory could not be created".into() });
+        }
+        rest
+    };
     let mut moved = Moved { staged: Vec::new(), failures: Vec::new() };
     for group in throttle_groups(&items, &todo, max_bandwidth) {
         let group_started = Instant::now();
@@ -218,6 +231,21 @@ pub fn plan(c: &Client, o: &Options) -> Result<Vec<Item>, String> {
         }
     }
     Ok(items)
+}
+
+/// A stage-in's destination roots must have a parent directory in GustFS (as `cp`
+/// wants one): records are made in batches, without a parent check per file.
+fn check_parents(c: &Client, items: &[Item]) -> Result<(), String> {
+    let dirs: HashSet<&str> = items.iter().filter(|i| i.is_dir()).map(|i| i.dest.as_str()).collect();
+    for root in items.iter().filter(|i| i.dest != "/" && !dirs.contains(gust_client::path::parent(&i.dest))) {
+        let parent = gust_client::path::parent(&root.dest);
+        match c.stat(parent) {
+            Ok(st) if st.kind == gust_client::Kind::Dir => {}
+            Ok(_) => return Err(format!("{parent}: not a directory in GustFS")),
+            Err(e) => return Err(format!("{parent}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// A readable reason for an errno ("No such file or directory"), without Rust's

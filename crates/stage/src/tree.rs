@@ -287,7 +287,7 @@ pub fn existing_in_gust(c: &Client, items: &[Item]) -> Existing {
     Existing { map }
 }
 
-fn is_under(p: &str, dir: &str) -> bool {
+pub fn is_under(p: &str, dir: &str) -> bool {
     p.len() > dir.len() && p.starts_with(dir) && (dir.ends_with('/') || p.as_bytes()[dir.len()] == b'/')
 }
 
@@ -317,16 +317,17 @@ pub fn existing_local(items: &[Item]) -> Existing {
 }
 
 /// Creates the destination directories (parents first), private to the
-/// owner until `finish_dirs`. Returns the directories (item indices) that exist.
+/// owner until `finish_dirs`. Returns the directories (item indices) that exist,
+/// and the destinations of those that could not be made (each in `failures`).
 pub fn make_dirs(
     c: &Client,
     dir: Direction,
     items: &[Item],
     existing: &Existing,
     failures: &mut Vec<Failure>,
-) -> Vec<usize> {
+) -> (Vec<usize>, Vec<String>) {
     let mut made = Vec::new();
-    let mut failed: Vec<&str> = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
     for (i, it) in items.iter().enumerate().filter(|(_, it)| it.is_dir()) {
         if failed.iter().any(|f| is_under(&it.dest, f)) {
             continue;
@@ -350,11 +351,11 @@ pub fn make_dirs(
                     path: it.src.clone(),
                     reason: format!("cannot create directory {}: {why}", it.dest),
                 });
-                failed.push(&it.dest);
+                failed.push(it.dest.clone());
             }
         }
     }
-    made
+    (made, failed)
 }
 
 fn create_local_dir(dest: &Path) -> std::io::Result<()> {
