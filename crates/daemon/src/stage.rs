@@ -371,3 +371,123 @@ pub(crate) fn commit(state: &State, items: Vec<StageCommit>) -> Res<Response> {
         .collect();
     Ok(Response::Staged(outcomes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunks::ChunkStore;
+    use crate::metadata::MetadataStore;
+    use gust_proto::Record;
+
+    fn state(dir: &std::path::Path) -> State {
+        let md = MetadataStore::open(&dir.join("metadata")).unwrap();
+        let chunks = ChunkStore::open(&dir.join("chunks")).unwrap();
+        State::new(0, dir.to_path_buf(), md, chunks, vec![0; 32], 1 << 20)
+    }
+
+    fn file(size: u64, file_id: u128) -> Record {
+        Record {
+            kind: FileKind::File,
+            mode: 0o640,
+            size,
+            file_id,
+            nlink: 1,
+            ctime_ns: 1,
+            mtime_ns: 2,
+            atime_ns: 3,
+            target: String::new(),
+            uid: 0,
+            gid: 0,
+        }
+    }
+
+    fn outcomes(r: Res<Response>) -> Vec<StageOutcome> {
+        match r {
+            Ok(Response::Staged(v)) => v,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn pull_push_and_hash_keep_bytes_and_report_short_sources() {
+        let d = tempfile::tempdir().unwrap();
+        let st = state(d.path());
+        let src = d.path().join("src");
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&src, &data).unwrap();
+        let src = src.to_str().unwrap().to_string();
+        let spans = vec![Span { offset: 0, len: 100_000 }, Span { offset: 200_000, len: 100_000 }];
+        let pull = StageChunks { file_id: 9, external: src.clone(), spans: spans.clone() };
+        assert_eq!(outcomes(copy(&st, vec![pull.clone()], true)), vec![StageOutcome::ok(200_000)]);
+        // Past the source's end the count comes back short.
+        let long = StageChunks { spans: vec![Span { offset: 250_000, len: 100_000 }], ..pull.clone() };
+        assert_eq!(outcomes(copy(&st, vec![long], true)), vec![StageOutcome::ok(50_000)]);
+        // Push into a sized file: the spans held arrive, the hole stays zeros.
+        let dst = d.path().join("dst");
+        std::fs::File::create(&dst).unwrap().set_len(300_000).unwrap();
+        let push = StageChunks { file_id: 9, external: dst.to_str().unwrap().into(), spans };
+        assert_eq!(outcomes(copy(&st, vec![push], false)), vec![StageOutcome::ok(200_000)]);
+        let got = std::fs::read(&dst).unwrap();
+        assert_eq!(&got[..100_000], &data[..100_000]);
+        assert!(got[100_000..200_000].iter().all(|&b| b == 0));
+        assert_eq!(&got[200_000..], &data[200_000..]);
+        // Hashes of chunks and of the source agree where the bytes do.
+        let h = |source| StageHash {
+            source,
+            spans: vec![Span { offset: 0, len: 100_000 }, Span { offset: 100_000, len: 10 }],
+        };
+        let Ok(Response::Hashes(v)) = hash(&st, vec![h(HashSource::Chunks(9)), h(HashSource::External(src.clone()))])
+        else {
+            panic!()
+        };
+        assert_eq!(v[0].hashes[0], v[1].hashes[0]);
+        assert_ne!(v[0].hashes[1], v[1].hashes[1], "a hole is not the source's bytes");
+    }
+
+    #[test]
+    fn bad_items_fail_alone_and_bad_batches_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let st = state(d.path());
+        let ok = d.path().join("ok");
+        std::fs::write(&ok, b"abc").unwrap();
+        let item = |external: &str| StageChunks {
+            file_id: 1,
+            external: external.into(),
+            spans: vec![Span { offset: 0, len: 3 }],
+        };
+        let r =
+            outcomes(copy(&st, vec![item("relative/path"), item("/no/such/file"), item(ok.to_str().unwrap())], true));
+        assert_eq!(r.iter().map(|o| o.errno).collect::<Vec<_>>(), vec![libc::EINVAL, libc::ENOENT, 0]);
+        // Too many bytes in one request, an overflowing span, too many entries.
+        let big = StageChunks { spans: vec![Span { offset: 0, len: u32::MAX }], ..item("/x") };
+        assert_eq!(copy(&st, vec![big], true).err(), Some(libc::EINVAL));
+        let wrap = StageChunks { spans: vec![Span { offset: u64::MAX - 1, len: 2 }], ..item("/x") };
+        assert_eq!(copy(&st, vec![wrap], true).err(), Some(libc::EFBIG));
+        assert_eq!(copy(&st, vec![item("/x"); STAGE_BATCH_ENTRIES_MAX + 1], true).err(), Some(libc::EINVAL));
+
+        // Creates: a small file's data from its source; a size that does not match
+        // the source is ENODATA; a directory entry is refused; EEXIST unless replace.
+        let entry = |path: &str, size, source: Option<&str>, replace| StageEntry {
+            path: path.into(),
+            record: file(size, 5),
+            source: source.map(Into::into),
+            replace,
+        };
+        let src = ok.to_str().unwrap();
+        let mut dir = entry("/d", 0, None, false);
+        dir.record.kind = FileKind::Dir;
+        let r = outcomes(create(&st, vec![entry("/a", 3, Some(src), false), entry("/b", 4, Some(src), false), dir]));
+        assert_eq!(r.iter().map(|o| o.errno).collect::<Vec<_>>(), vec![0, libc::ENODATA, libc::EINVAL]);
+        assert_eq!(st.metadata.get_with_data("/a").unwrap().unwrap().1.as_deref(), Some(&b"abc"[..]));
+        let r = outcomes(create(&st, vec![entry("/a", 3, Some(src), false), entry("/a", 0, None, true)]));
+        assert_eq!(r[0].errno, libc::EEXIST);
+        assert_eq!((r[1].errno, r[1].replaced.as_ref().map(|x| x.size)), (0, Some(3)));
+        // Commit needs the same file; export needs inline data.
+        let c = |id| StageCommit { path: "/a".into(), file_id: id, size: 10, mtime_ns: 4, atime_ns: 4 };
+        let r = outcomes(commit(&st, vec![c(6), c(5)]));
+        assert_eq!((r[0].errno, r[1].errno), (libc::ESTALE, 0));
+        let dest = d.path().join("out").to_str().unwrap().to_string();
+        let r = outcomes(export(&st, vec![StageExport { path: "/a".into(), file_id: 5, dest }]));
+        assert_eq!(r[0].errno, libc::EINVAL, "size 10 with no inline data: not inline");
+    }
+}
