@@ -111,6 +111,11 @@ pub struct StartArgs {
     /// Bound on each daemon's event log (`gust events`); 0 turns event logs off.
     #[arg(long, value_parser = crate::parse_size)]
     events_cap: Option<u64>,
+    /// Cache mode: mirror this directory of the shared file system; files are
+    /// fetched on first open and written back after they are written (`gust
+    /// flush`, and at `gust stop`). --local instances only.
+    #[arg(long, value_name = "DIR")]
+    cache_of: Option<PathBuf>,
 }
 
 /// Options `gust start` passes on to every daemon.
@@ -187,8 +192,17 @@ fn tail(path: &Path, lines: usize) -> String {
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        if a.hosts_file.is_some() || a.restart || a.force || a.metrics.is_some() || a.events_cap.is_some() {
-            return Err("--hosts-file, --restart, --force, --metrics and --events-cap are for --local instances".into());
+        if a.hosts_file.is_some()
+            || a.restart
+            || a.force
+            || a.metrics.is_some()
+            || a.events_cap.is_some()
+            || a.cache_of.is_some()
+        {
+            return Err(
+                "--hosts-file, --restart, --force, --metrics, --events-cap and --cache-of are for --local instances"
+                    .into(),
+            );
         }
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
@@ -257,7 +271,11 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 ));
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
-            return launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options()?);
+            launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options()?)?;
+            if let Some(c) = &old.cache_of {
+                crate::writeback::start(&hosts_path, c)?;
+            }
+            return Ok(());
         }
         if !a.force {
             return Err(format!(
@@ -283,7 +301,18 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         private_dir(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     // Create the instance (header and secret) before any daemon, so all join it.
-    let hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
+    let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
+    if let Some(c) = &a.cache_of {
+        let abs = fs::canonicalize(c).map_err(|e| format!("--cache-of {}: {e}", c.display()))?;
+        if !abs.is_dir() {
+            return Err(format!("--cache-of {}: not a directory", c.display()));
+        }
+        let abs = abs.to_str().ok_or("--cache-of: not a UTF-8 path")?.to_string();
+        if abs.contains(char::is_whitespace) {
+            return Err(format!("--cache-of {abs}: paths with spaces are not supported"));
+        }
+        hosts.cache_of = Some(abs);
+    }
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
@@ -315,7 +344,11 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         };
         plan.push((i, droot, listen));
     }
-    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, &a.daemon_options()?)
+    launch(&plan, &a.mountdir, &hosts_path, &rootdir, a.timeout, true, &a.daemon_options()?)?;
+    if let Some(c) = &hosts.cache_of {
+        crate::writeback::start(&hosts_path, c)?;
+    }
+    Ok(())
 }
 
 /// Starts one daemon per (id, root directory, listen address), detached, each logging
@@ -456,6 +489,9 @@ pub struct StopArgs {
     /// for `gust stage in --from-record FILE` in the next run of the workflow.
     #[arg(long, value_name = "FILE")]
     record_reads: Option<PathBuf>,
+    /// Cache mode: stop without writing back what changed in GustFS.
+    #[arg(long)]
+    discard: bool,
 }
 
 pub fn stop(a: StopArgs) -> Result<(), String> {
@@ -475,6 +511,7 @@ pub fn stop(a: StopArgs) -> Result<(), String> {
             }
         );
     }
+    crate::writeback::finish(&p, a.discard)?;
     if let Some(file) = &a.stats {
         let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
         let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;

@@ -11,6 +11,7 @@ mod probe;
 mod run;
 mod stage;
 mod stats;
+mod writeback;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -126,8 +127,11 @@ enum Cmd {
     /// Namespace changes as JSON lines with inotify's names, merged from all daemons:
     /// gust events [--follow] [--since CURSOR] [PREFIX]
     Events(events::EventsArgs),
-    /// Copy between a local (parallel) file system and GustFS, in parallel.
+    /// Copy between the shared (parallel) file system and GustFS: the daemons copy
+    /// the chunks they hold (gust stage in|out SRC... DEST).
     Stage(stage::StageArgs),
+    /// Cache mode: write back every file changed in GustFS now, and wait.
+    Flush(writeback::FlushArgs),
     /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
     Bench(bench::BenchArgs),
     /// Run a command with GustFS under the mount directory (LD_PRELOAD library):
@@ -194,6 +198,7 @@ fn main() -> ExitCode {
         Cmd::Find(a) => find::run(a),
         Cmd::Events(a) => events::run(a),
         Cmd::Stage(a) => stage::run(a),
+        Cmd::Flush(a) => writeback::flush(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Mount(a) => mount::mount(a),

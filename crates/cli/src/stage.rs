@@ -64,6 +64,10 @@ pub struct StageArgs {
     /// (e.g. 200M, 1G; the final pass runs unthrottled).
     #[arg(long, value_name = "BYTES_PER_S", value_parser = crate::parse_size)]
     max_bandwidth: Option<u64>,
+    /// With --follow: on SIGUSR1 make a full pass and then write its summary, with
+    /// a generation number, to FILE (`gust flush` of cache mode).
+    #[arg(long, value_name = "FILE", hide = true)]
+    flush_file: Option<PathBuf>,
     #[command(flatten)]
     inst: InstanceArgs,
 }
@@ -96,7 +100,7 @@ pub fn run(a: StageArgs) -> Result<(), String> {
         if direction != Direction::Out {
             return Err("--follow is for `gust stage out`".into());
         }
-        gust_stage::follow::run(&c, &o, a.max_bandwidth)?
+        gust_stage::follow::run(&c, &o, a.max_bandwidth, a.flush_file.as_deref())?
     } else {
         if a.max_bandwidth.is_some() {
             return Err("--max-bandwidth goes with --follow".into());

@@ -75,8 +75,11 @@ impl Client {
     pub fn open_deferred(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        // Cache mode fetches an existing file of the shared file system first, which
+        // a deferred create would not (cache.rs): opened at once there.
         let eligible = flags & libc::O_CREAT != 0
             && writable
+            && self.hosts.cache_of.is_none()
             && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECTORY) == 0
             && (flags & libc::O_EXCL == 0 || self.defer_exclusive_create.load(Ordering::Relaxed));
         if !eligible {

@@ -22,9 +22,11 @@
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
 //! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
-//! own chunks for `gust stage`), `events` (the daemons' event
+//! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
+//! file system directory, fetched on first open), `events` (the daemons' event
 //! logs), `status` (capacity, daemon counters), `rpc` (connections and framing).
 
+mod cache;
 mod credentials;
 mod data;
 mod error;
@@ -51,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use cache::UNFETCHED_FILE_ID;
 pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
 pub use events::EventsPage;

@@ -43,7 +43,7 @@ impl Client {
     pub(crate) fn resolve(&self, path: &str) -> Result<(String, Record)> {
         let mut p = self.norm(path)?;
         for _ in 0..=SYMLINK_HOPS_MAX {
-            let r = self.get_record(&p)?;
+            let r = self.lookup(&p)?;
             if r.kind != FileKind::Symlink {
                 return Ok((p, r));
             }
@@ -109,7 +109,7 @@ impl Client {
         if let Some(r) = self.listing.get(&p) {
             return Ok(Stat::from_record(&r, self.chunk_size));
         }
-        Ok(Stat::from_record(&self.get_record(&p)?, self.chunk_size))
+        Ok(Stat::from_record(&self.lookup(&p)?, self.chunk_size))
     }
 
     pub fn fstat(&self, fd: i32) -> Result<Stat> {
@@ -298,7 +298,7 @@ impl Client {
     }
 
     pub fn readlink(&self, path: &str) -> Result<String> {
-        let r = self.get_record(&self.norm(path)?)?;
+        let r = self.lookup(&self.norm(path)?)?;
         if r.kind != FileKind::Symlink {
             return Err(Errno(libc::EINVAL));
         }

@@ -175,6 +175,9 @@ impl Client {
         let mut hops = 0;
         let mut inline: Option<Vec<u8>> = None;
         let rec = loop {
+            if self.hosts.cache_of.is_some() && flags & libc::O_EXCL == 0 {
+                self.fetch_if_cached(&p)?;
+            }
             let r = if flags & libc::O_CREAT != 0 {
                 if p == "/" {
                     return Err(Errno(if flags & libc::O_EXCL != 0 { libc::EEXIST } else { libc::EISDIR }));
@@ -196,7 +199,11 @@ impl Client {
                     r
                 }
             } else {
-                let (r, data) = self.stat_data(&p)?;
+                let (r, data) = match self.stat_data(&p) {
+                    // A directory of the cached file system, not in GustFS.
+                    Err(Errno(libc::ENOENT)) if self.hosts.cache_of.is_some() => (self.cached_record(&p)?, None),
+                    r => r?,
+                };
                 inline = data;
                 r
             };

@@ -11,6 +11,7 @@
 use crate::error::unexpected;
 use crate::{Client, Errno, Result};
 use gust_proto::{DirEntry, FileKind, Request, Response, READDIR_PAGE_ENTRIES_MAX};
+use std::collections::HashSet;
 
 /// Entries requested per readdir page: as many as a daemon sends (it also stops a
 /// page at READDIR_PAGE_BYTES_MAX).
@@ -33,6 +34,8 @@ impl Client {
             page: Vec::new(),
             done_daemon: false,
             plus: None,
+            seen: self.hosts.cache_of.is_some().then(HashSet::new),
+            cached: None,
         })
     }
 
@@ -65,6 +68,10 @@ pub struct DirStream<'a> {
     done_daemon: bool,
     /// With attributes (listing.rs): every daemon's resume point, None once done.
     plus: Option<Vec<(u32, Option<String>)>>,
+    /// Cache mode (cache.rs): the names GustFS listed, then the shared file
+    /// system's entries it did not.
+    seen: Option<HashSet<String>>,
+    cached: Option<std::vec::IntoIter<DirEntry>>,
 }
 
 impl<'a> DirStream<'a> {
@@ -104,6 +111,30 @@ impl<'a> DirStream<'a> {
 impl Iterator for DirStream<'_> {
     type Item = Result<DirEntry>;
     fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(c) = &mut self.cached {
+                return c.next().map(Ok);
+            }
+            match self.next_in_gust() {
+                Some(Ok(e)) => {
+                    if let Some(seen) = &mut self.seen {
+                        seen.insert(e.name.clone());
+                    }
+                    return Some(Ok(e));
+                }
+                Some(Err(e)) => return Some(Err(e)),
+                None => {
+                    let seen = self.seen.take()?;
+                    self.cached = Some(self.client.cached_entries(&self.dir, &seen).into_iter());
+                }
+            }
+        }
+    }
+}
+
+impl DirStream<'_> {
+    /// The next entry GustFS holds.
+    fn next_in_gust(&mut self) -> Option<Result<DirEntry>> {
         loop {
             if let Some(e) = self.page.pop() {
                 return Some(Ok(e));

@@ -9,6 +9,7 @@
 //! chunk_size 524288           bytes, fixed for the instance's life
 //! mountdir /tmp/gust          the path prefix front ends serve
 //! check_parent 0              1: create/mkdir verify the parent directory exists
+//! cache_of /lustre/p/data     (cache mode only) the directory this instance mirrors
 //! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock
 //! ```
 //!
@@ -130,6 +131,9 @@ pub struct HostsFile {
     pub chunk_size_bytes: u64,
     pub mountdir: String,
     pub check_parent: bool,
+    /// Cache mode (`gust start --cache-of DIR`): the directory of the shared file
+    /// system whose namespace this instance mirrors, filled on first use.
+    pub cache_of: Option<String>,
     /// Sorted by id.
     pub daemons: Vec<DaemonEntry>,
 }
@@ -187,7 +191,7 @@ pub fn this_host() -> String {
 
 impl HostsFile {
     pub fn new(instance: String, chunk_size_bytes: u64, mountdir: String, check_parent: bool) -> Self {
-        HostsFile { instance, chunk_size_bytes, mountdir, check_parent, daemons: Vec::new() }
+        HostsFile { instance, chunk_size_bytes, mountdir, check_parent, cache_of: None, daemons: Vec::new() }
     }
 
     pub fn render(&self) -> String {
@@ -198,6 +202,9 @@ impl HostsFile {
         s.push_str(&format!("chunk_size {}\n", self.chunk_size_bytes));
         s.push_str(&format!("mountdir {}\n", self.mountdir));
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
+        if let Some(c) = &self.cache_of {
+            s.push_str(&format!("cache_of {c}\n"));
+        }
         for d in &self.daemons {
             s.push_str(&format!("daemon {}\n", d.render()));
         }
@@ -229,6 +236,7 @@ impl HostsFile {
                 }
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
+                "cache_of" => h.cache_of = Some(rest.to_string()),
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));

@@ -13,6 +13,7 @@ use crate::report::Summary;
 use crate::{run as run_once, run_throttled, Options};
 use gust_client::{Client, EventKind};
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -20,23 +21,30 @@ use std::time::{Duration, Instant};
 const INTERVAL: Duration = Duration::from_secs(1);
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGUSR1: a full pass now (`gust flush`).
+static FLUSH: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+extern "C" fn on_flush(_: libc::c_int) {
+    FLUSH.store(true, Ordering::SeqCst);
+}
+
 fn install_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    // SAFETY: the handlers only store to atomics, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR1, on_flush as *const () as libc::sighandler_t);
     }
 }
 
 /// Sleeps up to `d`, waking early when told to stop.
 fn nap(d: Duration) {
     let until = Instant::now() + d;
-    while !STOP.load(Ordering::SeqCst) && Instant::now() < until {
+    while !STOP.load(Ordering::SeqCst) && !FLUSH.load(Ordering::SeqCst) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -105,7 +113,18 @@ fn add(total: &mut Summary, pass: Summary) {
     total.failures = pass.failures; // a later pass tries every earlier failure again
 }
 
-pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summary, String> {
+/// Writes a flush's summary with its generation number (atomically: a temporary
+/// file renamed), for `gust flush` to wait on.
+fn write_flushed(file: &Path, generation: u64, s: &Summary) -> Result<(), String> {
+    let mut v = serde_json::to_value(s).map_err(|e| e.to_string())?;
+    v["generation"] = generation.into();
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, v.to_string())
+        .and_then(|_| std::fs::rename(&tmp, file))
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
+pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>, flush_file: Option<&Path>) -> Result<Summary, String> {
     install_handlers();
     let started = Instant::now();
     let prefixes = o.sources.iter().map(|s| c.internal_path(s).unwrap_or_else(|| s.clone())).collect();
@@ -114,12 +133,29 @@ pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summar
     let mut quiet = o.clone();
     quiet.progress = false;
     let mut total = run_throttled(c, &quiet, max_bandwidth)?;
+    let mut flushes = 0u64;
     while !STOP.load(Ordering::SeqCst) {
         nap(INTERVAL);
         if STOP.load(Ordering::SeqCst) {
             break;
         }
         let (paths, lost) = cursors.changed(c);
+        if FLUSH.swap(false, Ordering::SeqCst) {
+            // Everything, now, at full speed; then say so.
+            flushes += 1;
+            match run_once(c, &quiet) {
+                Ok(s) => {
+                    if let Some(f) = flush_file {
+                        if let Err(e) = write_flushed(f, flushes, &s) {
+                            eprintln!("gust stage: flush: {e}");
+                        }
+                    }
+                    add(&mut total, s);
+                }
+                Err(e) => eprintln!("gust stage: flush: {e}"),
+            }
+            continue;
+        }
         if paths.is_empty() && !lost {
             continue;
         }

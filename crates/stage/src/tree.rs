@@ -378,6 +378,9 @@ fn create_local_dir(dest: &Path) -> std::io::Result<()> {
 pub fn finish_dirs(c: &Client, dir: Direction, items: &[Item], dirs: &[usize], failures: &mut Vec<Failure>) {
     for &i in dirs.iter().rev() {
         let it = &items[i];
+        if dir == Direction::Out && it.src == "/" {
+            continue; // GustFS's root has fixed attributes, not the destination's
+        }
         let r = match dir {
             Direction::In => c
                 .chmod(&it.dest, it.mode)

@@ -1,0 +1,239 @@
+//! Cache mode (`gust start --cache-of DIR`): the namespace mirrors a directory of the
+//! shared (parallel) file system. A path GustFS does not hold is looked up there:
+//! stat and listings come from the shared file system until a file is first
+//! opened; the first open fetches the whole file into GustFS (the daemons copy the
+//! chunks they hold, as `gust stage in` does), and from then on GustFS's copy is the
+//! file. Writes go to GustFS; the write-back of changed files is the `gust stage out
+//! --follow` process that `gust start --cache-of` runs (docs/SEMANTICS.md, "Cache
+//! mode").
+//!
+//! Not for: writing back (gust-stage's follow), the planning of large stages.
+
+use crate::error::unexpected;
+use crate::{Client, Errno, Result};
+use gust_placement::chunk_spans;
+use gust_proto::{
+    FileKind, Record, Request, Response, Span, StageChunks, StageCommit, StageEntry, INLINE_BYTES_MAX,
+    STAGE_REQUEST_BYTES_MAX,
+};
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+/// The file id of a record that describes a file of the shared file system not
+/// fetched yet (never a real id: real ids are random and this one is reserved).
+pub const UNFETCHED_FILE_ID: u128 = u128::MAX;
+
+/// How long an open waits for another process's fetch of the same file.
+const FETCH_WAIT: Duration = Duration::from_secs(60);
+
+fn ns(sec: i64, nsec: i64) -> i64 {
+    sec.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+impl Client {
+    /// The shared file system's path behind an internal path, in cache mode.
+    pub fn cached_source(&self, p: &str) -> Option<String> {
+        let base = self.hosts.cache_of.as_deref()?;
+        Some(if p == "/" { base.to_string() } else { format!("{}{p}", base.trim_end_matches('/')) })
+    }
+
+    /// The record a path of the shared file system would have, unfetched (a
+    /// directory, file or symlink; ENOENT for anything else or nothing).
+    pub(crate) fn cached_record(&self, p: &str) -> Result<Record> {
+        let ext = self.cached_source(p).ok_or(Errno(libc::ENOENT))?;
+        let m = std::fs::symlink_metadata(&ext).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        let ft = m.file_type();
+        let (kind, target) = if ft.is_dir() {
+            (FileKind::Dir, String::new())
+        } else if ft.is_file() {
+            (FileKind::File, String::new())
+        } else if ft.is_symlink() {
+            let t = std::fs::read_link(&ext).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            (FileKind::Symlink, t.to_string_lossy().into_owned())
+        } else {
+            return Err(Errno(libc::ENOENT));
+        };
+        Ok(Record {
+            kind,
+            mode: m.mode() & 0o7777,
+            size: if kind == FileKind::File { m.len() } else { 0 },
+            file_id: UNFETCHED_FILE_ID,
+            nlink: if kind == FileKind::Dir { 2 } else { 1 },
+            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+            atime_ns: ns(m.atime(), m.atime_nsec()),
+            target,
+            uid: m.uid(),
+            gid: m.gid(),
+        })
+    }
+
+    /// Before an open in cache mode: if GustFS does not hold `p` but the shared
+    /// file system has a file or symlink there, fetch it (once, whichever process
+    /// comes first; the others wait for it).
+    pub(crate) fn fetch_if_cached(&self, p: &str) -> Result<()> {
+        if self.hosts.cache_of.is_none() {
+            return Ok(());
+        }
+        match self.call_md(p, Request::Stat { path: p.to_string() }) {
+            Ok(Response::Record(r)) => return self.wait_fetched(p, r),
+            Ok(r) => return Err(unexpected(r)),
+            Err(Errno(libc::ENOENT)) => {}
+            Err(e) => return Err(e),
+        }
+        let Ok(want) = self.cached_record(p) else { return Ok(()) };
+        if want.kind == FileKind::Dir {
+            return Ok(()); // directories are listed from both sides, not fetched
+        }
+        let ext = self.cached_source(p).expect("cache mode");
+        let small = want.kind != FileKind::File || want.size <= INLINE_BYTES_MAX as u64;
+        let mut rec = Self::new_record(want.kind, want.mode, want.target.clone());
+        rec.mtime_ns = want.mtime_ns;
+        rec.atime_ns = want.atime_ns;
+        if small {
+            rec.size = want.size;
+        }
+        let entry = StageEntry {
+            path: p.to_string(),
+            record: rec.clone(),
+            source: (small && want.kind == FileKind::File).then(|| ext.clone()),
+            replace: false,
+        };
+        let out = match self.call_md(p, Request::StageCreate { entries: vec![entry] })? {
+            Response::Staged(v) if v.len() == 1 => v.into_iter().next().expect("one outcome"),
+            r => return Err(unexpected(r)),
+        };
+        match out.errno {
+            0 => {}
+            libc::EEXIST => {
+                // Another process fetches it (or made a file there): wait for it.
+                let r = self.get_record(p)?;
+                return self.wait_fetched(p, r);
+            }
+            e => return Err(Errno(e)),
+        }
+        if small {
+            return Ok(());
+        }
+        // The daemons copy the chunks they hold, in parallel; then the size.
+        let mut per: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
+        for s in chunk_spans(0, want.size, self.chunk_size) {
+            per.entry(self.dist.locate_chunk(rec.file_id, s.chunk))
+                .or_default()
+                .push(Span { offset: s.file_offset, len: s.len as u32 });
+        }
+        let mut calls = Vec::new();
+        for (d, spans) in per {
+            let mut piece = Vec::new();
+            let mut bytes = 0u64;
+            for s in spans {
+                if bytes + s.len as u64 > STAGE_REQUEST_BYTES_MAX || piece.len() == 1024 {
+                    calls.push((d, std::mem::take(&mut piece), bytes));
+                    bytes = 0;
+                }
+                bytes += s.len as u64;
+                piece.push(s);
+            }
+            calls.push((d, piece, bytes));
+        }
+        let reqs = calls
+            .iter()
+            .map(|(d, spans, _)| crate::rpc::Call {
+                daemon: *d,
+                req: Request::StagePull {
+                    items: vec![StageChunks { file_id: rec.file_id, external: ext.clone(), spans: spans.clone() }],
+                },
+                bulk: Vec::new(),
+            })
+            .collect();
+        for (resp, (_, _, want_bytes)) in self.call_all(reqs)?.into_iter().zip(&calls) {
+            match resp {
+                Response::Staged(v) if v.len() == 1 => {
+                    if v[0].errno != 0 {
+                        return Err(Errno(v[0].errno));
+                    }
+                    if v[0].bytes < *want_bytes {
+                        return Err(Errno(libc::EIO)); // the shared file shrank meanwhile
+                    }
+                }
+                r => return Err(unexpected(r)),
+            }
+        }
+        let commit = StageCommit {
+            path: p.to_string(),
+            file_id: rec.file_id,
+            size: want.size,
+            mtime_ns: want.mtime_ns,
+            atime_ns: want.atime_ns,
+        };
+        match self.call_md(p, Request::StageCommitFiles { items: vec![commit] })? {
+            Response::Staged(v) if v.len() == 1 && v[0].errno == 0 => Ok(()),
+            Response::Staged(v) if v.len() == 1 => Err(Errno(v[0].errno)),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Waits until a file another process is fetching has its size (its fetch
+    /// committed), if the shared file system says it should have one.
+    fn wait_fetched(&self, p: &str, mut r: Record) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            let Ok(want) = self.cached_record(p) else { return Ok(()) };
+            // A fetch in progress shows size 0 and the shared file's mtime until its
+            // commit; anything else is GustFS's own file now.
+            let fetching = r.kind == FileKind::File
+                && r.size == 0
+                && r.mtime_ns == want.mtime_ns
+                && want.kind == FileKind::File
+                && want.size > 0;
+            if !fetching {
+                return Ok(());
+            }
+            if started.elapsed() > FETCH_WAIT {
+                return Err(Errno(libc::EIO));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            r = self.get_record(p)?;
+        }
+    }
+
+    /// The record of `p`: GustFS's, or in cache mode the shared file system's
+    /// (unfetched) if GustFS has none.
+    pub(crate) fn lookup(&self, p: &str) -> Result<Record> {
+        match self.get_record(p) {
+            Err(Errno(libc::ENOENT)) if self.hosts.cache_of.is_some() => self.cached_record(p),
+            r => r,
+        }
+    }
+
+    /// The entries of directory `dir` on the shared file system that are not in
+    /// `seen` (GustFS's own), in cache mode; nothing if it has no such directory.
+    pub(crate) fn cached_entries(
+        &self,
+        dir: &str,
+        seen: &std::collections::HashSet<String>,
+    ) -> Vec<gust_proto::DirEntry> {
+        let Some(ext) = self.cached_source(dir) else { return Vec::new() };
+        let Ok(rd) = std::fs::read_dir(&ext) else { return Vec::new() };
+        let mut out: Vec<gust_proto::DirEntry> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let ft = e.file_type().ok()?;
+                let kind = if ft.is_dir() {
+                    FileKind::Dir
+                } else if ft.is_file() {
+                    FileKind::File
+                } else if ft.is_symlink() {
+                    FileKind::Symlink
+                } else {
+                    return None;
+                };
+                (!seen.contains(&name)).then_some(gust_proto::DirEntry { name, kind })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
