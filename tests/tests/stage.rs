@@ -353,6 +353,13 @@ fn follow_copies_files_out_while_the_job_runs_and_the_rest_at_the_end() {
         wait_until(Duration::from_secs(10), || fs::read(dest.join("early")).is_ok_and(|d| d == bytes(1, 300_000))),
         "a closed file is staged out during the job"
     );
+    // In a directory made during the job: the directory comes with it.
+    c.mkdir("/out/sub", 0o750).unwrap();
+    write("sub/inner", &bytes(3, 70_000));
+    assert!(
+        wait_until(Duration::from_secs(10), || fs::read(dest.join("sub/inner")).is_ok_and(|d| d == bytes(3, 70_000))),
+        "a file in a new directory is staged out during the job"
+    );
     // One written at the very end is copied by the final pass.
     write("late", &bytes(2, 5000));
     unsafe { libc::kill(follower.id() as i32, libc::SIGINT) };
@@ -360,7 +367,9 @@ fn follow_copies_files_out_while_the_job_runs_and_the_rest_at_the_end() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(fs::read(dest.join("late")).unwrap(), bytes(2, 5000));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["files"].as_u64(), Some(2), "{v}");
+    assert_eq!(v["files"].as_u64(), Some(3), "{v}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs::metadata(dest.join("sub")).unwrap().permissions().mode() & 0o777, 0o750);
 }
 
 /// Waits (bounded) for a child and collects its output.

@@ -227,6 +227,11 @@ pub fn plan(c: &Client, o: &Options) -> Result<Vec<Item>, String> {
         let dest = if o.sources.len() > 1 { tree::join_name(&o.dest, src, o.direction) } else { o.dest.clone() };
         match o.direction {
             Direction::In => tree::walk_local(c, src, &dest, &filter, o.only.as_ref(), &mut items)?,
+            // A few named files (--follow's passes): looked up, not walked for.
+            Direction::Out if o.only.as_ref().is_some_and(|s| s.len() <= tree::NAMED_FILES_MAX) => {
+                let only = o.only.as_ref().expect("checked");
+                tree::named_gust(c, src, &dest, &filter, only, &mut items)?
+            }
             Direction::Out => tree::walk_gust(c, src, &dest, &filter, o.only.as_ref(), &mut items)?,
         }
     }

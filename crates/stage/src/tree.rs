@@ -235,6 +235,71 @@ pub fn walk_gust(
     Ok(())
 }
 
+/// Up to this many named files, a stage-out looks each up (with its directories)
+/// instead of walking the whole source tree.
+pub const NAMED_FILES_MAX: usize = 4096;
+
+/// The items of a stage-out of only the files `only` below GustFS directory `src`:
+/// each file's record and those of the directories between `src` and it (so they
+/// are made with their modes), parents before children. One lookup per file and
+/// directory, whatever the size of the tree.
+pub fn named_gust(
+    c: &Client,
+    src: &str,
+    dest: &str,
+    filter: &Filter,
+    only: &HashSet<String>,
+    out: &mut Vec<Item>,
+) -> Result<(), String> {
+    let root = c.internal_path(src).unwrap_or_else(|| src.to_string());
+    let dest = std::path::absolute(dest).map_err(|e| format!("{dest}: {e}"))?.display().to_string();
+    let rec = c.lstat_record(&root).map_err(|e| format!("{src}: {e}"))?;
+    if rec.kind != Kind::Dir {
+        if only.contains(&root) && matches!(rec.kind, Kind::File | Kind::Symlink) {
+            out.push(item_of_record(root, dest, &rec));
+        }
+        return Ok(());
+    }
+    let prefix = if root == "/" { 1 } else { root.len() + 1 };
+    let mut paths: Vec<&String> = only.iter().filter(|p| is_under(p, &root)).collect();
+    paths.sort();
+    let mut dirs_done: HashSet<String> = HashSet::new();
+    out.push(item_of_record(root.clone(), dest.clone(), &rec));
+    for p in paths {
+        let rel = &p[prefix..];
+        // The directories on the way, each once.
+        let mut dirs = Vec::new();
+        let mut d = path::parent(p);
+        while d != root && d.len() > root.len() && !dirs_done.contains(d) {
+            dirs.push(d.to_string());
+            d = path::parent(d);
+        }
+        let mut pruned = false;
+        for d in dirs.into_iter().rev() {
+            let drel = &d[prefix..];
+            if !filter.admits(drel, true) {
+                pruned = true;
+                break;
+            }
+            let Ok(r) = c.lstat_record(&d) else {
+                pruned = true;
+                break;
+            };
+            out.push(item_of_record(d.clone(), Path::new(&dest).join(drel).display().to_string(), &r));
+            dirs_done.insert(d);
+        }
+        if pruned || !filter.admits(rel, false) {
+            continue;
+        }
+        // Gone since it was named (removed after its close): nothing to copy.
+        let Ok(r) = c.lstat_record(p) else { continue };
+        if matches!(r.kind, Kind::File | Kind::Symlink) {
+            out.push(item_of_record(p.clone(), Path::new(&dest).join(rel).display().to_string(), &r));
+        }
+    }
+    Ok(())
+}
+
 /// What the destination already holds: per destination path, (kind, size, mtime,
 /// symlink target).
 #[derive(Default)]
