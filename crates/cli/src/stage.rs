@@ -16,11 +16,12 @@ enum Way {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum ViaArg {
-    /// The daemons, except for a handful of small files (the client then).
+    /// The daemons (faster here for every size, down to one small file).
     Auto,
     /// Each daemon copies the chunks it holds: grows with the node count.
     Daemons,
-    /// This process copies everything through the client.
+    /// This process copies everything through the client: for a path only this
+    /// node sees (not mounted where the daemons run).
     Client,
 }
 
