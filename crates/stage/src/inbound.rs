@@ -78,7 +78,10 @@ pub(crate) fn copy(
         let source = small.then(|| it.src.clone());
         let counted = entry_bytes(&[&it.dest, &it.target, source.as_deref().unwrap_or("")], 0);
         let entry = StageEntry { path: it.dest.clone(), record, source, replace };
-        creates.push(c.metadata_daemon(&it.dest), i, entry, counted, 0, 0);
+        // A small file's bytes are read by the daemon in this request: they count
+        // toward the request's bound on file bytes moved.
+        let data = if small { it.size } else { 0 };
+        creates.push(c.metadata_daemon(&it.dest), i, entry, counted, data, 0);
     }
     // Large files whose records are made: (item, file id).
     let large = Mutex::new(Vec::new());
