@@ -22,7 +22,8 @@
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
 //! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
 //! `rename`, `find` (queries the daemons evaluate), `events` (the daemons' event
-//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing).
+//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing),
+//! `traced` (the public entry points, each a tracepoint of gust-trace).
 
 mod credentials;
 mod data;
@@ -40,6 +41,7 @@ mod rpc;
 mod size_cache;
 mod stat;
 mod status;
+mod traced;
 
 use gust_hosts::HostsFile;
 use gust_placement::{Distributor, WideStriping};
@@ -118,6 +120,8 @@ impl Client {
     pub fn from_env() -> std::result::Result<Client, String> {
         let p = std::env::var_os("GUST_HOSTS_FILE")
             .ok_or("GUST_HOSTS_FILE is not set; run `eval \"$(gust env)\"` or pass --hosts-file")?;
+        // GUST_TRACE names the tracepoints this process records (gust-trace).
+        gust_trace::init_from_env("client")?;
         Client::open_instance(Path::new(&p), ClientOptions::from_env())
     }
 

@@ -60,8 +60,12 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
     if let Some(d) = dir_of(&req) {
         state.metrics.dirs.note(d);
     }
+    let traced = crate::trace::start(&req);
     let reply = serve(state, req, bulk_in, bulk_out);
     state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
+    if let Some(t) = traced {
+        t.finish(state, &reply, bulk_in.len(), bulk_out.len());
+    }
     reply
 }
 
@@ -276,5 +280,6 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             validate_path(&path)?;
             md.drop_inline(&path, file_id).map(|_| Response::Ok)
         }
+        Request::Trace { on, names, dir } => crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok),
     }
 }

@@ -279,6 +279,13 @@ requests! {
     /// starts with `prefix` (a path prefix: "/a" matches "/a" and "/a/...", not
     /// "/ab"): answered with `Response::Events`.
     41 "events" Events { after_seq: u64, prefix: String, max_entries: u32 } idempotent(true),
+    /// Switch this daemon's tracepoints named by `names` (comma-separated names or
+    /// groups of gust-trace's registry, or `all`) on or off. With `dir`, trace files
+    /// go to that directory on the daemon's node from now on (else to the one given
+    /// at start). Off flushes what the daemon buffered. EINVAL for an unknown name,
+    /// for `on` without any directory, or for names or a dir over `PATH_BYTES_MAX`;
+    /// the errno of creating the directory if that fails. Answered with `Ok`.
+    58 "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -650,6 +657,10 @@ mod tests {
                 Request::Events { after_seq: 5, prefix: "/a".into(), max_entries: 7 },
                 "29000000  0500000000000000  0200000000000000 2f61  07000000".into(),
             ),
+            (
+                Request::Trace { on: true, names: "md".into(), dir: Some("/t".into()) },
+                "3a000000  01  0200000000000000 6d64  01 0200000000000000 2f74".into(),
+            ),
         ]
     }
 
@@ -714,6 +725,7 @@ mod tests {
                 (39, "find", true),
                 (40, "close_write", true),
                 (41, "events", true),
+                (58, "trace", true),
             ]
         );
         for (code, name) in OPS {
@@ -721,7 +733,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 41);
+        assert_eq!(OP_MAX, 58);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
