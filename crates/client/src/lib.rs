@@ -64,6 +64,7 @@ pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
+pub use traced::flush_trace;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.

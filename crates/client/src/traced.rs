@@ -14,6 +14,12 @@ use gust_proto::FileKind;
 use gust_trace::registry::{self as tp, Tracepoint};
 use gust_trace::Record;
 
+/// Writes this process's buffered trace records to its trace file (before an
+/// exec, which runs no atexit handler; exit does it by itself).
+pub fn flush_trace() {
+    gust_trace::flush();
+}
+
 fn result_code<T>(r: &Result<T>) -> i32 {
     match r {
         Ok(_) => 0,

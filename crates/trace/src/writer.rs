@@ -4,8 +4,8 @@
 //! buffer; it runs at exit (atexit), when tracing is switched off and when the
 //! output moves.
 //!
-//! One file per process: `<role>-<pid>.gtrace` in the directory given to
-//! [`set_output`]. A forked child writes its own file: its inherited buffers (the
+//! One file per process: `<role>-<pid>.gtrace` (mode 0600) in the directory given
+//! to [`set_output`]. A forked child writes its own file: its inherited buffers (the
 //! parent's records) are dropped, the parent writes those.
 //!
 //! Bounds: one buffer per live thread, each flushed at `BLOCK_FLUSH_BYTES`, so a
@@ -15,6 +15,7 @@ use crate::codec::{encode_block, encode_header, encode_record, Header, Record, B
 use crate::registry::{Tracepoint, ALL};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
@@ -110,7 +111,8 @@ pub fn now_ns() -> u64 {
 /// `role` (`client`, `daemon 3`) and the pid. Records buffered for an earlier
 /// directory are written there first.
 pub fn set_output(dir: &Path, role: &str) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    // The owner's only: paths are private (whatever the program's umask).
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let _ = BASE_NS.compare_exchange(0, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
     HOOKS.call_once(|| {
         // SAFETY: registering functions with no preconditions.
@@ -147,7 +149,7 @@ fn open_file(s: &Sink, pid: u32) -> std::io::Result<File> {
     let header = encode_header(&Header { pid, base_ns: BASE_NS.load(Ordering::Relaxed), role: s.role.clone(), tracepoints });
     for n in 0..1000 {
         let name = if n == 0 { format!("{stem}.gtrace") } else { format!("{stem}.{n}.gtrace") };
-        match OpenOptions::new().append(true).create_new(true).open(s.dir.join(name)) {
+        match OpenOptions::new().append(true).create_new(true).mode(0o600).open(s.dir.join(name)) {
             Ok(mut f) => {
                 f.write_all(&header)?;
                 return Ok(f);

@@ -157,6 +157,7 @@ fn sizes(files: &[TraceFile], path: &Path) -> Result<(), String> {
         .configure_mesh()
         .x_desc("request size (at least)")
         .y_desc("requests")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .x_labels(hi - lo + 2)
         .x_label_formatter(&|x| crate::human_size(1u64 << (x.floor() as u32).min(63)))
         .draw()
@@ -193,6 +194,7 @@ fn daemon_load(s: &Summary, path: &Path) -> Result<(), String> {
         .configure_mesh()
         .x_desc("daemon")
         .y_desc("requests")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .x_labels(n as usize * 2 + 1)
         .x_label_formatter(&|x| {
             let i = x.floor();
