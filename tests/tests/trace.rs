@@ -10,7 +10,12 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn text(o: &Output) -> String {
-    format!("status {}\n--- stdout\n{}\n--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// `gust trace report DIR --json` (plots and trace.json into `out`): the summary.
@@ -105,7 +110,10 @@ fn tar_under_preload_is_traced_file_by_file() {
         let b = std::fs::read(png).unwrap();
         assert!(b.starts_with(b"\x89PNG\r\n\x1a\n") && b.len() > 1000, "{png} is not a PNG");
     }
-    assert!(outputs.iter().any(|o| o.ends_with("request-sizes.png")) && outputs.iter().any(|o| o.ends_with("daemon-load.png")));
+    assert!(
+        outputs.iter().any(|o| o.ends_with("request-sizes.png"))
+            && outputs.iter().any(|o| o.ends_with("daemon-load.png"))
+    );
     assert!(outputs.iter().any(|o| o.contains("timeline-client-tar")), "{outputs:?}");
 
     // Reading back: only `read` is on, so nothing else is recorded.

@@ -223,7 +223,8 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             || a.trace_dir.is_some()
         {
             return Err(
-                "--hosts-file, --restart, --force, --metrics, --events-cap and --trace are for --local instances".into()
+                "--hosts-file, --restart, --force, --metrics, --events-cap and --trace are for --local instances"
+                    .into(),
             );
         }
         let common = crate::cluster::Common {

@@ -64,8 +64,8 @@ pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
-pub use traced::flush_trace;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
+pub use traced::flush_trace;
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.
 #[derive(Debug, Clone)]
@@ -121,13 +121,14 @@ impl Client {
     pub fn from_env() -> std::result::Result<Client, String> {
         let p = std::env::var_os("GUST_HOSTS_FILE")
             .ok_or("GUST_HOSTS_FILE is not set; run `eval \"$(gust env)\"` or pass --hosts-file")?;
-        // GUST_TRACE names the tracepoints this process records (gust-trace).
-        gust_trace::init_from_env("client")?;
         Client::open_instance(Path::new(&p), ClientOptions::from_env())
     }
 
     /// Reads the hosts file and secret. Connections open lazily on first use.
     pub fn open_instance(hosts_path: &Path, opts: ClientOptions) -> std::result::Result<Client, String> {
+        // GUST_TRACE names the tracepoints this process records (gust-trace); every
+        // front end's client comes through here.
+        gust_trace::init_from_env("client")?;
         let hosts = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
         if hosts.daemons.is_empty() {
             return Err(format!("{}: no daemon registered yet", hosts_path.display()));

@@ -325,7 +325,13 @@ impl Client {
 
     /// Sets access and modification times (nanoseconds since the epoch); `None`
     /// leaves one unchanged.
-    pub(crate) fn utimens_impl(&self, path: &str, atime_ns: Option<i64>, mtime_ns: Option<i64>, follow: bool) -> Result<()> {
+    pub(crate) fn utimens_impl(
+        &self,
+        path: &str,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
+        follow: bool,
+    ) -> Result<()> {
         self.set_attr(path, None, atime_ns, mtime_ns, follow)
     }
 }

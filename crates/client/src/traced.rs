@@ -20,6 +20,20 @@ pub fn flush_trace() {
     gust_trace::flush();
 }
 
+/// Whether `p` is already in normal form (absolute, no empty, `.` or `..`
+/// component, no trailing slash), as front ends hand paths over: a record then
+/// costs no normalization (an allocation) to find the path's daemon.
+fn looks_normal(p: &str) -> bool {
+    p == "/"
+        || (p.starts_with('/')
+            && !p.ends_with('/')
+            && !p.contains("//")
+            && !p.contains("/./")
+            && !p.contains("/../")
+            && !p.ends_with("/.")
+            && !p.ends_with("/.."))
+}
+
 fn result_code<T>(r: &Result<T>) -> i32 {
     match r {
         Ok(_) => 0,
@@ -40,7 +54,11 @@ impl Client {
     ) -> Result<T> {
         let Some(t) = gust_trace::start(tp) else { return f() };
         let r = f();
-        let daemon = normalize(path).ok().map(|p| self.md_daemon(&p));
+        let daemon = if looks_normal(path) {
+            Some(self.md_daemon(path))
+        } else {
+            normalize(path).ok().map(|p| self.md_daemon(&p))
+        };
         t.finish(Record {
             daemon,
             result: result_code(&r),
@@ -80,7 +98,16 @@ impl Client {
             }
             None => (String::new(), 0, None),
         };
-        t.finish(Record { daemon, result: result_code(&r), arg: fd as u64, offset, size, file_id, path, ..Default::default() });
+        t.finish(Record {
+            daemon,
+            result: result_code(&r),
+            arg: fd as u64,
+            offset,
+            size,
+            file_id,
+            path,
+            ..Default::default()
+        });
         r
     }
 
@@ -202,6 +229,24 @@ impl Client {
         match self.transport.call(daemon, req)? {
             gust_proto::Response::Ok => Ok(()),
             r => Err(crate::error::unexpected(r)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_normal;
+
+    /// Paths in normal form are recognized as such, and anything normalization
+    /// would change is not (so the recorded daemon is always the path's).
+    #[test]
+    fn normal_paths_are_recognized() {
+        for p in ["/", "/a", "/a/b.c", "/a/..b", "/.x/y"] {
+            assert!(looks_normal(p), "{p}");
+            assert_eq!(crate::normalize(p).unwrap(), p);
+        }
+        for p in ["", "a", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/.", "/.."] {
+            assert!(!looks_normal(p), "{p}");
         }
     }
 }

@@ -280,6 +280,8 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             validate_path(&path)?;
             md.drop_inline(&path, file_id).map(|_| Response::Ok)
         }
-        Request::Trace { on, names, dir } => crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok),
+        Request::Trace { on, names, dir } => {
+            crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok)
+        }
     }
 }

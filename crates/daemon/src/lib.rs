@@ -266,9 +266,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     if let Some(d) = &cfg.trace_dir {
-        trace::set_output(&state, d).map_err(|e| {
-            format!("--trace-dir {}: {}", d.display(), io::Error::from_raw_os_error(e))
-        })?;
+        trace::set_output(&state, d)
+            .map_err(|e| format!("--trace-dir {}: {}", d.display(), io::Error::from_raw_os_error(e)))?;
     }
     if let Some(names) = &cfg.trace {
         if cfg.trace_dir.is_none() {

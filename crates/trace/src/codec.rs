@@ -257,7 +257,12 @@ pub fn decode_blocks(buf: &[u8], mut pos: usize, base_ns: u64) -> Result<Vec<(u3
         let head = c.take(BLOCK_HEAD_BYTES, "a block header");
         let head = match head {
             Ok(h) => h,
-            Err(e) => return err(e.offset, format!("truncated: the file ends inside a block header ({} records read before it)", out.len())),
+            Err(e) => {
+                return err(
+                    e.offset,
+                    format!("truncated: the file ends inside a block header ({} records read before it)", out.len()),
+                )
+            }
         };
         if &head[..4] != BLOCK_MAGIC {
             return err(pos, "corrupt: no block starts here (bad block magic)");
@@ -324,7 +329,12 @@ mod tests {
     use super::*;
 
     fn header() -> Header {
-        Header { pid: 42, base_ns: 1_700_000_000_000_000_000, role: "client".into(), tracepoints: vec![(4, "write".into())] }
+        Header {
+            pid: 42,
+            base_ns: 1_700_000_000_000_000_000,
+            role: "client".into(),
+            tracepoints: vec![(4, "write".into())],
+        }
     }
 
     fn sample(i: u64) -> Record {
@@ -332,7 +342,7 @@ mod tests {
             tp: 4,
             ts_ns: header().base_ns + 1000 * i,
             dur_ns: 12_345 + i,
-            daemon: if i % 2 == 0 { Some(i as u32) } else { None },
+            daemon: if i.is_multiple_of(2) { Some(i as u32) } else { None },
             result: if i == 3 { -libc::ENOENT } else { 0 },
             arg: libc::O_CREAT as u64,
             offset: i << 40,
@@ -358,21 +368,44 @@ mod tests {
     #[test]
     fn records_round_trip_with_extreme_values() {
         let mut recs: Vec<Record> = (0..8).map(sample).collect();
-        recs.push(Record { tp: u16::MAX, ts_ns: u64::MAX, dur_ns: u64::MAX, daemon: Some(u32::MAX), result: i32::MIN, arg: u64::MAX, offset: u64::MAX, size: u64::MAX, file_id: u128::MAX, path: String::new() });
+        recs.push(Record {
+            tp: u16::MAX,
+            ts_ns: u64::MAX,
+            dur_ns: u64::MAX,
+            daemon: Some(u32::MAX),
+            result: i32::MIN,
+            arg: u64::MAX,
+            offset: u64::MAX,
+            size: u64::MAX,
+            file_id: u128::MAX,
+            path: String::new(),
+        });
         let bytes = file(&recs);
         let (h, at) = decode_header(&bytes).unwrap();
         assert_eq!(h, header());
-        let got: Vec<Record> = decode_blocks(&bytes, at, h.base_ns).unwrap().into_iter().map(|(t, r)| {
-            assert_eq!(t, 7);
-            r
-        }).collect();
+        let got: Vec<Record> = decode_blocks(&bytes, at, h.base_ns)
+            .unwrap()
+            .into_iter()
+            .map(|(t, r)| {
+                assert_eq!(t, 7);
+                r
+            })
+            .collect();
         assert_eq!(got, recs);
     }
 
     #[test]
     fn small_records_are_compact() {
         let mut p = Vec::new();
-        let r = Record { tp: 3, ts_ns: header().base_ns + 5_000_000, dur_ns: 40_000, daemon: Some(1), size: 4096, path: "/a".into(), ..Default::default() };
+        let r = Record {
+            tp: 3,
+            ts_ns: header().base_ns + 5_000_000,
+            dur_ns: 40_000,
+            daemon: Some(1),
+            size: 4096,
+            path: "/a".into(),
+            ..Default::default()
+        };
         encode_record(&mut p, &r, header().base_ns);
         assert!(p.len() <= 20, "{} bytes", p.len());
     }

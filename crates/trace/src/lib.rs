@@ -69,7 +69,13 @@ mod tests {
             .map(|t| {
                 std::thread::spawn(move || {
                     for i in 0..per_thread {
-                        record(&Record { tp: 4, ts_ns: now_ns(), size: t * 1_000_000 + i, path: format!("/t{t}/{i}"), ..Default::default() });
+                        record(&Record {
+                            tp: 4,
+                            ts_ns: now_ns(),
+                            size: t * 1_000_000 + i,
+                            path: format!("/t{t}/{i}"),
+                            ..Default::default()
+                        });
                     }
                 })
             })

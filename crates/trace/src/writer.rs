@@ -146,7 +146,8 @@ extern "C" fn in_forked_child() {
 fn open_file(s: &Sink, pid: u32) -> std::io::Result<File> {
     let stem = format!("{}-{pid}", s.role.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
     let tracepoints = ALL.iter().map(|t| (t.id, t.name.to_string())).collect();
-    let header = encode_header(&Header { pid, base_ns: BASE_NS.load(Ordering::Relaxed), role: s.role.clone(), tracepoints });
+    let header =
+        encode_header(&Header { pid, base_ns: BASE_NS.load(Ordering::Relaxed), role: s.role.clone(), tracepoints });
     for n in 0..1000 {
         let name = if n == 0 { format!("{stem}.gtrace") } else { format!("{stem}.{n}.gtrace") };
         match OpenOptions::new().append(true).create_new(true).mode(0o600).open(s.dir.join(name)) {

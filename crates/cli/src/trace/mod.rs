@@ -76,9 +76,9 @@ fn switch(inst: &InstanceArgs, on: bool, names: &str, dir: Option<PathBuf>) -> R
     for d in 0..client.daemon_count() {
         match client.trace_daemon(d, on, names, dir_s.as_deref()) {
             Ok(()) => {}
-            Err(e) if e.0 == libc::EINVAL && on => failed.push(format!(
-                "daemon {d}: no trace directory (pass --dir DIR, or start with --trace-dir)"
-            )),
+            Err(e) if e.0 == libc::EINVAL && on => {
+                failed.push(format!("daemon {d}: no trace directory (pass --dir DIR, or start with --trace-dir)"))
+            }
             Err(e) => failed.push(format!(
                 "daemon {d}: {}",
                 client.last_transport_error().filter(|_| e.0 == libc::EIO).unwrap_or_else(|| e.to_string())

@@ -75,7 +75,8 @@ fn timeline(f: &TraceFile, first_ns: u64, path: &Path) -> Result<(), String> {
     let mut lanes: Vec<String> = f.records.iter().map(|(_, r)| f.tracepoint_name(r.tp).to_string()).collect();
     lanes.sort();
     lanes.dedup();
-    let end_s = f.records.iter().map(|(_, r)| (r.ts_ns + r.dur_ns).saturating_sub(first_ns)).max().unwrap_or(1) as f64 / 1e9;
+    let end_s =
+        f.records.iter().map(|(_, r)| (r.ts_ns + r.dur_ns).saturating_sub(first_ns)).max().unwrap_or(1) as f64 / 1e9;
     let height = 120 + 40 * lanes.len().max(1) as u32;
     let root = BitMapBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE).map_err(e2s)?;

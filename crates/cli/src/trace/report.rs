@@ -103,7 +103,7 @@ pub fn summarize(files: &[TraceFile]) -> Summary {
     };
     let (mut written, mut read) = (BTreeSet::new(), BTreeSet::new());
     for f in files {
-        let mut per = BTreeMap::new();
+        let mut per: BTreeMap<String, OpStats> = BTreeMap::new();
         let client = is_client(f);
         for (_, r) in &f.records {
             let name = f.tracepoint_name(r.tp).to_string();
@@ -111,7 +111,7 @@ pub fn summarize(files: &[TraceFile]) -> Summary {
             // A truncate's size is the size set, not bytes moved.
             let bytes = if name == "truncate" { 0 } else { r.size };
             s.ops.entry(name.clone()).or_default().add(bytes, r.dur_ns, failed);
-            per.entry(name.clone()).or_insert_with(OpStats::default).add(bytes, r.dur_ns, failed);
+            per.entry(name.clone()).or_default().add(bytes, r.dur_ns, failed);
             s.records += 1;
             s.first_ns = s.first_ns.min(r.ts_ns);
             s.last_ns = s.last_ns.max(r.ts_ns.saturating_add(r.dur_ns));
