@@ -213,3 +213,37 @@ fn damaged_trace_files_are_reported_clearly() {
     let o = Command::new(gust_bin()).args(["trace", "report"]).arg(empty.path()).output().unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no trace files"), "{}", text(&o));
 }
+
+/// `gust start --trace chunk --trace-dir D` traces the daemons from their start,
+/// and a daemon stopped by `gust stop` writes what it buffered at exit: its chunk
+/// records count exactly the bytes written, and nothing else is recorded.
+#[test]
+fn daemons_traced_from_start_write_their_records_at_exit() {
+    let dir = tempfile::Builder::new().prefix("gust-trace-start").tempdir_in("/tmp").unwrap();
+    let d = dir.path().join("t");
+    let mut inst =
+        Instance::start_with(2, &["--chunk-size", "64k", "--trace", "chunk", "--trace-dir", d.to_str().unwrap()]);
+    let c = inst.client();
+    let data: Vec<u8> = (0..1_000_003u32).map(|i| i as u8).collect();
+    let fd = c.open("/big", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    assert_eq!(c.write(fd, &data).unwrap(), data.len());
+    c.close(fd).unwrap();
+    let fd = c.open("/big", libc::O_RDONLY, 0).unwrap();
+    let mut back = vec![0u8; data.len() + 10];
+    assert_eq!(c.read(fd, &mut back).unwrap(), data.len());
+    c.close(fd).unwrap();
+    drop(c);
+    inst.stop();
+    let s = report(&d, &dir.path().join("report"));
+    assert_eq!(s["trace_files"], 2, "{s:#}");
+    let names: Vec<&str> = s["ops"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["chunk_read", "chunk_write"], "only the chunk group: {s:#}");
+    let bytes =
+        |n: &str| s["ops"].as_array().unwrap().iter().find(|o| o["name"] == n).unwrap()["bytes"].as_u64().unwrap();
+    assert_eq!(bytes("chunk_write"), data.len() as u64);
+    assert_eq!(bytes("chunk_read"), data.len() as u64);
+    // 1,000,003 bytes in 64 KiB chunks over 2 daemons: both served some.
+    let served: Vec<u64> =
+        s["daemons"].as_array().unwrap().iter().map(|d| d["served_bytes"].as_u64().unwrap()).collect();
+    assert!(served.len() == 2 && served.iter().all(|b| *b > 0), "{s:#}");
+}
