@@ -247,3 +247,43 @@ fn daemons_traced_from_start_write_their_records_at_exit() {
         s["daemons"].as_array().unwrap().iter().map(|d| d["served_bytes"].as_u64().unwrap()).collect();
     assert!(served.len() == 2 && served.iter().all(|b| *b > 0), "{s:#}");
 }
+
+/// A forked child (a bash subshell) records into a file of its own and does not
+/// write its parent's buffered records again: every write is counted once.
+#[test]
+fn forked_children_trace_into_their_own_files() {
+    let inst = Instance::start(2);
+    let local = tempfile::Builder::new().prefix("gust-trace-fork").tempdir_in("/tmp").unwrap();
+    let dir = local.path().join("t");
+    // The parent writes first (its record is buffered when the subshells fork).
+    let script = "echo p > /gustfs/p; for i in 1 2 3; do ( echo $i > /gustfs/f$i ); done; echo q >> /gustfs/p";
+    let o = Command::new(gust_bin())
+        .args(["run", "--", "bash", "-c", script])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .env("GUST_TRACE", "write")
+        .env("GUST_TRACE_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = local.path().join("report");
+    let s = report(&dir, &out);
+    assert_eq!(op_count(&s, "write"), 5, "{s:#}");
+    assert_eq!(s["trace_files"], 4, "the shell and three subshells: {s:#}");
+    assert_eq!(s["bytes_written"], 10, "{s:#}");
+    let v: Value = serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
+    let mut writes: Vec<(u64, String)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "write")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["args"]["path"].as_str().unwrap().to_string()))
+        .collect();
+    writes.sort();
+    let pids: BTreeSet<u64> = writes.iter().map(|w| w.0).collect();
+    assert_eq!(pids.len(), 4, "{writes:?}");
+    let paths: Vec<&str> = writes.iter().map(|w| w.1.as_str()).collect();
+    assert_eq!(paths.iter().filter(|p| **p == "/p").count(), 2, "{writes:?}");
+    for f in ["/f1", "/f2", "/f3"] {
+        assert_eq!(paths.iter().filter(|p| **p == f).count(), 1, "{writes:?}");
+    }
+}
