@@ -4,10 +4,11 @@
 # .cargo/config.toml); it needs a C++ compiler and libclang (bindgen). The
 # multi-node tests run sshd, munge, slurmctld and slurmd on test nodes they create
 # (tests/cluster/testcluster.sh); bc is for bench/start_hosts.sh; prometheus gives
-# promtool and a real Prometheus server for the metrics test (tests/tests/observe.rs).
+# promtool and a real Prometheus server for the metrics test (tests/tests/observe.rs);
+# fonts-dejavu-core is the font `gust trace report` draws its plots' text with.
 set -euo pipefail
 pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 python3-venv libc6-dev iproute2 util-linux
-  openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus)
+  openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

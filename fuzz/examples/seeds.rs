@@ -59,6 +59,7 @@ fn requests() -> Vec<Request> {
         Request::Metrics,
         Request::CloseWrite { path: "/a".into() },
         Request::Events { after_seq: 3, prefix: "/".into(), max_entries: 16 },
+        Request::Trace { on: true, names: "md,chunk".into(), dir: Some("/tmp/t".into()) },
         Request::Remove { path: "/a".into(), kind: RemoveKind::Moved },
     ]
 }

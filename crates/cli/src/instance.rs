@@ -116,6 +116,13 @@ pub struct StartArgs {
     /// flush`, and at `gust stop`). --local instances only.
     #[arg(long, value_name = "DIR")]
     cache_of: Option<PathBuf>,
+    /// Daemon tracepoints on from the start (names or groups: md, chunk, daemon);
+    /// needs --trace-dir. `gust trace on|off` switches them later.
+    #[arg(long, value_name = "NAMES")]
+    trace: Option<String>,
+    /// Directory for the daemons' trace files (one per daemon).
+    #[arg(long, value_name = "DIR")]
+    trace_dir: Option<PathBuf>,
 }
 
 /// Options `gust start` passes on to every daemon.
@@ -124,6 +131,8 @@ struct DaemonOptions {
     tuning: Vec<String>,
     metrics: Option<String>,
     events_cap: Option<u64>,
+    /// --trace and --trace-dir, as daemon arguments.
+    trace: Vec<String>,
 }
 
 impl StartArgs {
@@ -131,7 +140,24 @@ impl StartArgs {
         if let Some(m) = &self.metrics {
             metrics_addr(m, 0)?;
         }
-        Ok(DaemonOptions { tuning: self.tuning_options(), metrics: self.metrics.clone(), events_cap: self.events_cap })
+        let mut trace = Vec::new();
+        if let Some(d) = &self.trace_dir {
+            let abs = std::path::absolute(d).map_err(|e| format!("--trace-dir {}: {e}", d.display()))?;
+            trace.extend(["--trace-dir".to_string(), abs.display().to_string()]);
+        }
+        if let Some(t) = &self.trace {
+            if self.trace_dir.is_none() {
+                return Err("--trace needs --trace-dir (where the daemons' trace files go)".into());
+            }
+            gust_trace::registry::select(t).map_err(|e| format!("--trace: {e}"))?;
+            trace.extend(["--trace".to_string(), t.clone()]);
+        }
+        Ok(DaemonOptions {
+            tuning: self.tuning_options(),
+            metrics: self.metrics.clone(),
+            events_cap: self.events_cap,
+            trace,
+        })
     }
 
     /// Worker threads, request memory and stall timeout, as daemon arguments.
@@ -160,6 +186,7 @@ impl DaemonOptions {
         if let Some(c) = self.events_cap {
             v.extend(["--events-cap".to_string(), c.to_string()]);
         }
+        v.extend(self.trace.iter().cloned());
         Ok(v)
     }
 }
@@ -198,9 +225,11 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             || a.metrics.is_some()
             || a.events_cap.is_some()
             || a.cache_of.is_some()
+            || a.trace.is_some()
+            || a.trace_dir.is_some()
         {
             return Err(
-                "--hosts-file, --restart, --force, --metrics, --events-cap and --cache-of are for --local instances"
+                "--hosts-file, --restart, --force, --metrics, --events-cap, --cache-of and --trace are for --local instances"
                     .into(),
             );
         }

@@ -11,6 +11,7 @@ mod probe;
 mod run;
 mod stage;
 mod stats;
+mod trace;
 mod writeback;
 
 use clap::{Parser, Subcommand};
@@ -99,6 +100,12 @@ enum Cmd {
         /// Bound on the event log (`gust events`); 0 turns it off.
         #[arg(long, value_parser = parse_size, default_value = "16MiB")]
         events_cap: u64,
+        /// Directory for this daemon's trace file (`gust trace`).
+        #[arg(long, value_name = "DIR")]
+        trace_dir: Option<PathBuf>,
+        /// Daemon tracepoints on from the start (names or groups: md, chunk, daemon).
+        #[arg(long, value_name = "NAMES")]
+        trace: Option<String>,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -143,6 +150,10 @@ enum Cmd {
     Umount(mount::UmountArgs),
     /// Describe this node for GustFS as JSON: local storage, memory, cores, network.
     Probe(probe::ProbeArgs),
+    /// Tracepoints: `gust trace on|off NAMES` switches a running instance's daemons;
+    /// `gust trace report DIR` summarizes trace files, plots them and writes Chrome
+    /// trace JSON. Clients trace with GUST_TRACE=NAMES GUST_TRACE_DIR=DIR.
+    Trace(trace::TraceArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -166,6 +177,8 @@ fn main() -> ExitCode {
             stall_timeout,
             metrics,
             events_cap,
+            trace_dir,
+            trace,
         } => {
             let defaults = gust_daemon::server::ServerOptions::default();
             let server = gust_daemon::server::ServerOptions {
@@ -187,6 +200,8 @@ fn main() -> ExitCode {
                 check_parent,
                 metrics_listen: metrics,
                 events_cap_bytes: events_cap as usize,
+                trace_dir,
+                trace,
             })
         }
         Cmd::Start(a) => instance::start(a),
@@ -204,6 +219,7 @@ fn main() -> ExitCode {
         Cmd::Mount(a) => mount::mount(a),
         Cmd::Umount(a) => mount::umount(a),
         Cmd::Probe(a) => probe::run(a),
+        Cmd::Trace(a) => trace::run(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 const TRANSFER_WINDOW_BYTES: u64 = 16 << 20;
 
 impl Client {
-    pub fn read(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
+    pub(crate) fn read_impl(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
         let f = self.file(fd)?;
         let mut off = f.offset.lock().unwrap();
         let n = self.read_file(&f, buf, *off)?;
@@ -27,12 +27,12 @@ impl Client {
         Ok(n)
     }
 
-    pub fn pread(&self, fd: i32, buf: &mut [u8], offset: u64) -> Result<usize> {
+    pub(crate) fn pread_impl(&self, fd: i32, buf: &mut [u8], offset: u64) -> Result<usize> {
         let f = self.file(fd)?;
         self.read_file(&f, buf, offset)
     }
 
-    pub fn write(&self, fd: i32, buf: &[u8]) -> Result<usize> {
+    pub(crate) fn write_impl(&self, fd: i32, buf: &[u8]) -> Result<usize> {
         let f = self.file_unsettled(fd)?;
         if let Some(n) = self.write_pending(&f, buf, None)? {
             return Ok(n);
@@ -55,7 +55,7 @@ impl Client {
 
     /// Writes at `offset`; on a descriptor opened with O_APPEND, Linux appends
     /// anyway, and so does this.
-    pub fn pwrite(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
+    pub(crate) fn pwrite_impl(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
         let f = self.file_unsettled(fd)?;
         if let Some(n) = self.write_pending(&f, buf, Some(offset))? {
             return Ok(n);
@@ -302,7 +302,7 @@ impl Client {
         Ok(())
     }
 
-    pub fn truncate(&self, path: &str, size: u64) -> Result<()> {
+    pub(crate) fn truncate_impl(&self, path: &str, size: u64) -> Result<()> {
         let (p, r) = self.resolve(path)?;
         if r.kind == FileKind::Dir {
             return Err(Errno(libc::EISDIR));
@@ -310,7 +310,7 @@ impl Client {
         self.truncate_resolved(&p, size)
     }
 
-    pub fn ftruncate(&self, fd: i32, size: u64) -> Result<()> {
+    pub(crate) fn ftruncate_impl(&self, fd: i32, size: u64) -> Result<()> {
         let f = self.file(fd)?;
         if f.kind == FileKind::Dir {
             return Err(Errno(libc::EISDIR));
@@ -322,7 +322,7 @@ impl Client {
     }
 
     /// Makes the file's data and the metadata log durable on every daemon involved.
-    pub fn fsync(&self, fd: i32) -> Result<()> {
+    pub(crate) fn fsync_impl(&self, fd: i32) -> Result<()> {
         let f = self.file(fd)?;
         self.sync_file(&f)
     }

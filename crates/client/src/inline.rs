@@ -72,7 +72,7 @@ impl Client {
     /// closed or used otherwise than by writes (see the module doc): one request for
     /// create + write + close of a small file. With O_EXCL only when the client was
     /// told so by `set_defer_exclusive_create` (EEXIST then comes from close).
-    pub fn open_deferred(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
+    pub(crate) fn open_deferred_impl(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         // Cache mode fetches an existing file of the shared file system first, which
@@ -83,11 +83,11 @@ impl Client {
             && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECTORY) == 0
             && (flags & libc::O_EXCL == 0 || self.defer_exclusive_create.load(Ordering::Relaxed));
         if !eligible {
-            return self.open(path, flags, mode);
+            return self.open_stat_impl(path, flags, mode).map(|(fd, _)| fd);
         }
         let p = self.norm(path)?;
         if p == "/" {
-            return self.open(path, flags, mode);
+            return self.open_stat_impl(path, flags, mode).map(|(fd, _)| fd);
         }
         self.check_parent(&p)?;
         let pending = Pending {
@@ -224,7 +224,7 @@ impl Client {
         }
         let (fd, _, resolved) = self.open_resolved(&path, f.flags, p.mode)?;
         let opened = self.file_unsettled(fd)?;
-        let _ = self.close(fd);
+        let _ = self.close_impl(fd);
         f.settle_id(opened.file_id());
         if resolved != path {
             *f.path.write().unwrap() = resolved;

@@ -24,7 +24,8 @@
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
 //! file system directory, fetched on first open), `events` (the daemons' event
-//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing).
+//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing),
+//! `traced` (the public entry points, each a tracepoint of gust-trace).
 
 mod cache;
 mod credentials;
@@ -44,6 +45,7 @@ mod size_cache;
 mod staging;
 mod stat;
 mod status;
+mod traced;
 
 use gust_hosts::HostsFile;
 use gust_placement::{Distributor, WideStriping};
@@ -72,6 +74,7 @@ pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use staging::ReadLogPage;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
+pub use traced::flush_trace;
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.
 #[derive(Debug, Clone)]
@@ -132,6 +135,9 @@ impl Client {
 
     /// Reads the hosts file and secret. Connections open lazily on first use.
     pub fn open_instance(hosts_path: &Path, opts: ClientOptions) -> std::result::Result<Client, String> {
+        // GUST_TRACE names the tracepoints this process records (gust-trace); every
+        // front end's client comes through here.
+        gust_trace::init_from_env("client")?;
         let hosts = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
         if hosts.daemons.is_empty() {
             return Err(format!("{}: no daemon registered yet", hosts_path.display()));

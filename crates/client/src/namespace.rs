@@ -94,7 +94,7 @@ impl Client {
 
     /// Follows a symlink at the last component. Answered from a recent listing when
     /// it returned this entry (listing.rs).
-    pub fn stat(&self, path: &str) -> Result<Stat> {
+    pub(crate) fn stat_impl(&self, path: &str) -> Result<Stat> {
         let p = self.norm(path)?;
         if let Some(r) = self.listing.get(&p).filter(|r| r.kind != FileKind::Symlink) {
             return Ok(Stat::from_record(&r, self.chunk_size));
@@ -104,7 +104,7 @@ impl Client {
     }
 
     /// Answered from a recent listing when it returned this entry (listing.rs).
-    pub fn lstat(&self, path: &str) -> Result<Stat> {
+    pub(crate) fn lstat_impl(&self, path: &str) -> Result<Stat> {
         let p = self.norm(path)?;
         if let Some(r) = self.listing.get(&p) {
             return Ok(Stat::from_record(&r, self.chunk_size));
@@ -112,7 +112,7 @@ impl Client {
         Ok(Stat::from_record(&self.lookup(&p)?, self.chunk_size))
     }
 
-    pub fn fstat(&self, fd: i32) -> Result<Stat> {
+    pub(crate) fn fstat_impl(&self, fd: i32) -> Result<Stat> {
         let f = self.file(fd)?;
         let r = self.get_record(&f.path())?;
         Ok(Stat::from_record(&r, self.chunk_size))
@@ -151,7 +151,7 @@ impl Client {
     /// gets EPERM. `None` leaves an id unchanged (-1 in C). The change clears the
     /// set-user-id bit of a non-directory (and set-group-id with group execute), as
     /// Linux does, and sets ctime.
-    pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<Stat> {
+    pub(crate) fn chown_impl(&self, path: &str, uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<Stat> {
         let (p, r) = if follow {
             self.resolve(path)?
         } else {
@@ -200,7 +200,7 @@ impl Client {
         }
     }
 
-    pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+    pub(crate) fn mkdir_impl(&self, path: &str, mode: u32) -> Result<()> {
         self.listing.invalidate();
         let p = self.norm(path)?;
         if p == "/" {
@@ -232,7 +232,7 @@ impl Client {
         }
     }
 
-    pub fn rmdir(&self, path: &str) -> Result<()> {
+    pub(crate) fn rmdir_impl(&self, path: &str) -> Result<()> {
         self.listing.invalidate();
         let p = self.norm(path)?;
         if p == "/" {
@@ -262,7 +262,7 @@ impl Client {
 
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that
     /// holds its chunks (none for an empty file).
-    pub fn unlink(&self, path: &str) -> Result<()> {
+    pub(crate) fn unlink_impl(&self, path: &str) -> Result<()> {
         self.listing.invalidate();
         let p = self.norm(path)?;
         if p == "/" {
@@ -276,7 +276,7 @@ impl Client {
         self.remove_chunks(&r)
     }
 
-    pub fn symlink(&self, target: &str, linkpath: &str) -> Result<()> {
+    pub(crate) fn symlink_impl(&self, target: &str, linkpath: &str) -> Result<()> {
         self.listing.invalidate();
         let p = self.norm(linkpath)?;
         if target.is_empty() {
@@ -319,13 +319,19 @@ impl Client {
         self.call_md(&p, req).map(|_| ())
     }
 
-    pub fn chmod(&self, path: &str, mode: u32) -> Result<()> {
+    pub(crate) fn chmod_impl(&self, path: &str, mode: u32) -> Result<()> {
         self.set_attr(path, Some(mode), None, None, true)
     }
 
     /// Sets access and modification times (nanoseconds since the epoch); `None`
     /// leaves one unchanged.
-    pub fn utimens(&self, path: &str, atime_ns: Option<i64>, mtime_ns: Option<i64>, follow: bool) -> Result<()> {
+    pub(crate) fn utimens_impl(
+        &self,
+        path: &str,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
+        follow: bool,
+    ) -> Result<()> {
         self.set_attr(path, None, atime_ns, mtime_ns, follow)
     }
 }

@@ -85,6 +85,11 @@ impl OpenFile {
         *self.id.get().expect("descriptor settled before use")
     }
 
+    /// The file id, `None` while a deferred create is not sent (for trace records).
+    pub(crate) fn file_id_if_known(&self) -> Option<u128> {
+        self.id.get().copied()
+    }
+
     /// Fixes the file id of a deferred create once it is settled (first call wins).
     pub(crate) fn settle_id(&self, id: u128) {
         let _ = self.id.set(id);
@@ -156,7 +161,7 @@ impl Client {
 
     /// `open` that also returns the attributes it fetched anyway, saving a front end
     /// (FUSE create, preload open+fstat) one `fstat` RPC.
-    pub fn open_stat(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat)> {
+    pub(crate) fn open_stat_impl(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat)> {
         let (fd, st, _) = self.open_resolved(path, flags, mode)?;
         Ok((fd, st))
     }
@@ -264,7 +269,7 @@ impl Client {
     /// FUSE mount, which may trust attributes within their timeout. If the path names
     /// another file by now, I/O through the descriptor fails with ESTALE, as for any
     /// descriptor whose path was replaced. O_CREAT and O_TRUNC need `open`.
-    pub fn open_known(&self, path: &str, flags: i32, file_id: u128, kind: FileKind) -> Result<i32> {
+    pub(crate) fn open_known_impl(&self, path: &str, flags: i32, file_id: u128, kind: FileKind) -> Result<i32> {
         let p = self.norm(path)?;
         if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 || kind == FileKind::Symlink {
             return Err(Errno(libc::EINVAL));
@@ -311,7 +316,7 @@ impl Client {
     /// what the open would have said) is close's error, the descriptor closed
     /// anyway. The last close of a description that wrote data costs one more RPC:
     /// the path's daemon records IN_CLOSE_WRITE for `gust events` (best effort).
-    pub fn close(&self, fd: i32) -> Result<()> {
+    pub(crate) fn close_impl(&self, fd: i32) -> Result<()> {
         let f = self.files.remove(fd)?;
         let sized = self.flush_size(&f);
         // A dup of it (or a call in flight on another thread) may still write:

@@ -20,7 +20,7 @@ const READDIR_PAGE_ENTRIES: u32 = READDIR_PAGE_ENTRIES_MAX;
 impl Client {
     /// Opens a directory listing that pulls pages lazily, daemon by daemon, so a
     /// directory of millions of entries never needs one large message or buffer.
-    pub fn opendir(&self, path: &str) -> Result<DirStream<'_>> {
+    pub(crate) fn opendir_impl(&self, path: &str) -> Result<DirStream<'_>> {
         let (p, r) = self.resolve(path)?;
         if r.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));

@@ -67,7 +67,7 @@ fn batches<T>(items: &[T], bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
 }
 
 impl Client {
-    pub fn rename(&self, old: &str, new: &str) -> Result<()> {
+    pub(crate) fn rename_impl(&self, old: &str, new: &str) -> Result<()> {
         self.listing.invalidate();
         let old = self.norm(old)?;
         let new = normalize(new)?;

@@ -60,8 +60,12 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
     if let Some(d) = dir_of(&req) {
         state.metrics.dirs.note(d);
     }
+    let traced = crate::trace::start(&req);
     let reply = serve(state, req, bulk_in, bulk_out);
     state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
+    if let Some(t) = traced {
+        t.finish(state, &reply, bulk_in.len(), bulk_out.len());
+    }
     reply
 }
 
@@ -290,6 +294,9 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             let max = max_entries.clamp(1, READ_LOG_PAGE_ENTRIES_MAX) as usize;
             let (entries, done, dropped) = state.read_log.page(after, max, SCAN_PAGE_BYTES_MAX);
             Ok(Response::ReadLog { entries, done, dropped })
+        }
+        Request::Trace { on, names, dir } => {
+            crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok)
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod read_log;
 pub mod server;
 pub mod stage;
 pub mod state;
+pub mod trace;
 
 use gust_hosts::{DaemonEntry, HostsFile};
 use gust_transport::{Endpoint, Listener};
@@ -50,6 +51,11 @@ pub struct DaemonConfig {
     pub metrics_listen: Option<String>,
     /// Bound on the event log's bytes (`gust events`); 0: no event log.
     pub events_cap_bytes: usize,
+    /// Directory for this daemon's trace file (gust-trace); `gust trace on --dir`
+    /// may give one later.
+    pub trace_dir: Option<PathBuf>,
+    /// Daemon tracepoints (names or groups) on from the start; needs `trace_dir`.
+    pub trace: Option<String>,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -261,6 +267,18 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
+    if let Some(d) = &cfg.trace_dir {
+        trace::set_output(&state, d)
+            .map_err(|e| format!("--trace-dir {}: {}", d.display(), io::Error::from_raw_os_error(e)))?;
+    }
+    if let Some(names) = &cfg.trace {
+        if cfg.trace_dir.is_none() {
+            return Err("--trace needs --trace-dir (where the trace file goes)".into());
+        }
+        gust_trace::registry::select(names).map_err(|e| format!("--trace: {e}"))?;
+        trace::control(&state, true, names, None)
+            .map_err(|_| format!("--trace {names}: no daemon tracepoint named (daemon groups: daemon, md, chunk)"))?;
+    }
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).collect();
     ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;

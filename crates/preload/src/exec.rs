@@ -43,6 +43,8 @@ pub(crate) fn decode_fd(item: &str) -> Option<(c_int, Inherited)> {
 unsafe fn exports() -> Vec<CString> {
     // The new image re-opens inherited descriptors by path: deferred creates first.
     crate::settle_deferred(false);
+    // exec runs no atexit handler: this image's trace records go to its file now.
+    gust_client::flush_trace();
     let mut out = Vec::new();
     let mut items = String::new();
     for (kfd, cfd) in all_ours() {

@@ -301,6 +301,13 @@ requests! {
     47 "stage_commit" StageCommitFiles { items: Vec<StageCommit> } idempotent(true),
     /// One page of what this daemon served reads of (`ReadLog`), file ids > `after`.
     48 "read_log" ReadLog { after: Option<u128>, max_entries: u32 } idempotent(true),
+    /// Switch this daemon's tracepoints named by `names` (comma-separated names or
+    /// groups of gust-trace's registry, or `all`) on or off. With `dir`, trace files
+    /// go to that directory on the daemon's node from now on (else to the one given
+    /// at start). Off flushes what the daemon buffered. EINVAL for an unknown name,
+    /// for `on` without any directory, or for names or a dir over `PATH_BYTES_MAX`;
+    /// the errno of creating the directory if that fails. Answered with `Ok`.
+    58 "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -734,6 +741,10 @@ mod tests {
                 Request::ReadLog { after: Some(7), max_entries: 9 },
                 "30000000  01 07000000000000000000000000000000  09000000".into(),
             ),
+            (
+                Request::Trace { on: true, names: "md".into(), dir: Some("/t".into()) },
+                "3a000000  01  0200000000000000 6d64  01 0200000000000000 2f74".into(),
+            ),
         ]
     }
 
@@ -805,6 +816,7 @@ mod tests {
                 (46, "stage_hash", true),
                 (47, "stage_commit", true),
                 (48, "read_log", true),
+                (58, "trace", true),
             ]
         );
         for (code, name) in OPS {
@@ -812,7 +824,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 48);
+        assert_eq!(OP_MAX, 58);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };

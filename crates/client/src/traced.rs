@@ -1,0 +1,252 @@
+//! The traced entry points: each public operation records one trace record (path
+//! or file, offset, size, latency, daemon, result) when its tracepoint is on
+//! (gust-trace; `GUST_TRACE=write,read` for a client process), around the
+//! operation its concept module implements (`*_impl`). While a tracepoint is off a
+//! call costs one relaxed load and a branch more than the operation itself.
+//!
+//! The daemon recorded is the one that holds the path's metadata record, or for a
+//! read or write the one that holds its first chunk.
+//!
+//! Not for: what the operations do (their modules); the record format (gust-trace).
+
+use crate::{normalize, Client, DirStream, Errno, Result, Stat};
+use gust_proto::FileKind;
+use gust_trace::registry::{self as tp, Tracepoint};
+use gust_trace::Record;
+
+/// Writes this process's buffered trace records to its trace file (before an
+/// exec, which runs no atexit handler; exit does it by itself).
+pub fn flush_trace() {
+    gust_trace::flush();
+}
+
+/// Whether `p` is already in normal form (absolute, no empty, `.` or `..`
+/// component, no trailing slash), as front ends hand paths over: a record then
+/// costs no normalization (an allocation) to find the path's daemon.
+fn looks_normal(p: &str) -> bool {
+    p == "/"
+        || (p.starts_with('/')
+            && !p.ends_with('/')
+            && !p.contains("//")
+            && !p.contains("/./")
+            && !p.contains("/../")
+            && !p.ends_with("/.")
+            && !p.ends_with("/.."))
+}
+
+fn result_code<T>(r: &Result<T>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(Errno(e)) => -e,
+    }
+}
+
+impl Client {
+    /// Runs `f`, an operation on `path`, recording it at `tp` if on.
+    #[inline(always)]
+    fn on_path<T>(
+        &self,
+        tp: &'static Tracepoint,
+        path: &str,
+        arg: u64,
+        f: impl FnOnce() -> Result<T>,
+        size: impl FnOnce(&T) -> u64,
+    ) -> Result<T> {
+        let Some(t) = gust_trace::start(tp) else { return f() };
+        let r = f();
+        let daemon = if looks_normal(path) {
+            Some(self.md_daemon(path))
+        } else {
+            normalize(path).ok().map(|p| self.md_daemon(&p))
+        };
+        t.finish(Record {
+            daemon,
+            result: result_code(&r),
+            arg,
+            size: r.as_ref().map_or(0, size),
+            path: path.to_string(),
+            ..Default::default()
+        });
+        r
+    }
+
+    /// Runs `f`, an operation on descriptor `fd` at `offset` (the descriptor's own
+    /// offset if `None`), recording it at `tp` if on.
+    #[inline(always)]
+    fn on_fd<T>(
+        &self,
+        tp: &'static Tracepoint,
+        fd: i32,
+        offset: Option<u64>,
+        f: impl FnOnce() -> Result<T>,
+        size: impl FnOnce(&T) -> u64,
+    ) -> Result<T> {
+        let Some(t) = gust_trace::start(tp) else { return f() };
+        let file = self.files.get(fd).ok();
+        let offset = offset.or_else(|| file.as_ref().map(|f| *f.offset.lock().unwrap())).unwrap_or(0);
+        let r = f();
+        let size = r.as_ref().map_or(0, size);
+        let (path, file_id, daemon) = match &file {
+            Some(f) => {
+                let (path, id) = (f.path(), f.file_id_if_known().unwrap_or(0));
+                let daemon = if size > 0 && f.kind == FileKind::File && id != 0 {
+                    self.dist.locate_chunk(id, offset / self.chunk_size)
+                } else {
+                    self.md_daemon(&path)
+                };
+                (path, id, Some(daemon))
+            }
+            None => (String::new(), 0, None),
+        };
+        t.finish(Record {
+            daemon,
+            result: result_code(&r),
+            arg: fd as u64,
+            offset,
+            size,
+            file_id,
+            path,
+            ..Default::default()
+        });
+        r
+    }
+
+    /// `open` that also returns the attributes it fetched anyway, saving a front end
+    /// (FUSE create, preload open+fstat) one `fstat` RPC.
+    pub fn open_stat(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat)> {
+        self.on_path(&tp::OPEN, path, flags as u64, || self.open_stat_impl(path, flags, mode), |_| 0)
+    }
+
+    /// Opens a file whose record the caller fetched recently (see `open_known_impl`).
+    pub fn open_known(&self, path: &str, flags: i32, file_id: u128, kind: FileKind) -> Result<i32> {
+        self.on_path(&tp::OPEN, path, flags as u64, || self.open_known_impl(path, flags, file_id, kind), |_| 0)
+    }
+
+    /// `open` with the create of a small file deferred to its close (inline.rs).
+    pub fn open_deferred(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
+        self.on_path(&tp::OPEN, path, flags as u64, || self.open_deferred_impl(path, flags, mode), |_| 0)
+    }
+
+    /// Closes a descriptor (see `close_impl`: a deferred create is sent now).
+    pub fn close(&self, fd: i32) -> Result<()> {
+        self.on_fd(&tp::CLOSE, fd, None, || self.close_impl(fd), |_| 0)
+    }
+
+    pub fn read(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
+        self.on_fd(&tp::READ, fd, None, || self.read_impl(fd, buf), |n| *n as u64)
+    }
+
+    pub fn pread(&self, fd: i32, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.on_fd(&tp::READ, fd, Some(offset), || self.pread_impl(fd, buf, offset), |n| *n as u64)
+    }
+
+    pub fn write(&self, fd: i32, buf: &[u8]) -> Result<usize> {
+        self.on_fd(&tp::WRITE, fd, None, || self.write_impl(fd, buf), |n| *n as u64)
+    }
+
+    /// Writes at `offset`; on a descriptor opened with O_APPEND, Linux appends
+    /// anyway, and so does this.
+    pub fn pwrite(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
+        self.on_fd(&tp::WRITE, fd, Some(offset), || self.pwrite_impl(fd, buf, offset), |n| *n as u64)
+    }
+
+    /// Sets a file's size (the record's `size` is the new size).
+    pub fn truncate(&self, path: &str, size: u64) -> Result<()> {
+        self.on_path(&tp::TRUNCATE, path, size, || self.truncate_impl(path, size), |_| 0)
+    }
+
+    pub fn ftruncate(&self, fd: i32, size: u64) -> Result<()> {
+        self.on_fd(&tp::TRUNCATE, fd, Some(size), || self.ftruncate_impl(fd, size), |_| 0)
+    }
+
+    /// Makes the file's data and the metadata log durable on every daemon involved.
+    pub fn fsync(&self, fd: i32) -> Result<()> {
+        self.on_fd(&tp::FSYNC, fd, None, || self.fsync_impl(fd), |_| 0)
+    }
+
+    /// Follows a symlink at the last component (see `stat_impl`).
+    pub fn stat(&self, path: &str) -> Result<Stat> {
+        self.on_path(&tp::STAT, path, 0, || self.stat_impl(path), |_| 0)
+    }
+
+    /// Does not follow a symlink at the last component (the record's arg is 1).
+    pub fn lstat(&self, path: &str) -> Result<Stat> {
+        self.on_path(&tp::STAT, path, 1, || self.lstat_impl(path), |_| 0)
+    }
+
+    pub fn fstat(&self, fd: i32) -> Result<Stat> {
+        self.on_fd(&tp::STAT, fd, Some(0), || self.fstat_impl(fd), |_| 0)
+    }
+
+    pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.on_path(&tp::MKDIR, path, mode as u64, || self.mkdir_impl(path, mode), |_| 0)
+    }
+
+    pub fn rmdir(&self, path: &str) -> Result<()> {
+        self.on_path(&tp::RMDIR, path, 0, || self.rmdir_impl(path), |_| 0)
+    }
+
+    pub fn unlink(&self, path: &str) -> Result<()> {
+        self.on_path(&tp::UNLINK, path, 0, || self.unlink_impl(path), |_| 0)
+    }
+
+    /// Recorded with the link's path.
+    pub fn symlink(&self, target: &str, linkpath: &str) -> Result<()> {
+        self.on_path(&tp::SYMLINK, linkpath, 0, || self.symlink_impl(target, linkpath), |_| 0)
+    }
+
+    /// Recorded with the old path.
+    pub fn rename(&self, old: &str, new: &str) -> Result<()> {
+        self.on_path(&tp::RENAME, old, 0, || self.rename_impl(old, new), |_| 0)
+    }
+
+    /// Opens a directory listing (recorded: the first page's request).
+    pub fn opendir(&self, path: &str) -> Result<DirStream<'_>> {
+        self.on_path(&tp::READDIR, path, 0, || self.opendir_impl(path), |_| 0)
+    }
+
+    pub fn chmod(&self, path: &str, mode: u32) -> Result<()> {
+        self.on_path(&tp::SETATTR, path, mode as u64, || self.chmod_impl(path, mode), |_| 0)
+    }
+
+    /// Sets times (`None`: unchanged); `follow` false for a symlink itself.
+    pub fn utimens(&self, path: &str, atime_ns: Option<i64>, mtime_ns: Option<i64>, follow: bool) -> Result<()> {
+        self.on_path(&tp::SETATTR, path, 0, || self.utimens_impl(path, atime_ns, mtime_ns, follow), |_| 0)
+    }
+
+    /// chown, lchown (`follow` false); see `chown_impl` for the rules.
+    pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<Stat> {
+        self.on_path(&tp::SETATTR, path, 0, || self.chown_impl(path, uid, gid, follow), |_| 0)
+    }
+}
+
+impl Client {
+    /// Switches daemon `daemon`'s tracepoints `names` on or off (`gust trace`), its
+    /// trace files going to `dir` on its node if given. EINVAL: no daemon
+    /// tracepoint named, or on without a directory.
+    pub fn trace_daemon(&self, daemon: u32, on: bool, names: &str, dir: Option<&str>) -> Result<()> {
+        let req = gust_proto::Request::Trace { on, names: names.to_string(), dir: dir.map(str::to_string) };
+        match self.transport.call(daemon, req)? {
+            gust_proto::Response::Ok => Ok(()),
+            r => Err(crate::error::unexpected(r)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_normal;
+
+    /// Paths in normal form are recognized as such, and anything normalization
+    /// would change is not (so the recorded daemon is always the path's).
+    #[test]
+    fn normal_paths_are_recognized() {
+        for p in ["/", "/a", "/a/b.c", "/a/..b", "/.x/y"] {
+            assert!(looks_normal(p), "{p}");
+            assert_eq!(crate::normalize(p).unwrap(), p);
+        }
+        for p in ["", "a", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/.", "/.."] {
+            assert!(!looks_normal(p), "{p}");
+        }
+    }
+}
