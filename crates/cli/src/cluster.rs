@@ -43,6 +43,7 @@ pub struct Common {
     pub port: Option<u16>,
     pub timeout_s: u64,
     pub daemon_options: Vec<String>,
+    pub placement: gust_hosts::Placement,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -82,12 +83,10 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
     let plan = launcher::Plan {
         method,
         base: o.base,
-        header: gust_hosts::HostsFile::new(
-            gust_hosts::new_instance_id(),
-            o.chunk_size_bytes,
-            o.mountdir,
-            o.check_parent,
-        ),
+        header: gust_hosts::HostsFile {
+            placement: o.placement,
+            ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
+        },
         port: o.port,
         network: c.network.clone(),
         auto_storage: o.auto_storage.then_some(c.capacity),

@@ -111,6 +111,15 @@ pub struct StartArgs {
     /// Bound on each daemon's event log (`gust events`); 0 turns event logs off.
     #[arg(long, value_parser = crate::parse_size)]
     events_cap: Option<u64>,
+    /// How chunks are placed: `wide` (every daemon equally) or `capacity` (weighted
+    /// by each daemon's capacity: its free space at start, or --declare-capacity).
+    #[arg(long, default_value = "wide")]
+    placement: gust_hosts::Placement,
+    /// Declare the capacity of the local daemons, one size for all or one per daemon
+    /// (e.g. 8MiB,8MiB,16MiB,32MiB): a daemon refuses writes past it with ENOSPC, and
+    /// capacity placement weighs it by it. For tests and trials on one disk.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', value_parser = crate::parse_size)]
+    declare_capacity: Vec<u64>,
 }
 
 /// Options `gust start` passes on to every daemon.
@@ -119,6 +128,8 @@ struct DaemonOptions {
     tuning: Vec<String>,
     metrics: Option<String>,
     events_cap: Option<u64>,
+    /// --declare-capacity: one size for all, or one per daemon id.
+    capacities: Vec<u64>,
 }
 
 impl StartArgs {
@@ -126,7 +137,12 @@ impl StartArgs {
         if let Some(m) = &self.metrics {
             metrics_addr(m, 0)?;
         }
-        Ok(DaemonOptions { tuning: self.tuning_options(), metrics: self.metrics.clone(), events_cap: self.events_cap })
+        Ok(DaemonOptions {
+            tuning: self.tuning_options(),
+            metrics: self.metrics.clone(),
+            events_cap: self.events_cap,
+            capacities: self.declare_capacity.clone(),
+        })
     }
 
     /// Worker threads, request memory and stall timeout, as daemon arguments.
@@ -154,6 +170,11 @@ impl DaemonOptions {
         }
         if let Some(c) = self.events_cap {
             v.extend(["--events-cap".to_string(), c.to_string()]);
+        }
+        let capacity =
+            if self.capacities.len() == 1 { self.capacities.first() } else { self.capacities.get(id as usize) };
+        if let Some(c) = capacity {
+            v.extend(["--capacity".to_string(), c.to_string()]);
         }
         Ok(v)
     }
@@ -187,8 +208,16 @@ fn tail(path: &Path, lines: usize) -> String {
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        if a.hosts_file.is_some() || a.restart || a.force || a.metrics.is_some() || a.events_cap.is_some() {
-            return Err("--hosts-file, --restart, --force, --metrics and --events-cap are for --local instances".into());
+        if a.hosts_file.is_some()
+            || a.restart
+            || a.force
+            || a.metrics.is_some()
+            || a.events_cap.is_some()
+            || !a.declare_capacity.is_empty()
+        {
+            return Err("--hosts-file, --restart, --force, --metrics, --events-cap and --declare-capacity are for \
+                        --local instances"
+                .into());
         }
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
@@ -199,12 +228,19 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             port: a.port,
             timeout_s: a.timeout,
             daemon_options: a.tuning_options(),
+            placement: a.placement,
         };
         return crate::cluster::start(&a.cluster, common);
     }
     let local = a.local.unwrap_or(1);
     if local == 0 {
         return Err("--local must be at least 1".into());
+    }
+    if a.declare_capacity.len() > 1 && a.declare_capacity.len() != local as usize {
+        return Err(format!(
+            "--declare-capacity lists {} sizes for {local} daemons (give one for all, or one per daemon)",
+            a.declare_capacity.len()
+        ));
     }
     let rootdir = a.rootdir.clone().unwrap_or_else(default_rootdir);
     let hosts_path = a.hosts_file.clone().unwrap_or_else(|| rootdir.join("gust.hosts"));
@@ -283,7 +319,8 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         private_dir(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     // Create the instance (header and secret) before any daemon, so all join it.
-    let hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
+    let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
+    hosts.placement = a.placement;
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
@@ -483,9 +520,10 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
     let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
     let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
     println!(
-        "instance {}  chunk size {}  mountdir {}  hosts file {}",
+        "instance {}  chunk size {}  placement {}  mountdir {}  hosts file {}",
         h.instance,
         human(h.chunk_size_bytes),
+        h.placement.name(),
         h.mountdir,
         p.display()
     );

@@ -98,6 +98,11 @@ enum Cmd {
         /// Bound on the event log (`gust events`); 0 turns it off.
         #[arg(long, value_parser = parse_size, default_value = "16MiB")]
         events_cap: u64,
+        /// Declare the chunk store's capacity (e.g. 8MiB): writes past it get ENOSPC,
+        /// and capacity placement weighs the daemon by it [default: the root
+        /// directory's free space, not enforced].
+        #[arg(long, value_parser = parse_size)]
+        capacity: Option<u64>,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -162,6 +167,7 @@ fn main() -> ExitCode {
             stall_timeout,
             metrics,
             events_cap,
+            capacity,
         } => {
             let defaults = gust_daemon::server::ServerOptions::default();
             let server = gust_daemon::server::ServerOptions {
@@ -183,6 +189,7 @@ fn main() -> ExitCode {
                 check_parent,
                 metrics_listen: metrics,
                 events_cap_bytes: events_cap as usize,
+                capacity_bytes: capacity,
             })
         }
         Cmd::Start(a) => instance::start(a),

@@ -22,7 +22,8 @@
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
 //! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
 //! `rename`, `find` (queries the daemons evaluate), `events` (the daemons' event
-//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing).
+//! logs), `status` (capacity, daemon counters), `spill` (chunk writes and reads
+//! when a full daemon's chunks go to the next), `rpc` (connections and framing).
 
 mod credentials;
 mod data;
@@ -38,11 +39,12 @@ mod rename;
 mod routing;
 mod rpc;
 mod size_cache;
+mod spill;
 mod stat;
 mod status;
 
 use gust_hosts::HostsFile;
-use gust_placement::{Distributor, WideStriping};
+use gust_placement::{CapacityWeighted, Distributor, WideStriping};
 use open_files::FdTable;
 use rpc::Transport;
 use std::path::{Path, PathBuf};
@@ -143,11 +145,17 @@ impl Client {
             opts.rpc_timeout,
             opts.force_tcp,
         );
+        let dist: Box<dyn Distributor> = match hosts.placement {
+            gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),
+            gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(
+                &hosts.daemons.iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect::<Vec<_>>(),
+            )),
+        };
         Ok(Client {
             chunk_size: hosts.chunk_size_bytes,
             hosts,
             hosts_path: hosts_path.to_path_buf(),
-            dist: Box::new(WideStriping::new(n)),
+            dist,
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
             pending: open_files::FileSet::default(),

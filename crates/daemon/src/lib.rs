@@ -48,6 +48,10 @@ pub struct DaemonConfig {
     pub metrics_listen: Option<String>,
     /// Bound on the event log's bytes (`gust events`); 0: no event log.
     pub events_cap_bytes: usize,
+    /// Declared capacity of the chunk store (`--capacity`): writes past it get
+    /// ENOSPC, and it is what capacity placement weighs this daemon by. None: the
+    /// root directory's free space at the daemon's first start is registered.
+    pub capacity_bytes: Option<u64>,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -107,6 +111,18 @@ fn own_dir_mode(rootdir: &Path) -> Result<u32, String> {
         ));
     }
     Ok(mode)
+}
+
+/// Bytes available to the daemon's user under `dir` (statvfs f_bavail).
+fn free_bytes(dir: &Path) -> Result<u64, String> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("root directory {} has a NUL byte", dir.display()))?;
+    // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut sv) } != 0 {
+        return Err(format!("cannot statvfs root directory {}: {}", dir.display(), io::Error::last_os_error()));
+    }
+    Ok(sv.f_bavail * sv.f_frsize)
 }
 
 /// Reads `rootdir/instance`: (instance id, daemon id), if this root directory was
@@ -183,7 +199,10 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             e
         }
     })?;
-    let chunks = ctx(chunks::ChunkStore::open(&rootdir.join("chunks")), "cannot create chunk store in", &rootdir)?;
+    let mut chunks = ctx(chunks::ChunkStore::open(&rootdir.join("chunks")), "cannot create chunk store in", &rootdir)?;
+    if let Some(c) = cfg.capacity_bytes {
+        chunks.declare_capacity(c);
+    }
 
     // Unix socket for clients on this node. sun_path holds 108 bytes; skip the
     // socket (TCP still works) if the root directory's path is too long.
@@ -244,8 +263,22 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         }
         let ident = format!("instance {}\ndaemon_id {id}\n", hosts.instance);
         ctx(fs::write(rootdir.join("instance"), ident), "cannot write", &rootdir.join("instance"))?;
+        // The capacity placement weighs this daemon by stays what it first registered
+        // (placement depends on it); a new daemon registers its declared capacity or
+        // the free space it starts with.
+        let registered = hosts.daemons.iter().find(|d| d.id == id).and_then(|d| d.capacity_bytes);
+        let capacity_bytes = match (registered, cfg.capacity_bytes) {
+            (Some(old), Some(new)) if old != new => {
+                tracing::warn!("daemon {id}: --capacity {new} ignored for placement: registered with {old} bytes");
+                old
+            }
+            (Some(old), _) => old,
+            (None, Some(new)) => new,
+            (None, None) => free_bytes(&rootdir)?,
+        };
         hosts.daemons.retain(|d| d.id != id);
         hosts.daemons.push(DaemonEntry {
+            capacity_bytes: Some(capacity_bytes),
             id,
             host: gust_hosts::this_host(),
             pid: std::process::id(),

@@ -47,8 +47,13 @@ impl State {
         }
     }
 
-    /// (total, free, available) bytes of the file system under the root directory.
+    /// (total, free, available) bytes of the file system under the root directory,
+    /// or of the declared capacity (`--capacity`) when there is one.
     pub fn capacity(&self) -> crate::metadata::Res<(u64, u64, u64)> {
+        if let Some((cap, used)) = self.chunks.declared() {
+            let free = cap.saturating_sub(used);
+            return Ok((cap, free, free));
+        }
         let c = std::ffi::CString::new(self.rootdir.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
         // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
         let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };

@@ -9,8 +9,16 @@
 //! chunk_size 524288           bytes, fixed for the instance's life
 //! mountdir /tmp/gust          the path prefix front ends serve
 //! check_parent 0              1: create/mkdir verify the parent directory exists
-//! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock
+//! placement capacity          only when not the default (wide): see below
+//! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock capacity:1073741824
 //! ```
+//!
+//! `placement capacity` weights chunks by the daemons' capacities (gust-placement's
+//! `CapacityWeighted`); a reader that does not know the key refuses the file rather
+//! than place chunks where nobody else looks. Each daemon line then ends with
+//! `capacity:BYTES`, the capacity the daemon registered with (declared, or its free
+//! space at its first start); it is kept across restarts, since placement depends on
+//! it. Older readers skip it as an endpoint kind they do not know.
 //!
 //! A daemon line is: id, host name, process id, root directory, then the endpoints
 //! it listens on, each as KIND:ADDRESS (gust-transport's `Endpoint`: `tcp:`, `unix:`;
@@ -43,6 +51,39 @@ const FORMAT_LINE_1: &str = "# GustFS hosts file, format 1";
 pub const KEPT_MARKER: &str = "kept-by-stop";
 /// Bound on daemons per instance (ids are u32 on the wire; this keeps files sane).
 pub const DAEMONS_MAX: usize = 65_536;
+/// The daemon-line field carrying a daemon's capacity in bytes.
+const CAPACITY_KEY: &str = "capacity:";
+
+/// How an instance places chunks (the `placement` line; metadata is always
+/// wide-striped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Every daemon equally (jump consistent hashing). No `placement` line.
+    #[default]
+    Wide,
+    /// Weighted by each daemon's `capacity:` (weighted rendezvous hashing).
+    Capacity,
+}
+
+impl Placement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Wide => "wide",
+            Placement::Capacity => "capacity",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wide" => Ok(Placement::Wide),
+            "capacity" => Ok(Placement::Capacity),
+            _ => Err(format!("unknown placement '{s}' (wide or capacity)")),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonEntry {
@@ -53,6 +94,8 @@ pub struct DaemonEntry {
     pub rootdir: PathBuf,
     /// Where it listens; at least one network endpoint.
     pub endpoints: Vec<Endpoint>,
+    /// The capacity placement weighs this daemon by (`capacity:BYTES`), if any.
+    pub capacity_bytes: Option<u64>,
 }
 
 impl DaemonEntry {
@@ -82,6 +125,9 @@ impl DaemonEntry {
             s.push(' ');
             s.push_str(&e.to_string());
         }
+        if let Some(c) = self.capacity_bytes {
+            s.push_str(&format!(" {CAPACITY_KEY}{c}"));
+        }
         s
     }
 
@@ -97,7 +143,12 @@ impl DaemonEntry {
         let id: u32 = f[0].parse().map_err(|_| format!("bad daemon id '{}'", f[0]))?;
         let pid: u32 = f[2].parse().map_err(|_| format!("bad pid '{}'", f[2]))?;
         let mut endpoints = Vec::new();
+        let mut capacity_bytes = None;
         for e in &f[4..] {
+            if let Some(c) = e.strip_prefix(CAPACITY_KEY) {
+                capacity_bytes = Some(c.parse().map_err(|_| format!("daemon {id}: bad capacity '{c}'"))?);
+                continue;
+            }
             match e.parse::<Endpoint>() {
                 Ok(ep) => endpoints.push(ep),
                 // A kind a newer writer added: this reader cannot use it.
@@ -105,7 +156,8 @@ impl DaemonEntry {
                 Err(err) => return Err(format!("daemon {id}: {err}")),
             }
         }
-        let entry = DaemonEntry { id, host: f[1].to_string(), pid, rootdir: PathBuf::from(f[3]), endpoints };
+        let entry =
+            DaemonEntry { id, host: f[1].to_string(), pid, rootdir: PathBuf::from(f[3]), endpoints, capacity_bytes };
         if entry.network().is_none() {
             return Err(format!("daemon {id} has no network endpoint (tcp:ADDRESS:PORT)"));
         }
@@ -130,6 +182,7 @@ pub struct HostsFile {
     pub chunk_size_bytes: u64,
     pub mountdir: String,
     pub check_parent: bool,
+    pub placement: Placement,
     /// Sorted by id.
     pub daemons: Vec<DaemonEntry>,
 }
@@ -187,7 +240,14 @@ pub fn this_host() -> String {
 
 impl HostsFile {
     pub fn new(instance: String, chunk_size_bytes: u64, mountdir: String, check_parent: bool) -> Self {
-        HostsFile { instance, chunk_size_bytes, mountdir, check_parent, daemons: Vec::new() }
+        HostsFile {
+            instance,
+            chunk_size_bytes,
+            mountdir,
+            check_parent,
+            placement: Placement::Wide,
+            daemons: Vec::new(),
+        }
     }
 
     pub fn render(&self) -> String {
@@ -198,6 +258,9 @@ impl HostsFile {
         s.push_str(&format!("chunk_size {}\n", self.chunk_size_bytes));
         s.push_str(&format!("mountdir {}\n", self.mountdir));
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
+        if self.placement != Placement::Wide {
+            s.push_str(&format!("placement {}\n", self.placement.name()));
+        }
         for d in &self.daemons {
             s.push_str(&format!("daemon {}\n", d.render()));
         }
@@ -229,6 +292,7 @@ impl HostsFile {
                 }
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
+                "placement" => h.placement = rest.parse().map_err(|m| perr(n, m))?,
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
@@ -246,6 +310,11 @@ impl HostsFile {
             return Err(perr(0, "missing 'chunk_size' line".into()));
         }
         h.daemons.sort_by_key(|d| d.id);
+        if h.placement == Placement::Capacity {
+            if let Some(d) = h.daemons.iter().find(|d| d.capacity_bytes.is_none()) {
+                return Err(perr(0, format!("placement capacity, but daemon {} has no capacity: field", d.id)));
+            }
+        }
         Ok(h)
     }
 
@@ -360,6 +429,7 @@ mod tests {
             pid: 9,
             rootdir: "/r1".into(),
             endpoints: vec!["tcp:127.0.0.1:2".parse().unwrap()],
+            capacity_bytes: None,
         });
         h.daemons.push(DaemonEntry {
             id: 0,
@@ -367,6 +437,7 @@ mod tests {
             pid: 8,
             rootdir: "/r0".into(),
             endpoints: vec!["tcp:[::1]:1".parse().unwrap(), "unix:/x/s".parse().unwrap()],
+            capacity_bytes: None,
         });
         let p = Path::new("h");
         let text = h.render();
@@ -398,6 +469,33 @@ mod tests {
         let bad = format!("{FORMAT_LINE}\ninstance ab\nchunk_size 4096\ndaemon 0 n0 8 /r0 unix:/x/s\n");
         let e = HostsFile::parse(p, &bad).unwrap_err().to_string();
         assert!(e.contains("no network endpoint"), "{e}");
+    }
+
+    #[test]
+    fn placement_and_capacities_roundtrip() {
+        let p = Path::new("h");
+        let mut h = HostsFile::new("ab".into(), 4096, "/g".into(), false);
+        assert!(!h.render().contains("placement"), "the default writes no line, as before");
+        h.placement = Placement::Capacity;
+        h.daemons.push(DaemonEntry {
+            id: 0,
+            host: "n0".into(),
+            pid: 8,
+            rootdir: "/r0".into(),
+            endpoints: vec!["tcp:10.0.0.1:7000".parse().unwrap()],
+            capacity_bytes: Some(8 << 20),
+        });
+        let text = h.render();
+        assert!(text.contains("placement capacity\n"), "{text}");
+        assert!(text.contains("tcp:10.0.0.1:7000 capacity:8388608\n"), "{text}");
+        assert_eq!(HostsFile::parse(p, &text).unwrap(), h);
+        // Capacity placement without a daemon's capacity cannot place: refused.
+        let e = HostsFile::parse(p, &text.replace(" capacity:8388608", "")).unwrap_err().to_string();
+        assert!(e.contains("daemon 0 has no capacity"), "{e}");
+        let e = HostsFile::parse(p, &text.replace("placement capacity", "placement fastest")).unwrap_err();
+        assert!(e.to_string().contains("unknown placement 'fastest'"), "{e}");
+        let e = HostsFile::parse(p, &text.replace("capacity:8388608", "capacity:8M")).unwrap_err();
+        assert!(e.to_string().contains("bad capacity '8M'"), "{e}");
     }
 
     #[test]
