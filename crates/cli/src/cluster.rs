@@ -44,6 +44,7 @@ pub struct Common {
     pub timeout_s: u64,
     pub daemon_options: Vec<String>,
     pub placement: gust_hosts::Placement,
+    pub replicas: u32,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -85,6 +86,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         base: o.base,
         header: gust_hosts::HostsFile {
             placement: o.placement,
+            replicas: o.replicas,
             ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
         },
         port: o.port,

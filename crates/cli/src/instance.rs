@@ -120,6 +120,10 @@ pub struct StartArgs {
     /// capacity placement weighs it by it. For tests and trials on one disk.
     #[arg(long, value_name = "SIZES", value_delimiter = ',', value_parser = crate::parse_size)]
     declare_capacity: Vec<u64>,
+    /// Copies of every record and chunk, on distinct daemons (1 to 3, fixed for the
+    /// instance): with R copies, operations go on with up to R-1 daemons down.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=gust_placement::REPLICAS_MAX as i64))]
+    replicas: u32,
 }
 
 /// Options `gust start` passes on to every daemon.
@@ -229,12 +233,16 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             timeout_s: a.timeout,
             daemon_options: a.tuning_options(),
             placement: a.placement,
+            replicas: a.replicas,
         };
         return crate::cluster::start(&a.cluster, common);
     }
     let local = a.local.unwrap_or(1);
     if local == 0 {
         return Err("--local must be at least 1".into());
+    }
+    if a.replicas > local {
+        return Err(format!("--replicas {} needs at least {} daemons (--local {local})", a.replicas, a.replicas));
     }
     if a.declare_capacity.len() > 1 && a.declare_capacity.len() != local as usize {
         return Err(format!(
@@ -321,6 +329,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     // Create the instance (header and secret) before any daemon, so all join it.
     let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
     hosts.placement = a.placement;
+    hosts.replicas = a.replicas;
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
@@ -520,18 +529,59 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
     let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
     let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
     println!(
-        "instance {}  chunk size {}  placement {}  mountdir {}  hosts file {}",
+        "instance {}  chunk size {}  placement {}  replicas {}  mountdir {}  hosts file {}",
         h.instance,
         human(h.chunk_size_bytes),
         h.placement.name(),
+        h.replicas,
         h.mountdir,
         p.display()
     );
-    let down = crate::stats::print_status(&h, &crate::stats::gather(&c, &h));
+    let all = crate::stats::gather(&c, &h);
+    let down = crate::stats::print_status(&h, &all);
+    if h.replicas > 1 {
+        print_replication(&c, &h, &all);
+    }
     if down > 0 {
         return Err(format!("{down} daemon(s) not answering"));
     }
     Ok(())
+}
+
+/// What a degraded replicated instance has lost: daemons down or recovering, and
+/// whose records and chunks (named by the daemon placement puts them on first)
+/// have fewer copies, or none.
+fn print_replication(c: &Client, h: &HostsFile, all: &[(u32, Result<gust_client::DaemonMetrics, String>)]) {
+    let mut bad = Vec::new();
+    let mut why = Vec::new();
+    for (d, r) in all {
+        if r.is_err() {
+            bad.push(*d);
+            why.push(format!("daemon {d} down"));
+        } else if c.daemon_recovering(*d) == Ok(true) {
+            bad.push(*d);
+            why.push(format!("daemon {d} recovering (restarted after a crash; `gust repair`)"));
+        }
+    }
+    if bad.is_empty() {
+        println!("replicas: {} copies of everything, all daemons serving", h.replicas);
+        return;
+    }
+    let n = h.daemons.len() as u32;
+    let (under, lost) = gust_client::degraded_primaries(&bad, h.replicas, n);
+    let list = |v: &[u32]| v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ");
+    println!("replicas: DEGRADED: {}", why.join(", "));
+    println!(
+        "  under-replicated: records and chunks placed first on daemon(s) {} ({} of {n} shares)",
+        list(&under),
+        under.len()
+    );
+    if !lost.is_empty() {
+        println!(
+            "  UNAVAILABLE: records and chunks placed first on daemon(s) {} have no serving copy (EIO)",
+            list(&lost)
+        );
+    }
 }
 
 pub fn ls(a: InstanceArgs, path: &str) -> Result<(), String> {

@@ -21,6 +21,7 @@
 //! record), `listing` (listings with attributes and the stats they answer), `data`
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
 //! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
+//! `replica` (copies of records and chunks on several daemons, down daemons),
 //! `rename`, `find` (queries the daemons evaluate), `events` (the daemons' event
 //! logs), `status` (capacity, daemon counters), `spill` (chunk writes and reads
 //! when a full daemon's chunks go to the next), `rpc` (connections and framing).
@@ -36,6 +37,7 @@ mod namespace;
 mod open_files;
 mod readdir;
 mod rename;
+mod replica;
 mod routing;
 mod rpc;
 mod size_cache;
@@ -63,6 +65,7 @@ pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
+pub use replica::{degraded_primaries, DOWN_SKIP};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
 
@@ -138,12 +141,20 @@ impl Client {
         }
         let secret = gust_hosts::load_secret(hosts_path).map_err(|e| e.to_string())?;
         let n = hosts.daemons.len() as u32;
+        if hosts.replicas > n {
+            return Err(format!(
+                "{}: {} replicas need at least as many daemons, and {n} are registered",
+                hosts_path.display(),
+                hosts.replicas
+            ));
+        }
         let transport = Transport::new(
             hosts.daemons.clone(),
             Some(hosts_path.to_path_buf()),
             secret,
             opts.rpc_timeout,
             opts.force_tcp,
+            hosts.replicas,
         );
         let dist: Box<dyn Distributor> = match hosts.placement {
             gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),

@@ -113,6 +113,10 @@ fn own_dir_mode(rootdir: &Path) -> Result<u32, String> {
     Ok(mode)
 }
 
+/// Written in the root directory when the daemon stops on a signal or `gust stop`,
+/// removed when it starts: a root directory used before without it crashed.
+const CLEAN_STOP_MARKER: &str = "stopped-cleanly";
+
 /// Bytes available to the daemon's user under `dir` (statvfs f_bavail).
 fn free_bytes(dir: &Path) -> Result<u64, String> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
@@ -292,6 +296,19 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
+    // A root directory used before and not stopped cleanly: the daemon crashed (or
+    // was killed). With copies elsewhere, its own may be stale: fence it.
+    let clean = rootdir.join(CLEAN_STOP_MARKER);
+    let crashed = identity.is_some() && !clean.exists();
+    let _ = fs::remove_file(&clean);
+    if crashed && hosts.replicas > 1 {
+        state.recovering.store(true, std::sync::atomic::Ordering::SeqCst);
+        tracing::warn!(
+            "daemon {daemon_id} restarted after a crash in an instance with {} replicas: refusing to serve \
+             (EHOSTDOWN) until `gust repair` brings its copies up to date",
+            hosts.replicas
+        );
+    }
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).collect();
     ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
@@ -315,6 +332,11 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         tracing::error!("metadata sync at shutdown failed: errno {e}");
     }
     let _ = fs::remove_file(&uds_path);
+    if !state.recovering.load(std::sync::atomic::Ordering::SeqCst) {
+        // A stop (not a crash): the next start serves at once. A recovering daemon
+        // stays recovering across restarts until repaired.
+        let _ = fs::write(&clean, b"");
+    }
     if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
         tracing::info!("removing root directory {} (gust stop)", rootdir.display());
         ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;

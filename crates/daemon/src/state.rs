@@ -20,6 +20,9 @@ pub struct State {
     pub events: EventLog,
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
+    /// Restarted after a crash in a replicated instance: refuses everything about
+    /// the file system's contents with EHOSTDOWN until repaired (dispatch.rs).
+    pub recovering: AtomicBool,
     pub(crate) refusals_logged: LogBudget,
     pub(crate) accept_errors_logged: LogBudget,
 }
@@ -42,6 +45,7 @@ impl State {
             metrics: Metrics::new(),
             events: EventLog::new(events_cap_bytes),
             wipe_on_exit: AtomicBool::new(false),
+            recovering: AtomicBool::new(false),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
         }

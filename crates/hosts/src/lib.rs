@@ -10,6 +10,7 @@
 //! mountdir /tmp/gust          the path prefix front ends serve
 //! check_parent 0              1: create/mkdir verify the parent directory exists
 //! placement capacity          only when not the default (wide): see below
+//! replicas 2                  only when more than 1: copies of every record and chunk
 //! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock capacity:1073741824
 //! ```
 //!
@@ -51,6 +52,9 @@ const FORMAT_LINE_1: &str = "# GustFS hosts file, format 1";
 pub const KEPT_MARKER: &str = "kept-by-stop";
 /// Bound on daemons per instance (ids are u32 on the wire; this keeps files sane).
 pub const DAEMONS_MAX: usize = 65_536;
+/// Bound on `replicas` (gust-placement's REPLICAS_MAX; the hosts crate does not
+/// depend on placement).
+const REPLICAS_MAX: u32 = 3;
 /// The daemon-line field carrying a daemon's capacity in bytes.
 const CAPACITY_KEY: &str = "capacity:";
 
@@ -183,6 +187,9 @@ pub struct HostsFile {
     pub mountdir: String,
     pub check_parent: bool,
     pub placement: Placement,
+    /// Copies of every record and chunk (1 to 3, fixed for the instance's life). A
+    /// reader that does not know the key refuses the file: it would miss copies.
+    pub replicas: u32,
     /// Sorted by id.
     pub daemons: Vec<DaemonEntry>,
 }
@@ -246,6 +253,7 @@ impl HostsFile {
             mountdir,
             check_parent,
             placement: Placement::Wide,
+            replicas: 1,
             daemons: Vec::new(),
         }
     }
@@ -260,6 +268,9 @@ impl HostsFile {
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
         if self.placement != Placement::Wide {
             s.push_str(&format!("placement {}\n", self.placement.name()));
+        }
+        if self.replicas != 1 {
+            s.push_str(&format!("replicas {}\n", self.replicas));
         }
         for d in &self.daemons {
             s.push_str(&format!("daemon {}\n", d.render()));
@@ -293,6 +304,13 @@ impl HostsFile {
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
                 "placement" => h.placement = rest.parse().map_err(|m| perr(n, m))?,
+                "replicas" => {
+                    h.replicas = rest
+                        .parse()
+                        .ok()
+                        .filter(|r| (1..=REPLICAS_MAX).contains(r))
+                        .ok_or_else(|| perr(n, format!("bad replicas '{rest}' (1 to {REPLICAS_MAX})")))?
+                }
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
@@ -496,6 +514,12 @@ mod tests {
         assert!(e.to_string().contains("unknown placement 'fastest'"), "{e}");
         let e = HostsFile::parse(p, &text.replace("capacity:8388608", "capacity:8M")).unwrap_err();
         assert!(e.to_string().contains("bad capacity '8M'"), "{e}");
+        h.replicas = 2;
+        let text = h.render();
+        assert!(text.contains("replicas 2\n"), "{text}");
+        assert_eq!(HostsFile::parse(p, &text).unwrap().replicas, 2);
+        let e = HostsFile::parse(p, &text.replace("replicas 2", "replicas 4")).unwrap_err();
+        assert!(e.to_string().contains("bad replicas '4' (1 to 3)"), "{e}");
     }
 
     #[test]

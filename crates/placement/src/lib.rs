@@ -23,6 +23,19 @@ pub const CHUNK_SIZE_BYTES_DEFAULT: u64 = 512 * 1024;
 pub const CHUNK_SIZE_BYTES_MIN: u64 = 4 * 1024;
 pub const CHUNK_SIZE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
+/// Bound on copies of each record and chunk (`gust start --replicas`).
+pub const REPLICAS_MAX: u32 = 3;
+
+/// The daemons holding the copies of whatever daemon `primary` holds when every
+/// record and chunk lives on `replicas` daemons: `primary` and the next ids after
+/// it, wrapping around (distinct as long as `replicas <= daemons`). A function of
+/// the primary alone, so every routing decision (a record's daemon, a chunk's, a
+/// spilled chunk's next daemon) extends to its copies the same way.
+pub fn replica_group(primary: u32, replicas: u32, daemons: u32) -> impl Iterator<Item = u32> {
+    assert!(primary < daemons && replicas >= 1 && replicas <= daemons, "replicas within the daemon count");
+    (0..replicas).map(move |i| (primary + i) % daemons)
+}
+
 /// Jump consistent hash (Lamping and Veach, 2014): maps `key` to a bucket in
 /// `0..buckets` so that growing `buckets` from n to n+1 moves only 1/(n+1) of keys.
 pub fn jump_hash(mut key: u64, buckets: u32) -> u32 {
@@ -227,6 +240,13 @@ mod tests {
         assert_eq!(d.daemons_for_chunks(fid, 0, 0), vec![d.locate_chunk(fid, 0)]);
         let many = d.daemons_for_chunks(fid, 0, 999);
         assert_eq!(many.len(), 16);
+    }
+
+    #[test]
+    fn replica_groups_are_distinct_and_wrap() {
+        assert_eq!(replica_group(2, 2, 4).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(replica_group(3, 3, 4).collect::<Vec<_>>(), vec![3, 0, 1]);
+        assert_eq!(replica_group(0, 1, 1).collect::<Vec<_>>(), vec![0]);
     }
 
     /// With spilling, a chunk's candidates (its first 1 + spill daemons) all count.
