@@ -25,7 +25,7 @@ fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
 
 /// Bytes of file i: multi-chunk for some, inline-sized for others.
 fn content(i: usize) -> Vec<u8> {
-    let len = if i % 3 == 0 { 100 } else { 20_000 + (i % 50) * 997 };
+    let len = if i.is_multiple_of(3) { 100 } else { 20_000 + (i % 50) * 997 };
     (0..len).map(|j| ((j * 31 + i * 7) % 253) as u8).collect()
 }
 
