@@ -1,7 +1,8 @@
 //! Replicas (`gust start --replicas R`): with R = 2 and a daemon killed (kill -9),
 //! every acknowledged write reads back and every operation keeps working; the
 //! daemon, restarted on its root directory, is fenced (it missed writes) instead of
-//! serving stale data; `gust status` says what is degraded. With R = 1, operations
+//! serving stale data until `gust repair` brings it up to date; `gust status` says
+//! what is degraded. With R = 1, operations
 //! on the lost daemon's records fail with EIO within the bound, the others work.
 
 use gust_client::{Client, ClientOptions, Errno};
@@ -131,6 +132,20 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     let out = inst.gust(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("daemon {VICTIM} recovering")), "{text}");
+
+    // `gust repair` copies its share back from the copies and lets it serve.
+    let out = inst.gust(&["repair", "--id", &VICTIM.to_string()]);
+    assert!(out.status.success(), "repair: {}", String::from_utf8_lossy(&out.stderr));
+    let out = inst.gust(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("all daemons serving"), "{text}");
+    // Its copies are current: with the other member of each of its groups ({0, 1}
+    // and {1, 2}) dead, everything, written while it was away included, reads back
+    // from it, and every operation still works ({2, 3} and {3, 0} keep daemon 3).
+    kill9(&inst, 0);
+    kill9(&inst, 2);
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    exercise(&fresh, &mut model, 5);
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod instance;
 mod logging;
 mod mount;
 mod probe;
+mod repair;
 mod run;
 mod stage;
 mod stats;
@@ -144,6 +145,9 @@ enum Cmd {
     Umount(mount::UmountArgs),
     /// Describe this node for GustFS as JSON: local storage, memory, cores, network.
     Probe(probe::ProbeArgs),
+    /// Bring a daemon of a replicated instance up to date from its replicas (after
+    /// it crashed and came back recovering): gust repair --id D
+    Repair(repair::RepairArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -206,6 +210,7 @@ fn main() -> ExitCode {
         Cmd::Mount(a) => mount::mount(a),
         Cmd::Umount(a) => mount::umount(a),
         Cmd::Probe(a) => probe::run(a),
+        Cmd::Repair(a) => repair::run(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {

@@ -233,7 +233,7 @@ impl Client {
     }
 
     /// The record of a path and its inline data if it has any: one request.
-    pub(crate) fn stat_data(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
+    pub fn stat_data(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
         let call = Call { daemon: self.md_daemon(p), req: Request::StatData { path: p.to_string() }, bulk: Vec::new() };
         match self.transport.batch(vec![call]).pop().expect("one answer")? {
             (Response::RecordData { record, inline }, data) => Ok((record, inline.then_some(data))),

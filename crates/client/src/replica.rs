@@ -266,3 +266,16 @@ pub fn degraded_primaries(bad: &[u32], replicas: u32, daemons: u32) -> (Vec<u32>
     }
     (under, lost)
 }
+
+impl Client {
+    /// The daemons holding the copies of `path`'s record (`gust repair`).
+    pub fn record_holders(&self, path: &str) -> Vec<u32> {
+        self.transport.group(self.md_daemon(path)).collect()
+    }
+
+    /// The daemons holding the copies of chunk `chunk` of file `file_id` where
+    /// placement puts it first (a chunk spilled past a full daemon is elsewhere).
+    pub fn chunk_holders(&self, file_id: u128, chunk: u64) -> Vec<u32> {
+        self.transport.group(self.dist.locate_chunk(file_id, chunk)).collect()
+    }
+}

@@ -115,7 +115,7 @@ fn own_dir_mode(rootdir: &Path) -> Result<u32, String> {
 
 /// Written in the root directory when the daemon stops on a signal or `gust stop`,
 /// removed when it starts: a root directory used before without it crashed.
-const CLEAN_STOP_MARKER: &str = "stopped-cleanly";
+pub const CLEAN_STOP_MARKER: &str = "stopped-cleanly";
 
 /// Bytes available to the daemon's user under `dir` (statvfs f_bavail).
 fn free_bytes(dir: &Path) -> Result<u64, String> {
