@@ -144,6 +144,10 @@ pub struct NodeAgentArgs {
     mountdir: String,
     #[arg(long)]
     check_parent: bool,
+    #[arg(long, default_value = "wide")]
+    placement: gust_hosts::Placement,
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
     #[arg(long)]
     port: Option<u16>,
     #[arg(long)]
@@ -169,6 +173,8 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
         chunk_size_bytes: a.chunk_size,
         mountdir: a.mountdir,
         check_parent: a.check_parent,
+        placement: a.placement,
+        replicas: a.replicas,
         port: a.port,
         network: a.network,
         auto_storage: a.auto_storage,

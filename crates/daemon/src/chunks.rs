@@ -31,6 +31,10 @@ pub struct ChunkStore {
     dir: PathBuf,
     open: Mutex<HashMap<u128, Arc<File>>>,
     quota: Option<Quota>,
+    /// Cut read spans where only a hole follows (capacity placement's readers look
+    /// for the rest on the chunk's next daemon); off, spans end at the local file's
+    /// end only, without the SEEK_DATA calls.
+    trim_holes: bool,
 }
 
 /// A declared capacity and the bytes counted against it (allocated blocks). Writes
@@ -61,7 +65,13 @@ impl ChunkStore {
         for i in 0..256 {
             b.create(dir.join(format!("{i:02x}")))?;
         }
-        Ok(ChunkStore { dir: dir.to_path_buf(), open: Mutex::new(HashMap::new()), quota: None })
+        Ok(ChunkStore { dir: dir.to_path_buf(), open: Mutex::new(HashMap::new()), quota: None, trim_holes: true })
+    }
+
+    /// Whether reads cut spans where only a hole follows (on by default; a daemon
+    /// of a wide-striped instance turns it off, its readers need not know).
+    pub fn set_trim_holes(&mut self, on: bool) {
+        self.trim_holes = on;
     }
 
     /// Bounds the store to `capacity_bytes` of allocated blocks (counting what is
@@ -158,7 +168,8 @@ impl ChunkStore {
         let mut lens = Vec::with_capacity(spans.len());
         for s in spans {
             let end = (s.offset + s.len as u64).min(local_len);
-            let want = data_end(&f, s.offset, end).saturating_sub(s.offset) as usize;
+            let end = if self.trim_holes { data_end(&f, s.offset, end) } else { end };
+            let want = end.saturating_sub(s.offset) as usize;
             let start = out.len();
             out.resize(start + want, 0);
             let buf = &mut out[start..];

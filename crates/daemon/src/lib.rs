@@ -294,6 +294,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         (id, hosts)
     };
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
+    // Only capacity placement's readers use cut spans (they look for a chunk's
+    // spilled bytes on its next daemon).
+    chunks.set_trim_holes(hosts.placement == gust_hosts::Placement::Capacity);
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     // A root directory used before and not stopped cleanly: the daemon crashed (or
