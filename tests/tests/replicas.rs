@@ -108,6 +108,11 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
         model.insert(p, content(i));
     }
     exercise(&c, &mut model, 0);
+    // Both copies' daemons record each change; `gust events` shows it once.
+    let out = inst.gust(&["events", "/d"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let creates = text.lines().filter(|l| l.contains("\"IN_CREATE\"") && l.contains("/d/f7\"")).count();
+    assert_eq!(creates, 1, "{text}");
 
     kill9(&inst, VICTIM);
     exercise(&c, &mut model, 1);
