@@ -116,6 +116,13 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
 
     kill9(&inst, VICTIM);
     exercise(&c, &mut model, 1);
+    // The event stream goes on without the dead daemon (its copies' daemons have
+    // recorded the same changes).
+    let out = inst.gust(&["events", "/d"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let creates = text.lines().filter(|l| l.contains("\"IN_CREATE\"") && l.contains("/d/new1-3\"")).count();
+    assert_eq!(creates, 1, "{text}");
     // A fresh client (no daemon known down yet) pays one refusal, then skips it.
     let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
     exercise(&fresh, &mut model, 2);
