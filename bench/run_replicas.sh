@@ -37,7 +37,7 @@ for run in $(seq 1 "$rounds"); do
       after=$(cpu_of $pids)
       "$g" stop --rootdir "$root-$r" >/dev/null 2>&1
       echo "$r $run $((after - before)) $(tr ' ' '+' <"$root-$r.time") $(echo "$j" | tr -d '\n ')" >>"$out"
-      rm -f "$root-$r.time"
+      rm -rf "$root-$r.time" "$root-$r"
     done
   done
 done
