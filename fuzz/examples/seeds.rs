@@ -198,6 +198,14 @@ fn main() {
     );
     c.put(
         "hosts",
+        "placement-replicas",
+        b"# GustFS hosts file, format 2\ninstance 6f1c00aa11bb22cc33dd44ee55ff6677\nchunk_size 524288\n\
+          mountdir /tmp/gust\ncheck_parent 0\nplacement capacity\nreplicas 2\n\
+          daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 capacity:8388608\n\
+          daemon 1 node18 4243 /tmp/gust-root/d1 tcp:[::1]:40112 capacity:33554432\n",
+    );
+    c.put(
+        "hosts",
         "format-1",
         b"# GustFS hosts file, format 1\ninstance 6f1c\nchunk_size 4096\nmountdir /g\ncheck_parent 1\n\
           # a comment\ndaemon 0 n0 127.0.0.1:5000 /tmp/s.sock 11 /r0\ndaemon 1 n1 10.0.0.2:5000 - 12 /r1\n",

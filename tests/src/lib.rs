@@ -94,6 +94,11 @@ impl Instance {
     /// Restarts daemon `id` on its root directory, listening on `listen` (port 0: a
     /// new port, registered in the hosts file).
     pub fn restart_daemon_at(&self, id: u32, listen: &str) -> PathBuf {
+        self.restart_daemon_with(id, listen, &[])
+    }
+
+    /// `restart_daemon_at` with more `gust daemon` arguments (e.g. ["--capacity", "4MiB"]).
+    pub fn restart_daemon_with(&self, id: u32, listen: &str, extra: &[&str]) -> PathBuf {
         use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::process::CommandExt;
         let e = self.hosts_file().daemons[id as usize].clone();
@@ -109,6 +114,7 @@ impl Instance {
             .arg(listen)
             .arg("--id")
             .arg(id.to_string())
+            .args(extra)
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);

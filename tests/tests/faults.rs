@@ -5,6 +5,8 @@
 //! whose whole history was acknowledged must hold exactly the model's content at the
 //! end (or be absent if its removal was acknowledged). A path with any failed
 //! operation is left out: a timed-out request may still be applied later.
+//! With `--replicas 2` (the second test) the oracle is stricter: through a seeded
+//! kill -9 (and restart, fenced) of one daemon, no operation fails at all.
 //! Reproduce a failure with GUST_TEST_SEED=<seed printed on failure>.
 
 use gust_client::{Client, ClientOptions, Errno};
@@ -225,4 +227,73 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
     assert!(checked >= 10, "seed {seed}: too few certain paths ({checked}) for the oracle to mean anything");
     // The faults must have hit operations, or the test proved nothing.
     assert!(uncertain > 0, "seed {seed}: no operation failed under {FAULTS} faults");
+}
+
+/// With two replicas, the oracle is stricter: one daemon killed (kill -9) at a
+/// seeded moment, and restarted at a seeded moment later (it comes back fenced,
+/// refusing to serve until repaired), and no operation fails at all; every
+/// acknowledged write reads back byte for byte, during the run and after it.
+#[test]
+fn with_two_replicas_no_operation_fails_through_a_kill() {
+    let seed: u64 = std::env::var("GUST_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("faults (replicas 2): seed {seed} (GUST_TEST_SEED={seed} reproduces the schedule and the operations)");
+    let inst = Arc::new(Instance::start_with(DAEMONS, &["--chunk-size", "4k", "--replicas", "2"]));
+    let opts = ClientOptions { rpc_timeout: Duration::from_millis(1500), force_tcp: false };
+    let done = Arc::new(AtomicBool::new(false));
+    let faults = {
+        let inst = inst.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(seed);
+            std::thread::sleep(Duration::from_millis(rng.gen_range(50..500)));
+            let d = rng.gen_range(0..DAEMONS);
+            let pid = inst.daemon_pid(d) as i32;
+            // SAFETY: a signal to a daemon this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let restart = rng.gen_bool(0.5);
+            std::thread::sleep(Duration::from_millis(rng.gen_range(200..1500)));
+            if restart {
+                let _ = inst.restart_daemon(d);
+                let back = wait_until(Duration::from_secs(20), || {
+                    inst.daemon_pid(d) as i32 != pid && inst.client().ping(d).is_ok()
+                });
+                assert!(back, "seed {seed}: daemon {d} did not come back");
+                std::thread::sleep(Duration::from_millis(rng.gen_range(200..1000)));
+            }
+            done.store(true, Ordering::Relaxed);
+            format!("kill -9 daemon {d}{}", if restart { ", restarted (fenced)" } else { "" })
+        })
+    };
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let inst = inst.clone();
+            let opts = opts.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let c = inst.client_with(opts);
+                writer(&c, w, seed, &done)
+            })
+        })
+        .collect();
+    let models: Vec<Model> = writers.into_iter().map(|t| t.join().expect("writer panicked")).collect();
+    let log = faults.join().expect("fault thread panicked");
+    eprintln!("faults (replicas 2): {log}");
+    let failed: Vec<&String> = models.iter().flat_map(|m| m.uncertain.iter()).collect();
+    assert!(failed.is_empty(), "seed {seed}: operations failed with a replica left: {failed:?}");
+    let c = inst.client_with(opts);
+    let mut checked = 0;
+    for m in &models {
+        for (p, want) in &m.certain {
+            match want {
+                Some(want) => {
+                    let got = read(&c, p).unwrap_or_else(|e| panic!("seed {seed}: acknowledged {p} unreadable: {e}"));
+                    assert!(&got == want, "seed {seed}: {p} holds {} bytes, acknowledged {}", got.len(), want.len());
+                }
+                None => assert_eq!(c.stat(p).map(|_| ()), Err(Errno(libc::ENOENT)), "seed {seed}: removed {p} is back"),
+            }
+            checked += 1;
+        }
+    }
+    eprintln!("faults (replicas 2): {checked} paths checked against the model");
+    assert!(checked >= 10, "seed {seed}: too few paths ({checked})");
 }

@@ -85,3 +85,31 @@ fn bad_arguments() {
     assert_fails(&gust_start(&["--local", "0"], tmp.path()), "--local must be at least 1");
     assert_fails(&gust_start(&["--local", "1", "--chunk-size", "1k"], tmp.path()), "--chunk-size must be between");
 }
+
+/// Options of issue 12 that cannot work are refused before anything starts.
+#[test]
+fn replicas_and_capacity_options_that_cannot_work() {
+    let tmp = tempfile::tempdir_in("/tmp").unwrap();
+    assert_fails(
+        &gust_start(&["--local", "2", "--replicas", "3"], tmp.path()),
+        "--replicas 3 needs at least 3 daemons",
+    );
+    // Out of range values are refused by the option parser (usage error, exit 2).
+    for (args, needle) in [
+        (&["--local", "4", "--replicas", "4"][..], "4 is not in 1..=3"),
+        (&["--local", "2", "--placement", "fastest"][..], "unknown placement 'fastest'"),
+    ] {
+        let out = gust_start(args, tmp.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(needle), "{args:?}: {err}");
+    }
+    assert_fails(
+        &gust_start(&["--local", "3", "--declare-capacity", "8MiB,16MiB"], tmp.path()),
+        "--declare-capacity lists 2 sizes for 3 daemons",
+    );
+    assert_fails(
+        &gust_start(&["--local", "3", "--placement", "capacity", "--replicas", "2"], tmp.path()),
+        "not supported yet",
+    );
+    assert!(!tmp.path().join("gust.hosts").exists(), "a refused start left a hosts file");
+}

@@ -43,6 +43,8 @@ pub struct Common {
     pub port: Option<u16>,
     pub timeout_s: u64,
     pub daemon_options: Vec<String>,
+    pub placement: gust_hosts::Placement,
+    pub replicas: u32,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -82,12 +84,11 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
     let plan = launcher::Plan {
         method,
         base: o.base,
-        header: gust_hosts::HostsFile::new(
-            gust_hosts::new_instance_id(),
-            o.chunk_size_bytes,
-            o.mountdir,
-            o.check_parent,
-        ),
+        header: gust_hosts::HostsFile {
+            placement: o.placement,
+            replicas: o.replicas,
+            ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
+        },
         port: o.port,
         network: c.network.clone(),
         auto_storage: o.auto_storage.then_some(c.capacity),
@@ -143,6 +144,10 @@ pub struct NodeAgentArgs {
     mountdir: String,
     #[arg(long)]
     check_parent: bool,
+    #[arg(long, default_value = "wide")]
+    placement: gust_hosts::Placement,
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
     #[arg(long)]
     port: Option<u16>,
     #[arg(long)]
@@ -168,6 +173,8 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
         chunk_size_bytes: a.chunk_size,
         mountdir: a.mountdir,
         check_parent: a.check_parent,
+        placement: a.placement,
+        replicas: a.replicas,
         port: a.port,
         network: a.network,
         auto_storage: a.auto_storage,

@@ -99,7 +99,16 @@ impl Merger<'_> {
         let mut caught_up = true;
         for d in 0..self.cursor.len() {
             let after = self.cursor[d];
-            let p = self.c.events_page(d as u32, after, &self.prefix).map_err(|e| format!("daemon {d}: {e}"))?;
+            let p = match self.c.events_page(d as u32, after, &self.prefix) {
+                Ok(p) => p,
+                // With copies, another daemon recorded the same changes: go on
+                // without this one (it is skipped until it answers again).
+                Err(_) if self.c.replicas() > 1 && self.c.daemon_down(d as u32) => {
+                    pending.push(VecDeque::new());
+                    continue;
+                }
+                Err(e) => return Err(format!("daemon {d}: {e}")),
+            };
             if after >= p.next_seq && after > 0 {
                 // The daemon restarted (its log starts afresh): what it held is gone.
                 self.line(

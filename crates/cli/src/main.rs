@@ -8,6 +8,7 @@ mod instance;
 mod logging;
 mod mount;
 mod probe;
+mod repair;
 mod run;
 mod stage;
 mod stats;
@@ -106,6 +107,11 @@ enum Cmd {
         /// Daemon tracepoints on from the start (names or groups: md, chunk, daemon).
         #[arg(long, value_name = "NAMES")]
         trace: Option<String>,
+        /// Declare the chunk store's capacity (e.g. 8MiB): writes past it get ENOSPC,
+        /// and capacity placement weighs the daemon by it [default: the root
+        /// directory's free space, not enforced].
+        #[arg(long, value_parser = parse_size)]
+        capacity: Option<u64>,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -154,6 +160,9 @@ enum Cmd {
     /// `gust trace report DIR` summarizes trace files, plots them and writes Chrome
     /// trace JSON. Clients trace with GUST_TRACE=NAMES GUST_TRACE_DIR=DIR.
     Trace(trace::TraceArgs),
+    /// Bring a daemon of a replicated instance up to date from its replicas (after
+    /// it crashed and came back recovering): gust repair --id D
+    Repair(repair::RepairArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -179,6 +188,7 @@ fn main() -> ExitCode {
             events_cap,
             trace_dir,
             trace,
+            capacity,
         } => {
             let defaults = gust_daemon::server::ServerOptions::default();
             let server = gust_daemon::server::ServerOptions {
@@ -202,6 +212,7 @@ fn main() -> ExitCode {
                 events_cap_bytes: events_cap as usize,
                 trace_dir,
                 trace,
+                capacity_bytes: capacity,
             })
         }
         Cmd::Start(a) => instance::start(a),
@@ -220,6 +231,7 @@ fn main() -> ExitCode {
         Cmd::Umount(a) => mount::umount(a),
         Cmd::Probe(a) => probe::run(a),
         Cmd::Trace(a) => trace::run(a),
+        Cmd::Repair(a) => repair::run(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {

@@ -11,7 +11,7 @@ use crate::error::unexpected;
 use crate::open_files::OpenFile;
 use crate::rpc::Call;
 use crate::{namespace::now_ns, Client, Errno, Result};
-use gust_proto::{FileKind, Request, Response};
+use gust_proto::{FileKind, Request, Response, Span};
 use std::sync::Arc;
 
 /// Bytes per daemon request in one round of a large read or write. Keeps frames far
@@ -102,17 +102,17 @@ impl Client {
     /// costs one round trip however many daemons hold its chunks.
     fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         let len = buf.len() as u64;
-        let per_daemon = self.spans_by_daemon(f.file_id(), offset, len);
+        let per_daemon: Vec<_> = self.spans_by_daemon(f.file_id(), offset, len).into_iter().collect();
         let path = f.path();
         // StatData, not Stat: a file with inline data answers with it (the chunk
         // reads then find nothing), for the same cost when it has none.
         let mut calls = vec![Call { daemon: self.md_daemon(&path), req: Request::StatData { path }, bulk: Vec::new() }];
         let mut dests = vec![None];
-        for (d, spans) in per_daemon {
+        for (d, spans) in &per_daemon {
             dests.push(Some(spans.iter().map(|(span, at)| (*at, span.len)).collect()));
             calls.push(Call {
-                daemon: d,
-                req: Request::Read { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
+                daemon: *d,
+                req: Request::Read { file_id: f.file_id(), spans: spans.iter().map(|x| x.0).collect() },
                 bulk: Vec::new(),
             });
         }
@@ -127,9 +127,20 @@ impl Client {
             (r, _) => return Err(unexpected(r)),
         };
         let mut first_err = None;
-        for a in answers {
+        let mut short = Vec::new();
+        let spills = self.dist.spill_daemons() > 0 && inline.is_none();
+        for ((_, spans), a) in per_daemon.iter().zip(answers) {
             match a {
-                Ok((Response::Data { .. }, _)) => {}
+                Ok((Response::Data { span_lens }, _)) => {
+                    if spills {
+                        // Parts inside the file that this daemon does not hold may
+                        // have spilled to the chunk's next daemons (spill.rs).
+                        short.extend(crate::spill::remainders(spans, &span_lens).filter_map(|(s, at)| {
+                            let inside = size.saturating_sub(s.offset).min(s.len as u64);
+                            (inside > 0).then_some((Span { offset: s.offset, len: inside as u32 }, at))
+                        }));
+                    }
+                }
                 Ok((r, _)) => return Err(unexpected(r)),
                 Err(e) => first_err = first_err.or(Some(e)),
             }
@@ -139,6 +150,9 @@ impl Client {
         }
         if let Some(data) = inline {
             return Ok(crate::inline::read_inline(size, &data, buf, offset));
+        }
+        if !short.is_empty() {
+            self.read_spilled(f.file_id(), short, buf)?;
         }
         Ok(size.saturating_sub(offset).min(len) as usize)
     }
@@ -208,18 +222,10 @@ impl Client {
             let window = ((buf.len() - done) as u64).min(TRANSFER_WINDOW_BYTES) as usize;
             let at = start + done as u64;
             let piece = &buf[done..done + window];
-            let mut calls: Vec<Call> = self
-                .spans_by_daemon(f.file_id(), at, window as u64)
-                .into_iter()
-                .map(|(d, spans)| Call {
-                    daemon: d,
-                    bulk: spans.iter().map(|(s, rel)| &piece[*rel..*rel + s.len as usize]).collect(),
-                    req: Request::Write { file_id: f.file_id(), spans: spans.into_iter().map(|x| x.0).collect() },
-                })
-                .collect();
+            let mut extra = Vec::new();
             if !append && cached.is_none() {
                 // The size update travels with the data, not after it.
-                calls.push(Call {
+                extra.push(Call {
                     daemon: md,
                     req: Request::UpdateSize {
                         path: path.clone(),
@@ -231,7 +237,7 @@ impl Client {
                     bulk: Vec::new(),
                 });
             }
-            self.call_all(calls)?;
+            self.write_chunks(f.file_id(), at, piece, extra)?;
             if let Some(a) = cached {
                 self.cache_size(a, at + window as u64)?;
             }

@@ -23,7 +23,10 @@ impl Client {
     pub fn events_page(&self, daemon: u32, after_seq: u64, prefix: &str) -> Result<EventsPage> {
         let req = Request::Events { after_seq, prefix: prefix.to_string(), max_entries: EVENTS_PAGE_ENTRIES_MAX };
         match self.transport.call(daemon, req)? {
-            Response::Events { events, last_seq, first_seq, next_seq } => {
+            Response::Events { mut events, last_seq, first_seq, next_seq } => {
+                // With copies, every copy's daemon records the change: one counts
+                // (replica.rs). The cursor is the daemon's, whatever is left out.
+                events.retain(|e| self.keeps(daemon, &e.path));
                 Ok(EventsPage { events, last_seq, first_seq, next_seq })
             }
             r => Err(unexpected(r)),

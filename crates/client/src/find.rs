@@ -49,15 +49,19 @@ impl Client {
                             max_entries: SCAN_PAGE_ENTRIES_MAX,
                         };
                         let page = match self.transport.call(d, req) {
-                            Ok(Response::Tree { records, last_key, done }) => {
+                            Ok(Response::Tree { mut records, last_key, done }) => {
                                 if !done && last_key.is_none() {
                                     Err(Errno(libc::EIO)) // no progress: a daemon bug, not a loop
                                 } else {
                                     after = last_key;
+                                    // With copies, each record counts once (replica.rs).
+                                    records.retain(|(p, _)| self.keeps(d, p));
                                     Ok((records, done))
                                 }
                             }
                             Ok(r) => Err(unexpected(r)),
+                            // A down daemon's records have copies on the others.
+                            Err(e) if self.skippable(d, e) => Ok((Vec::new(), true)),
                             Err(e) => Err(e),
                         };
                         match page {

@@ -236,7 +236,7 @@ impl Client {
     }
 
     /// The record of a path and its inline data if it has any: one request.
-    pub(crate) fn stat_data(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
+    pub fn stat_data(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
         let call = Call { daemon: self.md_daemon(p), req: Request::StatData { path: p.to_string() }, bulk: Vec::new() };
         match self.transport.batch(vec![call]).pop().expect("one answer")? {
             (Response::RecordData { record, inline }, data) => Ok((record, inline.then_some(data))),
@@ -248,16 +248,7 @@ impl Client {
     /// on the metadata daemon (readers meanwhile read the same bytes either way).
     pub(crate) fn migrate_inline(&self, p: &str, rec: &Record, data: &[u8]) -> Result<()> {
         if !data.is_empty() {
-            let calls = self
-                .spans_by_daemon(rec.file_id, 0, data.len() as u64)
-                .into_iter()
-                .map(|(d, spans)| Call {
-                    daemon: d,
-                    bulk: spans.iter().map(|(s, rel)| &data[*rel..*rel + s.len as usize]).collect(),
-                    req: Request::Write { file_id: rec.file_id, spans: spans.into_iter().map(|x| x.0).collect() },
-                })
-                .collect();
-            self.call_all(calls)?;
+            self.write_chunks(rec.file_id, 0, data, Vec::new())?;
         }
         self.call_md(p, Request::DropInline { path: p.to_string(), file_id: rec.file_id })?;
         Ok(())

@@ -21,10 +21,12 @@
 //! record), `listing` (listings with attributes and the stats they answer), `data`
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
 //! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
+//! `replica` (copies of records and chunks on several daemons, down daemons),
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
 //! file system directory, fetched on first open), `events` (the daemons' event
-//! logs), `status` (capacity, daemon counters), `rpc` (connections and framing),
+//! logs), `status` (capacity, daemon counters), `spill` (chunk writes and reads
+//! when a full daemon's chunks go to the next), `rpc` (connections and framing),
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
 
 mod cache;
@@ -39,16 +41,18 @@ mod namespace;
 mod open_files;
 mod readdir;
 mod rename;
+mod replica;
 mod routing;
 mod rpc;
 mod size_cache;
+mod spill;
 mod staging;
 mod stat;
 mod status;
 mod traced;
 
 use gust_hosts::HostsFile;
-use gust_placement::{Distributor, WideStriping};
+use gust_placement::{CapacityWeighted, Distributor, WideStriping};
 use open_files::FdTable;
 use rpc::Transport;
 use std::path::{Path, PathBuf};
@@ -71,6 +75,7 @@ pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
+pub use replica::{degraded_primaries, DOWN_SKIP};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use staging::ReadLogPage;
 pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
@@ -151,18 +156,32 @@ impl Client {
         }
         let secret = gust_hosts::load_secret(hosts_path).map_err(|e| e.to_string())?;
         let n = hosts.daemons.len() as u32;
+        if hosts.replicas > n {
+            return Err(format!(
+                "{}: {} replicas need at least as many daemons, and {n} are registered",
+                hosts_path.display(),
+                hosts.replicas
+            ));
+        }
         let transport = Transport::new(
             hosts.daemons.clone(),
             Some(hosts_path.to_path_buf()),
             secret,
             opts.rpc_timeout,
             opts.force_tcp,
+            hosts.replicas,
         );
+        let dist: Box<dyn Distributor> = match hosts.placement {
+            gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),
+            gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(
+                &hosts.daemons.iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect::<Vec<_>>(),
+            )),
+        };
         Ok(Client {
             chunk_size: hosts.chunk_size_bytes,
             hosts,
             hosts_path: hosts_path.to_path_buf(),
-            dist: Box::new(WideStriping::new(n)),
+            dist,
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
             pending: open_files::FileSet::default(),

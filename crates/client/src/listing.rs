@@ -33,7 +33,9 @@ pub const LISTING_ATTRS_ENTRIES_MAX: usize = 262_144;
 pub(crate) const LISTING_FANOUT_DAEMONS_MAX: usize = 16;
 
 /// One daemon's page of a listing with attributes, and whether that daemon is done.
-pub(crate) type ListingPage = (Vec<(String, Record)>, bool);
+/// A daemon's page: its entries, whether it is done, and where to resume when that
+/// is not its last entry (entries another daemon's copy counts for are left out).
+pub(crate) type ListingPage = (Vec<(String, Record)>, bool, Option<String>);
 
 #[derive(Default)]
 pub(crate) struct ListingAttrs {
@@ -155,13 +157,25 @@ impl Client {
             })
             .collect();
         let mut out = Vec::with_capacity(daemons.len());
-        for r in self.call_all(calls)? {
-            match r {
-                Response::DirPagePlus { entries, done } => {
+        for ((d, _), a) in daemons.iter().zip(self.transport.batch(calls)) {
+            match a {
+                Ok((Response::DirPagePlus { mut entries, done }, _)) => {
+                    let last = entries.last().cloned();
+                    // With copies, each entry counts once (replica.rs); the last one
+                    // stays the daemon's resume point even when another copy counts.
+                    entries.retain(|(name, _)| self.keeps(*d, &path::join(dir, name)));
                     self.listing.insert(asked_at, dir, &entries);
-                    out.push((entries, done));
+                    match last {
+                        Some(l) if entries.last() != Some(&l) && !done => {
+                            out.push((entries, false, Some(l.0)));
+                        }
+                        _ => out.push((entries, done, None)),
+                    }
                 }
-                r => return Err(unexpected(r)),
+                Ok((r, _)) => return Err(unexpected(r)),
+                // A down daemon's records have copies on the others.
+                Err(e) if self.skippable(*d, e) => out.push((Vec::new(), true, None)),
+                Err(e) => return Err(e),
             }
         }
         Ok(out)

@@ -9,6 +9,7 @@
 //! ends keep their own positions).
 
 use crate::error::unexpected;
+use crate::rpc::Call;
 use crate::{Client, Errno, Result};
 use gust_proto::{DirEntry, FileKind, Request, Response, READDIR_PAGE_ENTRIES_MAX};
 use std::collections::HashSet;
@@ -47,10 +48,17 @@ impl Client {
     /// Whether any daemon holds a direct child of `dir` (one RPC per daemon, in parallel).
     pub(crate) fn dir_has_children(&self, dir: &str) -> Result<bool> {
         let mut any = false;
-        for r in self.call_each(self.all_daemons(), |_| Request::HasChildren { dir: dir.to_string() })? {
-            match r {
-                Response::Bool(b) => any |= b,
-                r => return Err(unexpected(r)),
+        let calls = self
+            .all_daemons()
+            .map(|d| Call { daemon: d, req: Request::HasChildren { dir: dir.to_string() }, bulk: Vec::new() })
+            .collect();
+        for (d, a) in self.all_daemons().zip(self.transport.batch(calls)) {
+            match a {
+                Ok((Response::Bool(b), _)) => any |= b,
+                Ok((r, _)) => return Err(unexpected(r)),
+                // A down daemon's records have copies on the others (replica.rs).
+                Err(e) if self.skippable(d, e) => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(any)
@@ -92,8 +100,8 @@ impl<'a> DirStream<'a> {
             pending.iter().take(crate::listing::LISTING_FANOUT_DAEMONS_MAX).cloned().collect();
         let pages = self.client.listing_pages(&self.dir, &ask)?;
         let mut next = Vec::with_capacity(pending.len());
-        for ((d, _), (entries, done)) in ask.iter().zip(pages) {
-            let last = entries.last().map(|e| e.0.clone());
+        for ((d, _), (entries, done, resume)) in ask.iter().zip(pages) {
+            let last = resume.or_else(|| entries.last().map(|e| e.0.clone()));
             self.page.extend(entries.into_iter().map(|(name, r)| DirEntry { name, kind: r.kind }));
             if !(done || last.is_none()) {
                 next.push((*d, last));
@@ -166,10 +174,14 @@ impl DirStream<'_> {
                 Ok(Response::DirPage { mut entries, done }) => {
                     self.after = entries.last().map(|e| e.name.clone());
                     self.done_daemon = done || entries.is_empty();
+                    // With copies, each entry counts once (replica.rs).
+                    let (client, d, dir) = (self.client, self.daemon, &self.dir);
+                    entries.retain(|e| client.keeps(d, &gust_proto::path::join(dir, &e.name)));
                     entries.reverse();
                     self.page = entries;
                 }
                 Ok(r) => return Some(Err(unexpected(r))),
+                Err(e) if self.client.skippable(self.daemon, e) => self.done_daemon = true,
                 Err(e) => {
                     self.daemon = u32::MAX;
                     return Some(Err(e));

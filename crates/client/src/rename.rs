@@ -137,11 +137,17 @@ impl Client {
                     after: after.clone(),
                     max_entries: SCAN_PAGE_ENTRIES_MAX,
                 };
-                match self.transport.call(d, req)? {
-                    Response::Tree { records, last_key, done } => {
+                let page = match self.transport.call(d, req) {
+                    // A down daemon's records have copies on the others (replica.rs).
+                    Err(e) if self.skippable(d, e) => break,
+                    r => r?,
+                };
+                match page {
+                    Response::Tree { mut records, last_key, done } => {
                         if !records.iter().all(|(p, _)| path::is_below(p, dir)) {
                             return Err(Errno(libc::EPROTO));
                         }
+                        records.retain(|(p, _)| self.keeps(d, p));
                         bytes += records.iter().map(|(p, r)| record_bytes(p, r)).sum::<usize>();
                         desc.extend(records);
                         if desc.len() > RENAME_DIR_RECORDS_MAX || bytes > RENAME_DIR_BYTES_MAX {

@@ -70,6 +70,12 @@ pub(crate) struct Transport {
     /// RPCs sent, for tests and `gust bench` reports.
     pub rpcs_sent: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Copies of every record and chunk (replica.rs); 1: calls go where addressed.
+    pub(crate) replicas: u32,
+    /// Per daemon: until when (ms since `epoch`) it counts as down and calls skip
+    /// it (replicated instances only; replica.rs).
+    pub(crate) down_until_ms: Vec<AtomicU64>,
+    pub(crate) epoch: std::time::Instant,
 }
 
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
@@ -94,8 +100,10 @@ impl Transport {
         secret: Vec<u8>,
         timeout: Duration,
         force_tcp: bool,
+        replicas: u32,
     ) -> Self {
         register_fork_handler();
+        let down_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
         let links = entries
             .into_iter()
             .map(|e| DaemonLink {
@@ -113,6 +121,9 @@ impl Transport {
             next_id: AtomicU64::new(1),
             rpcs_sent: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            replicas,
+            down_until_ms,
+            epoch: std::time::Instant::now(),
         }
     }
 
@@ -120,11 +131,20 @@ impl Transport {
         self.last_error.lock().unwrap().clone()
     }
 
+    pub(crate) fn last_error_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.last_error.lock().unwrap()
+    }
+
+    pub(crate) fn links_len(&self) -> u32 {
+        self.links.len() as u32
+    }
+
     fn fail(&self, daemon: u32, what: String) -> Errno {
         let e = self.links[daemon as usize].entry.read().unwrap();
         let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr());
         debug!(daemon, "{msg}");
         *self.last_error.lock().unwrap() = Some(msg);
+        self.mark_down(daemon);
         Errno(libc::EIO)
     }
 
@@ -295,7 +315,8 @@ impl Transport {
         }
     }
 
-    /// Sends every call, then collects every answer, in order.
+    /// Sends every call to the daemon it names, then collects every answer, in
+    /// order (replica.rs's `batch_into` is the way in: it adds the copies).
     ///
     /// A pooled connection may have died with its daemon (which may be back by now).
     /// Such a call is sent again, once, on a new connection when that cannot apply it
@@ -306,8 +327,9 @@ impl Transport {
         self.batch_into(calls, dests, &mut [])
     }
 
-    /// `batch`, with Read replies delivered into `buf` at the positions `dests` give.
-    pub fn batch_into(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
+    /// `batch` as addressed, with Read replies delivered into `buf` at the positions
+    /// `dests` give.
+    pub(crate) fn send_batch(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {
             /// Waiting for the reply on this connection (id, op, pooled?).
@@ -362,10 +384,5 @@ impl Transport {
             });
         }
         answers
-    }
-
-    pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
-        let mut v = self.batch(vec![Call { daemon, req, bulk: Vec::new() }]);
-        v.pop().expect("one answer").map(|(r, _)| r)
     }
 }

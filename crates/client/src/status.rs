@@ -4,6 +4,7 @@
 //! Not for: anything about one file (namespace.rs).
 
 use crate::error::unexpected;
+use crate::rpc::Call;
 use crate::stat::StatFs;
 use crate::{Client, DaemonMetrics, DaemonStats, Result};
 use gust_proto::{Request, Response};
@@ -18,17 +19,27 @@ impl Client {
             daemons: self.daemon_count(),
             chunk_size_bytes: self.chunk_size,
         };
-        for r in self.call_each(self.all_daemons(), |_| Request::StatFs)? {
-            match r {
-                Response::StatFs { total_bytes, free_bytes, avail_bytes, files } => {
+        let calls = self.all_daemons().map(|d| Call { daemon: d, req: Request::StatFs, bulk: Vec::new() }).collect();
+        for (d, a) in self.all_daemons().zip(self.transport.batch(calls)) {
+            match a {
+                Ok((Response::StatFs { total_bytes, free_bytes, avail_bytes, files }, _)) => {
                     s.total_bytes += total_bytes;
                     s.free_bytes += free_bytes;
                     s.avail_bytes += avail_bytes;
                     s.files += files;
                 }
-                r => return Err(unexpected(r)),
+                Ok((r, _)) => return Err(unexpected(r)),
+                // A down daemon's share is not there to be used.
+                Err(e) if self.skippable(d, e) => {}
+                Err(e) => return Err(e),
             }
         }
+        // Every byte and record is stored `replicas` times.
+        let r = self.replicas() as u64;
+        s.total_bytes /= r;
+        s.free_bytes /= r;
+        s.avail_bytes /= r;
+        s.files /= r;
         Ok(s)
     }
 

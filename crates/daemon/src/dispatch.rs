@@ -53,6 +53,12 @@ fn dir_of(req: &Request) -> Option<&str> {
     }
 }
 
+/// What a recovering daemon still answers: questions about itself, not about the
+/// file system's contents.
+fn serves_while_recovering(req: &Request) -> bool {
+    matches!(req, Request::Ping | Request::Shutdown { .. } | Request::StatFs | Request::Stats | Request::Metrics)
+}
+
 /// Serves one request and counts it: its latency, its errno if any, its directory.
 pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let started = Instant::now();
@@ -71,6 +77,12 @@ pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8
 
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
+    if state.recovering.load(Ordering::Relaxed) && !serves_while_recovering(&req) {
+        // Restarted after a crash in a replicated instance: its copies may miss
+        // writes its peers took meanwhile; clients read and write the other copies
+        // until `gust repair` (docs/DESIGN.md, "Replicas").
+        return Err(libc::EHOSTDOWN);
+    }
     match req {
         Request::Ping => Ok(Response::Ok),
         Request::Shutdown { keep } => {

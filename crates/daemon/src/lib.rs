@@ -56,6 +56,10 @@ pub struct DaemonConfig {
     pub trace_dir: Option<PathBuf>,
     /// Daemon tracepoints (names or groups) on from the start; needs `trace_dir`.
     pub trace: Option<String>,
+    /// Declared capacity of the chunk store (`--capacity`): writes past it get
+    /// ENOSPC, and it is what capacity placement weighs this daemon by. None: the
+    /// root directory's free space at the daemon's first start is registered.
+    pub capacity_bytes: Option<u64>,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -115,6 +119,22 @@ fn own_dir_mode(rootdir: &Path) -> Result<u32, String> {
         ));
     }
     Ok(mode)
+}
+
+/// Written in the root directory when the daemon stops on a signal or `gust stop`,
+/// removed when it starts: a root directory used before without it crashed.
+pub const CLEAN_STOP_MARKER: &str = "stopped-cleanly";
+
+/// Bytes available to the daemon's user under `dir` (statvfs f_bavail).
+fn free_bytes(dir: &Path) -> Result<u64, String> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("root directory {} has a NUL byte", dir.display()))?;
+    // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut sv) } != 0 {
+        return Err(format!("cannot statvfs root directory {}: {}", dir.display(), io::Error::last_os_error()));
+    }
+    Ok(sv.f_bavail * sv.f_frsize)
 }
 
 /// Reads `rootdir/instance`: (instance id, daemon id), if this root directory was
@@ -191,7 +211,10 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             e
         }
     })?;
-    let chunks = ctx(chunks::ChunkStore::open(&rootdir.join("chunks")), "cannot create chunk store in", &rootdir)?;
+    let mut chunks = ctx(chunks::ChunkStore::open(&rootdir.join("chunks")), "cannot create chunk store in", &rootdir)?;
+    if let Some(c) = cfg.capacity_bytes {
+        chunks.declare_capacity(c);
+    }
 
     // Unix socket for clients on this node. sun_path holds 108 bytes; skip the
     // socket (TCP still works) if the root directory's path is too long.
@@ -252,8 +275,22 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         }
         let ident = format!("instance {}\ndaemon_id {id}\n", hosts.instance);
         ctx(fs::write(rootdir.join("instance"), ident), "cannot write", &rootdir.join("instance"))?;
+        // The capacity placement weighs this daemon by stays what it first registered
+        // (placement depends on it); a new daemon registers its declared capacity or
+        // the free space it starts with.
+        let registered = hosts.daemons.iter().find(|d| d.id == id).and_then(|d| d.capacity_bytes);
+        let capacity_bytes = match (registered, cfg.capacity_bytes) {
+            (Some(old), Some(new)) if old != new => {
+                tracing::warn!("daemon {id}: --capacity {new} ignored for placement: registered with {old} bytes");
+                old
+            }
+            (Some(old), _) => old,
+            (None, Some(new)) => new,
+            (None, None) => free_bytes(&rootdir)?,
+        };
         hosts.daemons.retain(|d| d.id != id);
         hosts.daemons.push(DaemonEntry {
+            capacity_bytes: Some(capacity_bytes),
             id,
             host: gust_hosts::this_host(),
             pid: std::process::id(),
@@ -265,6 +302,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         (id, hosts)
     };
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
+    // Only capacity placement's readers use cut spans (they look for a chunk's
+    // spilled bytes on its next daemon).
+    chunks.set_trim_holes(hosts.placement == gust_hosts::Placement::Capacity);
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     if let Some(d) = &cfg.trace_dir {
@@ -278,6 +318,19 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         gust_trace::registry::select(names).map_err(|e| format!("--trace: {e}"))?;
         trace::control(&state, true, names, None)
             .map_err(|_| format!("--trace {names}: no daemon tracepoint named (daemon groups: daemon, md, chunk)"))?;
+    }
+    // A root directory used before and not stopped cleanly: the daemon crashed (or
+    // was killed). With copies elsewhere, its own may be stale: fence it.
+    let clean = rootdir.join(CLEAN_STOP_MARKER);
+    let crashed = identity.is_some() && !clean.exists();
+    let _ = fs::remove_file(&clean);
+    if crashed && hosts.replicas > 1 {
+        state.recovering.store(true, std::sync::atomic::Ordering::SeqCst);
+        tracing::warn!(
+            "daemon {daemon_id} restarted after a crash in an instance with {} replicas: refusing to serve \
+             (EHOSTDOWN) until `gust repair` brings its copies up to date",
+            hosts.replicas
+        );
     }
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).collect();
@@ -302,6 +355,11 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         tracing::error!("metadata sync at shutdown failed: errno {e}");
     }
     let _ = fs::remove_file(&uds_path);
+    if !state.recovering.load(std::sync::atomic::Ordering::SeqCst) {
+        // A stop (not a crash): the next start serves at once. A recovering daemon
+        // stays recovering across restarts until repaired.
+        let _ = fs::write(&clean, b"");
+    }
     if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
         tracing::info!("removing root directory {} (gust stop)", rootdir.display());
         ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;

@@ -23,6 +23,9 @@ pub struct State {
     pub read_log: ReadLog,
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
+    /// Restarted after a crash in a replicated instance: refuses everything about
+    /// the file system's contents with EHOSTDOWN until repaired (dispatch.rs).
+    pub recovering: AtomicBool,
     pub(crate) refusals_logged: LogBudget,
     pub(crate) accept_errors_logged: LogBudget,
 }
@@ -46,13 +49,19 @@ impl State {
             events: EventLog::new(events_cap_bytes),
             read_log: ReadLog::new(),
             wipe_on_exit: AtomicBool::new(false),
+            recovering: AtomicBool::new(false),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
         }
     }
 
-    /// (total, free, available) bytes of the file system under the root directory.
+    /// (total, free, available) bytes of the file system under the root directory,
+    /// or of the declared capacity (`--capacity`) when there is one.
     pub fn capacity(&self) -> crate::metadata::Res<(u64, u64, u64)> {
+        if let Some((cap, used)) = self.chunks.declared() {
+            let free = cap.saturating_sub(used);
+            return Ok((cap, free, free));
+        }
         let c = std::ffi::CString::new(self.rootdir.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
         // SAFETY: statvfs writes into a zeroed struct we own; the path is NUL-terminated.
         let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };

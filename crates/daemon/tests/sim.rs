@@ -57,6 +57,7 @@ fn start(tag: &str, daemons: u32, seed: u64, cut_after: Option<u64>) -> Sim {
             pid: std::process::id(),
             rootdir: root,
             endpoints: vec![ep],
+            capacity_bytes: None,
         });
         names.push(name);
     }

@@ -11,7 +11,17 @@
 //! check_parent 0              1: create/mkdir verify the parent directory exists
 //! cache_of /lustre/p/data     (cache mode only) the directory this instance mirrors
 //! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock
+//! placement capacity          only when not the default (wide): see below
+//! replicas 2                  only when more than 1: copies of every record and chunk
+//! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock capacity:1073741824
 //! ```
+//!
+//! `placement capacity` weights chunks by the daemons' capacities (gust-placement's
+//! `CapacityWeighted`); a reader that does not know the key refuses the file rather
+//! than place chunks where nobody else looks. Each daemon line then ends with
+//! `capacity:BYTES`, the capacity the daemon registered with (declared, or its free
+//! space at its first start); it is kept across restarts, since placement depends on
+//! it. Older readers skip it as an endpoint kind they do not know.
 //!
 //! A daemon line is: id, host name, process id, root directory, then the endpoints
 //! it listens on, each as KIND:ADDRESS (gust-transport's `Endpoint`: `tcp:`, `unix:`;
@@ -44,6 +54,42 @@ const FORMAT_LINE_1: &str = "# GustFS hosts file, format 1";
 pub const KEPT_MARKER: &str = "kept-by-stop";
 /// Bound on daemons per instance (ids are u32 on the wire; this keeps files sane).
 pub const DAEMONS_MAX: usize = 65_536;
+/// Bound on `replicas` (gust-placement's REPLICAS_MAX; the hosts crate does not
+/// depend on placement).
+const REPLICAS_MAX: u32 = 3;
+/// The daemon-line field carrying a daemon's capacity in bytes.
+const CAPACITY_KEY: &str = "capacity:";
+
+/// How an instance places chunks (the `placement` line; metadata is always
+/// wide-striped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Every daemon equally (jump consistent hashing). No `placement` line.
+    #[default]
+    Wide,
+    /// Weighted by each daemon's `capacity:` (weighted rendezvous hashing).
+    Capacity,
+}
+
+impl Placement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Wide => "wide",
+            Placement::Capacity => "capacity",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wide" => Ok(Placement::Wide),
+            "capacity" => Ok(Placement::Capacity),
+            _ => Err(format!("unknown placement '{s}' (wide or capacity)")),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonEntry {
@@ -54,6 +100,8 @@ pub struct DaemonEntry {
     pub rootdir: PathBuf,
     /// Where it listens; at least one network endpoint.
     pub endpoints: Vec<Endpoint>,
+    /// The capacity placement weighs this daemon by (`capacity:BYTES`), if any.
+    pub capacity_bytes: Option<u64>,
 }
 
 impl DaemonEntry {
@@ -83,6 +131,9 @@ impl DaemonEntry {
             s.push(' ');
             s.push_str(&e.to_string());
         }
+        if let Some(c) = self.capacity_bytes {
+            s.push_str(&format!(" {CAPACITY_KEY}{c}"));
+        }
         s
     }
 
@@ -98,7 +149,12 @@ impl DaemonEntry {
         let id: u32 = f[0].parse().map_err(|_| format!("bad daemon id '{}'", f[0]))?;
         let pid: u32 = f[2].parse().map_err(|_| format!("bad pid '{}'", f[2]))?;
         let mut endpoints = Vec::new();
+        let mut capacity_bytes = None;
         for e in &f[4..] {
+            if let Some(c) = e.strip_prefix(CAPACITY_KEY) {
+                capacity_bytes = Some(c.parse().map_err(|_| format!("daemon {id}: bad capacity '{c}'"))?);
+                continue;
+            }
             match e.parse::<Endpoint>() {
                 Ok(ep) => endpoints.push(ep),
                 // A kind a newer writer added: this reader cannot use it.
@@ -106,7 +162,8 @@ impl DaemonEntry {
                 Err(err) => return Err(format!("daemon {id}: {err}")),
             }
         }
-        let entry = DaemonEntry { id, host: f[1].to_string(), pid, rootdir: PathBuf::from(f[3]), endpoints };
+        let entry =
+            DaemonEntry { id, host: f[1].to_string(), pid, rootdir: PathBuf::from(f[3]), endpoints, capacity_bytes };
         if entry.network().is_none() {
             return Err(format!("daemon {id} has no network endpoint (tcp:ADDRESS:PORT)"));
         }
@@ -134,6 +191,10 @@ pub struct HostsFile {
     /// Cache mode (`gust start --cache-of DIR`): the directory of the shared file
     /// system whose namespace this instance mirrors, filled on first use.
     pub cache_of: Option<String>,
+    pub placement: Placement,
+    /// Copies of every record and chunk (1 to 3, fixed for the instance's life). A
+    /// reader that does not know the key refuses the file: it would miss copies.
+    pub replicas: u32,
     /// Sorted by id.
     pub daemons: Vec<DaemonEntry>,
 }
@@ -191,7 +252,16 @@ pub fn this_host() -> String {
 
 impl HostsFile {
     pub fn new(instance: String, chunk_size_bytes: u64, mountdir: String, check_parent: bool) -> Self {
-        HostsFile { instance, chunk_size_bytes, mountdir, check_parent, cache_of: None, daemons: Vec::new() }
+        HostsFile {
+            instance,
+            chunk_size_bytes,
+            mountdir,
+            check_parent,
+            cache_of: None,
+            placement: Placement::Wide,
+            replicas: 1,
+            daemons: Vec::new(),
+        }
     }
 
     pub fn render(&self) -> String {
@@ -204,6 +274,12 @@ impl HostsFile {
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
         if let Some(c) = &self.cache_of {
             s.push_str(&format!("cache_of {c}\n"));
+        }
+        if self.placement != Placement::Wide {
+            s.push_str(&format!("placement {}\n", self.placement.name()));
+        }
+        if self.replicas != 1 {
+            s.push_str(&format!("replicas {}\n", self.replicas));
         }
         for d in &self.daemons {
             s.push_str(&format!("daemon {}\n", d.render()));
@@ -237,6 +313,14 @@ impl HostsFile {
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
                 "cache_of" => h.cache_of = Some(rest.to_string()),
+                "placement" => h.placement = rest.parse().map_err(|m| perr(n, m))?,
+                "replicas" => {
+                    h.replicas = rest
+                        .parse()
+                        .ok()
+                        .filter(|r| (1..=REPLICAS_MAX).contains(r))
+                        .ok_or_else(|| perr(n, format!("bad replicas '{rest}' (1 to {REPLICAS_MAX})")))?
+                }
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
@@ -254,6 +338,11 @@ impl HostsFile {
             return Err(perr(0, "missing 'chunk_size' line".into()));
         }
         h.daemons.sort_by_key(|d| d.id);
+        if h.placement == Placement::Capacity {
+            if let Some(d) = h.daemons.iter().find(|d| d.capacity_bytes.is_none()) {
+                return Err(perr(0, format!("placement capacity, but daemon {} has no capacity: field", d.id)));
+            }
+        }
         Ok(h)
     }
 
@@ -368,6 +457,7 @@ mod tests {
             pid: 9,
             rootdir: "/r1".into(),
             endpoints: vec!["tcp:127.0.0.1:2".parse().unwrap()],
+            capacity_bytes: None,
         });
         h.daemons.push(DaemonEntry {
             id: 0,
@@ -375,6 +465,7 @@ mod tests {
             pid: 8,
             rootdir: "/r0".into(),
             endpoints: vec!["tcp:[::1]:1".parse().unwrap(), "unix:/x/s".parse().unwrap()],
+            capacity_bytes: None,
         });
         let p = Path::new("h");
         let text = h.render();
@@ -406,6 +497,39 @@ mod tests {
         let bad = format!("{FORMAT_LINE}\ninstance ab\nchunk_size 4096\ndaemon 0 n0 8 /r0 unix:/x/s\n");
         let e = HostsFile::parse(p, &bad).unwrap_err().to_string();
         assert!(e.contains("no network endpoint"), "{e}");
+    }
+
+    #[test]
+    fn placement_and_capacities_roundtrip() {
+        let p = Path::new("h");
+        let mut h = HostsFile::new("ab".into(), 4096, "/g".into(), false);
+        assert!(!h.render().contains("placement"), "the default writes no line, as before");
+        h.placement = Placement::Capacity;
+        h.daemons.push(DaemonEntry {
+            id: 0,
+            host: "n0".into(),
+            pid: 8,
+            rootdir: "/r0".into(),
+            endpoints: vec!["tcp:10.0.0.1:7000".parse().unwrap()],
+            capacity_bytes: Some(8 << 20),
+        });
+        let text = h.render();
+        assert!(text.contains("placement capacity\n"), "{text}");
+        assert!(text.contains("tcp:10.0.0.1:7000 capacity:8388608\n"), "{text}");
+        assert_eq!(HostsFile::parse(p, &text).unwrap(), h);
+        // Capacity placement without a daemon's capacity cannot place: refused.
+        let e = HostsFile::parse(p, &text.replace(" capacity:8388608", "")).unwrap_err().to_string();
+        assert!(e.contains("daemon 0 has no capacity"), "{e}");
+        let e = HostsFile::parse(p, &text.replace("placement capacity", "placement fastest")).unwrap_err();
+        assert!(e.to_string().contains("unknown placement 'fastest'"), "{e}");
+        let e = HostsFile::parse(p, &text.replace("capacity:8388608", "capacity:8M")).unwrap_err();
+        assert!(e.to_string().contains("bad capacity '8M'"), "{e}");
+        h.replicas = 2;
+        let text = h.render();
+        assert!(text.contains("replicas 2\n"), "{text}");
+        assert_eq!(HostsFile::parse(p, &text).unwrap().replicas, 2);
+        let e = HostsFile::parse(p, &text.replace("replicas 2", "replicas 4")).unwrap_err();
+        assert!(e.to_string().contains("bad replicas '4' (1 to 3)"), "{e}");
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct AgentArgs {
     pub chunk_size_bytes: u64,
     pub mountdir: String,
     pub check_parent: bool,
+    pub placement: gust_hosts::Placement,
+    pub replicas: u32,
     /// TCP port of the daemon; None: a free port.
     pub port: Option<u16>,
     pub network: Option<String>,
@@ -418,7 +420,9 @@ impl Node {
     }
 
     fn write_header(&self, a: &AgentArgs, hp: &Path) -> Result<(), String> {
-        let h = HostsFile::new(a.instance.clone(), a.chunk_size_bytes, a.mountdir.clone(), a.check_parent);
+        let mut h = HostsFile::new(a.instance.clone(), a.chunk_size_bytes, a.mountdir.clone(), a.check_parent);
+        h.placement = a.placement;
+        h.replicas = a.replicas;
         h.store(hp).map_err(|e| e.to_string())
     }
 

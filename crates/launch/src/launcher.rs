@@ -130,6 +130,13 @@ fn agent_args(p: &Plan, id: Option<u32>, detach: bool) -> Vec<String> {
     if h.check_parent {
         v.push("--check-parent".into());
     }
+    // The node's own hosts file says them too: a daemon reads both when it starts.
+    if h.placement != gust_hosts::Placement::Wide {
+        v.extend(["--placement".into(), h.placement.name().into()]);
+    }
+    if h.replicas != 1 {
+        v.extend(["--replicas".into(), h.replicas.to_string()]);
+    }
     if let Some(port) = p.port {
         v.extend(["--port".into(), port.to_string()]);
     }

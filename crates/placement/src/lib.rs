@@ -6,8 +6,14 @@
 //! * Metadata of path `p` lives on daemon `jump_hash(xxh3(p), n)`.
 //! * Chunk `k` of the file with id `f` lives on `jump_hash(xxh3(f, k), n)`.
 //!
+//! * With `--placement capacity` chunks are weighted by daemon capacity instead
+//!   ([`capacity`]).
+//!
 //! Not for: deciding *how* to talk to a daemon (that is the client core).
 
+pub mod capacity;
+
+pub use capacity::CapacityWeighted;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Default chunk size: 512 KiB, as in GekkoFS.
@@ -16,6 +22,19 @@ pub const CHUNK_SIZE_BYTES_DEFAULT: u64 = 512 * 1024;
 /// number of chunks per request sane; the upper keeps one chunk within a frame.
 pub const CHUNK_SIZE_BYTES_MIN: u64 = 4 * 1024;
 pub const CHUNK_SIZE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// Bound on copies of each record and chunk (`gust start --replicas`).
+pub const REPLICAS_MAX: u32 = 3;
+
+/// The daemons holding the copies of whatever daemon `primary` holds when every
+/// record and chunk lives on `replicas` daemons: `primary` and the next ids after
+/// it, wrapping around (distinct as long as `replicas <= daemons`). A function of
+/// the primary alone, so every routing decision (a record's daemon, a chunk's, a
+/// spilled chunk's next daemon) extends to its copies the same way.
+pub fn replica_group(primary: u32, replicas: u32, daemons: u32) -> impl Iterator<Item = u32> {
+    assert!(primary < daemons && replicas >= 1 && replicas <= daemons, "replicas within the daemon count");
+    (0..replicas).map(move |i| (primary + i) % daemons)
+}
 
 /// Jump consistent hash (Lamping and Veach, 2014): maps `key` to a bucket in
 /// `0..buckets` so that growing `buckets` from n to n+1 moves only 1/(n+1) of keys.
@@ -77,22 +96,50 @@ pub trait Distributor: Send + Sync {
     /// Daemon holding chunk `chunk` of the file with id `file_id`.
     fn locate_chunk(&self, file_id: u128, chunk: u64) -> u32;
 
+    /// Every daemon, in the order chunk `chunk` tries them, into `out`: the first is
+    /// [`Distributor::locate_chunk`]'s; a chunk refused for space goes to the next
+    /// (up to [`Distributor::spill_daemons`] of them). The default is the owner,
+    /// then the following ids, wrapping around.
+    fn chunk_order(&self, file_id: u128, chunk: u64, out: &mut Vec<u32>) {
+        let n = self.daemon_count();
+        let first = self.locate_chunk(file_id, chunk);
+        out.clear();
+        out.extend((0..n).map(|i| (first + i) % n));
+    }
+
+    /// How many daemons past the first of its order a chunk may be written to when
+    /// daemons refuse it for space (ENOSPC). 0: a full daemon fails the write.
+    fn spill_daemons(&self) -> u32 {
+        0
+    }
+
     /// Daemons that may hold any chunk in `chunk_first..=chunk_last`, deduplicated and
-    /// sorted. Costs at most `min(chunks, daemons)` distinct entries: this is what
-    /// lets unlink and truncate avoid broadcasting to every daemon.
+    /// sorted (with spilling, the first `1 + spill_daemons()` of each chunk's order).
+    /// Costs at most `min(chunks, daemons)` distinct entries: this is what lets
+    /// unlink and truncate avoid broadcasting to every daemon.
     fn daemons_for_chunks(&self, file_id: u128, chunk_first: u64, chunk_last: u64) -> Vec<u32> {
         let n = self.daemon_count();
+        let spill = self.spill_daemons() as usize;
         let mut seen = vec![false; n as usize];
         let mut out = Vec::new();
+        let mut order = Vec::new();
         let mut k = chunk_first;
         while k <= chunk_last {
-            let d = self.locate_chunk(file_id, k);
-            if !seen[d as usize] {
-                seen[d as usize] = true;
-                out.push(d);
-                if out.len() == n as usize {
-                    break;
+            if spill == 0 {
+                order.clear();
+                order.push(self.locate_chunk(file_id, k));
+            } else {
+                self.chunk_order(file_id, k, &mut order);
+                order.truncate(1 + spill);
+            }
+            for &d in &order {
+                if !seen[d as usize] {
+                    seen[d as usize] = true;
+                    out.push(d);
                 }
+            }
+            if out.len() == n as usize {
+                break;
             }
             k += 1;
         }
@@ -193,5 +240,27 @@ mod tests {
         assert_eq!(d.daemons_for_chunks(fid, 0, 0), vec![d.locate_chunk(fid, 0)]);
         let many = d.daemons_for_chunks(fid, 0, 999);
         assert_eq!(many.len(), 16);
+    }
+
+    #[test]
+    fn replica_groups_are_distinct_and_wrap() {
+        assert_eq!(replica_group(2, 2, 4).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(replica_group(3, 3, 4).collect::<Vec<_>>(), vec![3, 0, 1]);
+        assert_eq!(replica_group(0, 1, 1).collect::<Vec<_>>(), vec![0]);
+    }
+
+    /// With spilling, a chunk's candidates (its first 1 + spill daemons) all count.
+    #[test]
+    fn daemons_for_chunks_covers_spill_candidates() {
+        let d = CapacityWeighted::new(&[1; 16]);
+        let mut order = Vec::new();
+        d.chunk_order(9, 3, &mut order);
+        let mut want: Vec<u32> = order[..1 + capacity::SPILL_DAEMONS_MAX as usize].to_vec();
+        want.sort_unstable();
+        assert_eq!(d.daemons_for_chunks(9, 3, 3), want);
+        let w = WideStriping::new(5);
+        w.chunk_order(9, 3, &mut order);
+        let first = w.locate_chunk(9, 3);
+        assert_eq!(order, (0..5).map(|i| (first + i) % 5).collect::<Vec<_>>());
     }
 }

@@ -1,0 +1,182 @@
+//! `gust repair --id D`: brings daemon D of a replicated instance up to date after
+//! it crashed and came back fenced (recovering: docs/DESIGN.md, Replicas), or
+//! before a replacement takes its id.
+//!
+//! Offline and whole: D is stopped, its stores are emptied, every record and chunk
+//! whose replica group includes D is copied into them from the serving copies
+//! (through the client core, which skips D), then D is started again on its root
+//! directory, serving. Run it on D's host while the instance is quiet (between job
+//! steps): a change made meanwhile to a group of D reaches the other copies only,
+//! and D would miss it. A chunk that spilled past a full daemon (capacity
+//! placement) is not copied.
+//!
+//! Not for: daemons of other hosts (run it there), instances with one replica.
+
+use crate::instance::InstanceArgs;
+use clap::Args;
+use gust_client::{Client, ClientOptions, FindQuery, Kind, Record};
+use gust_daemon::chunks::ChunkStore;
+use gust_daemon::metadata::MetadataStore;
+use gust_hosts::HostsFile;
+use gust_proto::Span;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct RepairArgs {
+    #[command(flatten)]
+    inst: InstanceArgs,
+    /// The daemon to bring up to date.
+    #[arg(long)]
+    id: u32,
+}
+
+/// Records put into the store per batch.
+const RECORDS_PER_BATCH: usize = 1024;
+
+pub fn run(a: RepairArgs) -> Result<(), String> {
+    let hp = a.inst.hosts_path();
+    let h = HostsFile::load(&hp).map_err(|e| format!("{e} (is an instance running?)"))?;
+    if h.replicas < 2 {
+        return Err("the instance keeps one copy of everything: there is nothing to repair from".into());
+    }
+    let e = h.daemons.iter().find(|d| d.id == a.id).ok_or(format!("no daemon {} in {}", a.id, hp.display()))?;
+    if e.host != gust_hosts::this_host() {
+        return Err(format!("daemon {} runs on {}: run `gust repair` there", a.id, e.host));
+    }
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(10), force_tcp: false };
+    let c = Client::open_instance(&hp, opts.clone())?;
+    if c.ping(a.id).is_ok() {
+        eprintln!("gust: stopping daemon {} (pid {})", a.id, e.pid);
+        c.shutdown_daemon(a.id, true).map_err(|err| format!("cannot stop daemon {}: {err}", a.id))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gust_launch::proc::pid_alive(e.pid) && !gust_launch::proc::is_zombie(e.pid) {
+        if Instant::now() > deadline {
+            return Err(format!("daemon {} (pid {}) did not stop", a.id, e.pid));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A new client: the old one skips D for a while, this one finds it down.
+    let c = Client::open_instance(&hp, opts)?;
+    let (records, bytes) = rebuild(&c, a.id, &e.rootdir)?;
+    eprintln!(
+        "gust: daemon {}: {records} records and {} of chunks copied from its replicas",
+        a.id,
+        crate::human_size(bytes)
+    );
+    restart(&hp, &h, a.id)?;
+    eprintln!("gust: daemon {} is serving again", a.id);
+    Ok(())
+}
+
+/// Empties D's stores and fills them from the serving copies; returns the records
+/// and chunk bytes copied.
+fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> {
+    let io = |what: &str, err: std::io::Error| format!("{what} in {}: {err}", rootdir.display());
+    for sub in ["metadata", "chunks"] {
+        let p = rootdir.join(sub);
+        if p.exists() {
+            std::fs::remove_dir_all(&p).map_err(|err| io("cannot empty the old store", err))?;
+        }
+    }
+    let md = MetadataStore::open(&rootdir.join("metadata"))?;
+    let chunks = ChunkStore::open(&rootdir.join("chunks")).map_err(|err| io("cannot create the chunk store", err))?;
+    let mut all: Vec<(String, Record)> = Vec::new();
+    c.find("/", &FindQuery::default(), |p, r| all.push((p.to_string(), r.clone())))
+        .map_err(|err| format!("cannot list the instance's records: {err}"))?;
+    let mut batch = Vec::new();
+    let mut records = 0;
+    let mut bytes = 0u64;
+    let cs = c.chunk_size_bytes();
+    let mut buf = vec![0u8; cs as usize];
+    for (path, rec) in &all {
+        if c.record_holders(path).contains(&id) {
+            if rec.kind == Kind::File {
+                // Small files keep their data in the record (inline).
+                let (r, data) = c.stat_data(path).map_err(|err| format!("{path}: {err}"))?;
+                if let Some(d) = data {
+                    md.create_inline(path, &r, &d).map_err(|err| format!("{path}: errno {err}"))?;
+                    records += 1;
+                    continue;
+                }
+            }
+            batch.push((path.clone(), rec.clone()));
+            if batch.len() == RECORDS_PER_BATCH {
+                md.put_records(&batch).map_err(|err| format!("storing records: errno {err}"))?;
+                records += batch.len();
+                batch.clear();
+            }
+        }
+        if rec.kind != Kind::File || rec.size == 0 {
+            continue;
+        }
+        let mine: Vec<u64> =
+            (0..rec.size.div_ceil(cs)).filter(|k| c.chunk_holders(rec.file_id, *k).contains(&id)).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let fd = c.open(path, libc::O_RDONLY, 0).map_err(|err| format!("{path}: {err}"))?;
+        for k in mine {
+            let n = c.pread(fd, &mut buf, k * cs).map_err(|err| format!("{path}: {err}"))?;
+            if n > 0 {
+                let span = Span { offset: k * cs, len: n as u32 };
+                chunks.write(rec.file_id, &[span], &buf[..n]).map_err(|err| format!("{path}: errno {err}"))?;
+                bytes += n as u64;
+            }
+        }
+        let _ = c.close(fd);
+    }
+    md.put_records(&batch).map_err(|err| format!("storing records: errno {err}"))?;
+    records += batch.len();
+    md.sync().map_err(|err| format!("syncing the metadata store: errno {err}"))?;
+    // Repaired: the next start serves.
+    std::fs::write(rootdir.join(gust_daemon::CLEAN_STOP_MARKER), b"").map_err(|err| io("cannot mark", err))?;
+    Ok((records, bytes))
+}
+
+/// Starts D again as `gust start` did (root directory, address, id), detached,
+/// logging next to the hosts file, and waits until it serves.
+fn restart(hp: &Path, h: &HostsFile, id: u32) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+    let e = &h.daemons[id as usize];
+    let log_path = hp.parent().unwrap_or(Path::new(".")).join(format!("d{id}.log"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|err| format!("cannot open {}: {err}", log_path.display()))?;
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find the gust binary: {err}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("daemon")
+        .arg("--rootdir")
+        .arg(&e.rootdir)
+        .args(["--mountdir", &h.mountdir])
+        .arg("--hosts-file")
+        .arg(hp)
+        .args(["--listen", &e.tcp_addr(), "--id", &id.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().map_err(|err| err.to_string())?)
+        .stderr(log);
+    // SAFETY: setsid in the child before exec, so the daemon outlives this command.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|err| format!("cannot start daemon {id}: {err}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = Client::open_instance(hp, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false })?;
+        if c.daemon_recovering(id) == Ok(false) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("daemon {id} did not come back serving; see {}", log_path.display()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,294 @@
+//! Replicas: with `gust start --replicas R`, every record and chunk lives on R
+//! daemons, and the client keeps them so. Daemons never talk to each other; the
+//! copies are the client's doing, here, below every operation.
+//!
+//! Every call names the daemon placement chose (a record's, a chunk's); its copies
+//! are on that daemon's replica group (gust_placement's `replica_group`: it and the
+//! next R-1 ids). By request:
+//!
+//! * changes (create, write, remove, size, attributes, ...) go to every member of
+//!   the group that is not down, in parallel; the answer is the first member's that
+//!   answered (in group order). A write returns once every live copy has it.
+//! * keyed reads (stat, read) go to the first member that is not down; if it fails
+//!   (transport error), the next member is asked, round by round.
+//! * questions to one daemon as itself (listings, scans, capacity, counters, ping)
+//!   go where addressed; callers that ask every daemon skip the down ones and keep
+//!   each record from one daemon only ([`Client::keeps`]).
+//!
+//! A daemon is *down* from a transport failure (refused or failed connection, no or
+//! broken reply, a timeout) or when it answers EHOSTDOWN (restarted after a crash,
+//! it refuses to serve until repaired: docs/DESIGN.md) until `DOWN_SKIP` later:
+//! meanwhile calls skip it at no cost, then one call tries it again. The bound on an
+//! operation meeting a dead daemon is therefore one failure: a refused connection
+//! (immediate), a connect timeout (at most 5 s), or for a hung daemon the RPC
+//! timeout (GUST_RPC_TIMEOUT_MS, default 30 s); then at most `DOWN_SKIP` of skipping.
+//! With R = 1 nothing is skipped: every call to a dead daemon fails with EIO within
+//! the same bound, as before.
+//!
+//! Not for: where things live (gust_placement), framing and connections (rpc.rs).
+
+use crate::rpc::{Answer, Call, Dest, Transport};
+use crate::{Client, Errno};
+use gust_placement::replica_group;
+use gust_proto::{Request, Response};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How long a daemon found down is skipped before it is tried again.
+pub const DOWN_SKIP: Duration = Duration::from_secs(5);
+
+/// Where a request goes in a replicated instance.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// Every live member of the addressed daemon's group.
+    All,
+    /// The first live member, then the next on failure.
+    First,
+    /// The addressed daemon itself.
+    Addressed,
+}
+
+/// Every request decides here, without a catch-all: a new request must say where
+/// its copies are.
+fn route(req: &Request) -> Route {
+    use Request::*;
+    match req {
+        Create { .. }
+        | Remove { .. }
+        | UpdateSize { .. }
+        | Truncate { .. }
+        | SetAttr { .. }
+        | PutRecord { .. }
+        | RemoveRecords { .. }
+        | Write { .. }
+        | TruncateChunks { .. }
+        | RemoveChunks { .. }
+        | Fsync { .. }
+        | PutRecords { .. }
+        | CreateInline { .. }
+        | DropInline { .. }
+        | SetOwner { .. }
+        | DirChanged { .. }
+        // Staging: every copy creates its records and pulls its chunks itself.
+        | StageCreate { .. }
+        | StagePull { .. }
+        | StageCommitFiles { .. } => Route::All,
+        // CloseWrite records an event: once, where the record is read. One copy is
+        // enough to stage out from or to hash.
+        Stat { .. }
+        | Read { .. }
+        | StatData { .. }
+        | CloseWrite { .. }
+        | StagePush { .. }
+        | StageExportFiles { .. }
+        | StageHashSpans { .. } => Route::First,
+        Ping
+        | ReadDir { .. }
+        | HasChildren { .. }
+        | ScanTree { .. }
+        | StatFs
+        | Stats
+        | Shutdown { .. }
+        | ReadDirPlus { .. }
+        | Metrics
+        | Find { .. }
+        | Events { .. }
+        | ReadLog { .. }
+        | Trace { .. } => Route::Addressed,
+    }
+}
+
+impl Transport {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Skips `daemon` for `DOWN_SKIP` (replicated instances only).
+    pub(crate) fn mark_down(&self, daemon: u32) {
+        if self.replicas > 1 {
+            let until = self.now_ms() + DOWN_SKIP.as_millis() as u64;
+            self.down_until_ms[daemon as usize].store(until, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `daemon` was found down less than `DOWN_SKIP` ago.
+    pub(crate) fn is_down(&self, daemon: u32) -> bool {
+        self.replicas > 1 && self.down_until_ms[daemon as usize].load(Ordering::Relaxed) > self.now_ms()
+    }
+
+    fn group(&self, primary: u32) -> impl Iterator<Item = u32> {
+        replica_group(primary, self.replicas, self.links_len())
+    }
+
+    /// An answer that says the daemon is not there (rather than what it thinks).
+    fn unavailable(&self, daemon: u32, a: &Answer) -> bool {
+        match a {
+            Err(Errno(libc::EHOSTDOWN)) => {
+                self.mark_down(daemon);
+                true
+            }
+            Err(Errno(libc::EIO)) => self.is_down(daemon),
+            _ => false,
+        }
+    }
+
+    fn down_error(&self, daemon: u32) -> Errno {
+        let msg = format!("daemon {daemon} is down (skipped for {} s after a failure)", DOWN_SKIP.as_secs());
+        *self.last_error_slot() = Some(msg);
+        Errno(libc::EIO)
+    }
+
+    /// Sends every call, with copies as the module doc says, then collects one
+    /// answer per call, in order. With Read replies delivered into `buf` at the
+    /// positions `dests` give.
+    pub fn batch_into(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
+        if self.replicas <= 1 {
+            return self.send_batch(calls, dests, buf);
+        }
+        let mut answers: Vec<Option<Answer>> = (0..calls.len()).map(|_| None).collect();
+        // For First calls: the group members not yet tried.
+        let mut untried: Vec<Vec<u32>> = vec![Vec::new(); calls.len()];
+        // (call index, member) of each call sent this round.
+        let mut sent: Vec<(usize, u32)> = Vec::new();
+        let mut subs: Vec<Call<'_>> = Vec::new();
+        let mut sub_dests: Vec<Option<Dest>> = Vec::new();
+        for (i, c) in calls.iter().enumerate() {
+            let r = route(&c.req);
+            let members: Vec<u32> = match r {
+                Route::Addressed => vec![c.daemon],
+                _ => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
+            };
+            let members = match r {
+                Route::Addressed if self.is_down(c.daemon) => Vec::new(),
+                Route::First => {
+                    untried[i] = members.iter().skip(1).copied().collect();
+                    members.into_iter().take(1).collect()
+                }
+                _ => members,
+            };
+            if members.is_empty() {
+                answers[i] = Some(Err(self.down_error(c.daemon)));
+            }
+            for m in members {
+                sent.push((i, m));
+                subs.push(Call { daemon: m, req: c.req.clone(), bulk: c.bulk.clone() });
+                sub_dests.push(dests[i].clone());
+            }
+        }
+        loop {
+            let got = self.send_batch(std::mem::take(&mut subs), std::mem::take(&mut sub_dests), buf);
+            let mut retry: Vec<(usize, u32)> = Vec::new();
+            // Per call, whether some member answered.
+            for ((i, m), a) in std::mem::take(&mut sent).into_iter().zip(got) {
+                if self.unavailable(m, &a) {
+                    if route(&calls[i].req) == Route::First {
+                        if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
+                            let d = untried[i].remove(next);
+                            retry.push((i, d));
+                            continue;
+                        }
+                    }
+                    if answers[i].is_none() {
+                        // Kept only if no member answers (an answer replaces it).
+                        answers[i] = Some(Err(Errno(libc::EIO)));
+                    }
+                    continue;
+                }
+                // The first member to answer decides (members were sent in group order).
+                match &answers[i] {
+                    Some(Ok(_)) => {}
+                    Some(Err(prev)) if *prev != Errno(libc::EIO) => {}
+                    _ => answers[i] = Some(a),
+                }
+            }
+            if retry.is_empty() {
+                break;
+            }
+            for (i, d) in retry {
+                answers[i] = None;
+                sent.push((i, d));
+                subs.push(Call { daemon: d, req: calls[i].req.clone(), bulk: calls[i].bulk.clone() });
+                sub_dests.push(dests[i].clone());
+            }
+        }
+        answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect()
+    }
+
+    pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
+        let mut v = self.batch(vec![Call { daemon, req, bulk: Vec::new() }]);
+        v.pop().expect("one answer").map(|(r, _)| r)
+    }
+}
+
+impl Client {
+    /// Copies of every record and chunk.
+    pub fn replicas(&self) -> u32 {
+        self.transport.replicas
+    }
+
+    /// Whether this client found `daemon` down lately (it is skipped meanwhile).
+    pub fn daemon_down(&self, daemon: u32) -> bool {
+        self.transport.is_down(daemon)
+    }
+
+    /// Whether a record of `path` that `daemon` sent in a listing or scan is the
+    /// one to keep: with copies on several daemons, each record counts once, from
+    /// the first live member of its group.
+    pub(crate) fn keeps(&self, daemon: u32, path: &str) -> bool {
+        if self.transport.replicas <= 1 {
+            return true;
+        }
+        let primary = self.md_daemon(path);
+        self.transport.group(primary).find(|m| !self.transport.is_down(*m)).unwrap_or(primary) == daemon
+    }
+
+    /// Whether a failure of a question to `daemon` as itself may be passed over:
+    /// in a replicated instance, a down daemon's records have copies elsewhere.
+    pub(crate) fn skippable(&self, daemon: u32, e: Errno) -> bool {
+        self.transport.replicas > 1 && (e == Errno(libc::EHOSTDOWN) || self.transport.is_down(daemon))
+    }
+}
+
+impl Client {
+    /// Whether `daemon` is recovering (restarted after a crash in a replicated
+    /// instance, refusing to serve until repaired). EIO if it does not answer.
+    pub fn daemon_recovering(&self, daemon: u32) -> crate::Result<bool> {
+        let call = Call { daemon, req: Request::Stat { path: "/".into() }, bulk: Vec::new() };
+        match self.transport.send_batch(vec![call], vec![None], &mut []).pop().expect("one answer") {
+            Err(Errno(libc::EHOSTDOWN)) => Ok(true),
+            Err(Errno(libc::EIO)) => Err(Errno(libc::EIO)),
+            _ => Ok(false),
+        }
+    }
+}
+
+/// For `gust status`: given the daemons that do not serve (down or recovering),
+/// the daemons whose records and chunks have fewer copies than `replicas`
+/// (under-replicated) and those whose have none left, as primaries.
+pub fn degraded_primaries(bad: &[u32], replicas: u32, daemons: u32) -> (Vec<u32>, Vec<u32>) {
+    let mut under = Vec::new();
+    let mut lost = Vec::new();
+    for p in 0..daemons {
+        let bad_members = replica_group(p, replicas, daemons).filter(|m| bad.contains(m)).count() as u32;
+        if bad_members > 0 {
+            under.push(p);
+        }
+        if bad_members == replicas {
+            lost.push(p);
+        }
+    }
+    (under, lost)
+}
+
+impl Client {
+    /// The daemons holding the copies of `path`'s record (`gust repair`).
+    pub fn record_holders(&self, path: &str) -> Vec<u32> {
+        self.transport.group(self.md_daemon(path)).collect()
+    }
+
+    /// The daemons holding the copies of chunk `chunk` of file `file_id` where
+    /// placement puts it first (a chunk spilled past a full daemon is elsewhere).
+    pub fn chunk_holders(&self, file_id: u128, chunk: u64) -> Vec<u32> {
+        self.transport.group(self.dist.locate_chunk(file_id, chunk)).collect()
+    }
+}

@@ -1,0 +1,133 @@
+//! Chunk writes and reads when placement spills: with `--placement capacity` a
+//! daemon that is full refuses a write (ENOSPC) and the chunk goes to the next
+//! daemon of its order (gust_placement's `chunk_order`), up to `spill_daemons`
+//! daemons further. Reads look there too.
+//!
+//! * Writes: one round sends every chunk span to its first daemon (with the caller's
+//!   other calls, such as the size update). Spans refused with ENOSPC are sent again,
+//!   each to the next daemon of its chunk's order; round r asks the r-th. Only when
+//!   every candidate refuses does the write fail with ENOSPC.
+//! * Reads: a daemon answers how many bytes of a span it holds, cut where only a hole
+//!   follows (gust-daemon's chunk store). Where a span comes back short inside the
+//!   file's size, the rest is asked of the chunk's next daemon, round by round. A
+//!   range never written (a hole) thus costs up to `spill_daemons` more requests.
+//! * A daemon refuses only writes that extend its local file (a declared capacity)
+//!   or that the disk refuses (a real full disk): an overwrite of bytes a daemon
+//!   holds goes where they are, so a chunk's bytes have one place.
+//!
+//! Without spilling (wide striping) the write is the one round of before and reads
+//! probe nothing.
+//!
+//! Not for: choosing daemons (gust_placement), connections (rpc.rs).
+
+use crate::error::unexpected;
+use crate::rpc::{Call, Dest};
+use crate::{Client, Errno, Result};
+use gust_proto::{Request, Response, Span};
+use std::collections::BTreeMap;
+
+/// A span of a write or read and where its bytes sit in the caller's buffer.
+type Placed = (Span, usize);
+
+impl Client {
+    /// The daemon that is `rank`-th in the order of the chunk holding `offset`.
+    fn ranked_daemon(&self, file_id: u128, offset: u64, rank: u32, order: &mut Vec<u32>) -> u32 {
+        let chunk = offset / self.chunk_size;
+        if rank == 0 {
+            return self.dist.locate_chunk(file_id, chunk);
+        }
+        self.dist.chunk_order(file_id, chunk, order);
+        order[rank as usize]
+    }
+
+    /// Spans grouped by the `rank`-th daemon of their chunk's order.
+    fn group_by_rank(&self, file_id: u128, spans: Vec<Placed>, rank: u32) -> BTreeMap<u32, Vec<Placed>> {
+        let mut order = Vec::new();
+        let mut out: BTreeMap<u32, Vec<Placed>> = BTreeMap::new();
+        for p in spans {
+            out.entry(self.ranked_daemon(file_id, p.0.offset, rank, &mut order)).or_default().push(p);
+        }
+        out
+    }
+
+    /// Writes `data` at file offset `at` through chunks, together with `extra` calls
+    /// (sent in the first round, their replies checked). The first error in call
+    /// order is the answer, except that ENOSPC from a chunk's daemon moves its spans
+    /// on (module doc).
+    pub(crate) fn write_chunks(&self, file_id: u128, at: u64, data: &[u8], extra: Vec<Call<'_>>) -> Result<()> {
+        let spill = self.dist.spill_daemons();
+        let mut pending: Vec<Placed> = Vec::new();
+        let mut first_err: Option<Errno> = None;
+        let mut extra = Some(extra);
+        let mut groups = self.spans_by_daemon(file_id, at, data.len() as u64);
+        for rank in 0..=spill {
+            let group_list: Vec<(u32, Vec<Placed>)> = std::mem::take(&mut groups).into_iter().collect();
+            let mut calls: Vec<Call> = group_list
+                .iter()
+                .map(|(d, spans)| Call {
+                    daemon: *d,
+                    bulk: spans.iter().map(|(s, rel)| &data[*rel..*rel + s.len as usize]).collect(),
+                    req: Request::Write { file_id, spans: spans.iter().map(|x| x.0).collect() },
+                })
+                .collect();
+            calls.extend(extra.take().unwrap_or_default());
+            let answers = self.transport.batch(calls);
+            for (i, a) in answers.into_iter().enumerate() {
+                match a {
+                    Ok((Response::Written(_) | Response::Ok | Response::Offset(_), _)) => {}
+                    Ok((r, _)) => first_err = first_err.or(Some(unexpected(r))),
+                    Err(Errno(libc::ENOSPC)) if i < group_list.len() && rank < spill => {
+                        pending.extend(group_list[i].1.iter().copied())
+                    }
+                    Err(e) => first_err = first_err.or(Some(e)),
+                }
+            }
+            if first_err.is_some() || pending.is_empty() {
+                break;
+            }
+            groups = self.group_by_rank(file_id, std::mem::take(&mut pending), rank + 1);
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// After a read round, asks the chunks' next daemons for the parts of spans that
+    /// came back short (`short`: span remainders inside the file's size, with their
+    /// place in `buf`), round by round, until each is found or its candidates are
+    /// all asked. Bytes nobody holds stay zero (a hole).
+    pub(crate) fn read_spilled(&self, file_id: u128, mut short: Vec<Placed>, buf: &mut [u8]) -> Result<()> {
+        let spill = self.dist.spill_daemons();
+        let mut rank = 1;
+        while !short.is_empty() && rank <= spill {
+            let groups: Vec<(u32, Vec<Placed>)> =
+                self.group_by_rank(file_id, std::mem::take(&mut short), rank).into_iter().collect();
+            let calls = groups
+                .iter()
+                .map(|(d, spans)| Call {
+                    daemon: *d,
+                    req: Request::Read { file_id, spans: spans.iter().map(|x| x.0).collect() },
+                    bulk: Vec::new(),
+                })
+                .collect();
+            let dests: Vec<Option<Dest>> =
+                groups.iter().map(|(_, spans)| Some(spans.iter().map(|(s, at)| (*at, s.len)).collect())).collect();
+            for ((_, spans), a) in groups.iter().zip(self.transport.batch_into(calls, dests, buf)) {
+                match a? {
+                    (Response::Data { span_lens }, _) => short.extend(remainders(spans, &span_lens)),
+                    (r, _) => return Err(unexpected(r)),
+                }
+            }
+            rank += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The parts of `spans` past what a daemon held of each (`got`), as spans of their
+/// own with their place in the caller's buffer.
+pub(crate) fn remainders<'a>(spans: &'a [Placed], got: &'a [u32]) -> impl Iterator<Item = Placed> + 'a {
+    spans
+        .iter()
+        .zip(got)
+        .filter(|((s, _), g)| **g < s.len)
+        .map(|((s, at), g)| (Span { offset: s.offset + *g as u64, len: s.len - g }, at + *g as usize))
+}

@@ -1,0 +1,198 @@
+//! Replicas (`gust start --replicas R`): with R = 2 and a daemon killed (kill -9),
+//! every acknowledged write reads back and every operation keeps working; the
+//! daemon, restarted on its root directory, is fenced (it missed writes) instead of
+//! serving stale data until `gust repair` brings it up to date; `gust status` says
+//! what is degraded. With R = 1, operations
+//! on the lost daemon's records fail with EIO within the bound, the others work.
+
+use gust_client::{Client, ClientOptions, Errno};
+use gust_e2e::Instance;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const VICTIM: u32 = 1;
+/// The client's RPC timeout; a killed daemon's refusals come at once.
+const RPC_TIMEOUT: Duration = Duration::from_secs(3);
+/// The bound an operation meeting the dead daemon must stay within: one refused
+/// connection (a killed process on loopback), far under the RPC timeout.
+const WITHIN: Duration = Duration::from_secs(2);
+
+fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let r = f();
+    assert!(t.elapsed() < WITHIN, "{what} took {:?}", t.elapsed());
+    r
+}
+
+/// Bytes of file i: multi-chunk for some, inline-sized for others.
+fn content(i: usize) -> Vec<u8> {
+    let len = if i.is_multiple_of(3) { 100 } else { 20_000 + (i % 50) * 997 };
+    (0..len).map(|j| ((j * 31 + i * 7) % 253) as u8).collect()
+}
+
+fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
+    let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
+    let r = c.pwrite(fd, data, 0).map(|_| ());
+    c.close(fd)?;
+    r
+}
+
+fn get(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
+    let fd = c.open(p, libc::O_RDONLY, 0)?;
+    let mut b = vec![0u8; 1 << 20];
+    let n = c.pread(fd, &mut b, 0);
+    c.close(fd)?;
+    b.truncate(n?);
+    Ok(b)
+}
+
+fn kill9(inst: &Instance, id: u32) {
+    let pid = inst.daemon_pid(id) as i32;
+    // SAFETY: a signal to a daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.rsplit(')').next().unwrap().contains(" Z"))
+    };
+    assert!(gust_e2e::wait_until(Duration::from_secs(10), gone), "daemon {id} did not die");
+}
+
+/// Every operation on the instance, checked against `model` (path -> bytes).
+fn exercise(c: &Client, model: &mut BTreeMap<String, Vec<u8>>, round: usize) {
+    for (p, want) in model.iter() {
+        let got = timed(&format!("read {p}"), || get(c, p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert!(got == *want, "{p} reads back different bytes");
+        assert_eq!(timed("stat", || c.stat(p)).unwrap().size, want.len() as u64, "{p}");
+    }
+    // The listing has every file exactly once (copies are not listed twice).
+    let mut names: Vec<String> = timed("readdir", || c.read_dir("/d")).unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    let want: Vec<String> = model.keys().filter_map(|p| p.strip_prefix("/d/").map(String::from)).collect();
+    assert_eq!(names, want, "listing of /d");
+    let plus: Vec<String> =
+        timed("readdir plus", || c.read_dir_plus("/d")).unwrap().into_iter().map(|(e, _)| e.name).collect();
+    assert_eq!(plus.len(), want.len(), "listing with attributes of /d: {plus:?}");
+    // Changes of every kind.
+    for i in 0..12 {
+        let p = format!("/d/new{round}-{i}");
+        let data = content(1000 + round * 100 + i);
+        timed("create+write", || put(c, &p, &data)).unwrap_or_else(|e| panic!("{p}: {e}"));
+        model.insert(p, data);
+    }
+    let victim = format!("/d/new{round}-0");
+    timed("unlink", || c.unlink(&victim)).unwrap();
+    model.remove(&victim);
+    let (from, to) = (format!("/d/new{round}-1"), format!("/d/moved{round}"));
+    timed("rename", || c.rename(&from, &to)).unwrap();
+    let v = model.remove(&from).unwrap();
+    model.insert(to, v);
+    let t = format!("/d/new{round}-2");
+    timed("truncate", || c.truncate(&t, 10)).unwrap();
+    model.get_mut(&t).unwrap().truncate(10);
+    let sub = format!("/sub{round}");
+    timed("mkdir", || c.mkdir(&sub, 0o755)).unwrap();
+    timed("rmdir", || c.rmdir(&sub)).unwrap();
+    timed("statfs", || c.statfs()).unwrap();
+}
+
+#[test]
+fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
+    let inst = Instance::start_with(4, &["--chunk-size", "4k", "--replicas", "2"]);
+    assert_eq!(inst.hosts_file().replicas, 2);
+    let c = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    c.mkdir("/d", 0o755).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..40 {
+        let p = format!("/d/f{i}");
+        put(&c, &p, &content(i)).unwrap();
+        model.insert(p, content(i));
+    }
+    exercise(&c, &mut model, 0);
+    // Both copies' daemons record each change; `gust events` shows it once.
+    let out = inst.gust(&["events", "/d"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let creates = text.lines().filter(|l| l.contains("\"IN_CREATE\"") && l.contains("/d/f7\"")).count();
+    assert_eq!(creates, 1, "{text}");
+
+    kill9(&inst, VICTIM);
+    exercise(&c, &mut model, 1);
+    // The event stream goes on without the dead daemon (its copies' daemons have
+    // recorded the same changes).
+    let out = inst.gust(&["events", "/d"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let creates = text.lines().filter(|l| l.contains("\"IN_CREATE\"") && l.contains("/d/new1-3\"")).count();
+    assert_eq!(creates, 1, "{text}");
+    // A fresh client (no daemon known down yet) pays one refusal, then skips it.
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    exercise(&fresh, &mut model, 2);
+    let out = inst.gust(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "status fails while a daemon is down");
+    assert!(text.contains(&format!("DEGRADED: daemon {VICTIM} down")), "{text}");
+    assert!(text.contains("under-replicated: records and chunks placed first on daemon(s) 0, 1"), "{text}");
+
+    // Back on its root directory it missed everything written meanwhile: it must
+    // not answer for it. It refuses (EHOSTDOWN) and clients keep to the copies.
+    inst.restart_daemon(VICTIM);
+    assert!(gust_e2e::wait_until(Duration::from_secs(20), || c.daemon_recovering(VICTIM).is_ok()));
+    assert_eq!(c.daemon_recovering(VICTIM), Ok(true));
+    std::thread::sleep(gust_client::DOWN_SKIP);
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    exercise(&fresh, &mut model, 3);
+    exercise(&c, &mut model, 4);
+    let out = inst.gust(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("daemon {VICTIM} recovering")), "{text}");
+
+    // `gust repair` copies its share back from the copies and lets it serve.
+    let out = inst.gust(&["repair", "--id", &VICTIM.to_string()]);
+    assert!(out.status.success(), "repair: {}", String::from_utf8_lossy(&out.stderr));
+    let out = inst.gust(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("all daemons serving"), "{text}");
+    // Its copies are current: with the other member of each of its groups ({0, 1}
+    // and {1, 2}) dead, everything, written while it was away included, reads back
+    // from it, and every operation still works ({2, 3} and {3, 0} keep daemon 3).
+    kill9(&inst, 0);
+    kill9(&inst, 2);
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    exercise(&fresh, &mut model, 5);
+}
+
+#[test]
+fn one_replica_fails_the_lost_daemons_records_with_eio_within_the_bound() {
+    let inst = Instance::start_with(4, &["--chunk-size", "4k"]);
+    let c = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let place = gust_placement::WideStriping::new(4);
+    use gust_placement::Distributor;
+    let files: Vec<String> = (0..40).map(|i| format!("/f{i}")).collect();
+    for f in &files {
+        put(&c, f, b"small").unwrap();
+    }
+    kill9(&inst, VICTIM);
+    let (mut failed, mut worked) = (0, 0);
+    for f in &files {
+        let r = timed(&format!("stat {f}"), || c.stat(f));
+        if place.locate_metadata(f) == VICTIM {
+            assert_eq!(r.err(), Some(Errno(libc::EIO)), "{f} lives on the dead daemon");
+            failed += 1;
+        } else {
+            assert_eq!(r.map(|s| s.size), Ok(5), "{f}");
+            // Its data is where its chunk is: read back, or EIO if that is the
+            // dead daemon (never other bytes).
+            match timed("read", || get(&c, f)) {
+                Ok(b) => assert_eq!(b, b"small", "{f}"),
+                Err(e) => assert_eq!(e, Errno(libc::EIO), "{f}"),
+            }
+            worked += 1;
+        }
+    }
+    assert!(failed > 0 && worked > 0, "{failed} failed, {worked} worked");
+    // Creating where the record's daemon is alive still works (an empty file: its
+    // data would go to a chunk's daemon, which may be the dead one).
+    let alive = (0..100).map(|i| format!("/n{i}")).find(|p| place.locate_metadata(p) != VICTIM).unwrap();
+    let fd = timed("create", || c.open(&alive, libc::O_CREAT | libc::O_WRONLY, 0o644)).unwrap();
+    timed("close", || c.close(fd)).unwrap();
+    assert_eq!(c.stat(&alive).unwrap().size, 0);
+}
