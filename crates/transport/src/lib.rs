@@ -198,7 +198,7 @@ pub fn connect(ep: &Endpoint, timeout: Duration) -> io::Result<Box<dyn Stream>> 
         }
         // A local connect either succeeds or fails at once; no timeout needed.
         Endpoint::Unix(p) => Ok(Box::new(UnixStream::connect(p)?)),
-        Endpoint::Shm(p) => shm::connect(p, timeout),
+        Endpoint::Shm(p) => Ok(Box::new(shm::connect(p, timeout)?)),
         Endpoint::Mem(n) => mem::connect(n),
     }
 }

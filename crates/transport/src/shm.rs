@@ -405,10 +405,15 @@ impl Drop for Conn {
 pub struct ShmStream(Arc<Conn>);
 
 impl ShmStream {
-    /// For tests of a damaged peer: stores `value` at byte `offset` of the control
-    /// page (see the module doc for the layout).
+    /// For tests of a damaged peer: this side's ring claims to hold far more bytes
+    /// than it can, and the other side is woken to find it.
     #[doc(hidden)]
-    pub fn scribble_for_tests(&self, offset: usize, value: u64) {
+    pub fn damage_for_tests(&self) {
+        self.scribble_for_tests(ring_control(self.0.side) + R_HEAD, u64::MAX / 2);
+    }
+
+    /// Stores `value` at byte `offset` of the control page (layout in the module doc).
+    fn scribble_for_tests(&self, offset: usize, value: u64) {
         self.0.map.u64(offset).store(value, Ordering::SeqCst);
         self.0.notify(ring_control(self.0.side) + R_DATA_SEQ, ring_control(self.0.side) + R_DATA_SLEEPS);
     }
@@ -556,8 +561,9 @@ fn send_hello(sock: &UnixStream, status: u32, ring_bytes: usize, fd: Option<RawF
 
 /// Connects to the daemon's rendezvous socket at `path` and maps the rings it hands
 /// over. "Busy" (the daemon serves its maximum) is `ConnectionRefused`: the caller
-/// uses another endpoint.
-pub(crate) fn connect(path: &Path, timeout: Duration) -> io::Result<Box<dyn Stream>> {
+/// uses another endpoint. (`crate::connect` is the usual way in; this one returns
+/// the concrete stream, for tests that play a damaged peer.)
+pub fn connect(path: &Path, timeout: Duration) -> io::Result<ShmStream> {
     let sock = UnixStream::connect(path)?;
     sock.set_read_timeout(Some(timeout))?;
     let mut h = [0u8; HELLO_BYTES];
@@ -613,7 +619,7 @@ pub(crate) fn connect(path: &Path, timeout: Duration) -> io::Result<Box<dyn Stre
     if map.u64(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
         return Err(bad("memory file without the magic".into()));
     }
-    Ok(Box::new(ShmStream(Arc::new(Conn {
+    Ok(ShmStream(Arc::new(Conn {
         map,
         side: 0,
         ring_bytes: ring_bytes as u64,
@@ -624,7 +630,7 @@ pub(crate) fn connect(path: &Path, timeout: Duration) -> io::Result<Box<dyn Stre
         shut: AtomicBool::new(false),
         hung_up: AtomicBool::new(false),
         live: None,
-    }))))
+    })))
 }
 
 #[cfg(test)]
@@ -674,7 +680,7 @@ mod tests {
                 s.write_all(&buf[..n]).unwrap();
             }
         });
-        let mut c = connect(&p, Duration::from_secs(5)).unwrap();
+        let mut c: Box<dyn Stream> = Box::new(connect(&p, Duration::from_secs(5)).unwrap());
         let mut r = c.try_clone().unwrap();
         let sent: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let expect = sent.clone();
@@ -716,10 +722,8 @@ mod tests {
             let e = s.write(&[1u8; 8]).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         });
-        let c = connect(&p, Duration::from_secs(5)).unwrap();
+        let shm = connect(&p, Duration::from_secs(5)).unwrap();
         std::thread::sleep(Duration::from_millis(500));
-        // SAFETY of the test: the client owns ring 0's head and ring 1's tail.
-        let shm: &ShmStream = unsafe { &*(&*c as *const dyn Stream as *const ShmStream) };
         shm.scribble_for_tests(ring_control(0) + R_HEAD, u64::MAX / 2);
         shm.scribble_for_tests(ring_control(1) + R_TAIL, 1 << 40);
         server.join().unwrap();
