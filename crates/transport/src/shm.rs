@@ -102,6 +102,19 @@ fn spin() -> Duration {
 }
 const SPIN_US_DEFAULT: u64 = 0;
 
+/// Microseconds a side then keeps polling but yields its CPU between looks
+/// (`GUST_SHM_YIELD_US`), before it sleeps on the futex. With more runnable
+/// processes than cores, the peer it waits for may be the one a yield lets run, and
+/// a yield costs no wake-up at all; with idle cores it costs one syscall a look.
+fn yield_for() -> Duration {
+    static YIELD: OnceLock<Duration> = OnceLock::new();
+    *YIELD.get_or_init(|| {
+        let us = std::env::var("GUST_SHM_YIELD_US").ok().and_then(|v| v.parse().ok()).unwrap_or(YIELD_US_DEFAULT);
+        Duration::from_micros(us)
+    })
+}
+const YIELD_US_DEFAULT: u64 = 0;
+
 fn corrupt(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("shared-memory ring damaged: {what}"))
 }
@@ -243,20 +256,26 @@ impl Conn {
         &self,
         seq: usize,
         sleeps: usize,
-        spin_until: &mut Option<Instant>,
+        polled_since: &mut Option<Instant>,
         deadline: Option<Instant>,
         ready: impl Fn() -> bool,
     ) -> io::Result<()> {
-        let spin = spin();
-        if !spin.is_zero() {
-            let until = *spin_until.get_or_insert_with(|| Instant::now() + spin);
-            while Instant::now() < until {
+        let (spin, yield_for) = (spin(), yield_for());
+        if !spin.is_zero() || !yield_for.is_zero() {
+            let start = *polled_since.get_or_insert_with(Instant::now);
+            while start.elapsed() < spin {
                 for _ in 0..32 {
                     if ready() {
                         return Ok(());
                     }
                     std::hint::spin_loop();
                 }
+            }
+            while start.elapsed() < spin + yield_for {
+                if ready() {
+                    return Ok(());
+                }
+                std::thread::yield_now();
             }
         }
         let word = self.map.u32(seq);
@@ -300,7 +319,7 @@ impl Conn {
         }
         let ctl = ring_control(1 - self.side);
         let deadline = self.deadline();
-        let mut spin_until = None;
+        let mut polled_since = None;
         loop {
             let avail = self.readable()?;
             if avail > 0 {
@@ -324,7 +343,7 @@ impl Conn {
             if self.peer_gone() {
                 return Ok(0);
             }
-            self.wait(ctl + R_DATA_SEQ, ctl + R_DATA_SLEEPS, &mut spin_until, deadline, || {
+            self.wait(ctl + R_DATA_SEQ, ctl + R_DATA_SLEEPS, &mut polled_since, deadline, || {
                 self.readable().map_or(true, |n| n > 0)
             })?;
         }
@@ -337,7 +356,7 @@ impl Conn {
         }
         let ctl = ring_control(self.side);
         let deadline = self.deadline();
-        let mut spin_until = None;
+        let mut polled_since = None;
         loop {
             if self.peer_gone() {
                 return Err(io::Error::new(io::ErrorKind::BrokenPipe, "shared-memory connection closed"));
@@ -369,7 +388,7 @@ impl Conn {
                 self.notify(ctl + R_DATA_SEQ, ctl + R_DATA_SLEEPS);
                 return Ok(n);
             }
-            self.wait(ctl + R_SPACE_SEQ, ctl + R_SPACE_SLEEPS, &mut spin_until, deadline, || {
+            self.wait(ctl + R_SPACE_SEQ, ctl + R_SPACE_SLEEPS, &mut polled_since, deadline, || {
                 self.writable().map_or(true, |n| n > 0)
             })?;
         }
