@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-procs=${1:-1 4} files=${2:-1000}
+procs=${1:-1 4} files=${2:-4000}
 dir=/var/tmp/gust-bench-scale-$$
 tc=tests/cluster/testcluster.sh
 out=$PWD/bench/results/scale-$(date +%Y%m%d-%H%M).json
@@ -23,7 +23,7 @@ trap '"$GUST" stop --hosts-file $hosts >/dev/null 2>&1 || true; bash $tc down $d
 bash $tc up $dir 23 8 >/dev/null
 bash $tc sshd $dir >/dev/null
 ssh="ssh -F $dir/ssh_config"
-total_requests() { "$GUST" status --hosts-file "$hosts" | awk '$1 == "total" {print $2}'; }
+total_requests() { "$GUST" status --hosts-file "$hosts" | awk '$1 ~ /^[0-9]+$/ && $5 == "up" {t += $6} END {print t}'; }
 sample() { # pid -> "connections threads rss_kib"
   local s t r
   s=$(find "/proc/$1/fd" -lname 'socket:*' 2>/dev/null | wc -l)
@@ -66,9 +66,9 @@ for n in 1 2 4 8; do
     r1=$(total_requests)
     rates=$(for ((i = 0; i < n; i++)); do python3 -c '
 import json, sys
-print(",".join(f"{ph[\"phase\"]}:{ph[\"gust\"][\"median_rate\"]:.0f}" for ph in json.load(open(sys.argv[1]))["phases"]))' "$dir/bench$i.json"; done | tr '\n' ';')
+print(",".join("%s:%.0f" % (ph["phase"], ph["gust"]["median_rate"]) for ph in json.load(open(sys.argv[1]))["phases"]))' "$dir/bench$i.json"; done | tr '\n' ';')
     printf '{"hosts": %d, "procs": %d, "files": %d, "ops": %d, "requests": %d, "seconds": %s, "idle": "%s", "peaks": "%s", "rates": "%s"}\n' \
-      "$n" "$p" "$files" $((n * p * files * 4)) $((r1 - r0)) "$(echo "$t1 - $t0" | bc)" "$idle" \
+      "$n" "$p" "$files" $((n * p * files * 4)) $((r1 - r0)) $(printf '%.3f' "$(echo "$t1 - $t0" | bc)") "$idle" \
       "$(tr '\n' ';' <"$dir/peaks")" "$rates" >>"$out"
   done
   "$GUST" stop --hosts-file "$hosts" >/dev/null

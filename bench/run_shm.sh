@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The node-local transport: shared-memory rings (shm:, the default) against the Unix
-# socket (GUST_SHM=0), same daemons, same run, alternating ABBA round by round.
+# The node-local transport: shared-memory rings (GUST_TRANSPORT=shm) against the
+# Unix socket (the default), same daemons, same run, alternating ABBA round by round.
 # Each round and variant runs `gust bench md` (N 0-byte files per process, P
 # processes, through the LD_PRELOAD library) twice on one 4-daemon instance:
 #   rate: with --baseline on local tmpfs in the same invocation (ops/s and the
@@ -14,8 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 rounds=${1:-5} files=${2:-2000} procs=${3:-4}
-# unix: GUST_SHM=0; shm: the default; shm-yield: clients poll with sched_yield for
-# YIELD_US (default 50) µs before sleeping (GUST_SHM_YIELD_US).
+# unix: the default; shm: GUST_TRANSPORT=shm; shm-yield: that, and clients poll with
+# sched_yield for YIELD_US (default 50) µs before sleeping (GUST_SHM_YIELD_US).
+# GUST_SHM_RING_KIB (passed to the daemons) sets the ring size.
 variants=${VARIANTS:-unix shm shm-yield}
 base=${BENCH_DIR:-/dev/shm}/gust-shm.$$
 out=bench/results/shm-$(date +%Y%m%d-%H%M).json
@@ -38,12 +39,12 @@ ticks() {
 for round in $(seq 1 "$rounds"); do
   if ((round % 2)); then order=$variants; else order=$(echo "$variants" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for v in $order; do
-    shm=1 yield=0
-    [ "$v" = unix ] && shm=0
+    transport=shm yield=0
+    [ "$v" = unix ] && transport=unix
     [ "$v" = shm-yield ] && yield=${YIELD_US:-50}
-    rate=$(GUST_SHM=$shm GUST_SHM_YIELD_US=$yield "$GUST" bench md -n "$files" -p "$procs" --target preload --baseline "$base/local" --json)
+    rate=$(GUST_TRANSPORT=$transport GUST_SHM_YIELD_US=$yield "$GUST" bench md -n "$files" -p "$procs" --target preload --baseline "$base/local" --json)
     before=$(ticks)
-    c=$({ GUST_SHM=$shm GUST_SHM_YIELD_US=$yield /usr/bin/time -f "%U %S" "$GUST" bench md -n "$files" -p "$procs" --target preload >/dev/null; } 2>&1 | tail -1)
+    c=$({ GUST_TRANSPORT=$transport GUST_SHM_YIELD_US=$yield /usr/bin/time -f "%U %S" "$GUST" bench md -n "$files" -p "$procs" --target preload >/dev/null; } 2>&1 | tail -1)
     after=$(ticks)
     ops=$((files * procs * 4))
     printf '{"round": %d, "variant": "%s", "ops": %d, "daemon_ticks": %d, "hz": %d, "client_cpu_s": "%s", "rate": %s}\n' \

@@ -1,7 +1,8 @@
 //! The shared-memory transport (`shm:`) end to end: programs under the preload
 //! library and the client core reach the daemons of their node over rings; a client
 //! killed mid-request, a damaged ring and a missing rendezvous socket cost the daemon
-//! nothing, and clients fall back to the Unix socket.
+//! nothing, and clients fall back to the Unix socket. Clients use shared memory
+//! when `GUST_TRANSPORT=shm`: every test here sets it for itself and its children.
 //!
 //! How a test sees which path was taken: the daemon serves each shared-memory
 //! connection on a thread of its own named "conn"; socket connections are served by
@@ -11,6 +12,14 @@ use gust_e2e::{gust_bin, wait_until, Instance};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+
+/// This process's clients (and the programs it starts) use shared memory. Every
+/// test calls it before its first client, so whichever test's client reads the
+/// variable first sees it set.
+fn use_shm() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var("GUST_TRANSPORT", "shm"));
+}
 
 /// Connections daemon `id` serves over shared memory right now.
 fn shm_connections(inst: &Instance, id: u32) -> usize {
@@ -70,11 +79,12 @@ fn flag_dir() -> tempfile::TempDir {
 
 /// A preloaded bash writes, reads, lists, renames and removes files, and while it
 /// holds its connections the daemons serve them over shared memory; the same script
-/// with GUST_SHM=0 runs over the Unix socket (no ring on any daemon).
+/// with GUST_TRANSPORT=unix runs over the Unix socket (no ring on any daemon).
 #[test]
 fn preload_programs_run_over_shared_memory_and_without_it() {
+    use_shm();
     let inst = Instance::start(2);
-    for (shm, dir) in [("1", "a"), ("0", "b")] {
+    for (transport, dir) in [("shm", "a"), ("unix", "b")] {
         let flags = flag_dir();
         let f = flags.path().display();
         let script = format!(
@@ -95,7 +105,7 @@ rm /gustfs/{dir}/f* /gustfs/{dir}/g1
 echo done
 "#
         );
-        let child = preload_bash(&inst, &script, &[("GUST_SHM", shm)])
+        let child = preload_bash(&inst, &script, &[("GUST_TRANSPORT", transport)])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -113,10 +123,10 @@ echo done
             "{} shared-memory connections outlive their processes",
             all_shm_connections(&inst)
         );
-        if shm == "1" {
+        if transport == "shm" {
             assert!(during >= 2, "bash holds connections to both daemons over shared memory; saw {during}");
         } else {
-            assert_eq!(during, 0, "GUST_SHM=0 uses the Unix socket");
+            assert_eq!(during, 0, "without GUST_TRANSPORT=shm clients use the Unix socket");
         }
     }
     // The files the preloaded programs left are what the client core sees.
@@ -130,6 +140,7 @@ echo done
 /// notice, give the connection's thread back, and serve the next client.
 #[test]
 fn a_client_killed_mid_request_costs_the_daemon_nothing() {
+    use_shm();
     let inst = Instance::start(2);
     let mut dd = preload_bash(&inst, "exec dd if=/dev/zero of=/gustfs/big bs=1M count=20000 2>/dev/null", &[])
         .stdout(Stdio::null())
@@ -160,6 +171,7 @@ fn a_client_killed_mid_request_costs_the_daemon_nothing() {
 /// the daemon keeps serving everyone else.
 #[test]
 fn a_damaged_ring_from_a_client_does_not_take_the_daemon_down() {
+    use_shm();
     let inst = Instance::start(1);
     let entry = inst.hosts_file().daemons[0].clone();
     let Some(gust_transport::Endpoint::Shm(path)) = entry.shared_memory().cloned() else {
@@ -191,6 +203,7 @@ fn a_damaged_ring_from_a_client_does_not_take_the_daemon_down() {
 /// not bind it) clients use the Unix socket.
 #[test]
 fn without_the_shared_memory_socket_clients_use_the_unix_socket() {
+    use_shm();
     let inst = Instance::start(2);
     for d in inst.hosts_file().daemons {
         std::fs::remove_file(d.rootdir.join("daemon.shm")).unwrap();

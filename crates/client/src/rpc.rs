@@ -27,11 +27,13 @@ fn spin_us() -> u64 {
     *SPIN.get_or_init(|| std::env::var("GUST_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
-/// Whether node-local daemons are reached over shared memory (GUST_SHM, default 1;
-/// 0 uses the Unix socket, for comparisons and as a way out).
+/// Whether daemons on this node are reached over shared-memory rings
+/// (`GUST_TRANSPORT=shm`) rather than their Unix socket. Off by default: on the
+/// 2-core test machine the socket path measured faster in the metadata benchmark
+/// (docs/PERFORMANCE.md, "Node-local transport").
 fn use_shm() -> bool {
     static SHM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SHM.get_or_init(|| std::env::var("GUST_SHM").map_or(true, |v| v != "0"))
+    *SHM.get_or_init(|| std::env::var("GUST_TRANSPORT").is_ok_and(|v| v == "shm"))
 }
 
 /// Idle connections kept per daemon; more may be open while in use.

@@ -240,7 +240,7 @@ impl Listener {
                 let l = UnixListener::bind(p)?;
                 Ok(Listener { kind: ListenerKind::Unix(l, p.clone()), local: ep.clone() })
             }
-            Endpoint::Shm(p) => Listener::bind_shm(p, shm::SHM_CONNECTIONS_MAX_DEFAULT, shm::RING_BYTES_DEFAULT),
+            Endpoint::Shm(p) => Listener::bind_shm(p, shm::SHM_CONNECTIONS_MAX_DEFAULT, shm::ring_bytes()),
             Endpoint::Mem(n) => Ok(Listener { kind: ListenerKind::Mem(mem::listen(n)?), local: ep.clone() }),
         }
     }

@@ -59,6 +59,16 @@ use std::time::{Duration, Instant};
 /// KiB holds every small request and reply whole, and half a default chunk. Pages
 /// are only allocated where touched.
 pub const RING_BYTES_DEFAULT: usize = 256 << 10;
+/// The ring size a daemon hands out: `GUST_SHM_RING_KIB` if set (within the bounds
+/// below), else the default.
+pub fn ring_bytes() -> usize {
+    std::env::var("GUST_SHM_RING_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(|k| (k << 10).clamp(RING_BYTES_MIN, RING_BYTES_MAX))
+        .unwrap_or(RING_BYTES_DEFAULT)
+}
+
 /// Bounds on a ring size a client accepts from a daemon.
 const RING_BYTES_MIN: usize = 4096;
 const RING_BYTES_MAX: usize = 64 << 20;
