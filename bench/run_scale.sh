@@ -75,7 +75,7 @@ print(",".join("%s:%.0f" % (ph["phase"], ph["gust"]["median_rate"]) for ph in js
 done
 python3 - "$out" <<'PY'
 import json, statistics as st, sys
-print("| hosts N | procs/host P | connections/daemon (max, model N·(P+1)) | threads/daemon idle → peak (model 15 + P+1) | RSS/daemon idle → peak (MiB) | requests/op (model 1 + 1/files) | creates/s per host |")
+print("| hosts N | procs/host P | connections/daemon (max, model N·(P+1)) | threads/daemon idle → peak (model 15, + P+1 with GUST_TRANSPORT=shm) | RSS/daemon idle → peak (MiB) | requests/op (model 1 + 1/files) | creates/s per host |")
 print("|---:|---:|---|---|---|---:|---:|")
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -83,7 +83,7 @@ for line in open(sys.argv[1]):
     idle = [list(map(int, x.split())) for x in r["idle"].split(";") if x]
     peaks = [list(map(int, x.split())) for x in r["peaks"].split(";") if x]
     creates = [float(kv.split(":")[1]) for host in r["rates"].split(";") if host for kv in host.split(",") if kv.startswith("create:")]
-    print(f"| {n} | {p} | {max(x[0] for x in peaks)} ({n * (p + 1)}) | {st.median(x[1] for x in idle)} → {max(x[1] for x in peaks)} ({15 + p + 1}) "
+    print(f"| {n} | {p} | {max(x[0] for x in peaks)} ({n * (p + 1)}) | {st.median(x[1] for x in idle):.0f} → {max(x[1] for x in peaks)} "
           f"| {st.median(x[2] for x in idle) / 1024:.0f} → {max(x[2] for x in peaks) / 1024:.0f} | {r['requests'] / r['ops']:.3f} "
           f"| {st.median(creates):,.0f} |")
 print(f"raw: {sys.argv[1]}", file=sys.stderr)

@@ -191,7 +191,8 @@ impl Transport {
             Some(s) => s,
             None => {
                 let ep = fallback.ok_or_else(|| self.fail(daemon, "no endpoint this client can use".into()))?;
-                gust_transport::connect(ep, connect_timeout).map_err(|e| self.fail(daemon, format!("connect {ep}: {e}")))?
+                gust_transport::connect(ep, connect_timeout)
+                    .map_err(|e| self.fail(daemon, format!("connect {ep}: {e}")))?
             }
         };
         stream.set_timeout(Some(self.timeout)).map_err(|e| self.fail(daemon, format!("{e}")))?;

@@ -360,7 +360,9 @@ mod tests {
             let e: Endpoint = s.parse().unwrap();
             assert_eq!(e.to_string(), s);
         }
-        for bad in ["", "tcp", "tcp:host", "tcp:1.2.3.4", "unix:rel/path", "shm:rel", "mem:", "rdma:x", &"x".repeat(600)] {
+        for bad in
+            ["", "tcp", "tcp:host", "tcp:1.2.3.4", "unix:rel/path", "shm:rel", "mem:", "rdma:x", &"x".repeat(600)]
+        {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(!e.0.is_empty(), "{bad}");
         }

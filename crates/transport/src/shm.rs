@@ -245,7 +245,10 @@ impl Conn {
         let tail = self.map.u64(ctl + R_TAIL).load(Ordering::Acquire);
         let used = self.tx_head.load(Ordering::Relaxed).wrapping_sub(tail);
         if used > self.ring_bytes {
-            return Err(corrupt(&format!("peer's read position is {used} bytes behind in a ring of {}", self.ring_bytes)));
+            return Err(corrupt(&format!(
+                "peer's read position is {used} bytes behind in a ring of {}",
+                self.ring_bytes
+            )));
         }
         Ok(self.ring_bytes - used)
     }
