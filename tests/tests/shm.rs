@@ -73,6 +73,15 @@ fn read_file(c: &gust_client::Client, path: &str) -> Vec<u8> {
     b
 }
 
+/// Daemon 0's rendezvous socket.
+fn shm_path(inst: &Instance) -> PathBuf {
+    let entry = inst.hosts_file().daemons[0].clone();
+    let Some(gust_transport::Endpoint::Shm(path)) = entry.shared_memory().cloned() else {
+        panic!("the daemon offers no shared-memory endpoint: {:?}", entry.endpoints)
+    };
+    path
+}
+
 fn flag_dir() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("gust-shm-test").tempdir_in("/tmp").unwrap()
 }
@@ -173,10 +182,7 @@ fn a_client_killed_mid_request_costs_the_daemon_nothing() {
 fn a_damaged_ring_from_a_client_does_not_take_the_daemon_down() {
     use_shm();
     let inst = Instance::start(1);
-    let entry = inst.hosts_file().daemons[0].clone();
-    let Some(gust_transport::Endpoint::Shm(path)) = entry.shared_memory().cloned() else {
-        panic!("the daemon offers no shared-memory endpoint: {:?}", entry.endpoints)
-    };
+    let path = shm_path(&inst);
     let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
     let c = inst.client();
     write_file(&c, "/before", b"x");
@@ -214,4 +220,32 @@ fn without_the_shared_memory_socket_clients_use_the_unix_socket() {
     write_file(&c, "/g", b"core");
     assert_eq!(read_file(&c, "/g"), b"core");
     assert_eq!(all_shm_connections(&inst), 0);
+}
+
+/// A client that authenticates, starts a frame and then stays silent (alive): the
+/// daemon cuts it off at the stall timeout, as it does on sockets, and its thread
+/// is given back.
+#[test]
+fn a_silent_client_mid_frame_is_cut_off_at_the_stall_timeout() {
+    use_shm();
+    use gust_transport::Stream;
+    use std::io::{Read, Write};
+    let inst = Instance::start_with(1, &["--stall-timeout", "2"]);
+    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
+    let mut s = gust_transport::shm::connect(&shm_path(&inst), Duration::from_secs(5)).unwrap();
+    gust_proto::handshake::client(&mut s, &secret).unwrap();
+    s.write_all(&[0u8; 7]).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || shm_connections(&inst, 0) == 1), "connection not served");
+    let t = std::time::Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(15), || shm_connections(&inst, 0) == 0),
+        "a client silent mid-frame still holds its daemon thread after 15 s (stall timeout 2 s)"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(1500), "cut off before its stall timeout");
+    s.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 1];
+    assert!(matches!(s.read(&mut b), Ok(0)), "the client sees the close");
+    let c = inst.client();
+    write_file(&c, "/after", b"ok");
+    assert_eq!(read_file(&c, "/after"), b"ok");
 }

@@ -154,13 +154,13 @@ impl Mapping {
     }
 
     fn u64(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= CONTROL_BYTES);
+        assert!(off.is_multiple_of(8) && off + 8 <= CONTROL_BYTES);
         // SAFETY: aligned (mmap is page-aligned, off checked), inside the control page.
         unsafe { &*(self.ptr.add(off) as *const AtomicU64) }
     }
 
     fn u32(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= CONTROL_BYTES);
+        assert!(off.is_multiple_of(4) && off + 4 <= CONTROL_BYTES);
         // SAFETY: as in u64.
         unsafe { &*(self.ptr.add(off) as *const AtomicU32) }
     }

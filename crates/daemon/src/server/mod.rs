@@ -283,8 +283,17 @@ impl Shared {
             let mut sess = Session::new(s, sh.state.daemon_id, busy, sh.stall_timeout);
             let mut w = Worker::new();
             loop {
-                if sess.deadline.is_some_and(|d| d <= Instant::now()) {
+                let now = Instant::now();
+                if sess.deadline.is_some_and(|d| d <= now) {
                     break;
+                }
+                // A frame started or a reply owed: the turn's read or write may wait
+                // only until the deadline (no reaper can cut a thread's wait short).
+                // Before the handshake the session keeps its own bound.
+                if let (Some(d), true) = (sess.deadline, sess.established()) {
+                    let _ = sess.stream().set_timeout(Some(d.saturating_duration_since(now).max(Duration::from_millis(1))));
+                } else if sess.established() {
+                    let _ = sess.stream().set_timeout(None);
                 }
                 match sess.turn(&sh.state, &sh.budget, &mut w) {
                     Outcome::Read | Outcome::Write => {}
