@@ -27,7 +27,8 @@
 //!   the ring size; byte `i` of a direction's stream sits at `i % size`.
 //!
 //! Waiting: a side that finds nothing to read (or no room to write) polls for up to
-//! `GUST_SHM_SPIN_US` microseconds, then announces that it sleeps and waits on the
+//! `GUST_SHM_SPIN_US` microseconds, then for `GUST_SHM_YIELD_US` more yielding the
+//! CPU between looks (both 0 by default), then announces that it sleeps and waits on the
 //! futex word; the other side wakes it only if that flag is set (store, fence, load
 //! on both sides, so a wake-up is never lost). The sleep is cut every
 //! `LIVENESS_PERIOD` to check the Unix socket for a peer that died without closing.
@@ -38,6 +39,10 @@
 //! its own copy, and seals the file so the peer cannot shrink it under the mapping
 //! (which would fault the daemon). Frames read from the ring are checked by the
 //! session exactly as those from a socket.
+//!
+//! Measured (docs/PERFORMANCE.md, "Node-local transport"): a third less CPU per
+//! round trip than the Unix socket for one pair, but not faster in the metadata
+//! benchmark on a 2-core machine, so clients use it only with `GUST_TRANSPORT=shm`.
 //!
 //! Not for: other nodes (TCP), or a daemon's event loop: a shared-memory stream has
 //! no descriptor to poll, so the daemon serves each with a thread of its own; their
