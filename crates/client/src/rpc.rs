@@ -27,6 +27,15 @@ fn spin_us() -> u64 {
     *SPIN.get_or_init(|| std::env::var("GUST_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
+/// Whether daemons on this node are reached over shared-memory rings
+/// (`GUST_TRANSPORT=shm`) rather than their Unix socket. Off by default: on the
+/// 2-core test machine the socket path measured faster in the metadata benchmark
+/// (docs/PERFORMANCE.md, "Node-local transport").
+fn use_shm() -> bool {
+    static SHM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SHM.get_or_init(|| std::env::var("GUST_TRANSPORT").is_ok_and(|v| v == "shm"))
+}
+
 /// Idle connections kept per daemon; more may be open while in use.
 const IDLE_CONNECTIONS_MAX: usize = 16;
 
@@ -182,16 +191,30 @@ impl Transport {
 
     fn connect_once(&self, daemon: u32) -> Result<Conn, Errno> {
         let entry = self.links[daemon as usize].entry.read().unwrap().clone();
-        // The daemon's node-local endpoint when it is on this host (and its socket
-        // is there: a daemon on another node may share the host name in tests).
-        let local = entry.node_local().filter(|e| {
-            !self.force_tcp && entry.host == self.this_host && matches!(e, Endpoint::Unix(p) if p.exists())
+        // The daemon's node-local endpoints when it is on this host (and their
+        // sockets are there: a daemon on another node may share the host name in
+        // tests): shared memory first, then the Unix socket, then the network.
+        let on_this_node = !self.force_tcp && entry.host == self.this_host;
+        let here = |e: &&Endpoint| on_this_node && matches!(e, Endpoint::Unix(p) | Endpoint::Shm(p) if p.exists());
+        let shm = entry.shared_memory().filter(|e| use_shm() && here(e));
+        let fallback = entry.node_local().filter(here).or_else(|| entry.network());
+        let connect_timeout = self.timeout.min(Duration::from_secs(5));
+        let shm_stream = shm.and_then(|ep| match gust_transport::connect(ep, connect_timeout) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                // Busy (the daemon's bound), or gone: the socket path always works.
+                debug!(daemon, "connect {ep}: {e}; using the next endpoint");
+                None
+            }
         });
-        let ep = local
-            .or_else(|| entry.network())
-            .ok_or_else(|| self.fail(daemon, "no endpoint this client can use".into()))?;
-        let mut stream = gust_transport::connect(ep, self.timeout.min(Duration::from_secs(5)))
-            .map_err(|e| self.fail(daemon, format!("connect {ep}: {e}")))?;
+        let mut stream = match shm_stream {
+            Some(s) => s,
+            None => {
+                let ep = fallback.ok_or_else(|| self.fail(daemon, "no endpoint this client can use".into()))?;
+                gust_transport::connect(ep, connect_timeout)
+                    .map_err(|e| self.fail(daemon, format!("connect {ep}: {e}")))?
+            }
+        };
         stream.set_timeout(Some(self.timeout)).map_err(|e| self.fail(daemon, format!("{e}")))?;
         handshake::client(&mut stream, &self.secret).map_err(|e| self.fail(daemon, e.to_string()))?;
         let writer = stream.try_clone().map_err(|e| self.fail(daemon, format!("{e}")))?;

@@ -225,6 +225,14 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         tracing::warn!("root directory path too long for a Unix socket; TCP only ({})", uds_path.display());
         None
     };
+    // Shared-memory rings for clients on this node (gust_transport::shm), handed out
+    // at a socket of their own; clients fall back to the Unix socket without it.
+    let shm_path = rootdir.join("daemon.shm");
+    let shm = if shm_path.as_os_str().len() < 100 {
+        Some(ctx(Listener::bind(&Endpoint::Shm(shm_path.clone())), "cannot bind shared-memory socket", &shm_path)?)
+    } else {
+        None
+    };
 
     // Register in the hosts file under its lock.
     let (daemon_id, hosts) = {
@@ -295,7 +303,10 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             host: gust_hosts::this_host(),
             pid: std::process::id(),
             rootdir: rootdir.clone(),
-            endpoints: std::iter::once(tcp.local().clone()).chain(uds.as_ref().map(|u| u.local().clone())).collect(),
+            endpoints: std::iter::once(tcp.local().clone())
+                .chain(uds.as_ref().map(|u| u.local().clone()))
+                .chain(shm.as_ref().map(|u| u.local().clone()))
+                .collect(),
         });
         hosts.daemons.sort_by_key(|d| d.id);
         hosts.store(&cfg.hosts_file).map_err(|e| e.to_string())?;
@@ -333,7 +344,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         );
     }
     let fds = server::raise_descriptor_limit();
-    let listeners = std::iter::once(tcp).chain(uds).collect();
+    let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
     ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
     if let Some(addr) = &cfg.metrics_listen {
         let bound = exporter::spawn(state.clone(), addr)?;
@@ -360,6 +371,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         // stays recovering across restarts until repaired.
         let _ = fs::write(&clean, b"");
     }
+    let _ = fs::remove_file(&shm_path);
     if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
         tracing::info!("removing root directory {} (gust stop)", rootdir.display());
         ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;

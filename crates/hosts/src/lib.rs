@@ -24,10 +24,11 @@
 //! it. Older readers skip it as an endpoint kind they do not know.
 //!
 //! A daemon line is: id, host name, process id, root directory, then the endpoints
-//! it listens on, each as KIND:ADDRESS (gust-transport's `Endpoint`: `tcp:`, `unix:`;
-//! transports added later add kinds, and a reader skips kinds it does not know). The
-//! first network endpoint is how other nodes reach the daemon; a node-local one
-//! (`unix:`) serves clients on the daemon's own host. Paths with spaces are not
+//! it listens on, each as KIND:ADDRESS (gust-transport's `Endpoint`: `tcp:`, `unix:`,
+//! `shm:`; transports added later add kinds, and a reader skips kinds it does not
+//! know). The first network endpoint is how other nodes reach the daemon; node-local
+//! ones (`shm:` first, `unix:` as its fallback) serve clients on the daemon's own host.
+//! Readers from before `shm:` skip it and use `unix:`. Paths with spaces are not
 //! supported. Format 1 (id, host, TCP address, socket path or "-", pid, root
 //! directory) is still read. Registration rewrites the whole file under a lock file and renames it
 //! into place, so readers never see a half-written file.
@@ -108,12 +109,18 @@ impl DaemonEntry {
     /// The endpoint other processes reach the daemon at: the first that is not
     /// local to its node (`mem:` names a daemon inside the test's own process).
     pub fn network(&self) -> Option<&Endpoint> {
-        self.endpoints.iter().find(|e| !matches!(e, Endpoint::Unix(_)))
+        self.endpoints.iter().find(|e| !matches!(e, Endpoint::Unix(_) | Endpoint::Shm(_)))
     }
 
     /// The endpoint for clients on the daemon's own node, if it has one.
     pub fn node_local(&self) -> Option<&Endpoint> {
         self.endpoints.iter().find(|e| matches!(e, Endpoint::Unix(_)))
+    }
+
+    /// The shared-memory endpoint for clients on the daemon's own node, if it has
+    /// one; [`node_local`](Self::node_local) is the fallback when it is refused.
+    pub fn shared_memory(&self) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| matches!(e, Endpoint::Shm(_)))
     }
 
     /// The network address as `host:port`, for people and for tests.
@@ -464,17 +471,19 @@ mod tests {
             host: "n0".into(),
             pid: 8,
             rootdir: "/r0".into(),
-            endpoints: vec!["tcp:[::1]:1".parse().unwrap(), "unix:/x/s".parse().unwrap()],
+            endpoints: vec!["shm:/x/m".parse().unwrap(), "tcp:[::1]:1".parse().unwrap(), "unix:/x/s".parse().unwrap()],
             capacity_bytes: None,
         });
         let p = Path::new("h");
         let text = h.render();
-        assert!(text.contains("daemon 0 n0 8 /r0 tcp:[::1]:1 unix:/x/s\n"), "{text}");
+        assert!(text.contains("daemon 0 n0 8 /r0 shm:/x/m tcp:[::1]:1 unix:/x/s\n"), "{text}");
         let back = HostsFile::parse(p, &text).unwrap();
         assert_eq!(back.daemons[0].id, 0);
         assert_eq!(back.daemons[0].tcp_addr(), "[::1]:1");
         assert_eq!(back.daemons[0].node_local(), Some(&Endpoint::Unix("/x/s".into())));
+        assert_eq!(back.daemons[0].shared_memory(), Some(&Endpoint::Shm("/x/m".into())));
         assert_eq!(back.daemons[1].node_local(), None);
+        assert_eq!(back.daemons[1].shared_memory(), None);
         assert!(back.is_complete(2));
         assert!(back.check_parent);
     }

@@ -2,7 +2,8 @@
 //! streams, behind one interface whatever carries them.
 //!
 //! * [`Endpoint`]: where a daemon listens, by kind and address (`tcp:10.0.0.7:7000`,
-//!   `unix:/tmp/gustfs/d0/daemon.sock`, `mem:d0`), the form hosts files name them in.
+//!   `unix:/tmp/gustfs/d0/daemon.sock`, `shm:/tmp/gustfs/d0/daemon.shm`, `mem:d0`),
+//!   the form hosts files name them in.
 //! * [`Listener`]: binds an endpoint and accepts [`Stream`]s.
 //! * [`connect`]: opens a [`Stream`] to an endpoint within a time bound.
 //! * [`Stream`]: a reliable, ordered byte stream (Read + Write) with timeouts and a
@@ -10,15 +11,18 @@
 //!   write when they are small, the rule every sender of frames follows.
 //!
 //! Implementations: TCP (Nagle off: requests are small and latency-bound), Unix
-//! domain sockets (a daemon on the same node), and an in-memory transport ([`mem`])
+//! domain sockets (a daemon on the same node), shared-memory rings ([`shm`], a daemon
+//! on the same node without the socket path per request), and an in-memory transport ([`mem`])
 //! whose delivery a seed controls (how writes are cut into reads, and injected
-//! disconnects), so tests replay a fault schedule byte for byte. Shared memory and
-//! RDMA (UCX, libfabric) are meant to plug in as further kinds.
+//! disconnects), so tests replay a fault schedule byte for byte. RDMA (UCX,
+//! libfabric) is meant to plug in as a further kind (docs/PERFORMANCE.md says why
+//! the node-local path does not use them).
 //!
 //! Not for: framing and message formats (gust-proto), authentication (the handshake
 //! in gust-proto runs over any stream), retries and connection pools (the client).
 
 pub mod mem;
+pub mod shm;
 
 use std::fmt;
 use std::io::{self, IoSlice, Read, Write};
@@ -38,6 +42,8 @@ pub const COALESCE_BYTES_MAX: usize = 64 << 10;
 pub enum Endpoint {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// Shared-memory rings handed out at this Unix socket ([`shm`]).
+    Shm(PathBuf),
     /// An in-memory listener of this process, by name ([`mem`]).
     Mem(String),
 }
@@ -48,6 +54,7 @@ impl Endpoint {
         match self {
             Endpoint::Tcp(_) => "tcp",
             Endpoint::Unix(_) => "unix",
+            Endpoint::Shm(_) => "shm",
             Endpoint::Mem(_) => "mem",
         }
     }
@@ -58,6 +65,7 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
             Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+            Endpoint::Shm(p) => write!(f, "shm:{}", p.display()),
             Endpoint::Mem(n) => write!(f, "mem:{n}"),
         }
     }
@@ -87,7 +95,7 @@ impl FromStr for Endpoint {
         }
         let (kind, addr) = s
             .split_once(':')
-            .ok_or_else(|| BadEndpoint(format!("'{s}': expected KIND:ADDRESS (tcp:, unix: or mem:)")))?;
+            .ok_or_else(|| BadEndpoint(format!("'{s}': expected KIND:ADDRESS (tcp:, unix:, shm: or mem:)")))?;
         match kind {
             "tcp" => addr
                 .parse::<SocketAddr>()
@@ -95,8 +103,10 @@ impl FromStr for Endpoint {
                 .map_err(|_| BadEndpoint(format!("'{s}': not an IP address and port"))),
             "unix" if addr.starts_with('/') => Ok(Endpoint::Unix(PathBuf::from(addr))),
             "unix" => Err(BadEndpoint(format!("'{s}': a Unix socket path must be absolute"))),
+            "shm" if addr.starts_with('/') => Ok(Endpoint::Shm(PathBuf::from(addr))),
+            "shm" => Err(BadEndpoint(format!("'{s}': a shared-memory endpoint's socket path must be absolute"))),
             "mem" if !addr.is_empty() => Ok(Endpoint::Mem(addr.to_string())),
-            _ => Err(BadEndpoint(format!("'{s}': unknown endpoint kind '{kind}' (tcp, unix or mem)"))),
+            _ => Err(BadEndpoint(format!("'{s}': unknown endpoint kind '{kind}' (tcp, unix, shm or mem)"))),
         }
     }
 }
@@ -188,6 +198,7 @@ pub fn connect(ep: &Endpoint, timeout: Duration) -> io::Result<Box<dyn Stream>> 
         }
         // A local connect either succeeds or fails at once; no timeout needed.
         Endpoint::Unix(p) => Ok(Box::new(UnixStream::connect(p)?)),
+        Endpoint::Shm(p) => Ok(Box::new(shm::connect(p, timeout)?)),
         Endpoint::Mem(n) => mem::connect(n),
     }
 }
@@ -204,6 +215,7 @@ pub fn tcp_endpoint(host_port: &str) -> io::Result<Endpoint> {
 enum ListenerKind {
     Tcp(TcpListener),
     Unix(UnixListener, PathBuf),
+    Shm(shm::ShmListener, PathBuf),
     Mem(mem::MemListener),
 }
 
@@ -228,8 +240,16 @@ impl Listener {
                 let l = UnixListener::bind(p)?;
                 Ok(Listener { kind: ListenerKind::Unix(l, p.clone()), local: ep.clone() })
             }
+            Endpoint::Shm(p) => Listener::bind_shm(p, shm::SHM_CONNECTIONS_MAX_DEFAULT, shm::ring_bytes()),
             Endpoint::Mem(n) => Ok(Listener { kind: ListenerKind::Mem(mem::listen(n)?), local: ep.clone() }),
         }
+    }
+
+    /// Binds a shared-memory endpoint at the Unix socket `path` serving at most
+    /// `connections_max` connections at once, with rings of `ring_bytes` each way.
+    pub fn bind_shm(path: &std::path::Path, connections_max: usize, ring_bytes: usize) -> io::Result<Listener> {
+        let l = shm::ShmListener::bind(path, connections_max, ring_bytes)?;
+        Ok(Listener { kind: ListenerKind::Shm(l, path.to_path_buf()), local: Endpoint::Shm(path.to_path_buf()) })
     }
 
     /// The endpoint as bound (with the port TCP picked).
@@ -242,7 +262,7 @@ impl Listener {
         match &self.kind {
             ListenerKind::Tcp(l) => Some(l.as_raw_fd()),
             ListenerKind::Unix(l, _) => Some(l.as_raw_fd()),
-            ListenerKind::Mem(_) => None,
+            ListenerKind::Shm(..) | ListenerKind::Mem(_) => None,
         }
     }
 
@@ -251,6 +271,7 @@ impl Listener {
         match &self.kind {
             ListenerKind::Tcp(l) => l.set_nonblocking(on),
             ListenerKind::Unix(l, _) => l.set_nonblocking(on),
+            ListenerKind::Shm(..) => Err(io::Error::new(io::ErrorKind::Unsupported, "shared-memory listeners block")),
             ListenerKind::Mem(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "in-memory listeners block")),
         }
     }
@@ -265,6 +286,7 @@ impl Listener {
                 Ok(Box::new(s))
             }
             ListenerKind::Unix(l, _) => Ok(Box::new(l.accept()?.0)),
+            ListenerKind::Shm(l, _) => l.accept(),
             ListenerKind::Mem(l) => l.accept(),
         }
     }
@@ -294,7 +316,7 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         match &self.kind {
-            ListenerKind::Unix(_, p) => {
+            ListenerKind::Unix(_, p) | ListenerKind::Shm(_, p) => {
                 let _ = std::fs::remove_file(p);
             }
             ListenerKind::Mem(_) => mem::unlisten(&self.local),
@@ -334,11 +356,13 @@ mod tests {
 
     #[test]
     fn endpoints_parse_and_print_back() {
-        for s in ["tcp:127.0.0.1:7000", "tcp:[::1]:80", "unix:/tmp/x/daemon.sock", "mem:d3"] {
+        for s in ["tcp:127.0.0.1:7000", "tcp:[::1]:80", "unix:/tmp/x/daemon.sock", "shm:/tmp/x/daemon.shm", "mem:d3"] {
             let e: Endpoint = s.parse().unwrap();
             assert_eq!(e.to_string(), s);
         }
-        for bad in ["", "tcp", "tcp:host", "tcp:1.2.3.4", "unix:rel/path", "mem:", "rdma:x", &"x".repeat(600)] {
+        for bad in
+            ["", "tcp", "tcp:host", "tcp:1.2.3.4", "unix:rel/path", "shm:rel", "mem:", "rdma:x", &"x".repeat(600)]
+        {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(!e.0.is_empty(), "{bad}");
         }
@@ -376,6 +400,9 @@ mod tests {
         exchange(Endpoint::Unix(d.clone()));
         assert!(!d.exists(), "the socket file goes with the listener");
         exchange(Endpoint::Mem("exchange-test".into()));
+        let d = std::env::temp_dir().join(format!("gust-transport-{}.shm", std::process::id()));
+        exchange(Endpoint::Shm(d.clone()));
+        assert!(!d.exists(), "the rendezvous socket goes with the listener");
     }
 
     #[test]

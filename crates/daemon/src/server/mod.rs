@@ -20,8 +20,10 @@
 //! thread closes connections past their deadline. Memory held for partial frames and
 //! unsent replies is bounded across all connections by `budget`.
 //!
-//! Streams without a descriptor (the in-memory transport of tests) get a thread
-//! each, running the same `Session` turns blocking.
+//! Streams without a descriptor (shared-memory rings, bounded to 256 per daemon by
+//! their listener, and the in-memory transport of tests) get a thread each, running
+//! the same `Session` turns blocking; a read or write in such a turn waits at most
+//! until the connection's stall deadline.
 
 mod budget;
 mod poller;
@@ -283,8 +285,18 @@ impl Shared {
             let mut sess = Session::new(s, sh.state.daemon_id, busy, sh.stall_timeout);
             let mut w = Worker::new();
             loop {
-                if sess.deadline.is_some_and(|d| d <= Instant::now()) {
+                let now = Instant::now();
+                if sess.deadline.is_some_and(|d| d <= now) {
                     break;
+                }
+                // A frame started or a reply owed: the turn's read or write may wait
+                // only until the deadline (no reaper can cut a thread's wait short).
+                // Before the handshake the session keeps its own bound.
+                if let (Some(d), true) = (sess.deadline, sess.established()) {
+                    let _ =
+                        sess.stream().set_timeout(Some(d.saturating_duration_since(now).max(Duration::from_millis(1))));
+                } else if sess.established() {
+                    let _ = sess.stream().set_timeout(None);
                 }
                 match sess.turn(&sh.state, &sh.budget, &mut w) {
                     Outcome::Read | Outcome::Write => {}

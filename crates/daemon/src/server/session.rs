@@ -164,6 +164,11 @@ impl Session {
         &*self.stream
     }
 
+    /// The handshake is done.
+    pub fn established(&self) -> bool {
+        matches!(self.phase, Phase::Ready)
+    }
+
     /// Bytes charged to the budget, to give back when the session ends.
     pub fn charged(&self) -> usize {
         self.charged
