@@ -24,7 +24,7 @@ use rocksdb::{ColumnFamily, Options, WriteBatch};
 /// Name of the column family holding inline data.
 pub const INLINE_CF: &str = "inline";
 
-/// Options of the inline family: values of up to 16 KiB, read by point lookups.
+/// Options of the inline family: values of up to INLINE_BYTES_MAX, read by point lookups.
 pub fn family_options() -> Options {
     let mut o = Options::default();
     o.set_write_buffer_size(64 << 20);

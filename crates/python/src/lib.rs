@@ -346,6 +346,40 @@ impl Client {
         r
     }
 
+    /// Creates or replaces the file at `path` with `data` (any contiguous buffer):
+    /// open, write and close in one call, through the core's deferred create, so a
+    /// file of up to `INLINE_BYTES_MAX` bytes made this way is one request and is
+    /// stored with its record (read back by `open` in one request, too). Errors of
+    /// the create (EISDIR, ENOENT of the directory, ...) come from the close here.
+    #[pyo3(signature = (path, data, mode=0o666))]
+    fn write_file(&self, py: Python<'_>, path: &str, data: &Bound<'_, PyAny>, mode: u32) -> PyResult<usize> {
+        let p = self.map(path)?;
+        let view = PyUntypedBuffer::get(data)?;
+        let (ptr, len) = buffer_parts(&view, false)?;
+        let core = &self.core;
+        let mode = mode & !umask() & 0o7777;
+        let r = py.detach(move || {
+            // SAFETY: as in read_into; only read here, while `view` holds the buffer.
+            let b = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let fd = core.open_deferred(&p, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode)?;
+            let mut done = 0;
+            let mut r = Ok(());
+            while done < b.len() {
+                match core.write(fd, &b[done..]) {
+                    Ok(n) => done += n,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            let closed = core.close(fd);
+            r.and(closed).map(|()| done)
+        });
+        drop(view);
+        r.map_err(|e| self.err(e, path))
+    }
+
     // ----- namespace --------------------------------------------------------------------
 
     /// `os.stat`/`os.lstat` fields (see StatTuple); `follow_symlinks` as in os.stat.
