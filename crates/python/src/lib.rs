@@ -17,9 +17,10 @@
 //! one (`write`, `pwrite`) hand the buffer's memory to the core as a slice, so the
 //! bytes go straight between the socket and the caller's object. `read` builds its
 //! `bytes` in place; only a short read at the end of a file copies (limited-API
-//! `bytes` cannot shrink). `readall` reads a file of 1 MiB or more straight into
-//! its `bytes`; a smaller one takes one copy, which is cheaper than the round trip
-//! it saves (see `readall_bytes`).
+//! `bytes` cannot shrink). `readall` reads a file of 1 MiB or more, and a small
+//! file whose data came with its open (inline), straight into its `bytes`; other
+//! files take one copy, which is cheaper than the round trip it saves (see
+//! `readall_bytes`).
 //!
 //! Fork: a `Client` stays usable in a child after `os.fork` (multiprocessing
 //! workers): the core's transport drops the parent's pooled connections in the
@@ -542,8 +543,12 @@ fn readall_bytes<'py>(
     expected: Option<u64>,
     err: &dyn Fn(Errno) -> PyErr,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    // Exact reads: straight into the result, then a read past the end to prove it,
+    // which for a large file is cheap next to the copy it saves, and for a small file
+    // whose data came with the open costs no request at all.
+    let exact = |e: u64| e >= READALL_EXACT_BYTES_MIN as u64 || (e > 0 && core.reads_from_open_data(fd));
     match expected {
-        Some(e) if e >= READALL_EXACT_BYTES_MIN as u64 && e <= isize::MAX as u64 => {
+        Some(e) if exact(e) && e <= isize::MAX as u64 => {
             let mut got = Ok(0usize);
             let full = PyBytes::new_with(py, e as usize, |b| {
                 got = py.detach(|| core.read(fd, b));
