@@ -31,6 +31,13 @@ pub fn family_options() -> Options {
     // File data: what a burst buffer holds (images, compressed arrays, model
     // shards) rarely compresses, and trying costs CPU at every flush and compaction.
     o.set_compression_type(rocksdb::DBCompressionType::None);
+    // No block cache: with the tables mmap'd (metadata/mod.rs), a lookup's block is
+    // used where it lies in the page cache; a block cache would copy every block of
+    // up to INLINE_BYTES_MAX into its own memory first, and a data set read once
+    // per epoch never hits it anyway.
+    let mut bb = rocksdb::BlockBasedOptions::default();
+    bb.disable_cache();
+    o.set_block_based_table_factory(&bb);
     o
 }
 
