@@ -811,7 +811,10 @@ fn create_through_the_mount_is_one_request_with_negative_entries() {
         let fd = c.open("/late/x", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
         c.close(fd).unwrap();
         assert!(wait_until(Duration::from_secs(10), || m.p("late/x").exists()), "never seen");
-        assert!(made.elapsed() >= Duration::from_millis(900), "seen before the timeout: names in the fresh directory were not answered as absent");
+        assert!(
+            made.elapsed() >= Duration::from_millis(900),
+            "seen before the timeout: names in the fresh directory were not answered as absent"
+        );
     }
     // Default options: negative entries are off, a file created elsewhere is found at
     // once, and a create costs its failed lookup.
