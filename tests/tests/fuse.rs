@@ -826,3 +826,24 @@ fn create_through_the_mount_is_one_request_with_negative_entries() {
     let ops = ops_of(&c, || drop(std::fs::File::create(m.p("plain/y")).unwrap()));
     assert_eq!(ops, std::collections::BTreeMap::from([("create".to_string(), 1), ("stat".to_string(), 1)]));
 }
+
+/// A file written through the mount has its size on the metadata daemon when
+/// close(2) returns (close-to-open for other clients, docs/SEMANTICS.md): a writable
+/// handle gets a FLUSH at close, which sends the size the client batched. With
+/// FOPEN_NOFLUSH on writable handles the size went at RELEASE, after close returned,
+/// and another client's stat saw the old size for most files.
+#[test]
+fn size_written_through_the_mount_is_seen_by_others_when_close_returns() {
+    let inst = Instance::start(3);
+    let m = Mount::new(&inst, &[]);
+    let other = inst.client();
+    let mut stale = Vec::new();
+    for i in 0..100 {
+        std::fs::write(m.p(&format!("f{i}")), vec![7u8; 100_000]).unwrap();
+        let size = other.stat(&format!("/f{i}")).unwrap().size;
+        if size != 100_000 {
+            stale.push((i, size));
+        }
+    }
+    assert!(stale.is_empty(), "sizes seen right after close: {stale:?}");
+}

@@ -265,15 +265,19 @@ impl GustFs {
         }
     }
 
-    pub(crate) fn open_flags(&self) -> FopenFlags {
+    /// Open flags of a handle opened with `client_flags`.
+    pub(crate) fn open_flags(&self, client_flags: i32) -> FopenFlags {
         let mut f = FopenFlags::empty();
         if self.opts.direct_io {
             f |= FopenFlags::FOPEN_DIRECT_IO;
         }
-        if !self.opts.writeback_cache {
-            // Our flush has nothing to do (the client core buffers nothing), so the
-            // kernel may skip the request at close(). With the writeback cache the
-            // kernel ignores this flag and flushes dirty pages at close as it must.
+        if !self.opts.writeback_cache && client_flags & libc::O_ACCMODE == libc::O_RDONLY {
+            // A read-only handle's flush has nothing to do, so the kernel may skip
+            // the request at close(). A writable one's flush sends the size its
+            // writes reached (the client batches it, size_cache.rs): without the
+            // FLUSH, that happened at RELEASE, after close(2) had returned, and
+            // another client's stat right after the close saw the old size. With the
+            // writeback cache the kernel ignores this flag and flushes at close.
             f |= FopenFlags::FOPEN_NOFLUSH;
         }
         f

@@ -266,10 +266,10 @@ impl Filesystem for GustFs {
                 }
                 _ => self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?,
             };
-            Ok(self.add_handle(ino.0, fd, cflags))
+            Ok((self.add_handle(ino.0, fd, cflags), cflags))
         })();
         match r {
-            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
+            Ok((fh, cflags)) => reply.opened(FileHandle(fh), self.open_flags(cflags)),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -300,11 +300,11 @@ impl Filesystem for GustFs {
             })?;
             let attr = self.remember(&path, &st);
             let fh = self.add_handle(attr.ino.0, fd, cflags);
-            Ok((attr, fh))
+            Ok((attr, fh, cflags))
         })();
         match r {
-            Ok((attr, fh)) => {
-                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags())
+            Ok((attr, fh, cflags)) => {
+                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags(cflags))
             }
             Err(e) => reply.error(fe(e)),
         }
