@@ -46,7 +46,9 @@ def sizes(n, seed):
 def make(args):
     import gustfs
 
-    pool = os.urandom(SIZE_MAX_BYTES * 2)  # contents: slices of one random pool
+    # Contents: slices of one pseudo-random pool, the same for the same seed, so that
+    # a second copy in GustFS (--gust-only) matches the local copy's manifest.
+    pool = random.Random(args.seed).randbytes(SIZE_MAX_BYTES * 2)
     entries = []
     t0 = time.perf_counter()
     for i, size in enumerate(sizes(args.files, args.seed)):
@@ -54,15 +56,18 @@ def make(args):
         off = (i * 7919) % SIZE_MAX_BYTES
         data = memoryview(pool)[off : off + size]
         if i % FILES_PER_DIR == 0:
-            os.makedirs(os.path.join(args.local, os.path.dirname(rel)), exist_ok=True)
+            if not args.gust_only:
+                os.makedirs(os.path.join(args.local, os.path.dirname(rel)), exist_ok=True)
             gustfs.makedirs(f"{args.gust}/{os.path.dirname(rel)}", exist_ok=True)
-        with open(os.path.join(args.local, rel), "wb") as f:
-            f.write(data)
+        if not args.gust_only:
+            with open(os.path.join(args.local, rel), "wb") as f:
+                f.write(data)
         gustfs.write_bytes(f"{args.gust}/{rel}", data)
         entries.append([rel, size, zlib.crc32(data)])
     manifest = {"files": entries, "bytes": sum(e[1] for e in entries)}
-    with open(os.path.join(args.local, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+    if not args.gust_only:
+        with open(os.path.join(args.local, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
     print(
         f"made {len(entries)} files, {manifest['bytes'] / 2**20:.0f} MiB, in {args.local} and gust:{args.gust} "
         f"({time.perf_counter() - t0:.1f} s)",
@@ -153,6 +158,7 @@ def main():
     m.add_argument("--local", required=True, help="local directory (also gets manifest.json)")
     m.add_argument("--gust", required=True, help="directory inside GustFS")
     m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--gust-only", action="store_true", help="another GustFS copy of the same data set")
     r = sub.add_parser("read", help="read the data set with worker processes")
     r.add_argument("--target", required=True, help="gust:/PATH or posix:DIR")
     r.add_argument("--manifest-dir", required=True, help="where make wrote manifest.json")

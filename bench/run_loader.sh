@@ -3,6 +3,8 @@
 # 100 KiB, read whole in a fresh random order by W forked worker processes for E
 # epochs, three ways in the same run, interleaved run by run:
 #   module   gustfs.open (the Python module over the client core)
+#   module-16k  the same, on a copy made with GUST_INLINE_BYTES_MAX=16384: files
+#            over 16 KiB in chunks, as before the inline bound was raised to 256 KiB
 #   preload  Python's own open under `gust run` (the LD_PRELOAD library)
 #   local    Python's own open on the local copy (the baseline)
 # GustFS root directories and the local copy live on the same storage (BENCH_DIR,
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-cargo build --release -p gust-cli -p gust-preload >/dev/null
+cargo build --release --workspace --all-targets >/dev/null
 . scripts/python-env.sh
 runs=${1:-3}
 files=${BENCH_FILES:-20000}
@@ -27,15 +29,17 @@ trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"'
 "$GUST" start --local "$daemons" --rootdir "$base/fs" >/dev/null
 eval "$("$GUST" env --rootdir "$base/fs")"  # GUST_HOSTS_FILE, GUST_MOUNTDIR
 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
+GUST_INLINE_BYTES_MAX=16384 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader-16k --gust-only
 read_args=(--manifest-dir "$base/local" --workers "$workers" --epochs "$epochs")
 : > "$out"
 for r in $(seq "$runs"); do
   # Rotate the order of the three so that none always runs first or last.
-  order=(module preload local)
-  order=("${order[@]:$((r % 3))}" "${order[@]:0:$((r % 3))}")
+  order=(module module-16k preload local)
+  order=("${order[@]:$((r % 4))}" "${order[@]:0:$((r % 4))}")
   for t in "${order[@]}"; do
     case $t in
       module) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader "${read_args[@]}") ;;
+      module-16k) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader-16k "${read_args[@]}") ;;
       preload) json=$("$GUST" run -- "$GUST_PYTHON" bench/loader.py read --target "posix:$GUST_MOUNTDIR/loader" "${read_args[@]}") ;;
       local) json=$("$GUST_PYTHON" bench/loader.py read --target "posix:$base/local" "${read_args[@]}") ;;
     esac
@@ -57,7 +61,10 @@ print(f"{r0['files']} files, {r0['result']['workers']} workers, {len(r0['result'
       f"{r0['daemons']} daemons, medians of {len(by)} runs")
 print("| way | files/s | MiB/s | /local (same run) |")
 print("|---|---:|---:|---:|")
-for way in ("module", "preload", "local"):
+for way in ("module", "module-16k", "preload", "local"):
     print(f"| {way} | {med(way, 'files_per_s'):,.0f} | {med(way, 'mib_per_s'):,.0f} | {ratio(way):.2f} |")
+def vs(a, b):
+    return statistics.median(by[run][a]["files_per_s"] / by[run][b]["files_per_s"] for run in by)
+print(f"module / module-16k (same run): {vs('module', 'module-16k'):.2f}")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

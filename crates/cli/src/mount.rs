@@ -26,6 +26,11 @@ pub struct MountArgs {
     /// Seconds the kernel caches name lookups before asking again.
     #[arg(long, default_value_t = 1.0)]
     entry_timeout: f64,
+    /// Seconds a name this mount knows to be absent (a failed lookup, a name in a
+    /// directory it made) is answered as absent without asking: a create is then one
+    /// request, but a name created by another node is seen up to this late. 0: off.
+    #[arg(long, default_value_t = 0.0)]
+    negative_timeout: f64,
     /// Buffer writes in the kernel page cache and send them in large pieces.
     #[arg(long)]
     writeback_cache: bool,
@@ -64,6 +69,7 @@ pub fn mount(a: MountArgs) -> Result<(), String> {
     let opts = gust_fuse::MountOptions {
         attr_timeout: secs("attr-timeout", a.attr_timeout)?,
         entry_timeout: secs("entry-timeout", a.entry_timeout)?,
+        negative_timeout: secs("negative-timeout", a.negative_timeout)?,
         writeback_cache: a.writeback_cache,
         direct_io: a.direct_io,
         allow_other: a.allow_other,

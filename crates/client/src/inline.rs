@@ -4,7 +4,8 @@
 //! A small file's data may live beside its record on the metadata daemon (daemon
 //! `inline.rs`). Three paths use that:
 //! * Create. [`Client::open_deferred`] (the preload library's open with O_CREAT)
-//!   sends nothing: writes within the first `INLINE_BYTES_MAX` bytes, each at or
+//!   sends nothing: writes within the first `INLINE_BYTES_MAX` bytes (or fewer,
+//!   from $GUST_INLINE_BYTES_MAX), each at or
 //!   before the end of what was written so far, are kept in the descriptor, and close
 //!   sends the record with the data (`create_inline`): create + write + close of a
 //!   small file is one request. Anything else on the descriptor (fstat, read, lseek,
@@ -29,7 +30,7 @@ use crate::namespace::now_ns;
 use crate::open_files::OpenFile;
 use crate::rpc::Call;
 use crate::{normalize, Client, Errno, Result};
-use gust_proto::{FileKind, Record, Request, Response, INLINE_BYTES_MAX};
+use gust_proto::{FileKind, Record, Request, Response};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
@@ -120,7 +121,7 @@ impl Client {
             offset.or(fd_offset.as_deref().copied()).expect("an offset or the descriptor's")
         };
         let end = at.saturating_add(buf.len() as u64);
-        if at <= p.data.len() as u64 && end <= INLINE_BYTES_MAX as u64 {
+        if at <= p.data.len() as u64 && end <= self.inline_bytes_max as u64 {
             let (at, end) = (at as usize, end as usize);
             if p.data.len() < end {
                 p.data.resize(end, 0);

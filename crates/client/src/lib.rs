@@ -123,6 +123,9 @@ pub struct Client {
     dirty: open_files::FileSet,
     /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
     defer_exclusive_create: AtomicBool,
+    /// Largest file this client creates inline (inline.rs): INLINE_BYTES_MAX, or
+    /// less from $GUST_INLINE_BYTES_MAX (benchmarks compare thresholds with one build).
+    inline_bytes_max: usize,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -188,6 +191,10 @@ impl Client {
             listing: listing::ListingAttrs::default(),
             dirty: open_files::FileSet::default(),
             defer_exclusive_create: AtomicBool::new(false),
+            inline_bytes_max: std::env::var("GUST_INLINE_BYTES_MAX")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(INLINE_BYTES_MAX, |n| n.min(INLINE_BYTES_MAX)),
         })
     }
 

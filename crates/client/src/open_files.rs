@@ -306,6 +306,13 @@ impl Client {
         Ok(f)
     }
 
+    /// Whether reads through `fd` are served from the data its open brought (a small
+    /// file opened read-only, inline.rs) and so cost no request: a front end may then
+    /// read exactly the size and probe the end with a second read for free.
+    pub fn reads_from_open_data(&self, fd: i32) -> bool {
+        self.files.get(fd).map(|f| f.snapshot.is_some()).unwrap_or(false)
+    }
+
     /// The open file of `fd` as it is, deferred or not (write, close, dup).
     pub(crate) fn file_unsettled(&self, fd: i32) -> Result<Arc<OpenFile>> {
         self.files.get(fd)

@@ -277,13 +277,11 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::StatData { path } => {
             validate_path(&path)?;
-            let (record, data) = md.get_with_data(&path)?.ok_or(libc::ENOENT)?;
-            let inline = data.is_some();
-            if let Some(d) = data {
+            let (record, inline) = md.get_with_data_into(&path, bulk_out)?.ok_or(libc::ENOENT)?;
+            if inline {
                 state.read_log.note(record.file_id, 0, record.size);
-                state.metrics.bytes_read.fetch_add(d.len() as u64, Ordering::Relaxed);
-                *bulk_out = d;
             }
+            state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
             Ok(Response::RecordData { record, inline })
         }
         Request::ReadDirPlus { dir, after, max_entries } => {

@@ -93,6 +93,7 @@ impl GustFs {
         t.by_path.insert("/".into(), ROOT);
         GustFs {
             client,
+            negative: negative::Negative::new(opts.negative_timeout),
             opts,
             table: Mutex::new(t),
             files: RwLock::new(HashMap::new()),
@@ -232,6 +233,30 @@ impl GustFs {
         reply.entry_with_ttls(&self.opts.attr_timeout, &self.opts.entry_timeout, &attr, Generation(0));
     }
 
+    /// A negative entry: the name is absent, and the kernel may keep that for `ttl`
+    /// (node id 0 is FUSE's "no such entry" that the kernel caches).
+    pub(crate) fn absent(&self, reply: ReplyEntry, ttl: Duration) {
+        let t = UNIX_EPOCH;
+        let attr = FileAttr {
+            ino: INodeNo(0),
+            size: 0,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            kind: FileType::RegularFile,
+            perm: 0,
+            nlink: 0,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 512,
+            flags: 0,
+        };
+        reply.entry_with_ttls(&ttl, &ttl, &attr, Generation(0));
+    }
+
     pub(crate) fn ro(&self) -> Result<(), Errno> {
         if self.opts.read_only {
             Err(Errno(libc::EROFS))
@@ -240,15 +265,19 @@ impl GustFs {
         }
     }
 
-    pub(crate) fn open_flags(&self) -> FopenFlags {
+    /// Open flags of a handle opened with `client_flags`.
+    pub(crate) fn open_flags(&self, client_flags: i32) -> FopenFlags {
         let mut f = FopenFlags::empty();
         if self.opts.direct_io {
             f |= FopenFlags::FOPEN_DIRECT_IO;
         }
-        if !self.opts.writeback_cache {
-            // Our flush has nothing to do (the client core buffers nothing), so the
-            // kernel may skip the request at close(). With the writeback cache the
-            // kernel ignores this flag and flushes dirty pages at close as it must.
+        if !self.opts.writeback_cache && client_flags & libc::O_ACCMODE == libc::O_RDONLY {
+            // A read-only handle's flush has nothing to do, so the kernel may skip
+            // the request at close(). A writable one's flush sends the size its
+            // writes reached (the client batches it, size_cache.rs): without the
+            // FLUSH, that happened at RELEASE, after close(2) had returned, and
+            // another client's stat right after the close saw the old size. With the
+            // writeback cache the kernel ignores this flag and flushes at close.
             f |= FopenFlags::FOPEN_NOFLUSH;
         }
         f
@@ -281,7 +310,9 @@ impl GustFs {
     pub(crate) fn hide(&self, ino: u64, path: &str) -> Result<(), Errno> {
         let seq = self.hidden_seq.fetch_add(1, Ordering::Relaxed);
         let hidden = child(parent(path), OsStr::new(&format!(".gust_hidden.{ino:x}.{seq}")))?;
+        self.negative.added(&hidden);
         self.client.rename(path, &hidden)?;
+        self.negative.removed(path);
         // The client's rename also moves its descriptors open on `path`.
         let mut t = self.table.lock().unwrap();
         t.set_path(ino, &hidden);

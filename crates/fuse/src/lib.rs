@@ -24,7 +24,8 @@
 //!
 //! Modules: `ops` (one method per kernel request), `inodes` (the inode table,
 //! attributes, handles, owners of new files), `listing` (READDIR/READDIRPLUS),
-//! `rename`, `handles` (open files and directories), `convert` (errno, times,
+//! `rename`, `handles` (open files and directories), `negative` (names known
+//! absent, so the LOOKUP before a CREATE need not ask), `convert` (errno, times,
 //! types, credentials).
 //!
 //! Sizing sketch: one request costs one or two RPCs (tens of microseconds on loopback)
@@ -70,6 +71,10 @@ pub struct MountOptions {
     pub attr_timeout: Duration,
     /// How long the kernel may cache a name -> inode lookup without asking.
     pub entry_timeout: Duration,
+    /// How long a name this mount knows to be absent (a failed lookup, a name in a
+    /// directory it made) is answered as absent without asking (negative.rs); zero:
+    /// never.
+    pub negative_timeout: Duration,
     /// Let the kernel buffer writes in the page cache and send them later in large
     /// pieces (FUSE_WRITEBACK_CACHE).
     pub writeback_cache: bool,
@@ -90,6 +95,7 @@ impl Default for MountOptions {
         MountOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
+            negative_timeout: Duration::ZERO,
             writeback_cache: false,
             direct_io: false,
             allow_other: false,
@@ -110,12 +116,14 @@ pub struct GustFs {
     dirs: RwLock<HashMap<u64, Arc<DirHandle>>>,
     next_fh: AtomicU64,
     hidden_seq: AtomicU64,
+    negative: negative::Negative,
 }
 
 mod convert;
 mod handles;
 mod inodes;
 mod listing;
+mod negative;
 mod ops;
 mod rename;
 

@@ -37,11 +37,19 @@ impl Filesystem for GustFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = (|| {
             let path = child(&self.path(parent)?, name)?;
-            let st = self.client.lstat(&path)?;
-            Ok((path, st))
+            // Known absent (negative.rs): the lookup before a create asks nothing.
+            if let Some(ttl) = self.negative.known_absent(&path) {
+                return Ok(Err(ttl));
+            }
+            match self.client.lstat(&path) {
+                Ok(st) => Ok(Ok((path, st))),
+                Err(Errno(libc::ENOENT)) if !self.negative.timeout().is_zero() => Ok(Err(self.negative.timeout())),
+                Err(e) => Err(e),
+            }
         })();
         match r {
-            Ok((path, st)) => self.entry(reply, &path, &st),
+            Ok(Ok((path, st))) => self.entry(reply, &path, &st),
+            Ok(Err(ttl)) => self.absent(reply, ttl),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -125,7 +133,9 @@ impl Filesystem for GustFs {
             let path = child(&dir, name)?;
             let (who, setgid) = self.creator(req, parent, &dir)?;
             let mode = (mode & !umask & 0o7777) | if setgid { libc::S_ISGID } else { 0 };
+            self.negative.added(&path);
             as_caller(who, || self.client.mkdir(&path, mode))?;
+            self.negative.made_dir(&path);
             let st = self.client.lstat(&path)?;
             Ok((path, st))
         })();
@@ -143,6 +153,7 @@ impl Filesystem for GustFs {
                 return self.hide(ino, &path);
             }
             self.client.unlink(&path)?;
+            self.negative.removed(&path);
             self.table.lock().unwrap().forget_path(&path);
             Ok(())
         })();
@@ -157,6 +168,7 @@ impl Filesystem for GustFs {
             self.ro()?;
             let path = child(&self.path(parent)?, name)?;
             self.client.rmdir(&path)?;
+            self.negative.removed(&path);
             self.table.lock().unwrap().forget_path(&path);
             Ok(())
         })();
@@ -188,6 +200,7 @@ impl Filesystem for GustFs {
                 _ => return Err(Errno(libc::EPERM)),
             };
             let (who, _) = self.creator(req, parent, &dir)?;
+            self.negative.added(&path);
             let st = as_caller(who, || self.client.mknod(&path, kind, mode & !umask & 0o7777))?;
             Ok((path, st))
         })();
@@ -210,6 +223,7 @@ impl Filesystem for GustFs {
             let path = child(&dir, link_name)?;
             let target = target.to_str().ok_or(Errno(libc::EINVAL))?;
             let (who, _) = self.creator(req, parent, &dir)?;
+            self.negative.added(&path);
             as_caller(who, || self.client.symlink(target, &path))?;
             let st = self.client.lstat(&path)?;
             Ok((path, st))
@@ -252,10 +266,10 @@ impl Filesystem for GustFs {
                 }
                 _ => self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?,
             };
-            Ok(self.add_handle(ino.0, fd, cflags))
+            Ok((self.add_handle(ino.0, fd, cflags), cflags))
         })();
         match r {
-            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
+            Ok((fh, cflags)) => reply.opened(FileHandle(fh), self.open_flags(cflags)),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -276,6 +290,7 @@ impl Filesystem for GustFs {
             let path = child(&dir, name)?;
             let cflags = self.client_flags(flags);
             let (who, _) = self.creator(req, parent, &dir)?;
+            self.negative.added(&path);
             let (fd, st) = as_caller(who, || {
                 self.client.open_stat(
                     &path,
@@ -285,11 +300,11 @@ impl Filesystem for GustFs {
             })?;
             let attr = self.remember(&path, &st);
             let fh = self.add_handle(attr.ino.0, fd, cflags);
-            Ok((attr, fh))
+            Ok((attr, fh, cflags))
         })();
         match r {
-            Ok((attr, fh)) => {
-                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags())
+            Ok((attr, fh, cflags)) => {
+                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags(cflags))
             }
             Err(e) => reply.error(fe(e)),
         }

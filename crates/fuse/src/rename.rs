@@ -36,7 +36,9 @@ impl GustFs {
                 }
             }
         }
+        self.negative.added(&new);
         self.client.rename(&old, &new)?;
+        self.negative.removed(&old);
         // Rebase the renamed entry and every remembered descendant (the client core
         // moves its open descriptors itself).
         {

@@ -37,9 +37,10 @@ pub const SPANS_PER_REQUEST_MAX: usize = 4096;
 /// Largest file whose data a metadata daemon keeps beside its record ("inline"):
 /// such a file is created with its data in one request and opened with it in one.
 /// A file that grows past it moves to chunks. Why this size: docs/DESIGN.md, "Small
-/// files inline" (RocksDB values of a few KiB cost a memtable copy each, no more;
-/// 4 KiB files, the common case of data sets of small samples, fit with room).
-pub const INLINE_BYTES_MAX: usize = 16 << 10;
+/// files inline" (a value costs RocksDB a memtable copy and a WAL append; reading a
+/// file of up to this size in one round trip instead of two is what a data loader's
+/// image-sized samples, ~100 KiB, need; docs/PERFORMANCE.md measures 16 against 256).
+pub const INLINE_BYTES_MAX: usize = 256 << 10;
 
 // ----- pages --------------------------------------------------------------------------
 //

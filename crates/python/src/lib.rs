@@ -17,9 +17,10 @@
 //! one (`write`, `pwrite`) hand the buffer's memory to the core as a slice, so the
 //! bytes go straight between the socket and the caller's object. `read` builds its
 //! `bytes` in place; only a short read at the end of a file copies (limited-API
-//! `bytes` cannot shrink). `readall` reads a file of 1 MiB or more straight into
-//! its `bytes`; a smaller one takes one copy, which is cheaper than the round trip
-//! it saves (see `readall_bytes`).
+//! `bytes` cannot shrink). `readall` reads a file of 1 MiB or more, and a small
+//! file whose data came with its open (inline), straight into its `bytes`; other
+//! files take one copy, which is cheaper than the round trip it saves (see
+//! `readall_bytes`).
 //!
 //! Fork: a `Client` stays usable in a child after `os.fork` (multiprocessing
 //! workers): the core's transport drops the parent's pooled connections in the
@@ -346,6 +347,40 @@ impl Client {
         r
     }
 
+    /// Creates or replaces the file at `path` with `data` (any contiguous buffer):
+    /// open, write and close in one call, through the core's deferred create, so a
+    /// file of up to `INLINE_BYTES_MAX` bytes made this way is one request and is
+    /// stored with its record (read back by `open` in one request, too). Errors of
+    /// the create (EISDIR, ENOENT of the directory, ...) come from the close here.
+    #[pyo3(signature = (path, data, mode=0o666))]
+    fn write_file(&self, py: Python<'_>, path: &str, data: &Bound<'_, PyAny>, mode: u32) -> PyResult<usize> {
+        let p = self.map(path)?;
+        let view = PyUntypedBuffer::get(data)?;
+        let (ptr, len) = buffer_parts(&view, false)?;
+        let core = &self.core;
+        let mode = mode & !umask() & 0o7777;
+        let r = py.detach(move || {
+            // SAFETY: as in read_into; only read here, while `view` holds the buffer.
+            let b = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let fd = core.open_deferred(&p, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode)?;
+            let mut done = 0;
+            let mut r = Ok(());
+            while done < b.len() {
+                match core.write(fd, &b[done..]) {
+                    Ok(n) => done += n,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            let closed = core.close(fd);
+            r.and(closed).map(|()| done)
+        });
+        drop(view);
+        r.map_err(|e| self.err(e, path))
+    }
+
     // ----- namespace --------------------------------------------------------------------
 
     /// `os.stat`/`os.lstat` fields (see StatTuple); `follow_symlinks` as in os.stat.
@@ -508,8 +543,12 @@ fn readall_bytes<'py>(
     expected: Option<u64>,
     err: &dyn Fn(Errno) -> PyErr,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    // Exact reads: straight into the result, then a read past the end to prove it,
+    // which for a large file is cheap next to the copy it saves, and for a small file
+    // whose data came with the open costs no request at all.
+    let exact = |e: u64| e >= READALL_EXACT_BYTES_MIN as u64 || (e > 0 && core.reads_from_open_data(fd));
     match expected {
-        Some(e) if e >= READALL_EXACT_BYTES_MIN as u64 && e <= isize::MAX as u64 => {
+        Some(e) if exact(e) && e <= isize::MAX as u64 => {
             let mut got = Ok(0usize);
             let full = PyBytes::new_with(py, e as usize, |b| {
                 got = py.detach(|| core.read(fd, b));

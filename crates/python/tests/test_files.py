@@ -471,3 +471,26 @@ def test_fork_workers(d):
     # The parent's own connections are untouched by the children.
     assert gustfs.read_bytes(p) == b"data for workers"
     f.close()
+
+
+def test_write_bytes_is_one_call_with_errors_at_the_call(d):
+    """write_bytes creates, writes and closes in one native call (a deferred create:
+    a small file travels with its record); sizes on both sides of the inline bound
+    read back, a replacement drops the old content, and the create's errors come
+    from the call with the path (a missing parent is no error: instances check
+    parents only when started with --check-parent)."""
+    for i, n in enumerate([0, 1, 4096, 200 << 10, 256 << 10, (256 << 10) + 1, 3 << 20]):
+        p = f"{d}/f{i}"
+        data = os.urandom(n)
+        assert gustfs.write_bytes(p, data) == n
+        assert gustfs.read_bytes(p) == data
+        with gustfs.open(p, "rb") as f:
+            assert f.read() == data
+        assert gustfs.stat(p).st_size == n
+    p = d + "/replaced"
+    gustfs.write_bytes(p, b"a much longer first content")
+    gustfs.write_bytes(p, memoryview(b"short"))
+    assert gustfs.read_bytes(p) == b"short"
+    gustfs.mkdir(d + "/sub")
+    expect(IsADirectoryError, errno.EISDIR, gustfs.write_bytes, d + "/sub", b"x", filename=d + "/sub")
+    assert gustfs.isdir(d + "/sub")

@@ -105,6 +105,10 @@ impl MetadataStore {
         opts.set_max_successive_merges(MERGE_OPERANDS_PER_KEY_MAX);
         opts.increase_parallelism(2);
         opts.set_write_buffer_size(64 << 20);
+        // Table files are read through mmap: a lookup's block is the page cache's
+        // memory, not a pread copy of it (on tmpfs or a warm SSD, most of the cost of
+        // serving inline data of 100 KiB; docs/PERFORMANCE.md, data loader).
+        opts.set_allow_mmap_reads(true);
         let mut bb = BlockBasedOptions::default();
         bb.set_bloom_filter(10.0, false);
         opts.set_block_based_table_factory(&bb);

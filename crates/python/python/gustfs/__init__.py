@@ -425,11 +425,8 @@ class Client:
 
     def write_bytes(self, path, data):
         """Creates or replaces a file with ``data`` (any bytes-like object)."""
-        fd, _, _ = self._c.open(_fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        try:
-            return self._c.write(fd, data)
-        finally:
-            self._c.close(fd)
+        # One native call: a small file is one request and is kept with its record.
+        return self._c.write_file(_fspath(path), data)
 
     # -- metadata -------------------------------------------------------------------
 
