@@ -382,3 +382,26 @@ fn wait_output(child: &mut std::process::Child) -> Output {
     child.stderr.take().unwrap().read_to_end(&mut stderr).unwrap();
     Output { status: child.wait().unwrap(), stdout, stderr }
 }
+
+#[test]
+fn staged_files_have_every_copy_with_two_replicas() {
+    // Staging goes through the replica routing: each copy's daemon creates its
+    // records and pulls its chunks itself, so a lost daemon loses nothing staged.
+    let inst = Instance::start_with(3, &["--chunk-size", "64k", "--replicas", "2"]);
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for k in 0..12u64 {
+        fs::write(src.join(format!("f{k}")), bytes(k, if k % 3 == 0 { 300_000 } else { 5000 })).unwrap();
+    }
+    let (out, v) = stage(&inst, &["in", src.to_str().unwrap(), "/r", "--via", "daemons"]);
+    assert!(out.status.success(), "{v}");
+    let pid = inst.daemon_pid(1);
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(5), || unsafe { libc::kill(pid as i32, 0) } != 0));
+    let dest = work.path().join("out");
+    let (out, v) = stage(&inst, &["out", "/r", dest.to_str().unwrap(), "--via", "daemons", "--verify"]);
+    assert!(out.status.success(), "{v}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(v["verified"].as_u64(), Some(12));
+    sh(&format!("diff -r {} {}", src.display(), dest.display()));
+}
