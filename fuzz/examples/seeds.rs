@@ -61,6 +61,27 @@ fn requests() -> Vec<Request> {
         Request::Events { after_seq: 3, prefix: "/".into(), max_entries: 16 },
         Request::Trace { on: true, names: "md,chunk".into(), dir: Some("/tmp/t".into()) },
         Request::Remove { path: "/a".into(), kind: RemoveKind::Moved },
+        Request::StageCreate {
+            entries: vec![StageEntry { path: "/a".into(), record: rec(), source: Some("/pfs/a".into()), replace: false }],
+        },
+        Request::StagePull {
+            items: vec![StageChunks { file_id: 7, external: "/pfs/b".into(), spans: vec![Span { offset: 0, len: 8 }] }],
+        },
+        Request::StagePush {
+            items: vec![StageChunks { file_id: 7, external: "/pfs/c".into(), spans: vec![Span { offset: 8, len: 8 }] }],
+        },
+        Request::StageExportFiles { items: vec![StageExport { path: "/s".into(), file_id: 7, dest: "/pfs/s".into() }] },
+        Request::StageHashSpans {
+            items: vec![
+                StageHash { source: HashSource::Chunks(7), spans: vec![Span { offset: 0, len: 4 }] },
+                StageHash { source: HashSource::Inline("/s".into()), spans: vec![Span { offset: 0, len: 4 }] },
+                StageHash { source: HashSource::External("/pfs/s".into()), spans: vec![Span { offset: 0, len: 4 }] },
+            ],
+        },
+        Request::StageCommitFiles {
+            items: vec![StageCommit { path: "/a".into(), file_id: 7, size: 5, mtime_ns: 3, atime_ns: 4 }],
+        },
+        Request::ReadLog { after: Some(6), max_entries: 16 },
     ]
 }
 
@@ -98,6 +119,12 @@ fn replies() -> Vec<(&'static str, Reply)> {
                 bytes_written: 6,
                 bytes_read: 7,
             })),
+        ),
+        ("staged", Ok(Response::Staged(vec![StageOutcome { errno: 0, bytes: 5, replaced: Some(rec()) }]))),
+        ("hashes", Ok(Response::Hashes(vec![SpanHashes { errno: 0, hashes: vec![1, 2] }]))),
+        (
+            "read-log",
+            Ok(Response::ReadLog { entries: vec![ReadLogEntry { file_id: 7, chunks: vec![(0, 8)] }], done: true, dropped: 0 }),
         ),
         ("enoent", Err(2)),
     ]
