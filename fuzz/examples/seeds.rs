@@ -62,7 +62,12 @@ fn requests() -> Vec<Request> {
         Request::Trace { on: true, names: "md,chunk".into(), dir: Some("/tmp/t".into()) },
         Request::Remove { path: "/a".into(), kind: RemoveKind::Moved },
         Request::StageCreate {
-            entries: vec![StageEntry { path: "/a".into(), record: rec(), source: Some("/pfs/a".into()), replace: false }],
+            entries: vec![StageEntry {
+                path: "/a".into(),
+                record: rec(),
+                source: Some("/pfs/a".into()),
+                replace: false,
+            }],
         },
         Request::StagePull {
             items: vec![StageChunks { file_id: 7, external: "/pfs/b".into(), spans: vec![Span { offset: 0, len: 8 }] }],
@@ -124,7 +129,11 @@ fn replies() -> Vec<(&'static str, Reply)> {
         ("hashes", Ok(Response::Hashes(vec![SpanHashes { errno: 0, hashes: vec![1, 2] }]))),
         (
             "read-log",
-            Ok(Response::ReadLog { entries: vec![ReadLogEntry { file_id: 7, chunks: vec![(0, 8)] }], done: true, dropped: 0 }),
+            Ok(Response::ReadLog {
+                entries: vec![ReadLogEntry { file_id: 7, chunks: vec![(0, 8)] }],
+                done: true,
+                dropped: 0,
+            }),
         ),
         ("enoent", Err(2)),
     ]
