@@ -9,6 +9,7 @@ use gust_client::stage_types::{STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, S
 use gust_client::Span;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// Bound on the threads sending batches, whatever the daemon count.
 const THREADS_MAX: usize = 64;
@@ -37,13 +38,20 @@ impl<T> Default for Open<T> {
 pub(crate) struct Batcher<T> {
     done: Vec<VecDeque<Batch<T>>>,
     open: Vec<Open<T>>,
+    data_max: u64,
 }
 
 impl<T> Batcher<T> {
     pub fn new(daemons: u32) -> Self {
+        Self::with_data_max(daemons, STAGE_REQUEST_BYTES_MAX)
+    }
+
+    /// Batches that move at most `data_max` file bytes each (a throttle's piece).
+    pub fn with_data_max(daemons: u32, data_max: u64) -> Self {
         Batcher {
             done: (0..daemons).map(|_| VecDeque::new()).collect(),
             open: (0..daemons).map(|_| Open::default()).collect(),
+            data_max,
         }
     }
 
@@ -55,7 +63,7 @@ impl<T> Batcher<T> {
         if !o.batch.entries.is_empty()
             && (o.batch.entries.len() >= STAGE_BATCH_ENTRIES_MAX
                 || o.counted + counted > STAGE_BATCH_BYTES_MAX
-                || o.data + data > STAGE_REQUEST_BYTES_MAX
+                || o.data + data > self.data_max
                 || o.spans + spans > SPANS_MAX)
         {
             let full = std::mem::take(o);
@@ -76,6 +84,42 @@ impl<T> Batcher<T> {
             }
         }
         self.done
+    }
+}
+
+/// `--max-bandwidth`: every request waits until its file bytes fit the rate since
+/// the stage began, and (throttled) a request moves at most an eighth of a second's
+/// worth, so the copy runs as a steady trickle rather than full-speed bursts.
+pub(crate) struct Throttle {
+    bytes_per_s: Option<u64>,
+    started: Instant,
+    admitted: Mutex<u64>,
+}
+
+impl Throttle {
+    pub fn new(bytes_per_s: Option<u64>) -> Self {
+        Throttle { bytes_per_s: bytes_per_s.map(|b| b.max(1)), started: Instant::now(), admitted: Mutex::new(0) }
+    }
+
+    /// Waits until `bytes` more fit the rate.
+    pub fn admit(&self, bytes: u64) {
+        let Some(bw) = self.bytes_per_s else { return };
+        let due = {
+            let mut a = self.admitted.lock().unwrap_or_else(|e| e.into_inner());
+            *a += bytes;
+            Duration::from_secs_f64(*a as f64 / bw as f64)
+        };
+        if let Some(rest) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+
+    /// The most file bytes one request moves.
+    pub fn piece_max(&self) -> u64 {
+        match self.bytes_per_s {
+            None => STAGE_REQUEST_BYTES_MAX,
+            Some(bw) => (bw / 8).clamp(1 << 20, STAGE_REQUEST_BYTES_MAX),
+        }
     }
 }
 
@@ -152,6 +196,19 @@ pub(crate) fn drive<T: Send>(queues: Vec<VecDeque<Batch<T>>>, jobs: usize, work:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_throttle_holds_the_rate() {
+        let t = Throttle::new(Some(10 << 20));
+        let started = Instant::now();
+        for _ in 0..4 {
+            t.admit(1 << 20);
+        }
+        let took = started.elapsed().as_secs_f64();
+        assert!((0.35..1.0).contains(&took), "4 MiB at 10 MiB/s took {took} s");
+        assert_eq!(t.piece_max(), (10 << 20) / 8);
+        assert_eq!(Throttle::new(None).piece_max(), STAGE_REQUEST_BYTES_MAX);
+    }
 
     #[test]
     fn spans_are_cut_at_the_bound_and_keep_every_byte() {

@@ -10,13 +10,11 @@
 //!    times (batched per metadata daemon). A file that failed keeps size 0, so a
 //!    rerun copies it again and no reader takes it for complete.
 
-use crate::batch::{cut_spans, drive, Batcher};
+use crate::batch::{cut_spans, drive, Batcher, Throttle};
 use crate::report::{Failure, Progress};
 use crate::tree::{Existing, Item};
 use crate::{reason, Moved, Options};
-use gust_client::stage_types::{
-    entry_bytes, StageChunks, StageCommit, StageEntry, STAGE_BATCH_BYTES_MAX, STAGE_REQUEST_BYTES_MAX,
-};
+use gust_client::stage_types::{entry_bytes, StageChunks, StageCommit, StageEntry, STAGE_BATCH_BYTES_MAX};
 use gust_client::{Client, Kind, INLINE_BYTES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -49,13 +47,14 @@ pub(crate) fn copy(
     todo: &[usize],
     existing: &Existing,
     progress: &Progress,
+    throttle: &Throttle,
 ) -> Moved {
     let sh = Shared { items, failures: Mutex::new(Vec::new()), staged: Mutex::new(Vec::new()) };
     let n = c.daemon_count();
     let now = now_ns();
 
     // 1. Records.
-    let mut creates = Batcher::new(n);
+    let mut creates = Batcher::with_data_max(n, throttle.piece_max());
     for &i in todo {
         let it = &items[i];
         if it.is_dir() {
@@ -86,6 +85,8 @@ pub(crate) fn copy(
     // Large files whose records are made: (item, file id).
     let large = Mutex::new(Vec::new());
     drive(creates.finish(), o.jobs, |d, batch| {
+        let small_bytes = batch.entries.iter().filter(|e| e.source.is_some()).map(|e| e.record.size).sum();
+        throttle.admit(small_bytes);
         let ids: Vec<u128> = batch.entries.iter().map(|e| e.record.file_id).collect();
         match c.stage_create(d, batch.entries) {
             Ok(outcomes) => {
@@ -118,14 +119,14 @@ pub(crate) fn copy(
 
     // 2. Chunks, 3. commits.
     let large = large.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut pulls = Batcher::new(n);
+    let mut pulls = Batcher::with_data_max(n, throttle.piece_max());
     let mut pieces_left: Vec<AtomicUsize> = Vec::new();
     let mut failed: Vec<AtomicBool> = Vec::new();
     for (k, &(i, file_id)) in large.iter().enumerate() {
         let it = &items[i];
         let mut pieces = 0;
         for (d, spans) in c.chunk_spans_by_daemon(file_id, it.size) {
-            for piece in cut_spans(&spans, STAGE_REQUEST_BYTES_MAX) {
+            for piece in cut_spans(&spans, throttle.piece_max()) {
                 let data: u64 = piece.iter().map(|s| s.len as u64).sum();
                 let counted = entry_bytes(&[&it.src], piece.len());
                 let spans_n = piece.len();
@@ -163,6 +164,7 @@ pub(crate) fn copy(
     };
     drive(pulls.finish(), o.jobs, |d, batch| {
         let wanted: Vec<u64> = batch.entries.iter().map(|e| e.spans.iter().map(|s| s.len as u64).sum()).collect();
+        throttle.admit(wanted.iter().sum());
         let outcomes = c.stage_pull(d, batch.entries);
         for (j, &k) in batch.owners.iter().enumerate() {
             let (i, file_id) = large[k];

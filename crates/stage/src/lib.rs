@@ -111,8 +111,8 @@ pub fn run(c: &Client, o: &Options) -> Result<Summary, String> {
     run_throttled(c, o, None)
 }
 
-/// [`run`], copying at most `max_bandwidth` bytes per second on average if given
-/// (files go in groups of a quarter second's worth, with pauses between).
+/// [`run`], copying at most `max_bandwidth` bytes per second if given (requests of
+/// an eighth of a second's worth, each waiting for its turn).
 pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summary, String> {
     let started = Instant::now();
     let items = plan(c, o)?;
@@ -142,24 +142,12 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
         }
         rest
     };
-    let mut moved = Moved { staged: Vec::new(), failures: Vec::new() };
-    for group in throttle_groups(&items, &todo, max_bandwidth) {
-        let group_started = Instant::now();
-        let m = match (via, o.direction) {
-            (Via::Client, _) => through_client::copy(c, o, &items, &group, &existing, &progress),
-            (_, Direction::In) => inbound::copy(c, o, &items, &group, &existing, &progress),
-            (_, Direction::Out) => outbound::copy(c, o, &items, &group, &existing, &progress),
-        };
-        moved.staged.extend(m.staged);
-        moved.failures.extend(m.failures);
-        if let Some(bw) = max_bandwidth {
-            let bytes: u64 = group.iter().map(|&i| items[i].size).sum();
-            let due = std::time::Duration::from_secs_f64(bytes as f64 / bw.max(1) as f64);
-            if let Some(rest) = due.checked_sub(group_started.elapsed()) {
-                std::thread::sleep(rest);
-            }
-        }
-    }
+    let throttle = batch::Throttle::new(max_bandwidth);
+    let moved = match (via, o.direction) {
+        (Via::Client, _) => through_client::copy(c, o, &items, &todo, &existing, &progress, &throttle),
+        (_, Direction::In) => inbound::copy(c, o, &items, &todo, &existing, &progress, &throttle),
+        (_, Direction::Out) => outbound::copy(c, o, &items, &todo, &existing, &progress, &throttle),
+    };
     progress.finish();
     failures.extend(moved.failures);
     let mut verified = None;
@@ -191,24 +179,6 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
         verified,
         failures,
     })
-}
-
-/// `todo` as one group, or (throttled) in groups of about a quarter second's worth
-/// of bytes each (at least one file per group).
-fn throttle_groups(items: &[Item], todo: &[usize], max_bandwidth: Option<u64>) -> Vec<Vec<usize>> {
-    let Some(bw) = max_bandwidth else { return vec![todo.to_vec()] };
-    let quarter = (bw / 4).max(1);
-    let mut groups = vec![Vec::new()];
-    let mut bytes = 0;
-    for &i in todo {
-        if bytes >= quarter {
-            groups.push(Vec::new());
-            bytes = 0;
-        }
-        bytes += items[i].size;
-        groups.last_mut().expect("never empty").push(i);
-    }
-    groups
 }
 
 /// Builds the item list of a stage without copying: for `--dry-run`-like tools and

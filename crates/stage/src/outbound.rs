@@ -9,11 +9,11 @@
 //!   and is renamed to its name. A file that failed leaves no file under its name.
 //! * Symlinks are made here.
 
-use crate::batch::{cut_spans, drive, Batcher};
+use crate::batch::{cut_spans, drive, Batcher, Throttle};
 use crate::report::{Failure, Progress};
 use crate::tree::{set_times_local, Existing, Item};
 use crate::{reason, Moved, Options};
-use gust_client::stage_types::{entry_bytes, StageChunks, StageExport, STAGE_REQUEST_BYTES_MAX};
+use gust_client::stage_types::{entry_bytes, StageChunks, StageExport};
 use gust_client::{Client, Kind, INLINE_BYTES_MAX};
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -40,6 +40,7 @@ pub(crate) fn copy(
     todo: &[usize],
     existing: &Existing,
     progress: &Progress,
+    throttle: &Throttle,
 ) -> Moved {
     let failures = Mutex::new(Vec::new());
     let staged = Mutex::new(Vec::new());
@@ -49,7 +50,7 @@ pub(crate) fn copy(
     let done = |i: usize| staged.lock().unwrap_or_else(|e| e.into_inner()).push(i);
     let n = c.daemon_count();
 
-    let mut exports = Batcher::new(n);
+    let mut exports = Batcher::with_data_max(n, throttle.piece_max());
     let mut chunked = Vec::new();
     for &i in todo {
         let it = &items[i];
@@ -80,31 +81,34 @@ pub(crate) fn copy(
     // Small files: written by their metadata daemons; a small file that is not
     // inline (written in chunks) goes the chunked way.
     let not_inline = Mutex::new(Vec::new());
-    drive(exports.finish(), o.jobs, |d, batch| match c.stage_export(d, batch.entries) {
-        Ok(outs) => {
-            for (&i, out) in batch.owners.iter().zip(outs) {
-                match out.errno {
-                    0 => {
-                        done(i);
-                        progress.add(1, items[i].size);
-                    }
-                    libc::EINVAL => not_inline.lock().unwrap_or_else(|e| e.into_inner()).push(i),
-                    e => {
-                        fail(i, reason(e));
-                        progress.add(1, items[i].size);
+    drive(exports.finish(), o.jobs, |d, batch| {
+        throttle.admit(batch.owners.iter().map(|&i| items[i].size).sum());
+        match c.stage_export(d, batch.entries) {
+            Ok(outs) => {
+                for (&i, out) in batch.owners.iter().zip(outs) {
+                    match out.errno {
+                        0 => {
+                            done(i);
+                            progress.add(1, items[i].size);
+                        }
+                        libc::EINVAL => not_inline.lock().unwrap_or_else(|e| e.into_inner()).push(i),
+                        e => {
+                            fail(i, reason(e));
+                            progress.add(1, items[i].size);
+                        }
                     }
                 }
             }
+            Err(e) => batch.owners.iter().for_each(|&i| {
+                fail(i, format!("daemon {d}: {}", reason(e.0)));
+                progress.add(1, items[i].size);
+            }),
         }
-        Err(e) => batch.owners.iter().for_each(|&i| {
-            fail(i, format!("daemon {d}: {}", reason(e.0)));
-            progress.add(1, items[i].size);
-        }),
     });
     chunked.extend(not_inline.into_inner().unwrap_or_else(|e| e.into_inner()));
 
     // Larger files: created and sized here, filled by the daemons.
-    let mut pushes = Batcher::new(n);
+    let mut pushes = Batcher::with_data_max(n, throttle.piece_max());
     let mut files = Vec::new(); // (item, temporary name)
     let mut pieces_left: Vec<AtomicUsize> = Vec::new();
     for i in chunked {
@@ -126,7 +130,7 @@ pub(crate) fn copy(
         let k = files.len();
         let mut pieces = 0;
         for (d, spans) in c.chunk_spans_by_daemon(it.file_id, it.size) {
-            for piece in cut_spans(&spans, STAGE_REQUEST_BYTES_MAX) {
+            for piece in cut_spans(&spans, throttle.piece_max()) {
                 pieces += 1;
                 let data: u64 = piece.iter().map(|s| s.len as u64).sum();
                 let counted = entry_bytes(&[&tmp], piece.len());
@@ -147,6 +151,7 @@ pub(crate) fn copy(
     let failed: Vec<AtomicBool> = files.iter().map(|_| AtomicBool::new(false)).collect();
     drive(pushes.finish(), o.jobs, |d, batch| {
         let wanted: Vec<u64> = batch.entries.iter().map(|e| e.spans.iter().map(|s| s.len as u64).sum()).collect();
+        throttle.admit(wanted.iter().sum());
         let outcomes = c.stage_push(d, batch.entries);
         for (j, &k) in batch.owners.iter().enumerate() {
             let (i, tmp) = &files[k];

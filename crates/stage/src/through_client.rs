@@ -6,6 +6,7 @@
 //! modification time only once all its bytes are in (until then a rerun copies it
 //! again); a file staged out is written under a temporary name and renamed.
 
+use crate::batch::Throttle;
 use crate::outbound::partial_name;
 use crate::report::{Failure, Progress};
 use crate::tree::{set_times_local, Existing, Item};
@@ -25,6 +26,7 @@ pub(crate) fn copy(
     todo: &[usize],
     existing: &Existing,
     progress: &Progress,
+    throttle: &Throttle,
 ) -> Moved {
     let queue = Mutex::new(todo.iter().copied().filter(|&i| !items[i].is_dir()).rev().collect::<Vec<_>>());
     let staged = Mutex::new(Vec::new());
@@ -34,6 +36,7 @@ pub(crate) fn copy(
             s.spawn(|| loop {
                 let Some(i) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop() else { break };
                 let it = &items[i];
+                throttle.admit(it.size);
                 let r = if existing.get(&it.dest) == Some(Kind::Dir) {
                     Err(format!("{} is a directory", it.dest))
                 } else {
