@@ -27,8 +27,23 @@ pub const UNFETCHED_FILE_ID: u128 = u128::MAX;
 /// How long an open waits for another process's fetch of the same file.
 const FETCH_WAIT: Duration = Duration::from_secs(60);
 
-fn ns(sec: i64, nsec: i64) -> i64 {
+/// Nanoseconds since the epoch from a local file's seconds and nanoseconds.
+pub fn local_time_ns(sec: i64, nsec: i64) -> i64 {
     sec.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+/// The kind of a local file GustFS can hold (a directory, file or symlink); None for
+/// a FIFO, socket or device, which have no data to stage or fetch.
+pub fn local_kind(ft: &std::fs::FileType) -> Option<FileKind> {
+    if ft.is_dir() {
+        Some(FileKind::Dir)
+    } else if ft.is_file() {
+        Some(FileKind::File)
+    } else if ft.is_symlink() {
+        Some(FileKind::Symlink)
+    } else {
+        None
+    }
 }
 
 impl Client {
@@ -43,16 +58,12 @@ impl Client {
     pub(crate) fn cached_record(&self, p: &str) -> Result<Record> {
         let ext = self.cached_source(p).ok_or(Errno(libc::ENOENT))?;
         let m = std::fs::symlink_metadata(&ext).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
-        let ft = m.file_type();
-        let (kind, target) = if ft.is_dir() {
-            (FileKind::Dir, String::new())
-        } else if ft.is_file() {
-            (FileKind::File, String::new())
-        } else if ft.is_symlink() {
+        let kind = local_kind(&m.file_type()).ok_or(Errno(libc::ENOENT))?;
+        let target = if kind == FileKind::Symlink {
             let t = std::fs::read_link(&ext).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
-            (FileKind::Symlink, t.to_string_lossy().into_owned())
+            t.to_string_lossy().into_owned()
         } else {
-            return Err(Errno(libc::ENOENT));
+            String::new()
         };
         Ok(Record {
             kind,
@@ -60,9 +71,9 @@ impl Client {
             size: if kind == FileKind::File { m.len() } else { 0 },
             file_id: UNFETCHED_FILE_ID,
             nlink: if kind == FileKind::Dir { 2 } else { 1 },
-            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
-            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
-            atime_ns: ns(m.atime(), m.atime_nsec()),
+            ctime_ns: local_time_ns(m.ctime(), m.ctime_nsec()),
+            mtime_ns: local_time_ns(m.mtime(), m.mtime_nsec()),
+            atime_ns: local_time_ns(m.atime(), m.atime_nsec()),
             target,
             uid: m.uid(),
             gid: m.gid(),
@@ -220,16 +231,7 @@ impl Client {
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let ft = e.file_type().ok()?;
-                let kind = if ft.is_dir() {
-                    FileKind::Dir
-                } else if ft.is_file() {
-                    FileKind::File
-                } else if ft.is_symlink() {
-                    FileKind::Symlink
-                } else {
-                    return None;
-                };
+                let kind = local_kind(&e.file_type().ok()?)?;
                 (!seen.contains(&name)).then_some(gust_proto::DirEntry { name, kind })
             })
             .collect();

@@ -59,7 +59,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use cache::UNFETCHED_FILE_ID;
+pub use cache::{local_kind, local_time_ns, UNFETCHED_FILE_ID};
 pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
 pub use events::EventsPage;

@@ -5,7 +5,10 @@
 //! with at most `jobs` requests in flight per daemon, every daemon busy at once:
 //! the daemons copy in parallel while this process only waits.
 
-use gust_client::stage_types::{STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_REQUEST_BYTES_MAX};
+use gust_client::stage_types::{
+    entry_bytes, StageChunks, STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_REQUEST_BYTES_MAX,
+};
+use gust_client::Client;
 use gust_client::Span;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -120,6 +123,40 @@ impl Throttle {
             None => STAGE_REQUEST_BYTES_MAX,
             Some(bw) => (bw / 8).clamp(1 << 20, STAGE_REQUEST_BYTES_MAX),
         }
+    }
+}
+
+impl Batcher<StageChunks> {
+    /// Adds the whole of file `file_id` (`size` bytes) for owner `owner`: per daemon
+    /// the spans it holds, in pieces of at most `piece_max` bytes, each copied to or
+    /// from `external`. Returns the number of pieces.
+    pub fn push_file(
+        &mut self,
+        c: &Client,
+        owner: usize,
+        file_id: u128,
+        size: u64,
+        external: &str,
+        piece_max: u64,
+    ) -> usize {
+        let mut pieces = 0;
+        for (d, spans) in c.chunk_spans_by_daemon(file_id, size) {
+            for piece in cut_spans(&spans, piece_max) {
+                let data: u64 = piece.iter().map(|s| s.len as u64).sum();
+                let counted = entry_bytes(&[external], piece.len());
+                let spans_n = piece.len();
+                self.push(
+                    d,
+                    owner,
+                    StageChunks { file_id, external: external.to_string(), spans: piece },
+                    counted,
+                    data,
+                    spans_n,
+                );
+                pieces += 1;
+            }
+        }
+        pieces
     }
 }
 

@@ -10,11 +10,11 @@
 //!    times (batched per metadata daemon). A file that failed keeps size 0, so a
 //!    rerun copies it again and no reader takes it for complete.
 
-use crate::batch::{cut_spans, drive, Batcher, Throttle};
+use crate::batch::{drive, Batcher, Throttle};
 use crate::report::{Failure, Progress};
 use crate::tree::{Existing, Item};
 use crate::{reason, Moved, Options};
-use gust_client::stage_types::{entry_bytes, StageChunks, StageCommit, StageEntry, STAGE_BATCH_BYTES_MAX};
+use gust_client::stage_types::{entry_bytes, StageCommit, StageEntry, STAGE_BATCH_BYTES_MAX};
 use gust_client::{Client, Kind, INLINE_BYTES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -124,23 +124,7 @@ pub(crate) fn copy(
     let mut failed: Vec<AtomicBool> = Vec::new();
     for (k, &(i, file_id)) in large.iter().enumerate() {
         let it = &items[i];
-        let mut pieces = 0;
-        for (d, spans) in c.chunk_spans_by_daemon(file_id, it.size) {
-            for piece in cut_spans(&spans, throttle.piece_max()) {
-                let data: u64 = piece.iter().map(|s| s.len as u64).sum();
-                let counted = entry_bytes(&[&it.src], piece.len());
-                let spans_n = piece.len();
-                pulls.push(
-                    d,
-                    k,
-                    StageChunks { file_id, external: it.src.clone(), spans: piece },
-                    counted,
-                    data,
-                    spans_n,
-                );
-                pieces += 1;
-            }
-        }
+        let pieces = pulls.push_file(c, k, file_id, it.size, &it.src, throttle.piece_max());
         pieces_left.push(AtomicUsize::new(pieces));
         failed.push(AtomicBool::new(false));
     }

@@ -9,11 +9,11 @@
 //!   and is renamed to its name. A file that failed leaves no file under its name.
 //! * Symlinks are made here.
 
-use crate::batch::{cut_spans, drive, Batcher, Throttle};
+use crate::batch::{drive, Batcher, Throttle};
 use crate::report::{Failure, Progress};
 use crate::tree::{set_times_local, Existing, Item};
 use crate::{reason, Moved, Options};
-use gust_client::stage_types::{entry_bytes, StageChunks, StageExport};
+use gust_client::stage_types::{entry_bytes, StageExport};
 use gust_client::{Client, Kind, INLINE_BYTES_MAX};
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -128,23 +128,7 @@ pub(crate) fn copy(
             continue;
         }
         let k = files.len();
-        let mut pieces = 0;
-        for (d, spans) in c.chunk_spans_by_daemon(it.file_id, it.size) {
-            for piece in cut_spans(&spans, throttle.piece_max()) {
-                pieces += 1;
-                let data: u64 = piece.iter().map(|s| s.len as u64).sum();
-                let counted = entry_bytes(&[&tmp], piece.len());
-                let spans_n = piece.len();
-                pushes.push(
-                    d,
-                    k,
-                    StageChunks { file_id: it.file_id, external: tmp.clone(), spans: piece },
-                    counted,
-                    data,
-                    spans_n,
-                );
-            }
-        }
+        let pieces = pushes.push_file(c, k, it.file_id, it.size, &tmp, throttle.piece_max());
         files.push((i, tmp));
         pieces_left.push(AtomicUsize::new(pieces));
     }

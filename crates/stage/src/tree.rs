@@ -5,7 +5,7 @@
 use crate::report::Failure;
 use crate::{reason, Direction};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use gust_client::{path, Client, FindQuery, Kind, Record};
+use gust_client::{local_kind, local_time_ns, path, Client, FindQuery, Kind, Record};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -102,10 +102,6 @@ pub fn join_name(dest: &str, src: &str, dir: Direction) -> String {
     }
 }
 
-fn ns(sec: i64, nsec: i64) -> i64 {
-    sec.saturating_mul(1_000_000_000).saturating_add(nsec)
-}
-
 /// Walks a local tree (not following symlinks) into `out`, with GustFS
 /// destinations under `dest` (an internal path).
 pub fn walk_local(
@@ -123,16 +119,7 @@ pub fn walk_local(
     let mut stack = vec![(root, dest, String::new(), m)];
     while let Some((p, d, rel, m)) = stack.pop() {
         let src = p.to_str().ok_or_else(|| format!("{}: not a UTF-8 path", p.display()))?.to_string();
-        let ft = m.file_type();
-        let kind = if ft.is_dir() {
-            Kind::Dir
-        } else if ft.is_symlink() {
-            Kind::Symlink
-        } else if ft.is_file() {
-            Kind::File
-        } else {
-            continue; // a FIFO, socket or device has no data to stage
-        };
+        let Some(kind) = local_kind(&m.file_type()) else { continue };
         if !filter.admits(&rel, kind == Kind::Dir) {
             continue;
         }
@@ -150,8 +137,8 @@ pub fn walk_local(
             dest: d.clone(),
             size: if kind == Kind::File { m.len() } else { 0 },
             mode: m.mode() & 0o7777,
-            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
-            atime_ns: ns(m.atime(), m.atime_nsec()),
+            mtime_ns: local_time_ns(m.mtime(), m.mtime_nsec()),
+            atime_ns: local_time_ns(m.atime(), m.atime_nsec()),
             target,
             file_id: 0,
         });
@@ -361,22 +348,14 @@ pub fn existing_local(items: &[Item]) -> Existing {
     let mut e = Existing::default();
     for i in items {
         let Ok(m) = fs::symlink_metadata(&i.dest) else { continue };
-        let ft = m.file_type();
-        let kind = if ft.is_dir() {
-            Kind::Dir
-        } else if ft.is_symlink() {
-            Kind::Symlink
-        } else if ft.is_file() {
-            Kind::File
-        } else {
-            Kind::Fifo
-        };
+        // Anything else is in the way of whatever is staged there.
+        let kind = local_kind(&m.file_type()).unwrap_or(Kind::Fifo);
         let target = if kind == Kind::Symlink {
             fs::read_link(&i.dest).map(|t| t.to_string_lossy().into_owned()).unwrap_or_default()
         } else {
             String::new()
         };
-        e.map.insert(i.dest.clone(), (kind, m.len(), ns(m.mtime(), m.mtime_nsec()), target));
+        e.map.insert(i.dest.clone(), (kind, m.len(), local_time_ns(m.mtime(), m.mtime_nsec()), target));
     }
     e
 }
