@@ -214,9 +214,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::Read { file_id, spans } => {
             validate_spans(&spans, None)?;
             let span_lens = state.chunks.read(file_id, &spans, bulk_out)?;
-            for s in &spans {
-                state.read_log.note(file_id, s.offset, s.offset + s.len as u64);
-            }
+            state.read_log.note(file_id, spans.iter().map(|s| (s.offset, s.offset + s.len as u64)));
             state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
             Ok(Response::Data { span_lens })
         }
@@ -279,7 +277,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             validate_path(&path)?;
             let (record, inline) = md.get_with_data_into(&path, bulk_out)?.ok_or(libc::ENOENT)?;
             if inline {
-                state.read_log.note(record.file_id, 0, record.size);
+                state.read_log.note(record.file_id, [(0, record.size)]);
             }
             state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
             Ok(Response::RecordData { record, inline })

@@ -40,13 +40,15 @@ impl ReadLog {
         }
     }
 
-    /// Notes that bytes `start..end` of file `file_id` were read.
-    pub fn note(&self, file_id: u128, start: u64, end: u64) {
-        if end <= start {
+    /// Notes that the byte ranges `(start, end)` of file `file_id` were read (one
+    /// request's spans: one lock for all of them).
+    pub fn note(&self, file_id: u128, ranges: impl IntoIterator<Item = (u64, u64)>) {
+        let mut ranges = ranges.into_iter().filter(|(s, e)| e > s).peekable();
+        if ranges.peek().is_none() {
             return;
         }
         let mut shard = self.shards[(file_id as usize) % SHARDS].lock().unwrap_or_else(|e| e.into_inner());
-        let ranges = match shard.get_mut(&file_id) {
+        let kept = match shard.get_mut(&file_id) {
             Some(r) => r,
             None => {
                 if self.files.fetch_add(1, Ordering::Relaxed) >= FILES_MAX {
@@ -57,7 +59,9 @@ impl ReadLog {
                 shard.entry(file_id).or_default()
             }
         };
-        insert(ranges, start, end);
+        for (start, end) in ranges {
+            insert(kept, start, end);
+        }
     }
 
     /// Files with ids > `after`, in id order, at most `max` (and at most
@@ -145,7 +149,7 @@ mod tests {
     fn pages_in_id_order_and_drops_counted() {
         let log = ReadLog::new();
         for id in (1..=50u128).rev() {
-            log.note(id, 0, 4096);
+            log.note(id, [(0, 4096)]);
         }
         let (p, done, dropped) = log.page(None, 20, usize::MAX);
         assert_eq!((p.len(), done, dropped), (20, false, 0));
