@@ -2,7 +2,9 @@
 # gust find against GNU find, same run, same tree of N files (4 daemons, root
 # directories on /dev/shm): GNU find through the FUSE mount, GNU find under the
 # preload library (gust run), and gust find (the daemons scan their own records in
-# parallel). Three queries: -name (GNU find needs no stat), -size +4k and
+# parallel). GNU find runs through two mounts: the default one (listings carry
+# attributes, READDIRPLUS) and one mounted `--readdirplus never` (names only), the
+# faster of the two for walks that need no stat. Three queries: -name (GNU find needs no stat), -size +4k and
 # -mmin -600 -type f (a stat per entry). Each timing is the median of RUNS runs; the
 # match counts of the three tools must agree.
 # Usage: bench/run_find.sh [files] [runs]  (results: bench/results/find-<date>-<files>.txt)
@@ -10,15 +12,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-cargo build --release -p gust-cli -p gust-capi -p gust-preload >/dev/null
+cargo build --release --workspace >/dev/null
 files=${1:-1000000}
 runs=${2:-3}
 base=${BENCH_DIR:-/dev/shm}/gust-find-bench.$$
 mnt=$base/mnt
-mkdir -p "$mnt" bench/results
+names=$base/names
+mkdir -p "$mnt" "$names" bench/results
 out=bench/results/find-$(date +%Y%m%d-%H%M)-$files.txt
 cleanup() {
-  "$GUST" umount "$mnt" >/dev/null 2>&1 || "$GUST" umount --lazy "$mnt" >/dev/null 2>&1 || true
+  for m in "$mnt" "$names"; do
+    "$GUST" umount "$m" >/dev/null 2>&1 || "$GUST" umount --lazy "$m" >/dev/null 2>&1 || true
+  done
   "$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true
   rm -rf "$base"
 }
@@ -31,11 +36,12 @@ t0=$(date +%s.%N)
 "$base/find_tree" "$GUST_HOSTS_FILE" /tree "$files" 4 1000
 t1=$(date +%s.%N)
 "$GUST" mount "$mnt" -d >/dev/null
+"$GUST" mount "$names" -d --readdirplus never >/dev/null
 {
   echo "# gust find vs GNU find, $files files in $(( (files + 999) / 1000 )) directories, 4 daemons on /dev/shm, $(nproc) cores"
   echo "# tree made in $(echo "$t1 - $t0" | bc) s (C API, 4 threads); times are medians of $runs runs, seconds"
   echo "# $(uptime)"
-  printf '%-28s %8s %10s %10s %10s %12s %12s\n' query matches gust fuse preload fuse/gust preload/gust
+  printf '%-28s %8s %8s %8s %8s %8s %10s %10s %10s\n' query matches gust fuse fuse-nm preload fuse/gust nm/gust pre/gust
 } | tee "$out"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 time_of() { # command... ; prints "seconds count"
@@ -48,12 +54,13 @@ time_of() { # command... ; prints "seconds count"
 IFS=';' read -r -a queries <<<"${QUERIES:--name f1*;-size +4k;-mmin -600 -type f}"
 for q in "${queries[@]}"; do
   declare -A t=() n=()
-  for tool in gust fuse preload; do
+  for tool in gust fuse names preload; do
     times=()
     for _ in $(seq "$runs"); do
       case $tool in
         gust) r=$(time_of "$GUST" find /gustfs/tree $q) ;;
         fuse) r=$(time_of find "$mnt/tree" $q) ;;
+        names) r=$(time_of find "$names/tree" $q) ;;
         preload) r=$(time_of "$GUST" run -- find /gustfs/tree $q) ;;
       esac
       times+=("${r% *}")
@@ -61,12 +68,12 @@ for q in "${queries[@]}"; do
     done
     t[$tool]=$(printf '%s\n' "${times[@]}" | median)
   done
-  if [ "${n[gust]}" != "${n[fuse]}" ] || [ "${n[gust]}" != "${n[preload]}" ]; then
-    echo "match counts differ for $q: gust ${n[gust]}, fuse ${n[fuse]}, preload ${n[preload]}" >&2
+  if [ "${n[gust]}" != "${n[fuse]}" ] || [ "${n[gust]}" != "${n[names]}" ] || [ "${n[gust]}" != "${n[preload]}" ]; then
+    echo "match counts differ for $q: gust ${n[gust]}, fuse ${n[fuse]}, fuse-nm ${n[names]}, preload ${n[preload]}" >&2
     exit 1
   fi
-  printf '%-28s %8s %10.2f %10.2f %10.2f %12.1f %12.1f\n' "$q" "${n[gust]}" "${t[gust]}" "${t[fuse]}" "${t[preload]}" \
-    "$(echo "${t[fuse]} / ${t[gust]}" | bc -l)" "$(echo "${t[preload]} / ${t[gust]}" | bc -l)" | tee -a "$out"
+  printf '%-28s %8s %8.2f %8.2f %8.2f %8.2f %10.1f %10.1f %10.1f\n' "$q" "${n[gust]}" "${t[gust]}" "${t[fuse]}" "${t[names]}" "${t[preload]}" \
+    "$(echo "${t[fuse]} / ${t[gust]}" | bc -l)" "$(echo "${t[names]} / ${t[gust]}" | bc -l)" "$(echo "${t[preload]} / ${t[gust]}" | bc -l)" | tee -a "$out"
   unset t n
 done
 echo "results: $out"

@@ -10,6 +10,7 @@ use std::time::Duration;
 pub struct Mount {
     child: Option<Child>,
     dir: tempfile::TempDir,
+    log: PathBuf,
 }
 
 /// Whether `dir` is a GustFS FUSE mount point in this process's mount namespace.
@@ -27,6 +28,11 @@ impl Mount {
     /// Mounts `inst` with `gust mount DIR --hosts-file H EXTRA...`; panics with the
     /// mount's output if it does not come up within 30 s.
     pub fn new(inst: &Instance, extra: &[&str]) -> Mount {
+        Mount::new_with_env(inst, extra, &[])
+    }
+
+    /// As `new`, with these variables in the mount process's environment.
+    pub fn new_with_env(inst: &Instance, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let dir = tempfile::Builder::new().prefix("gust-mnt").tempdir_in("/tmp").expect("mount dir");
         let log_path = inst.rootdir().join(format!("mount-{}.log", dir.path().file_name().unwrap().to_string_lossy()));
         let log = std::fs::File::create(&log_path).unwrap();
@@ -36,12 +42,13 @@ impl Mount {
             .arg("--hosts-file")
             .arg(&inst.hosts)
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("run gust mount");
-        let mut m = Mount { child: Some(child), dir };
+        let mut m = Mount { child: Some(child), dir, log: log_path.clone() };
         let up = wait_until(Duration::from_secs(30), || mounted(m.path()) || m.exited());
         let log = std::fs::read_to_string(&log_path).unwrap_or_default();
         assert!(up && mounted(m.path()), "gust mount did not come up; its output:\n{log}");
@@ -51,6 +58,11 @@ impl Mount {
     /// The `gust mount` process's pid, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
+    }
+
+    /// What the mount process wrote so far (its log and messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     pub fn path(&self) -> &Path {

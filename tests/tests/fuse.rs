@@ -729,6 +729,34 @@ fn ls_l_uses_readdirplus() {
     assert!(common::op_total(&c, "readdir_plus") > 0);
 }
 
+/// `--readdirplus never`: the kernel lists names only (READDIR; the default mount
+/// asks READDIRPLUS), and what programs see is the same: `ls -l` stats each entry
+/// by LOOKUP and prints what the default mount prints, and `find -name` finds the
+/// same names. Judged from fuser's own request log.
+#[test]
+fn readdirplus_never_lists_names_only() {
+    let inst = Instance::start(2);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    c.mkdir("/d/sub", 0o700).unwrap();
+    for i in 0..300 {
+        let fd = c.open(&format!("/d/f{i:03}"), libc::O_CREAT | libc::O_WRONLY, 0o640).unwrap();
+        c.pwrite(fd, &vec![b'x'; i], 0).unwrap();
+        c.close(fd).unwrap();
+    }
+    let env = [("GUST_LOG", "fuser=debug")];
+    let plus = Mount::new_with_env(&inst, &[], &env);
+    let names = Mount::new_with_env(&inst, &["--readdirplus", "never"], &env);
+    let ls = |m: &Mount| sh(m.path(), "ls -l --time-style=+%s d | tail -n +2; find d -name 'f2*' | sort");
+    let (a, b) = (ls(&plus), ls(&names));
+    assert_eq!(a, b, "the two mounts show the same");
+    assert_eq!(a.lines().count(), 301 + 100, "{a}");
+    let count = |m: &Mount, op: &str| m.log().matches(&format!(" {op} fh ")).count();
+    assert!(count(&plus, "READDIRPLUS") > 0 && count(&plus, "READDIR") == 0, "the default mount lists with attributes");
+    assert!(count(&names, "READDIR") > 0, "the names-only mount lists");
+    assert_eq!(count(&names, "READDIRPLUS"), 0, "the names-only mount never asks for attributes");
+}
+
 /// Requests served by all daemons per op, not counting the `stats` requests that
 /// read them.
 fn daemon_ops(c: &gust_client::Client) -> std::collections::BTreeMap<String, u64> {

@@ -259,7 +259,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                 FIND_SCAN_PAGE_KEYS_MAX as usize,
                 // -name first, on the key alone: most keys end there.
                 |name| query.name.as_ref().is_none_or(|g| gust_proto::find::glob_match(g.as_bytes(), name)),
-                |p, r| query.matches(p, r),
+                |r| query.matches_record(r),
             )?;
             Ok(Response::Tree { records, last_key, done })
         }

@@ -88,6 +88,24 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Request loops serving the kernel concurrently.
     pub threads: usize,
+    /// When the kernel asks for listings with attributes (READDIRPLUS).
+    pub readdirplus: Readdirplus,
+}
+
+/// When the kernel lists a directory with each entry's attributes (READDIRPLUS)
+/// rather than names alone (READDIR). With attributes, `ls -l`, `du` and
+/// `os.scandir` + stat need no LOOKUP per entry afterwards, but the kernel makes an
+/// inode and a dentry for every entry listed, which costs a walk that only wants
+/// names (`find -name`, `os.walk`) several times the listing itself
+/// (docs/PERFORMANCE.md, "gust find"). The kernel's own middle way
+/// (FUSE_READDIRPLUS_AUTO) measured the same as `Always` for both kinds of walk, so
+/// it is not offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readdirplus {
+    /// Every listing carries attributes (the default).
+    Always,
+    /// Names only.
+    Never,
 }
 
 impl Default for MountOptions {
@@ -101,6 +119,7 @@ impl Default for MountOptions {
             allow_other: false,
             read_only: false,
             threads: 8,
+            readdirplus: Readdirplus::Always,
         }
     }
 }

@@ -13,16 +13,16 @@ impl Filesystem for GustFs {
         }
         let _ = config.set_max_background(MAX_BACKGROUND_REQUESTS);
         // Each is optional; a kernel without one simply runs without it.
-        for cap in [
-            InitFlags::FUSE_PARALLEL_DIROPS,
-            InitFlags::FUSE_ATOMIC_O_TRUNC,
-            InitFlags::FUSE_AUTO_INVAL_DATA,
-            // Listings come with attributes (readdirplus), always: the client fetches
-            // them with the names at little extra cost (gust-client listing.rs).
-            InitFlags::FUSE_DO_READDIRPLUS,
-        ] {
+        for cap in [InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_AUTO_INVAL_DATA] {
             let _ = config.add_capabilities(cap);
         }
+        // Listings come with attributes unless told otherwise: the client fetches them
+        // with the names at little extra cost (gust-client listing.rs).
+        let plus = match self.opts.readdirplus {
+            crate::Readdirplus::Always => InitFlags::FUSE_DO_READDIRPLUS,
+            crate::Readdirplus::Never => InitFlags::empty(),
+        };
+        let _ = config.add_capabilities(plus);
         if self.opts.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_err() {
             eprintln!("gust mount: this kernel does not offer the writeback cache; continuing without it");
             self.opts.writeback_cache = false;

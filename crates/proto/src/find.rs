@@ -60,6 +60,23 @@ impl FindQuery {
     /// Whether the record of `path` matches. `path` is absolute; its last component is
     /// the name (the root "/" has the name "/").
     pub fn matches(&self, path: &str, r: &Record) -> bool {
+        self.matches_record(r) && self.matches_name(path)
+    }
+
+    /// Whether `-name` holds for `path` (absolute; its last component is the name,
+    /// the root "/" has the name "/").
+    pub fn matches_name(&self, path: &str) -> bool {
+        let Some(p) = &self.name else { return true };
+        let name = match path.rfind('/') {
+            Some(i) if path.len() > 1 => &path[i + 1..],
+            _ => path,
+        };
+        glob_match(p.as_bytes(), name.as_bytes())
+    }
+
+    /// Whether every predicate but `-name` holds for `r` (the daemon judges the name
+    /// on the key, before it decodes the record).
+    pub fn matches_record(&self, r: &Record) -> bool {
         if let Some(k) = self.kind {
             if r.kind != k {
                 return false;
@@ -89,15 +106,6 @@ impl FindQuery {
                 Cmp::Exactly => r.mtime_ns >= reference && r.mtime_ns < reference.saturating_add(NS_PER_MINUTE),
             };
             if !ok {
-                return false;
-            }
-        }
-        if let Some(p) = &self.name {
-            let name = match path.rfind('/') {
-                Some(i) if path.len() > 1 => &path[i + 1..],
-                _ => path,
-            };
-            if !glob_match(p.as_bytes(), name.as_bytes()) {
                 return false;
             }
         }

@@ -418,14 +418,16 @@ impl MetadataStore {
     /// All descendants of `dir` held here, in key order, one page at a time: at most
     /// `max_entries` records and about `SCAN_PAGE_BYTES_MAX` bytes (see gust_proto).
     pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
-        self.scan_tree_where(dir, after, max_entries, usize::MAX, |_| true, |_, _| true)
+        self.scan_tree_where(dir, after, max_entries, usize::MAX, |_| true, |_| true)
     }
 
-    /// The descendants of `dir` held here for which `keep(path, record)` holds, one
-    /// page at a time: as `scan_tree`, and besides the page stops after `max_keys`
-    /// keys examined (matching or not), with `last_key` the last one examined, so a
-    /// query that matches little still answers in bounded time. `keep_name` sees the
-    /// last path component first, before the record is decoded and the path built.
+    /// The descendants of `dir` held here whose last path component passes
+    /// `keep_name` and whose record passes `keep`, one page at a time: as `scan_tree`,
+    /// and besides the page stops after `max_keys` keys examined (matching or not),
+    /// with `last_key` the last one examined, so a query that matches little still
+    /// answers in bounded time. The name is judged on the key alone, before the
+    /// record is decoded, and the record before the path is built: a key that fails
+    /// costs no allocation (a raw iterator lends the key and value in place).
     pub fn scan_tree_where(
         &self,
         dir: &str,
@@ -433,7 +435,7 @@ impl MetadataStore {
         max_entries: usize,
         max_keys: usize,
         keep_name: impl Fn(&[u8]) -> bool,
-        keep: impl Fn(&str, &Record) -> bool,
+        keep: impl Fn(&Record) -> bool,
     ) -> Res<TreePage> {
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
         // For the root every key is a descendant.
@@ -448,7 +450,10 @@ impl MetadataStore {
         let mut out = Vec::new();
         let mut bytes = 0;
         let mut examined = 0;
-        let mut last: Option<Vec<u8>> = None;
+        // The last key examined, copied into one reused buffer (the raw iterator's
+        // key is gone once it moves on).
+        let mut last: Vec<u8> = Vec::new();
+        let mut any = false;
         for (lo, hi) in ranges {
             let start = match after {
                 Some(a) if a >= lo.as_slice() => {
@@ -463,27 +468,30 @@ impl MetadataStore {
             };
             let mut ro = rocksdb::ReadOptions::default();
             ro.set_iterate_upper_bound(hi.clone());
-            for item in self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), ro) {
-                let (k, v) = item.map_err(Self::db_err)?;
+            let mut it = self.db.raw_iterator_opt(ro);
+            it.seek(&start);
+            while let Some(k) = it.key() {
                 if out.len() >= max_entries || bytes >= SCAN_PAGE_BYTES_MAX || examined >= max_keys {
-                    return Ok((out, last, false));
+                    return Ok((out, any.then_some(last), false));
                 }
                 examined += 1;
-                last = Some(k.to_vec());
+                last.clear();
+                last.extend_from_slice(k);
+                any = true;
                 let name = k.iter().position(|&b| b == 0).map(|z| &k[z + 1..]).unwrap_or_default();
-                if !keep_name(name) {
-                    continue;
+                if keep_name(name) {
+                    if let Some(rec) = decode_checked(k, it.value().unwrap_or_default())?.filter(|r| keep(r)) {
+                        if let Some(p) = path_of(k) {
+                            bytes += p.len() + rec.target.len() + RECORD_OVERHEAD_BYTES;
+                            out.push((p, rec));
+                        }
+                    }
                 }
-                let Some(rec) = decode_checked(&k, &v)? else { continue };
-                let Some(p) = path_of(&k) else { continue };
-                if !keep(&p, &rec) {
-                    continue;
-                }
-                bytes += p.len() + rec.target.len() + RECORD_OVERHEAD_BYTES;
-                out.push((p, rec));
+                it.next();
             }
+            it.status().map_err(Self::db_err)?;
         }
-        Ok((out, last, true))
+        Ok((out, any.then_some(last), true))
     }
 
     /// Puts records that must all be new, atomically (one write batch). The keys'

@@ -232,6 +232,44 @@ fn readdir_pages_and_scan_tree() {
     assert!(!s.has_children("/dd").unwrap());
 }
 
+/// A selective scan (find) stops after `max_keys` keys examined, matching or not,
+/// and goes on from the last key examined: the pages stitched together hold exactly
+/// the records whose name and record pass, across both key ranges (children, then
+/// deeper descendants), each once.
+#[test]
+fn scan_tree_where_pages_by_keys_examined() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create("/d", &rec(FileKind::Dir), true).unwrap();
+    s.create("/d/sub", &rec(FileKind::Dir), true).unwrap();
+    for i in 0..40 {
+        s.create(&format!("/d/f{i:02}"), &rec(FileKind::File), true).unwrap();
+        s.create(&format!("/d/sub/f{i:02}"), &rec(FileKind::File), true).unwrap();
+    }
+    s.create("/d/sub/x1", &rec(FileKind::Dir), true).unwrap();
+    let (mut found, mut pages) = (Vec::new(), 0);
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, last, done) = s
+            .scan_tree_where("/d", after.as_deref(), 100, 7, |n| n.ends_with(b"1"), |r| r.kind == FileKind::File)
+            .unwrap();
+        assert!(page.len() <= 7);
+        found.extend(page.into_iter().map(|p| p.0));
+        pages += 1;
+        if done {
+            break;
+        }
+        assert!(last > after, "a page that is not the last moves on");
+        after = last;
+    }
+    found.sort();
+    let mut want: Vec<String> =
+        (0..40).filter(|i| i % 10 == 1).flat_map(|i| [format!("/d/f{i:02}"), format!("/d/sub/f{i:02}")]).collect();
+    want.sort();
+    assert_eq!(found, want);
+    assert!(pages >= 82 / 7, "pages end by keys examined ({pages} pages)");
+}
+
 /// Listing pages with records stop at their byte bound too: a page of 4096 long
 /// names with records fits one reply body; every entry comes once, with its record.
 #[test]
