@@ -257,6 +257,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                 after.as_deref(),
                 max,
                 FIND_SCAN_PAGE_KEYS_MAX as usize,
+                &query.name.as_ref().map(|g| gust_proto::find::glob_literal_prefix(g.as_bytes())).unwrap_or_default(),
                 // -name first, on the key alone: most keys end there.
                 |name| query.name.as_ref().is_none_or(|g| gust_proto::find::glob_match(g.as_bytes(), name)),
                 |r| query.matches_record(r),

@@ -113,6 +113,30 @@ impl FindQuery {
     }
 }
 
+/// The bytes every name matching glob `p` starts with: its leading literal bytes
+/// (`\x` counts as x), up to the first `*`, `?` or `[`. Empty if it starts with one.
+/// A scan of names in order can seek past every name without this prefix.
+pub fn glob_literal_prefix(p: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            b'*' | b'?' | b'[' => break,
+            b'\\' if i + 1 < p.len() => {
+                out.push(p[i + 1]);
+                i += 2;
+            }
+            // A trailing backslash matches nothing (fnmatch); no prefix promises that.
+            b'\\' => return Vec::new(),
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// fnmatch(3) without flags: `*` any run, `?` any byte, `[...]` a set (`!` or `^`
 /// negates, `a-z` ranges, `]` first is literal), `\x` the byte x. Iterative with one
 /// backtrack point, so the cost is O(pattern x name), never exponential.
@@ -212,6 +236,33 @@ fn match_set(p: &[u8], at: usize, c: u8) -> Option<(bool, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every name the glob matches starts with its literal prefix, and the prefix
+    /// stops at the first wildcard.
+    #[test]
+    fn literal_prefixes_of_globs() {
+        for (g, want) in [
+            ("f1*", "f1"),
+            ("f99999*", "f99999"),
+            ("*.txt", ""),
+            ("abc", "abc"),
+            ("a?c", "a"),
+            ("ab[cd]", "ab"),
+            ("a\\*b*", "a*b"),
+            ("x\\", ""),
+            ("", ""),
+        ] {
+            assert_eq!(glob_literal_prefix(g.as_bytes()), want.as_bytes(), "{g}");
+        }
+        for (g, names) in [("f1*", ["f1", "f10", "f1x"]), ("a\\*b*", ["a*b", "a*bc", "a*b*"])] {
+            for n in names {
+                assert!(
+                    glob_match(g.as_bytes(), n.as_bytes())
+                        && n.as_bytes().starts_with(&glob_literal_prefix(g.as_bytes()))
+                );
+            }
+        }
+    }
 
     #[test]
     fn globs_as_fnmatch() {

@@ -251,7 +251,7 @@ fn scan_tree_where_pages_by_keys_examined() {
     let mut after: Option<Vec<u8>> = None;
     loop {
         let (page, last, done) = s
-            .scan_tree_where("/d", after.as_deref(), 100, 7, |n| n.ends_with(b"1"), |r| r.kind == FileKind::File)
+            .scan_tree_where("/d", after.as_deref(), 100, 7, b"", |n| n.ends_with(b"1"), |r| r.kind == FileKind::File)
             .unwrap();
         assert!(page.len() <= 7);
         found.extend(page.into_iter().map(|p| p.0));
@@ -268,6 +268,29 @@ fn scan_tree_where_pages_by_keys_examined() {
     want.sort();
     assert_eq!(found, want);
     assert!(pages >= 82 / 7, "pages end by keys examined ({pages} pages)");
+
+    // With the glob's literal prefix the scan seeks past names without it: the same
+    // records, from far fewer keys examined (pages end after 3 keys each).
+    let scan = |prefix: &[u8]| {
+        let (mut found, mut pages, mut after) = (Vec::new(), 0, None::<Vec<u8>>);
+        loop {
+            let (page, last, done) =
+                s.scan_tree_where("/d", after.as_deref(), 100, 3, prefix, |n| n.starts_with(b"f1"), |_| true).unwrap();
+            found.extend(page.into_iter().map(|p| p.0));
+            pages += 1;
+            if done {
+                return (found, pages);
+            }
+            after = last;
+        }
+    };
+    let (with, pages_with) = scan(b"f1");
+    let (without, pages_without) = scan(b"");
+    let want: Vec<String> =
+        (10..20).map(|i| format!("/d/f{i}")).chain((10..20).map(|i| format!("/d/sub/f{i}"))).collect();
+    assert_eq!(with, want);
+    assert_eq!(without, want);
+    assert!(pages_with * 2 < pages_without, "seeks save steps: {pages_with} pages against {pages_without}");
 }
 
 /// Listing pages with records stop at their byte bound too: a page of 4096 long
