@@ -129,6 +129,45 @@ fn tar_under_preload_is_traced_file_by_file() {
     assert_eq!(event_paths(&rout.join("trace.json"), "read"), want);
 }
 
+/// lseek, readlink, access and statfs have tracepoints of their own: Python under
+/// the preload library calls each a known number of times, and the report counts
+/// exactly those calls, with their paths in the Chrome trace.
+#[test]
+fn lseek_readlink_access_and_statfs_are_traced() {
+    let inst = Instance::start(2);
+    let dir = tempfile::Builder::new().prefix("gust-trace-misc").tempdir_in("/tmp").unwrap();
+    let script = "import os\n\
+        fd = os.open('/gustfs/f', os.O_CREAT | os.O_RDWR, 0o644)\n\
+        os.write(fd, b'0123456789')\n\
+        assert os.lseek(fd, 3, os.SEEK_SET) == 3\n\
+        assert os.lseek(fd, -2, os.SEEK_END) == 8\n\
+        os.close(fd)\n\
+        os.symlink('f', '/gustfs/l')\n\
+        assert os.readlink('/gustfs/l') == 'f'\n\
+        assert os.access('/gustfs/f', os.R_OK) and not os.access('/gustfs/nothing', os.F_OK)\n\
+        os.statvfs('/gustfs')\n";
+    let o = Command::new(gust_bin())
+        .args(["run", "--", "python3", "-c", script])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .env("GUST_TRACE", "lseek,readlink,access,statfs")
+        .env("GUST_TRACE_DIR", dir.path().join("t"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = dir.path().join("report");
+    let s = report(&dir.path().join("t"), &out);
+    let names: BTreeSet<&str> = s["ops"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, BTreeSet::from(["lseek", "readlink", "access", "statfs"]), "{s:#}");
+    assert_eq!(op_count(&s, "lseek"), 2, "{s:#}");
+    assert_eq!(op_count(&s, "readlink"), 1, "{s:#}");
+    assert_eq!(op_count(&s, "access"), 2, "{s:#}");
+    assert!(op_count(&s, "statfs") >= 1, "{s:#}");
+    let trace = out.join("trace.json");
+    assert_eq!(event_paths(&trace, "readlink"), BTreeSet::from(["/l".to_string()]));
+    assert_eq!(event_paths(&trace, "access"), BTreeSet::from(["/f".to_string(), "/nothing".to_string()]));
+    assert_eq!(event_paths(&trace, "lseek"), BTreeSet::from(["/f".to_string()]));
+}
+
 /// `gust trace on md --dir D` on a running instance makes its daemons record the
 /// metadata requests that follow, and `off` stops them and writes what they
 /// buffered: exactly the files created while on appear, with no chunk records.

@@ -259,7 +259,7 @@ impl Client {
         Ok((start, done))
     }
 
-    pub fn lseek(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
+    pub(crate) fn lseek_impl(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
         let f = self.file(fd)?;
         let mut off = f.offset.lock().unwrap();
         let size = || -> Result<u64> { Ok(self.get_record(&f.path())?.size) };

@@ -121,8 +121,8 @@ impl Client {
     /// access(2) for the caller ([`Credentials`]): the owner's, the group's or the
     /// others' bits, whichever class the caller falls in. Root may read and write
     /// anything, and execute what has any x bit (or search any directory).
-    pub fn access(&self, path: &str, mode: i32) -> Result<()> {
-        let st = self.stat(path)?;
+    pub(crate) fn access_impl(&self, path: &str, mode: i32) -> Result<()> {
+        let st = self.stat_impl(path)?;
         if mode == libc::F_OK {
             return Ok(());
         }
@@ -297,7 +297,7 @@ impl Client {
         self.call_md(&p, req).map(|_| ())
     }
 
-    pub fn readlink(&self, path: &str) -> Result<String> {
+    pub(crate) fn readlink_impl(&self, path: &str) -> Result<String> {
         let r = self.lookup(&self.norm(path)?)?;
         if r.kind != FileKind::Symlink {
             return Err(Errno(libc::EINVAL));

@@ -10,7 +10,7 @@ use crate::{Client, DaemonMetrics, DaemonStats, Result};
 use gust_proto::{Request, Response};
 
 impl Client {
-    pub fn statfs(&self) -> Result<StatFs> {
+    pub(crate) fn statfs_impl(&self) -> Result<StatFs> {
         let mut s = StatFs {
             total_bytes: 0,
             free_bytes: 0,

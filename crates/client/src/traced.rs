@@ -9,7 +9,7 @@
 //!
 //! Not for: what the operations do (their modules); the record format (gust-trace).
 
-use crate::{normalize, Client, DirStream, Errno, Result, Stat};
+use crate::{normalize, Client, DirStream, Errno, Result, Stat, StatFs};
 use gust_proto::FileKind;
 use gust_trace::registry::{self as tp, Tracepoint};
 use gust_trace::Record;
@@ -212,6 +212,27 @@ impl Client {
     /// Sets times (`None`: unchanged); `follow` false for a symlink itself.
     pub fn utimens(&self, path: &str, atime_ns: Option<i64>, mtime_ns: Option<i64>, follow: bool) -> Result<()> {
         self.on_path(&tp::SETATTR, path, 0, || self.utimens_impl(path, atime_ns, mtime_ns, follow), |_| 0)
+    }
+
+    /// Recorded at the descriptor's offset before the seek, with size 0.
+    pub fn lseek(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
+        self.on_fd(&tp::LSEEK, fd, None, || self.lseek_impl(fd, offset, whence), |_| 0)
+    }
+
+    /// Recorded with the target's length as its size.
+    pub fn readlink(&self, path: &str) -> Result<String> {
+        self.on_path(&tp::READLINK, path, 0, || self.readlink_impl(path), |t| t.len() as u64)
+    }
+
+    /// access(2) (see `access_impl`); `arg` is the mode asked about.
+    pub fn access(&self, path: &str, mode: i32) -> Result<()> {
+        self.on_path(&tp::ACCESS, path, mode as u64, || self.access_impl(path, mode), |_| 0)
+    }
+
+    /// Capacity summed over the daemons; recorded with the path "/" (every daemon
+    /// answers, the record names the root's).
+    pub fn statfs(&self) -> Result<StatFs> {
+        self.on_path(&tp::STATFS, "/", 0, || self.statfs_impl(), |_| 0)
     }
 
     /// chown, lchown (`follow` false); see `chown_impl` for the rules.

@@ -65,6 +65,10 @@ tracepoints! {
     12 FSYNC "fsync" ["client", "data"],
     13 SETATTR "setattr" ["client", "meta"],
     14 SYMLINK "symlink" ["client", "meta"],
+    15 LSEEK "lseek" ["client", "data"],
+    16 READLINK "readlink" ["client", "meta"],
+    17 ACCESS "access" ["client", "meta"],
+    18 STATFS "statfs" ["client", "meta"],
     // Daemon: one record per request served by the metadata store or chunk store.
     32 MD_READ "md_read" ["daemon", "md"],
     33 MD_UPDATE "md_update" ["daemon", "md"],
