@@ -5,8 +5,9 @@
 //! framing and the handshake live in `server`; counters in `metrics`, which `handle`
 //! feeds with each request's latency, errno and directory.
 
-use crate::metadata::Res;
+use crate::metadata::{NameFilter, Res};
 use crate::state::State;
+use gust_proto::find::{glob_literal_prefix, glob_match};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
@@ -257,9 +258,11 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                 after.as_deref(),
                 max,
                 FIND_SCAN_PAGE_KEYS_MAX as usize,
-                &query.name.as_ref().map(|g| gust_proto::find::glob_literal_prefix(g.as_bytes())).unwrap_or_default(),
                 // -name first, on the key alone: most keys end there.
-                |name| query.name.as_ref().is_none_or(|g| gust_proto::find::glob_match(g.as_bytes(), name)),
+                NameFilter {
+                    prefix: &query.name.as_ref().map(|g| glob_literal_prefix(g.as_bytes())).unwrap_or_default(),
+                    keep: |name| query.name.as_ref().is_none_or(|g| glob_match(g.as_bytes(), name)),
+                },
                 |r| query.matches_record(r),
             )?;
             Ok(Response::Tree { records, last_key, done })

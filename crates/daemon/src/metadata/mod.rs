@@ -85,6 +85,18 @@ pub struct MetadataStore {
     merge_operands_applied: Arc<AtomicU64>,
 }
 
+/// Which names a tree scan keeps (`scan_tree_where`): those `keep` accepts, every
+/// one of which starts with `prefix` (empty: no promise).
+pub struct NameFilter<'a, F: Fn(&[u8]) -> bool> {
+    pub prefix: &'a [u8],
+    pub keep: F,
+}
+
+impl NameFilter<'static, fn(&[u8]) -> bool> {
+    /// Every name.
+    pub const ALL: Self = NameFilter { prefix: b"", keep: |_| true };
+}
+
 impl MetadataStore {
     pub fn open(dir: &Path) -> Result<Self, String> {
         let mut opts = Options::default();
@@ -418,18 +430,18 @@ impl MetadataStore {
     /// All descendants of `dir` held here, in key order, one page at a time: at most
     /// `max_entries` records and about `SCAN_PAGE_BYTES_MAX` bytes (see gust_proto).
     pub fn scan_tree(&self, dir: &str, after: Option<&[u8]>, max_entries: usize) -> Res<TreePage> {
-        self.scan_tree_where(dir, after, max_entries, usize::MAX, b"", |_| true, |_| true)
+        self.scan_tree_where(dir, after, max_entries, usize::MAX, NameFilter::ALL, |_| true)
     }
 
     /// The descendants of `dir` held here whose last path component passes
-    /// `keep_name` and whose record passes `keep`, one page at a time: as `scan_tree`,
+    /// `names` and whose record passes `keep`, one page at a time: as `scan_tree`,
     /// and besides the page stops after `max_keys` keys examined (matching or not),
     /// with `last_key` the last one examined, so a query that matches little still
     /// answers in bounded time. The name is judged on the key alone, before the
     /// record is decoded, and the record before the path is built: a key that fails
     /// costs no allocation (a raw iterator lends the key and value in place).
-    /// Every name `keep_name` accepts must start with `name_prefix` (a glob's literal
-    /// prefix; empty: no promise): the scan then seeks past the names of each
+    /// Every name `names.keep` accepts must start with `names.prefix` (a glob's
+    /// literal prefix; empty: no promise): the scan then seeks past the names of each
     /// directory that cannot match instead of stepping over them, so `-name 'f1*'`
     /// costs a few seeks per directory, not a step per key. A seek counts as one key
     /// examined.
@@ -439,10 +451,10 @@ impl MetadataStore {
         after: Option<&[u8]>,
         max_entries: usize,
         max_keys: usize,
-        name_prefix: &[u8],
-        keep_name: impl Fn(&[u8]) -> bool,
+        names: NameFilter<impl Fn(&[u8]) -> bool>,
         keep: impl Fn(&Record) -> bool,
     ) -> Res<TreePage> {
+        let NameFilter { prefix: name_prefix, keep: keep_name } = names;
         // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
         // For the root every key is a descendant.
         let ranges: Vec<(Vec<u8>, Vec<u8>)> = if dir == "/" {

@@ -251,7 +251,14 @@ fn scan_tree_where_pages_by_keys_examined() {
     let mut after: Option<Vec<u8>> = None;
     loop {
         let (page, last, done) = s
-            .scan_tree_where("/d", after.as_deref(), 100, 7, b"", |n| n.ends_with(b"1"), |r| r.kind == FileKind::File)
+            .scan_tree_where(
+                "/d",
+                after.as_deref(),
+                100,
+                7,
+                NameFilter { prefix: b"", keep: |n| n.ends_with(b"1") },
+                |r| r.kind == FileKind::File,
+            )
             .unwrap();
         assert!(page.len() <= 7);
         found.extend(page.into_iter().map(|p| p.0));
@@ -274,8 +281,16 @@ fn scan_tree_where_pages_by_keys_examined() {
     let scan = |prefix: &[u8]| {
         let (mut found, mut pages, mut after) = (Vec::new(), 0, None::<Vec<u8>>);
         loop {
-            let (page, last, done) =
-                s.scan_tree_where("/d", after.as_deref(), 100, 3, prefix, |n| n.starts_with(b"f1"), |_| true).unwrap();
+            let (page, last, done) = s
+                .scan_tree_where(
+                    "/d",
+                    after.as_deref(),
+                    100,
+                    3,
+                    NameFilter { prefix, keep: |n| n.starts_with(b"f1") },
+                    |_| true,
+                )
+                .unwrap();
             found.extend(page.into_iter().map(|p| p.0));
             pages += 1;
             if done {
