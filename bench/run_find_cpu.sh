@@ -18,7 +18,7 @@ one() { # label gust libdir
   local label=$1 G=$2 lib=$3 base=${BENCH_DIR:-/dev/shm}/gust-find-cpu.$$
   mkdir -p "$base"
   trap '"$G" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' RETURN
-  "$G" start --local 4 --rootdir "$base/fs" >/dev/null
+  "$G" start --local 4 --rootdir "$base/fs" >/dev/null 2>&1
   export GUST_HOSTS_FILE=$base/fs/gust.hosts
   cc -O2 -pthread -I crates/capi/include bench/find_tree.c -L "$lib" -Wl,-rpath,"$lib" -lgust -o "$base/find_tree"
   "$base/find_tree" "$GUST_HOSTS_FILE" /tree "$files" 4 1000 >/dev/null
