@@ -5,6 +5,7 @@ its end. These tests check the content byte for byte on both sides of the inline
 bound and every error, with the path in it."""
 
 import errno
+import io
 import os
 import subprocess
 import threading
@@ -147,3 +148,87 @@ def test_threads_read_at_once(d):
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_open_rb_of_an_inline_file_serves_reads_from_the_open(instance, d):
+    """gustfs.open(p, "rb") of an inline file brings the data with the open (one
+    request for open + read + close) and behaves as a file object in every way."""
+    p = d + "/lines"
+    data = b"first line\nsecond line\n" + bytes(range(256)) * 100 + b"\nlast"
+    gustfs.write_bytes(p, data)
+    with gustfs.open(p, "rb") as f:
+        assert isinstance(f, io.BufferedReader) and isinstance(f.raw, gustfs.FileIO)
+        assert f.readline() == b"first line\n"
+        assert f.tell() == 11
+        assert f.read(6) == b"second"
+        f.seek(-4, os.SEEK_END)
+        assert f.read() == b"last" and f.read() == b""
+        f.seek(0)
+        assert list(f)[-1] == b"last"
+        assert f.raw.stat().st_size == len(data) and f.raw.stat().st_mode & 0o170000 == 0o100000
+    assert f.closed and f.raw.closed
+    with gustfs.open(p, "rb", buffering=0) as f:
+        assert f.read(5) == b"first"
+        buf = bytearray(10)
+        assert f.readinto(buf) == 10 and bytes(buf) == data[5:15]
+        assert f.pread(4, 1) == data[1:5] and f.tell() == 15
+        view = memoryview(bytearray(8))
+        assert f.preadinto(view, len(data) - 3) == 3 and bytes(view[:3]) == data[-3:]
+        assert f.pread(10, len(data) + 5) == b""
+        assert f.seek(len(data) + 100) == len(data) + 100 and f.read(3) == b""
+        with pytest.raises(OSError) as e:
+            f.seek(-1)
+        assert e.value.errno == errno.EINVAL
+        with pytest.raises(BufferError):
+            f.readinto(b"read-only")
+        with pytest.raises(io.UnsupportedOperation):
+            f.write(b"x")
+        with pytest.raises(io.UnsupportedOperation):
+            f.truncate(0)
+        f.seek(3)
+        assert f.readall() == data[3:]
+    with pytest.raises(ValueError):
+        f.read()
+    with pytest.raises(ValueError):
+        f.seek(0)
+    with gustfs.open(p, "r", encoding="latin-1", newline="") as t:
+        assert t.readline() == "first line\n"
+    # The file as of the open: a later replacement does not show through.
+    with gustfs.open(p, "rb") as f:
+        gustfs.write_bytes(p, b"replaced")
+        assert f.read() == data
+    assert gustfs.read_bytes(p) == b"replaced"
+    # Grown by truncate: zeros past the stored data, in the file object too.
+    gustfs.truncate(p, 20)
+    with gustfs.open(p, "rb") as f:
+        assert f.read() == b"replaced" + bytes(12)
+    # One request per open + read + close.
+    files = [f"{d}/img{i}" for i in range(30)]
+    for i, q in enumerate(files):
+        gustfs.write_bytes(q, bytes([i]) * (3000 * i + 1))
+    q0, _ = daemon_requests(instance)
+    for i, q in enumerate(files):
+        with gustfs.open(q, "rb") as f:
+            assert f.read() == bytes([i]) * (3000 * i + 1)
+    q1, daemons = daemon_requests(instance)
+    assert q1 - daemons - q0 == len(files), "one request per file"
+
+
+def test_open_rb_of_other_files_and_errors(d):
+    big = d + "/big"
+    data = os.urandom(INLINE_BYTES_MAX + 4097)
+    gustfs.write_bytes(big, data)  # in chunks
+    with gustfs.open(big, "rb") as f:
+        assert f.read(3) == data[:3]
+        f.seek(INLINE_BYTES_MAX)
+        assert f.read() == data[INLINE_BYTES_MAX:]
+        assert f.raw.stat().st_size == len(data)
+    gustfs.symlink(big, d + "/link")
+    with gustfs.open(d + "/link", "rb") as f:
+        assert f.read() == data
+    gustfs.write_bytes(d + "/empty", b"")
+    with gustfs.open(d + "/empty", "rb") as f:
+        assert f.read() == b""
+    gustfs.mkdir(d + "/sub")
+    expect(IsADirectoryError, errno.EISDIR, gustfs.open, d + "/sub", "rb", filename=d + "/sub")
+    expect(FileNotFoundError, errno.ENOENT, gustfs.open, d + "/missing", "rb", filename=d + "/missing")
