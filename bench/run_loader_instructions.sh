@@ -44,11 +44,11 @@ for build in base new; do
   [ $build = new ] && only=(--gust-only)
   "$py" bench/loader.py make --files "$files" --local "$work/local" --gust /loader "${only[@]}" 2>/dev/null
   for api in open read_bytes; do
-    callgrind_control -z "$dpid" >/dev/null
+    callgrind_control -z "$dpid" >/dev/null 2>&1
     c1=$(client_ir "$py" gust:/loader $api 1 "$build-$api-1")
     c2=$(client_ir "$py" gust:/loader $api 2 "$build-$api-2")
     rm -f "$r"/daemon.*.cg.*
-    callgrind_control -d "$dpid" >/dev/null
+    callgrind_control -d "$dpid" >/dev/null 2>&1
     sleep 1
     d=0
     for f in "$r"/daemon.*.cg.*; do d=$((d + $(total "$f"))); done

@@ -460,7 +460,9 @@ class Client:
         try:
             line_buffering = buffering == 1
             if buffering < 0 or buffering == 1:
-                buffering = self._c.chunk_size
+                # A file whose data came with the open reads from memory: a chunk-sized
+                # buffer (512 KiB, allocated per open) would only cost an allocation.
+                buffering = io.DEFAULT_BUFFER_SIZE if raw._data is not None else self._c.chunk_size
             if buffering == 0:
                 if binary:
                     return raw
@@ -481,7 +483,8 @@ class Client:
             raise
 
     def read_bytes(self, path):
-        """The whole content of a file (open, read, close in one native call)."""
+        """The whole content of a file, as pathlib's read_bytes: one native call, one
+        request for a small (inline) file, whose data lands straight in the result."""
         return self._c.read_file(_fspath(path))
 
     def write_bytes(self, path, data):
