@@ -63,7 +63,7 @@ fn serves_while_recovering(req: &Request) -> bool {
 /// value RocksDB holds pinned (inline data), sent from where it lies.
 pub enum BulkOut<'s> {
     Buffer,
-    Pinned(rocksdb::DBPinnableSlice<'s>),
+    Pinned(crate::inline::PinnedData<'s>),
 }
 
 /// Serves one request and counts it: its latency, its errno if any, its directory.
