@@ -6,6 +6,7 @@ PyTorch DataLoader with shuffling reads an ImageFolder.
     loader.py make --files N --local DIR --gust /PATH     # the same data set in both
     loader.py read --target gust:/PATH  [--workers 4 --epochs 2 --verify]
     loader.py read --target posix:DIR   (the local copy, or /gustfs/PATH under gust run)
+    loader.py read ... --api read_bytes  (gustfs.read_bytes / pathlib's read_bytes per file)
 
 `make` writes DIR/manifest.json (relative path, size, crc32 of every file); `read`
 takes the file list from it, as a loader takes it from an index built once. `read`
@@ -75,13 +76,15 @@ def make(args):
     )
 
 
-def worker(target, root, entries, conn):
+def worker(target, api, root, entries, conn):
     if target == "gust":
         import gustfs
 
-        opener = gustfs.open
+        opener, read_bytes = gustfs.open, gustfs.read_bytes
     else:
-        opener = open
+        import pathlib
+
+        opener, read_bytes = open, lambda p: pathlib.Path(p).read_bytes()
     while True:
         job = conn.recv()
         if job is None:
@@ -91,8 +94,11 @@ def worker(target, root, entries, conn):
         bad = []
         for i in indices:
             rel, size, crc = entries[i]
-            with opener(root + "/" + rel, "rb") as f:
-                data = f.read()
+            if api == "read_bytes":
+                data = read_bytes(root + "/" + rel)
+            else:
+                with opener(root + "/" + rel, "rb") as f:
+                    data = f.read()
             n += 1
             nbytes += len(data)
             if len(data) != size or (verify and zlib.crc32(data) != crc):
@@ -115,7 +121,7 @@ def read(args):
     pipes, procs = [], []
     for _ in range(args.workers):
         a, b = ctx.Pipe()
-        p = ctx.Process(target=worker, args=(target, root.rstrip("/"), entries, b), daemon=True)
+        p = ctx.Process(target=worker, args=(target, args.api, root.rstrip("/"), entries, b), daemon=True)
         p.start()
         pipes.append(a)
         procs.append(p)
@@ -142,6 +148,7 @@ def read(args):
     seconds = sum(e["seconds"] for e in epochs)
     out = {
         "target": args.target,
+        "api": args.api,
         "workers": args.workers,
         "epochs": epochs,
         "files_per_s": files / seconds,
@@ -166,6 +173,13 @@ def main():
     r.add_argument("--epochs", type=int, default=2)
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--verify", action="store_true", help="check every file's crc32 too")
+    r.add_argument(
+        "--api",
+        choices=("open", "read_bytes"),
+        default="open",
+        help="open: `with open(p, 'rb') as f: f.read()`; read_bytes: gustfs.read_bytes(p), "
+        "or pathlib.Path(p).read_bytes() for posix targets",
+    )
     args = ap.parse_args()
     make(args) if args.cmd == "make" else read(args)
 

@@ -4,7 +4,8 @@
 # this build and for a previous one (BASE_BIN: a directory holding that build's `gust`
 # and `libgust_preload.so`; protocol versions differ, so each runs its own instance).
 # Variants of this build: default (O_EXCL creates are not deferred), GUST_DEFER_EXCL=1,
-# and --no-excl (mdtest's O_CREAT|O_WRONLY). Rounds alternate builds; each bench
+# and --no-excl (mdtest's O_CREAT|O_WRONLY; the previous build with it too, so that
+# inline files of both builds compare). Rounds alternate builds; each bench
 # invocation measures GustFS and local back to back, so every ratio is same-run.
 # Usage: BASE_BIN=dir bench/run_small.sh [rounds]   (JSON lines in
 # bench/results/small-<date>.json, a markdown table of medians on stdout).
@@ -42,6 +43,7 @@ for r in $(seq 1 "$rounds"); do
   one "new" "$GUST" "$base/new" X=1 --
   one "new, GUST_DEFER_EXCL=1" "$GUST" "$base/new" GUST_DEFER_EXCL=1 --
   one "new, --no-excl" "$GUST" "$base/new" X=1 -- --no-excl
+  one "previous, --no-excl" "$base_bin/gust" "$base/old" X=1 -- --no-excl
   echo "round $r done" >&2
 done
 python3 - "$out" <<'PY'

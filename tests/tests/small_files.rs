@@ -201,3 +201,110 @@ fn preload_programs_create_small_files_in_one_request() {
     assert_eq!(get(&c, "/s/f1"), b"line 1\n");
     assert_eq!(get(&c, "/s/noclose"), b"kept", "settled at exit");
 }
+
+/// The daemon writes inline data from where RocksDB holds it, not from a copy of
+/// its own; a reply the socket cannot take at once is kept (its rest copied) until
+/// the peer reads it. A raw peer pipelines 48 reads of 256 KiB inline files
+/// (12 MiB of replies, more than the socket buffers hold) before reading any reply:
+/// every reply comes back whole, in order, byte for byte, and the daemon serves on.
+#[test]
+fn inline_replies_the_peer_does_not_take_at_once_arrive_whole() {
+    use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+    use gust_proto::{decode, encode, Reply, Request, Response, PROTOCOL_VERSION};
+    use std::io::{Read, Write};
+
+    let inst = Instance::start(1);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let files: Vec<(String, Vec<u8>)> =
+        (0..48u8).map(|i| (format!("/d/f{i}"), pattern(INLINE_BYTES_MAX - i as usize, i))).collect();
+    for (p, data) in &files {
+        put_small(&c, p, data);
+    }
+    let addr = inst.hosts_file().daemons[0].tcp_addr();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
+    gust_proto::handshake::client(&mut s, &secret).unwrap();
+    for (i, (p, _)) in files.iter().enumerate() {
+        let req = Request::StatData { path: p.clone() };
+        let body = encode(&req);
+        let h = Header {
+            version: PROTOCOL_VERSION,
+            op: req.op(),
+            request_id: i as u64,
+            body_len: body.len() as u32,
+            bulk_len: 0,
+        };
+        s.write_all(&h.encode()).unwrap();
+        s.write_all(&body).unwrap();
+    }
+    // Let the daemon fill the socket and keep the rest.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for (i, (p, data)) in files.iter().enumerate() {
+        let mut hb = [0u8; HEADER_BYTES];
+        s.read_exact(&mut hb).unwrap();
+        let h = Header::decode(&hb).unwrap();
+        assert_eq!((h.request_id, h.op), (i as u64, Request::StatData { path: String::new() }.op() | OP_RESPONSE_BIT));
+        let mut body = vec![0u8; h.body_len as usize];
+        s.read_exact(&mut body).unwrap();
+        let mut bulk = vec![0u8; h.bulk_len as usize];
+        s.read_exact(&mut bulk).unwrap();
+        match decode::<Reply>(&body).unwrap() {
+            Ok(Response::RecordData { record, inline: true }) => assert_eq!(record.size, data.len() as u64),
+            other => panic!("{p}: {other:?}"),
+        }
+        assert!(bulk == *data, "{p}: inline data differs");
+    }
+    drop(s);
+    assert_eq!(get(&c, &files[0].0), files[0].1, "the daemon serves on");
+}
+
+/// Client::read_whole_into: an inline file's data goes into the caller's buffer
+/// (one request); past the stored data the caller zeroes (a truncate grew it);
+/// anything else comes back as Other with its record, or an error.
+#[test]
+fn read_whole_into_places_inline_data_and_declines_the_rest() {
+    use gust_client::{Kind, WholeFile};
+    let inst = Instance::start(3);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let data = pattern(100 << 10, 7);
+    put_small(&c, "/d/inline", &data);
+    let mut buf = Vec::new();
+    let sent = c.rpcs_sent();
+    match c.read_whole_into("/d/inline", &mut |r| {
+        buf.resize(r.size as usize, 0xAA);
+        // SAFETY (test): buf outlives the call and is not touched meanwhile.
+        Some(unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr(), buf.len()) })
+    }) {
+        Ok(WholeFile::Placed { record, len }) => assert_eq!((record.size, len), (data.len() as u64, data.len())),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.rpcs_sent() - sent, 1);
+    assert!(buf == data);
+    c.truncate("/d/inline", 200 << 10).unwrap();
+    let mut size = 0;
+    match c.read_whole_into("/d/inline", &mut |r| {
+        size = r.size;
+        buf = vec![0xAA; r.size as usize];
+        Some(unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr(), buf.len()) })
+    }) {
+        Ok(WholeFile::Placed { len, .. }) => assert_eq!((len, size), (data.len(), 200 << 10)),
+        other => panic!("{other:?}"),
+    }
+    assert!(buf[..data.len()] == data[..]);
+    // In chunks (written through an ordinary open): declined, with its record.
+    let fd = c.open("/d/chunked", O_CREAT | O_WRONLY, 0o644).unwrap();
+    c.write(fd, b"chunked").unwrap();
+    c.close(fd).unwrap();
+    match c.read_whole_into("/d/chunked", &mut |_| panic!("not inline")) {
+        Ok(WholeFile::Other(Some(r))) => assert_eq!((r.kind, r.size), (Kind::File, 7)),
+        other => panic!("{other:?}"),
+    }
+    match c.read_whole_into("/d", &mut |_| panic!("a directory")) {
+        Ok(WholeFile::Other(Some(r))) => assert_eq!(r.kind, Kind::Dir),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.read_whole_into("/d/missing", &mut |_| None).err(), Some(gust_client::Errno(libc::ENOENT)));
+}

@@ -28,7 +28,7 @@
 use crate::error::unexpected;
 use crate::namespace::now_ns;
 use crate::open_files::OpenFile;
-use crate::rpc::Call;
+use crate::rpc::{Bulk, Call};
 use crate::{normalize, Client, Errno, Result};
 use gust_proto::{FileKind, Record, Request, Response};
 use std::sync::atomic::Ordering;
@@ -44,6 +44,18 @@ pub(crate) struct Pending {
     data: Vec<u8>,
     exclusive: bool,
     mode: u32,
+}
+
+/// What [`Client::read_whole_into`] found at a path.
+#[derive(Debug)]
+pub enum WholeFile {
+    /// A file with its data inline: the data is in the caller's buffer, `len` bytes
+    /// of it (the rest of `record.size` reads as zeros, see the module doc).
+    Placed { record: Record, len: usize },
+    /// Anything else (a file in chunks, a directory, a symlink, or an instance whose
+    /// reads this path does not serve: replicas, cache mode): the record if one was
+    /// fetched; the caller opens and reads the ordinary way.
+    Other(Option<Record>),
 }
 
 /// Copies what a read of `buf.len()` bytes at `offset` returns from a file of `size`
@@ -241,6 +253,39 @@ impl Client {
         let call = Call { daemon: self.md_daemon(p), req: Request::StatData { path: p.to_string() }, bulk: Vec::new() };
         match self.transport.batch(vec![call]).pop().expect("one answer")? {
             (Response::RecordData { record, inline }, data) => Ok((record, inline.then_some(data))),
+            (r, _) => Err(unexpected(r)),
+        }
+    }
+
+    /// The whole content of a small file in one request, read from the connection
+    /// straight into the buffer `place` returns for the file's record (at least
+    /// `record.size` bytes; called at most once, when the record arrived and the
+    /// data follows it): no intermediate buffer, no copy. What a front end's "read
+    /// this file" (Python's `read_bytes`) uses; anything but an inline file comes
+    /// back as [`WholeFile::Other`] for the ordinary open and read.
+    pub fn read_whole_into<'p>(
+        &self,
+        path: &str,
+        place: &mut dyn FnMut(&Record) -> Option<&'p mut [u8]>,
+    ) -> Result<WholeFile> {
+        let p = self.norm(path)?;
+        // Replicas route reads to a live copy (replica.rs), cache mode may fetch the
+        // file first (cache.rs): both keep the ordinary path.
+        if self.transport.replicas > 1 || self.hosts.cache_of.is_some() {
+            return Ok(WholeFile::Other(None));
+        }
+        let call = Call { daemon: self.md_daemon(&p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() };
+        let mut placer = |r: &Response, len: usize| match r {
+            Response::RecordData { record, inline: true }
+                if record.kind == FileKind::File && len as u64 <= record.size =>
+            {
+                place(record)
+            }
+            _ => None,
+        };
+        match self.transport.call_placed(call, &mut placer)? {
+            (Response::RecordData { record, .. }, Bulk::Placed(len)) => Ok(WholeFile::Placed { record, len }),
+            (Response::RecordData { record, .. }, Bulk::Vec(_)) => Ok(WholeFile::Other(Some(record))),
             (r, _) => Err(unexpected(r)),
         }
     }

@@ -71,6 +71,7 @@ pub use gust_proto::{
     Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
     INLINE_BYTES_MAX,
 };
+pub use inline::WholeFile;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
 pub use readdir::DirStream;

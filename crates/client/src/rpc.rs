@@ -36,6 +36,13 @@ fn use_shm() -> bool {
     *SHM.get_or_init(|| std::env::var("GUST_TRANSPORT").is_ok_and(|v| v == "shm"))
 }
 
+/// A connection's read buffer. A reply's header and body (and a small reply's bulk)
+/// come in one read through it; bulk bytes past it are read straight into their
+/// destination, so only the part of a large reply that the first read took is
+/// copied twice. 64 KiB made the first 64 KiB of every inline file of a data
+/// loader (~100 KiB) a second copy; 16 KiB holds any record reply and a 4 KiB file.
+const READ_BUFFER_BYTES: usize = 16 << 10;
+
 /// Idle connections kept per daemon; more may be open while in use.
 const IDLE_CONNECTIONS_MAX: usize = 16;
 
@@ -101,6 +108,19 @@ pub(crate) type Dest = Vec<(usize, u32)>;
 
 /// A reply and its bulk bytes.
 pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
+
+/// Where a reply's bulk bytes go, chosen once its body arrived: called with the
+/// reply and its bulk length, it returns a buffer of at least that length to read
+/// them straight into (no intermediate vector, no copy), or None for a vector.
+pub(crate) type Placer<'a, 'p> = &'a mut dyn FnMut(&Response, usize) -> Option<&'p mut [u8]>;
+
+/// Where the bulk of a reply read with a placer went.
+pub(crate) enum Bulk {
+    /// Into the placer's buffer: this many bytes.
+    Placed(usize),
+    /// Into a vector (the placer declined).
+    Vec(Vec<u8>),
+}
 
 impl Transport {
     pub fn new(
@@ -218,7 +238,7 @@ impl Transport {
         stream.set_timeout(Some(self.timeout)).map_err(|e| self.fail(daemon, format!("{e}")))?;
         handshake::client(&mut stream, &self.secret).map_err(|e| self.fail(daemon, e.to_string()))?;
         let writer = stream.try_clone().map_err(|e| self.fail(daemon, format!("{e}")))?;
-        Ok(Conn { reader: BufReader::with_capacity(64 * 1024, stream), writer })
+        Ok(Conn { reader: BufReader::with_capacity(READ_BUFFER_BYTES, stream), writer })
     }
 
     /// An idle pooled connection (second value true) or a new one.
@@ -277,6 +297,22 @@ impl Transport {
         dest: Option<&Dest>,
         buf: &mut [u8],
     ) -> Result<(Reply, Vec<u8>), (bool, String)> {
+        match self.recv_placed(c, id, op, dest, buf, None)? {
+            (reply, Bulk::Vec(v)) => Ok((reply, v)),
+            (reply, Bulk::Placed(_)) => Ok((reply, Vec::new())),
+        }
+    }
+
+    /// `recv`, with the bulk of a reply that `place` takes read into its buffer.
+    fn recv_placed(
+        &self,
+        c: &mut Conn,
+        id: u64,
+        op: u16,
+        dest: Option<&Dest>,
+        buf: &mut [u8],
+        place: Option<Placer<'_, '_>>,
+    ) -> Result<(Reply, Bulk), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
         if spin > 0 && c.reader.buffer().is_empty() {
@@ -315,15 +351,24 @@ impl Transport {
                 c.reader.read_exact(&mut buf[at..at + got]).map_err(|e| (false, format!("truncated reply: {e}")))?;
                 buf[at + got..at + len].fill(0);
             }
-            return Ok((reply, Vec::new()));
+            return Ok((reply, Bulk::Vec(Vec::new())));
+        }
+        let want = h.bulk_len as usize;
+        if let (Some(place), Ok(r)) = (place, &reply) {
+            if let Some(to) = place(r, want) {
+                if to.len() < want {
+                    return Err((false, format!("reply of {want} bulk bytes for a buffer of {}", to.len())));
+                }
+                c.reader.read_exact(&mut to[..want]).map_err(|e| (false, format!("truncated reply: {e}")))?;
+                return Ok((reply, Bulk::Placed(want)));
+            }
         }
         // Not zeroed first: a zeroing pass over a small file's data took a tenth of
         // a data-loader worker's CPU (read_to_end fills uninitialized capacity).
-        let want = h.bulk_len as usize;
         let mut bulk = Vec::with_capacity(want);
         let got = (&mut c.reader).take(want as u64).read_to_end(&mut bulk);
         match got {
-            Ok(n) if n == want => Ok((reply, bulk)),
+            Ok(n) if n == want => Ok((reply, Bulk::Vec(bulk))),
             Ok(n) => Err((false, format!("truncated reply: {n} of {want} bulk bytes"))),
             Err(e) => Err((false, format!("truncated reply: {e}"))),
         }
@@ -342,6 +387,40 @@ impl Transport {
                 reply.map(|r| (r, bulk)).map_err(Errno)
             }
             Err(e) => Err(self.fail(call.daemon, e.1)),
+        }
+    }
+
+    /// One call whose reply's bulk goes where `place` says (see `Placer`), as
+    /// addressed (no replica routing: callers use it with one copy only). Sent again
+    /// once on a fresh connection under the rules of `send_batch`.
+    pub(crate) fn call_placed(&self, call: Call<'_>, place: Placer<'_, '_>) -> Result<(Response, Bulk), Errno> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
+        let (mut c, reused) = self.take(call.daemon)?;
+        let mut sent = self.send(&mut c, id, &call.req, &call.bulk);
+        if sent.is_err() && reused {
+            c = self.connect(call.daemon)?;
+            sent = self.send(&mut c, id, &call.req, &call.bulk);
+        }
+        sent.map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
+        debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
+        let r = match self.recv_placed(&mut c, id, call.req.op(), None, &mut [], Some(&mut *place)) {
+            Err((true, _)) if reused && call.req.is_idempotent() => {
+                drop(c);
+                c = self.connect(call.daemon)?;
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                self.send(&mut c, id, &call.req, &call.bulk)
+                    .map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
+                self.recv_placed(&mut c, id, call.req.op(), None, &mut [], Some(place))
+            }
+            r => r,
+        };
+        match r {
+            Ok((reply, bulk)) => {
+                self.give_back(call.daemon, c);
+                reply.map(|r| (r, bulk)).map_err(Errno)
+            }
+            Err((_, e)) => Err(self.fail(call.daemon, e)),
         }
     }
 

@@ -26,7 +26,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    pub(crate) fn from_record(r: &Record, chunk_size: u64) -> Stat {
+    pub fn from_record(r: &Record, chunk_size: u64) -> Stat {
         let ino = if r.file_id == 0 { 1 } else { ((r.file_id as u64) ^ ((r.file_id >> 64) as u64)) | 2 };
         let size = if r.kind == FileKind::Symlink { r.target.len() as u64 } else { r.size };
         Stat {

@@ -60,20 +60,53 @@ fn serves_while_recovering(req: &Request) -> bool {
     matches!(req, Request::Ping | Request::Shutdown { .. } | Request::StatFs | Request::Stats | Request::Metrics)
 }
 
+/// A reply's bulk bytes: in the caller's buffer (`bulk_out` of `handle`), or a
+/// value RocksDB holds pinned (inline data), sent from where it lies.
+pub enum BulkOut<'s> {
+    Buffer,
+    Pinned(crate::inline::PinnedData<'s>),
+}
+
 /// Serves one request and counts it: its latency, its errno if any, its directory.
-pub fn handle(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
+/// Bulk bytes of the reply are in `bulk_out`, unless the returned BulkOut holds them.
+pub fn handle<'s>(state: &'s State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> (Reply, BulkOut<'s>) {
     let started = Instant::now();
     let op = req.op();
     if let Some(d) = dir_of(&req) {
         state.metrics.dirs.note(d);
     }
     let traced = crate::trace::start(&req);
-    let reply = serve(state, req, bulk_in, bulk_out);
+    let (reply, out) = match req {
+        Request::StatData { path } => stat_data(state, &path),
+        req => (serve(state, req, bulk_in, bulk_out), BulkOut::Buffer),
+    };
     state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
     if let Some(t) = traced {
-        t.finish(state, &reply, bulk_in.len(), bulk_out.len());
+        let out_len = match &out {
+            BulkOut::Buffer => bulk_out.len(),
+            BulkOut::Pinned(d) => d.len(),
+        };
+        t.finish(state, &reply, bulk_in.len(), out_len);
     }
-    reply
+    (reply, out)
+}
+
+/// A record and its inline data, if any (see `BulkOut`).
+fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
+    if state.recovering.load(Ordering::Relaxed) {
+        return (Err(libc::EHOSTDOWN), BulkOut::Buffer); // as `serve`
+    }
+    let found = validate_path(path).and_then(|()| state.metadata.get_with_data_pinned(path));
+    match found {
+        Ok(Some((record, Some(data)))) => {
+            state.read_log.note(record.file_id, [(0, record.size)]);
+            state.metrics.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
+            (Ok(Response::RecordData { record, inline: true }), BulkOut::Pinned(data))
+        }
+        Ok(Some((record, None))) => (Ok(Response::RecordData { record, inline: false }), BulkOut::Buffer),
+        Ok(None) => (Err(libc::ENOENT), BulkOut::Buffer),
+        Err(e) => (Err(e), BulkOut::Buffer),
+    }
 }
 
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
@@ -277,14 +310,13 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
             Ok(Response::Record(r))
         }
+        // `handle` serves it without this copy; kept whole here for any other caller.
         Request::StatData { path } => {
-            validate_path(&path)?;
-            let (record, inline) = md.get_with_data_into(&path, bulk_out)?.ok_or(libc::ENOENT)?;
-            if inline {
-                state.read_log.note(record.file_id, [(0, record.size)]);
+            let (reply, out) = stat_data(state, &path);
+            if let BulkOut::Pinned(d) = out {
+                bulk_out.extend_from_slice(&d);
             }
-            state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
-            Ok(Response::RecordData { record, inline })
+            reply
         }
         Request::ReadDirPlus { dir, after, max_entries } => {
             validate_path(&dir)?;

@@ -19,7 +19,7 @@
 
 use crate::metadata::{encode_record, key_of, MetadataStore, Res};
 use gust_proto::{FileKind, Record, INLINE_BYTES_MAX};
-use rocksdb::{ColumnFamily, Options, WriteBatch};
+use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, Options, WriteBatch, DB};
 
 /// Name of the column family holding inline data.
 pub const INLINE_CF: &str = "inline";
@@ -39,6 +39,19 @@ pub fn family_options() -> Options {
     bb.disable_cache();
     o.set_block_based_table_factory(&bb);
     o
+}
+
+/// Inline data where RocksDB holds it (see `get_with_data_pinned`): valid, and
+/// unchanged by later writes, while this lives.
+pub struct PinnedData<'a> {
+    it: DBRawIteratorWithThreadMode<'a, DB>,
+}
+
+impl std::ops::Deref for PinnedData<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.it.value().expect("positioned on the value (checked when made)")
+    }
 }
 
 impl MetadataStore {
@@ -73,34 +86,46 @@ impl MetadataStore {
 
     /// The record of `path` and its inline data, if it has any.
     pub fn get_with_data(&self, path: &str) -> Res<Option<(Record, Option<Vec<u8>>)>> {
-        let mut data = Vec::new();
-        Ok(self.get_with_data_into(path, &mut data)?.map(|(rec, inline)| (rec, inline.then_some(data))))
+        Ok(self.get_with_data_pinned(path)?.map(|(rec, d)| (rec, d.map(|d| d.to_vec()))))
     }
 
-    /// The record of `path`; its inline data, if it has any, replaces what `out`
-    /// held (the bool says whether it had any). `out` is the caller's reused buffer:
-    /// one copy out of RocksDB, no allocation per request.
-    pub fn get_with_data_into(&self, path: &str, out: &mut Vec<u8>) -> Res<Option<(Record, bool)>> {
-        out.clear();
+    /// The record of `path` and its inline data, if it has any, where RocksDB holds
+    /// it: a reply is written to the socket from there (dispatch.rs), with no copy
+    /// into a buffer first. A point `get` would copy: RocksDB pins a value only
+    /// from its block cache, which this family has none of (see family_options), so
+    /// a value from an mmap'd table or the memtable is copied into the result (16%
+    /// of a daemon's CPU serving a data loader of ~100 KiB files, after our own copy
+    /// of it was gone). An iterator with `pin_data` keeps the block or the memtable
+    /// it points into alive instead, and its value is the stored bytes themselves.
+    pub fn get_with_data_pinned(&self, path: &str) -> Res<Option<(Record, Option<PinnedData<'_>>)>> {
         let Some(rec) = self.get(path)? else { return Ok(None) };
         if path == "/" || rec.kind != FileKind::File {
-            return Ok(Some((rec, false)));
+            return Ok(Some((rec, None)));
         }
+        let key = key_of(path);
         // No block checksum pass over the data (up to INLINE_BYTES_MAX bytes per read,
         // ~6% of a daemon's CPU serving a data loader): chunk data has none either.
         // Records keep theirs (get above).
         let mut ro = rocksdb::ReadOptions::default();
         ro.set_verify_checksums(false);
-        let Some(d) = self.db.get_pinned_cf_opt(self.inline_cf(), key_of(path), &ro).map_err(Self::db_err)? else {
-            return Ok(Some((rec, false)));
-        };
+        ro.set_pin_data(true);
+        // Nothing past this key is of interest: the iterator stops at it.
+        let mut upper = key.clone();
+        upper.push(0);
+        ro.set_iterate_upper_bound(upper);
+        let mut it = self.db.raw_iterator_cf_opt(self.inline_cf(), ro);
+        it.seek(&key);
+        if !it.valid() || it.key() != Some(&key[..]) {
+            it.status().map_err(Self::db_err)?;
+            return Ok(Some((rec, None)));
+        }
+        let len = it.value().map_or(0, |v| v.len());
         // Pair check of create_inline's bound: what is stored was bounded there.
-        if d.len() > INLINE_BYTES_MAX {
-            tracing::error!("inline data of {path} is {} bytes, past the bound", d.len());
+        if len > INLINE_BYTES_MAX {
+            tracing::error!("inline data of {path} is {len} bytes, past the bound");
             return Err(libc::EIO);
         }
-        out.extend_from_slice(&d);
-        Ok(Some((rec, true)))
+        Ok(Some((rec, Some(PinnedData { it }))))
     }
 
     /// Drops the inline data of `path` if its record is still `file_id`.

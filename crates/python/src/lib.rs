@@ -26,7 +26,7 @@
 //! workers): the core's transport drops the parent's pooled connections in the
 //! child and opens its own; the open-file table is inherited, as descriptors are.
 
-use gust_client::{Client as Core, ClientOptions, Errno, Kind, Stat};
+use gust_client::{Client as Core, ClientOptions, Errno, Kind, Record, Stat, WholeFile};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyBufferError, PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -336,15 +336,59 @@ impl Client {
 
     // ----- whole files ----------------------------------------------------------------
 
-    /// The whole content of `path`: open, read, close in one call (two round trips
-    /// for a file of any size). What fsspec's `cat_file` uses.
+    /// The whole content of `path` in one call: `read_bytes`, and fsspec's
+    /// `cat_file`. A file whose data is inline (up to INLINE_BYTES_MAX bytes) is one
+    /// request, its data read from the socket straight into the `bytes` object
+    /// returned (made, under the GIL for a moment, when the record says its size);
+    /// any other file is opened with the record that request brought (no second
+    /// lookup) and read to its end: one more round trip.
     fn read_file<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyBytes>> {
         let p = self.map(path)?;
         let core = &self.core;
-        let (fd, st) = py.detach(|| core.open_stat(&p, libc::O_RDONLY, 0)).map_err(|e| self.err(e, path))?;
-        let r = readall_bytes(py, core, fd, Some(st.size), &|e| self.err(e, path));
+        let (fd, size) = match self.read_whole(py, path, &p)? {
+            Ok((data, _)) => return Ok(data),
+            Err(Some(r)) if r.kind == Kind::File => {
+                let fd = py.detach(|| core.open_known(&p, libc::O_RDONLY, r.file_id, Kind::File));
+                (fd.map_err(|e| self.err(e, path))?, r.size)
+            }
+            Err(_) => {
+                let (fd, st) = py.detach(|| core.open_stat(&p, libc::O_RDONLY, 0)).map_err(|e| self.err(e, path))?;
+                (fd, st.size)
+            }
+        };
+        let r = readall_bytes(py, core, fd, Some(size), &|e| self.err(e, path));
         let _ = py.detach(|| core.close(fd));
         r
+    }
+
+    /// Opens `path` read-only for a file object (`gustfs.open(path, "rb")`):
+    /// (data, descriptor, size, kind letter, stat fields). An inline file comes with
+    /// its whole content as a bytes object (one request, read straight into it) and
+    /// no descriptor (-1): the file object serves reads from the data, which is the
+    /// file as of the open, as the core does for such a file. Anything else gets a
+    /// descriptor as `open` gives one (no data, no stat fields).
+    #[allow(clippy::type_complexity)]
+    fn open_read<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, i32, u64, &'static str, Option<StatTuple>)> {
+        let p = self.map(path)?;
+        let core = &self.core;
+        match self.read_whole(py, path, &p)? {
+            Ok((data, rec)) => {
+                let st = Stat::from_record(&rec, core.chunk_size_bytes());
+                Ok((Some(data), -1, rec.size, "f", Some(stat_tuple(&st))))
+            }
+            Err(Some(r)) if r.kind == Kind::File => {
+                let fd = py.detach(|| core.open_known(&p, libc::O_RDONLY, r.file_id, Kind::File));
+                Ok((None, fd.map_err(|e| self.err(e, path))?, r.size, "f", None))
+            }
+            Err(_) => {
+                let (fd, st) = py.detach(|| core.open_stat(&p, libc::O_RDONLY, 0)).map_err(|e| self.err(e, path))?;
+                Ok((None, fd, st.size, kind_letter(st.kind), None))
+            }
+        }
     }
 
     /// Creates or replaces the file at `path` with `data` (any contiguous buffer):
@@ -524,6 +568,13 @@ impl Client {
     }
 }
 
+/// The buffer of a bytes object, writable: only for one just made and not yet
+/// shared (bytes are immutable once anyone else can see them).
+fn bytes_buffer(b: &Bound<'_, PyBytes>) -> *mut u8 {
+    // SAFETY: `b` is a live bytes object; PyBytes_AsString cannot fail for one.
+    unsafe { pyo3::ffi::PyBytes_AsString(b.as_ptr()) as *mut u8 }
+}
+
 /// Reads from the descriptor's offset to the end of the file, `expected` being the
 /// size the caller believes remains.
 ///
@@ -558,10 +609,15 @@ fn readall_bytes<'py>(
             if got < e as usize {
                 return Ok(PyBytes::new(py, &full.as_bytes()[..got])); // shrank meanwhile
             }
-            let rest = py.detach(|| read_to_end(core, fd, None)).map_err(err)?;
-            if rest.is_empty() {
+            // The probe for the end: one byte, not a vector of READALL_STEP_BYTES_MIN
+            // zeroed per file (a tenth of a loader worker's CPU went to that memset).
+            let mut probe = [0u8; 1];
+            let n = py.detach(|| core.read(fd, &mut probe)).map_err(err)?;
+            if n == 0 {
                 return Ok(full);
             }
+            let mut rest = probe.to_vec();
+            rest.extend(py.detach(|| read_to_end(core, fd, None)).map_err(err)?);
             let mut all = full.as_bytes().to_vec(); // grew meanwhile
             all.extend_from_slice(&rest);
             Ok(PyBytes::new(py, &all))
@@ -593,6 +649,60 @@ fn read_to_end(core: &Core, fd: i32, expected: Option<u64>) -> Result<Vec<u8>, E
 }
 
 impl Client {
+    /// An inline file's content as a bytes object of its size, read from the socket
+    /// straight into it (made, under the GIL for a moment, when the record says the
+    /// size), with its record; otherwise the record if one was fetched (Err), for
+    /// the ordinary open. A directory is EISDIR here, as opening one to read it is.
+    #[allow(clippy::type_complexity)]
+    fn read_whole<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        p: &str,
+    ) -> PyResult<Result<(Bound<'py, PyBytes>, Record), Option<Record>>> {
+        let core = &self.core;
+        let mut made: Option<Py<PyBytes>> = None;
+        let found = py.detach(|| {
+            core.read_whole_into(p, &mut |rec: &Record| {
+                let size = isize::try_from(rec.size).ok()?;
+                Python::attach(|py| {
+                    // SAFETY: with a NULL source, PyBytes_FromStringAndSize returns a
+                    // new bytes object of `size` bytes whose contents are unset; they
+                    // are filled (the data, then zeros past it below) before anyone
+                    // else sees the object.
+                    let obj = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
+                    if obj.is_null() {
+                        // Out of memory: the ordinary path reports it.
+                        let _ = PyErr::take(py);
+                        return None;
+                    }
+                    // SAFETY: a new reference to a bytes object (checked non-null).
+                    let b: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr(py, obj).cast_into_unchecked() };
+                    // SAFETY: the object's buffer of `size` bytes stays put while
+                    // `made` holds it, which outlives the read into it.
+                    let data = unsafe { std::slice::from_raw_parts_mut(bytes_buffer(&b), size as usize) };
+                    made = Some(b.unbind());
+                    Some(data)
+                })
+            })
+        });
+        match found.map_err(|e| self.err(e, path))? {
+            WholeFile::Placed { record, len } => {
+                let b = made.expect("the placer made the bytes").into_bound(py);
+                if (len as u64) < record.size {
+                    // Stored data shorter than the size (a truncate grew the file).
+                    // SAFETY: as above; the object is still only ours.
+                    unsafe { std::ptr::write_bytes(bytes_buffer(&b).add(len), 0, record.size as usize - len) };
+                }
+                Ok(Ok((b, record)))
+            }
+            WholeFile::Other(Some(rec)) if rec.kind == Kind::Dir => {
+                Err(PyOSError::new_err((libc::EISDIR, strerror(libc::EISDIR), path.to_string())))
+            }
+            WholeFile::Other(rec) => Ok(Err(rec)),
+        }
+    }
+
     fn read_at<'py>(&self, py: Python<'py>, fd: i32, n: usize, at: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
         if n > isize::MAX as usize {
             return Err(PyValueError::new_err("read size too large"));

@@ -15,7 +15,7 @@
 //! writes when large; what the socket does not take is kept until it does.
 
 use super::budget::Budget;
-use crate::dispatch::handle;
+use crate::dispatch::{handle, BulkOut};
 use crate::state::State;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::handshake::{self, DaemonHandshake, CLIENT_MAC_BYTES, HELLO_BYTES};
@@ -135,6 +135,16 @@ pub(crate) struct Session {
 enum Flow {
     Continue,
     Stop(Outcome),
+}
+
+/// Where a reply's bulk bytes are (see dispatch's `BulkOut`).
+#[derive(Clone, Copy)]
+enum Bulk<'a> {
+    None,
+    /// The worker's `bulk_out`.
+    Worker,
+    /// A value pinned in RocksDB for the length of this request.
+    Pinned(&'a [u8]),
 }
 
 impl Session {
@@ -469,7 +479,7 @@ impl Session {
                 warn!(op, id, "closing connection from {}: {e}", self.peer);
                 let errno = if matches!(e, FrameError::UnknownOp(_)) { libc::ENOSYS } else { libc::EPROTO };
                 let reply: Reply = Err(errno);
-                let _ = self.send_frame(w, op, id, &encode(&reply), false);
+                let _ = self.send_frame(w, op, id, &encode(&reply), Bulk::None);
                 return Flow::Stop(Outcome::Close);
             }
         };
@@ -478,9 +488,14 @@ impl Session {
         let _req = debug_span!("req", op = req.name(), id).entered();
         state.metrics.count_op(op);
         w.bulk_out.clear();
-        let reply = handle(state, req, bulk_in, &mut w.bulk_out);
-        let with_bulk = matches!(reply, Ok(Response::Data { .. } | Response::RecordData { .. }));
-        let r = self.send_frame(w, op, id, &encode(&reply), with_bulk);
+        let (reply, out) = handle(state, req, bulk_in, &mut w.bulk_out);
+        let bulk = match (&reply, &out) {
+            (Ok(Response::Data { .. } | Response::RecordData { .. }), BulkOut::Pinned(d)) => Bulk::Pinned(d),
+            (Ok(Response::Data { .. } | Response::RecordData { .. }), BulkOut::Buffer) => Bulk::Worker,
+            _ => Bulk::None,
+        };
+        let r = self.send_frame(w, op, id, &encode(&reply), bulk);
+        drop(out);
         // An idle worker should not pin a large transfer's buffer.
         if w.bulk_out.capacity() > BUFFER_KEEP_BYTES_MAX {
             w.bulk_out = Vec::new();
@@ -494,8 +509,13 @@ impl Session {
         }
     }
 
-    fn send_frame(&mut self, w: &mut Worker, op: u16, id: u64, body: &[u8], with_bulk: bool) -> io::Result<()> {
-        let bulk: &[u8] = if with_bulk { &w.bulk_out } else { &[] };
+    fn send_frame(&mut self, w: &mut Worker, op: u16, id: u64, body: &[u8], bulk_from: Bulk<'_>) -> io::Result<()> {
+        let worker_bulk = std::mem::take(&mut w.bulk_out);
+        let bulk: &[u8] = match bulk_from {
+            Bulk::None => &[],
+            Bulk::Worker => &worker_bulk,
+            Bulk::Pinned(d) => d,
+        };
         let h = Header {
             version: PROTOCOL_VERSION,
             op: op | OP_RESPONSE_BIT,
@@ -513,11 +533,18 @@ impl Session {
             reply.extend_from_slice(bulk);
             let r = self.send_parts(&[&reply]);
             w.reply = reply;
+            w.bulk_out = worker_bulk;
             r
         } else {
             let head = HEADER_BYTES + body.len();
             let total = head + bulk.len();
-            let written = self.write_now(&[&hb, body, bulk])?;
+            let written = match self.write_now(&[&hb, body, bulk]) {
+                Ok(n) => n,
+                Err(e) => {
+                    w.bulk_out = worker_bulk;
+                    return Err(e);
+                }
+            };
             if written < total {
                 // A reply of megabytes to a client that reads slower than we write:
                 // keep the small head by copy and the bulk by taking the worker's
@@ -525,9 +552,18 @@ impl Session {
                 if written < head {
                     self.keep_unsent(&[&hb, body], written);
                 }
-                self.out_bulk_sent = written.saturating_sub(head);
-                self.out_bulk = std::mem::take(&mut w.bulk_out);
+                let bulk_sent = written.saturating_sub(head);
+                if matches!(bulk_from, Bulk::Worker) {
+                    self.out_bulk_sent = bulk_sent;
+                    self.out_bulk = worker_bulk;
+                    return Ok(());
+                }
+                // Pinned in RocksDB only for this request: what the socket did not
+                // take is copied (only then).
+                self.out_bulk_sent = 0;
+                self.out_bulk = bulk[bulk_sent..].to_vec();
             }
+            w.bulk_out = worker_bulk;
             Ok(())
         }
     }

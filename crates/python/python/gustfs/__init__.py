@@ -104,8 +104,21 @@ def _stat_result(t):
     )
 
 
+# Valid mode strings already parsed (a bounded set: each letter at most once): every
+# open parses its mode twice, which cost ~2 µs each time, a tenth of the Python
+# side of opening and reading a small file.
+_PARSED_MODES = {}
+
+
 def _parse_mode(mode):
     """(raw mode letter, plus, binary) of an io.open mode string, checked as io.open does."""
+    parsed = _PARSED_MODES.get(mode) if type(mode) is str else None
+    if parsed is None:
+        parsed = _PARSED_MODES[mode] = _check_mode(mode)
+    return parsed
+
+
+def _check_mode(mode):
     if not isinstance(mode, str):
         raise TypeError(f"invalid mode: {mode!r}")
     modes = set(mode)
@@ -126,10 +139,18 @@ class FileIO(io.RawIOBase):
     buffer: bytearray, memoryview, numpy array) and ``write`` writes straight from
     one, with no copy in between; the GIL is released while the data moves.
     ``fileno()`` raises io.UnsupportedOperation: the descriptor is not a kernel one.
+
+    A small file opened read-only whose data is stored with its record (inline, up
+    to 256 KiB) comes whole with the open, in one request, read from the socket
+    straight into a bytes object; the file object then serves every read from it
+    (the file as of the open, as the client core does for such a file) and holds no
+    descriptor of the core. ``read()`` of the whole file returns that object itself.
     """
 
     def __init__(self, file, mode="r", *, client=None, perms=0o666):
         self._fd = -1
+        # The file's content when it came with the open (see the class doc), else None.
+        self._data = None
         self._c = (client or _client())._c
         kind, plus, _ = _parse_mode(mode.replace("b", "") + "b")
         flags = (os.O_RDWR if plus else _O_ACCESS[kind]) | _O_EXTRA[kind]
@@ -138,7 +159,13 @@ class FileIO(io.RawIOBase):
         self._writable = kind != "r" or plus
         self._appending = kind == "a"
         self._mode = {"r": "rb", "w": "wb", "a": "ab", "x": "xb"}[kind] + ("+" if plus else "")
-        fd, self._size_hint, kind = self._c.open(self.name, flags, perms)
+        if flags == os.O_RDONLY:
+            data, fd, self._size_hint, kind, self._stat = self._c.open_read(self.name)
+            if data is not None:
+                self._data, self._pos = data, 0
+                return
+        else:
+            fd, self._size_hint, kind = self._c.open(self.name, flags, perms)
         if kind == "d":
             # As io.FileIO: a directory opens at the system level but is no file.
             self._c.close(fd)
@@ -152,7 +179,7 @@ class FileIO(io.RawIOBase):
         return self._mode
 
     def _check(self):
-        if self._fd < 0:
+        if self._fd < 0 and self._data is None:
             raise ValueError("I/O operation on closed file")
 
     def readable(self):
@@ -178,7 +205,12 @@ class FileIO(io.RawIOBase):
         )
 
     def close(self):
-        if self._fd >= 0:
+        if self._data is not None:
+            try:
+                super().close()
+            finally:
+                self._data = None
+        elif self._fd >= 0:
             try:
                 super().close()
             finally:
@@ -188,7 +220,7 @@ class FileIO(io.RawIOBase):
             super().close()
 
     def __repr__(self):
-        state = "closed" if self._fd < 0 else f"mode={self._mode!r}"
+        state = "closed" if self._fd < 0 and self._data is None else f"mode={self._mode!r}"
         return f"<gustfs.FileIO name={self.name!r} {state}>"
 
     def __getstate__(self):
@@ -208,16 +240,39 @@ class FileIO(io.RawIOBase):
 
     def readinto(self, b):
         self._check_readable()
+        if self._data is not None:
+            n = self._copy_out(b, self._pos)
+            self._pos += n
+            return n
         return self._c.readinto(self._fd, b)
+
+    def _copy_out(self, b, offset):
+        """Copies from the data that came with the open into ``b`` at ``offset``."""
+        with memoryview(b) as m, m.cast("B") as m:
+            if m.readonly:
+                raise BufferError("buffer is read-only; readinto needs a writable one")
+            n = max(0, min(len(m), len(self._data) - offset))
+            if n:
+                m[:n] = memoryview(self._data)[offset : offset + n]
+            return n
 
     def read(self, size=-1):
         self._check_readable()
         if size is None or size < 0:
             return self.readall()
+        if self._data is not None:
+            out = self._data[self._pos : self._pos + size]
+            self._pos += len(out)
+            return out
         return self._c.read(self._fd, size)
 
     def readall(self):
         self._check_readable()
+        if self._data is not None:
+            # The whole file from the start: the bytes object itself, no copy.
+            out = self._data if self._pos == 0 else self._data[self._pos :]
+            self._pos = max(self._pos, len(self._data))
+            return out
         if self._size_hint is None:
             self._size_hint = self._c.fstat(self._fd)[6]
         pos = self._c.lseek(self._fd, 0, os.SEEK_CUR)
@@ -226,11 +281,19 @@ class FileIO(io.RawIOBase):
     def pread(self, size, offset):
         """Up to ``size`` bytes at ``offset``; the file position is unchanged."""
         self._check_readable()
+        if self._data is not None:
+            if offset < 0:
+                raise OSError(_errno.EINVAL, os.strerror(_errno.EINVAL))
+            return self._data[offset : offset + max(size, 0)]
         return self._c.pread(self._fd, size, offset)
 
     def preadinto(self, b, offset):
         """Reads into ``b`` at ``offset``, without a copy; the position is unchanged."""
         self._check_readable()
+        if self._data is not None:
+            if offset < 0:
+                raise OSError(_errno.EINVAL, os.strerror(_errno.EINVAL))
+            return self._copy_out(b, offset)
         return self._c.preadinto(self._fd, b, offset)
 
     def write(self, b):
@@ -246,10 +309,18 @@ class FileIO(io.RawIOBase):
 
     def seek(self, pos, whence=os.SEEK_SET):
         self._check()
+        if self._data is not None:
+            base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: len(self._data)}.get(whence)
+            if base is None or base + pos < 0:
+                raise OSError(_errno.EINVAL, os.strerror(_errno.EINVAL))
+            self._pos = base + pos
+            return self._pos
         return self._c.lseek(self._fd, pos, whence)
 
     def tell(self):
         self._check()
+        if self._data is not None:
+            return self._pos
         return self._c.lseek(self._fd, 0, os.SEEK_CUR)
 
     def truncate(self, size=None):
@@ -263,11 +334,14 @@ class FileIO(io.RawIOBase):
     def fsync(self):
         """Makes everything written durable on the daemons (os.fsync)."""
         self._check()
-        self._c.fsync(self._fd)
+        if self._data is None:
+            self._c.fsync(self._fd)
 
     def stat(self):
         """os.fstat of this file."""
         self._check()
+        if self._data is not None:
+            return _stat_result(self._stat)  # the record that came with the open
         return _stat_result(self._c.fstat(self._fd))
 
 
@@ -399,7 +473,9 @@ class Client:
         try:
             line_buffering = buffering == 1
             if buffering < 0 or buffering == 1:
-                buffering = self._c.chunk_size
+                # A file whose data came with the open reads from memory: a chunk-sized
+                # buffer (512 KiB, allocated per open) would only cost an allocation.
+                buffering = io.DEFAULT_BUFFER_SIZE if raw._data is not None else self._c.chunk_size
             if buffering == 0:
                 if binary:
                     return raw
@@ -420,7 +496,8 @@ class Client:
             raise
 
     def read_bytes(self, path):
-        """The whole content of a file (open, read, close in one native call)."""
+        """The whole content of a file, as pathlib's read_bytes: one native call, one
+        request for a small (inline) file, whose data lands straight in the result."""
         return self._c.read_file(_fspath(path))
 
     def write_bytes(self, path, data):

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The data loader (bench/loader.py), this build against a previous one, same run:
+# CPU time per file (the reading processes and all daemons), requests per file and
+# files/s, for
+#   base-open    previous build, `with gustfs.open(p, "rb") as f: f.read()`
+#   new-open     this build, the same code
+#   base-bytes   previous build, gustfs.read_bytes(p)
+#   new-bytes    this build, gustfs.read_bytes(p)
+#   local-open   Python's own open on the local copy (tmpfs)
+#   local-bytes  pathlib.Path(p).read_bytes() on the local copy
+# Each build runs its own instance (BENCH_DAEMONS daemons, its own data set made by
+# its own module; protocol versions may differ) and its own Python environment
+# (BASE_PYENV: a virtual environment with the previous build's gustfs installed;
+# BASE_BIN: a directory with the previous build's `gust`). Ways rotate their order
+# round by round; medians of ROUNDS rounds.
+# Usage: BASE_BIN=DIR BASE_PYENV=DIR bench/run_loader_ab.sh [rounds]
+#   BENCH_FILES (3000), BENCH_WORKERS (1), BENCH_EPOCHS (2), BENCH_DAEMONS (4)
+# JSON lines in bench/results/loader-ab-<date>.json, a markdown table on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+. scripts/python-env.sh
+rounds=${1:-5}
+files=${BENCH_FILES:-3000}
+workers=${BENCH_WORKERS:-1}
+epochs=${BENCH_EPOCHS:-2}
+daemons=${BENCH_DAEMONS:-4}
+base_bin=${BASE_BIN:?set BASE_BIN to a directory holding the previous gust binary}
+base_py=${BASE_PYENV:?set BASE_PYENV to a virtual environment where the previous gustfs is installed}/bin/python
+base=${BENCH_DIR:-/dev/shm}/gust-loader-ab.$$
+mkdir -p "$base/local" bench/results
+out=bench/results/loader-ab-$(date +%Y%m%d-%H%M)-w$workers.json
+cleanup() {
+  "$GUST" stop --rootdir "$base/new" >/dev/null 2>&1 || true
+  "$base_bin/gust" stop --rootdir "$base/old" >/dev/null 2>&1 || true
+  rm -rf "$base"
+}
+trap cleanup EXIT
+"$base_bin/gust" start --local "$daemons" --rootdir "$base/old" >/dev/null
+"$GUST" start --local "$daemons" --rootdir "$base/new" >/dev/null
+GUST_HOSTS_FILE=$base/old/gust.hosts "$base_py" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
+GUST_HOSTS_FILE=$base/new/gust.hosts "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader --gust-only
+: > "$out"
+for r in $(seq "$rounds"); do
+  order=(base-open new-open base-bytes new-bytes local-open local-bytes)
+  order=("${order[@]:$((r % 6))}" "${order[@]:0:$((r % 6))}")
+  for w in "${order[@]}"; do
+    case $w in
+      base-*) py=$base_py bin=$base_bin/gust root=$base/old t=gust:/loader ;;
+      new-*) py=$GUST_PYTHON bin=$GUST root=$base/new t=gust:/loader ;;
+      local-*) py=$GUST_PYTHON bin=$GUST root=$base/new t=posix:$base/local ;;
+    esac
+    case $w in *-open) api=open ;; *) api=read_bytes ;; esac
+    dpids=$(pgrep -f "gust daemon.*$root" | tr '\n' ' ')
+    GUST_HOSTS_FILE=$root/gust.hosts "$py" - "$t" "$base/local" "$files" "$bin" "$dpids" "$w" "$r" "$api" \
+      "$workers" "$epochs" >> "$out" <<'PY'
+import json, os, resource, subprocess, sys
+t, manifest, files, gust, dpids, way, run, api, workers, epochs = sys.argv[1:11]
+tick = os.sysconf("SC_CLK_TCK")
+def daemons_cpu():
+    s = 0
+    for p in dpids.split():
+        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        s += (int(f[11]) + int(f[12])) / tick
+    return s
+def requests():
+    out = subprocess.run([gust, "status", "--hosts-file", os.environ["GUST_HOSTS_FILE"]], capture_output=True,
+                         text=True, check=True).stdout
+    return sum(int(l.split()[5]) for l in out.splitlines() if l.split()[:1] and l.split()[0].isdigit())
+n = int(files) * int(epochs)
+q0, d0 = requests(), daemons_cpu()
+r = subprocess.run([sys.executable, "bench/loader.py", "read", "--target", t, "--manifest-dir", manifest,
+                    "--workers", workers, "--epochs", epochs, "--api", api], capture_output=True, text=True, check=True)
+d1 = daemons_cpu()
+q1 = requests() - len(dpids.split())  # less the stats requests of the first status
+c = resource.getrusage(resource.RUSAGE_CHILDREN)
+res = json.loads(r.stdout)
+local = way.startswith("local")
+print(json.dumps({"run": int(run), "way": way, "files": n, "client_cpu_us_per_file": 1e6 * (c.ru_utime + c.ru_stime) / n,
+                  "daemon_cpu_us_per_file": 0.0 if local else 1e6 * (d1 - d0) / n,
+                  "requests_per_file": 0.0 if local else (q1 - q0) / n, "files_per_s": res["files_per_s"]}))
+PY
+  done
+  echo "round $r done" >&2
+done
+"$GUST_PYTHON" - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ways = ["base-open", "new-open", "base-bytes", "new-bytes", "local-open", "local-bytes"]
+med = lambda way, k: statistics.median(r[k] for r in rows if r["way"] == way)
+tot = lambda r: r["client_cpu_us_per_file"] + r["daemon_cpu_us_per_file"]
+total = {w: statistics.median(tot(r) for r in rows if r["way"] == w) for w in ways}
+runs = sorted({r["run"] for r in rows})
+by = {(r["run"], r["way"]): r for r in rows}
+def ratio(a, b, key):  # median over rounds of the same-round ratio
+    return statistics.median(key(by[(x, a)]) / key(by[(x, b)]) for x in runs)
+print(f"{rows[0]['files']} file reads per run, medians of {len(runs)} rounds")
+print("| way | requests/file | client CPU µs/file | daemons CPU µs/file | total CPU µs/file | local-open/way (CPU) "
+      "| files/s (wall) | way/local-open (wall, same round) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+for w in ways:
+    print(f"| {w} | {med(w, 'requests_per_file'):.2f} | {med(w, 'client_cpu_us_per_file'):.0f} "
+          f"| {med(w, 'daemon_cpu_us_per_file'):.0f} | {total[w]:.0f} | {ratio('local-open', w, tot):.2f} "
+          f"| {med(w, 'files_per_s'):,.0f} | {ratio(w, 'local-open', lambda r: r['files_per_s']):.2f} |")
+print(f"new-open / base-open, CPU per file (same round): {ratio('new-open', 'base-open', tot):.2f}")
+print(f"new-bytes / base-open, CPU per file (same round): {ratio('new-bytes', 'base-open', tot):.2f}")
+print(f"results: {sys.argv[1]}", file=sys.stderr)
+PY
