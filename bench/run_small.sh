@@ -4,7 +4,9 @@
 # this build and for a previous one (BASE_BIN: a directory holding that build's `gust`
 # and `libgust_preload.so`; protocol versions differ, so each runs its own instance).
 # Variants of this build: default (O_EXCL creates are not deferred), GUST_DEFER_EXCL=1,
-# and --no-excl (mdtest's O_CREAT|O_WRONLY). Rounds alternate builds; each bench
+# and --no-excl (mdtest's O_CREAT|O_WRONLY), each of the last two also with
+# GUST_CREATE_BATCH=64 (batched creates, opt-in). Set VARIANTS=batch to run only
+# previous, --no-excl and the two batched ones. Rounds alternate builds; each bench
 # invocation measures GustFS and local back to back, so every ratio is same-run.
 # Usage: BASE_BIN=dir bench/run_small.sh [rounds]   (JSON lines in
 # bench/results/small-<date>.json, a markdown table of medians on stdout).
@@ -39,9 +41,13 @@ one() { # label, gust binary, rootdir, extra env..., -- bench args
 }
 for r in $(seq 1 "$rounds"); do
   one "previous" "$base_bin/gust" "$base/old" X=1 --
-  one "new" "$GUST" "$base/new" X=1 --
-  one "new, GUST_DEFER_EXCL=1" "$GUST" "$base/new" GUST_DEFER_EXCL=1 --
+  if [ "${VARIANTS:-all}" != batch ]; then
+    one "new" "$GUST" "$base/new" X=1 --
+    one "new, GUST_DEFER_EXCL=1" "$GUST" "$base/new" GUST_DEFER_EXCL=1 --
+  fi
   one "new, --no-excl" "$GUST" "$base/new" X=1 -- --no-excl
+  one "new, --no-excl, GUST_CREATE_BATCH=64" "$GUST" "$base/new" GUST_CREATE_BATCH=64 -- --no-excl
+  one "new, GUST_DEFER_EXCL=1, GUST_CREATE_BATCH=64" "$GUST" "$base/new" GUST_DEFER_EXCL=1 GUST_CREATE_BATCH=64 --
   echo "round $r done" >&2
 done
 python3 - "$out" <<'PY'

@@ -30,6 +30,7 @@
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
 
 mod cache;
+mod create_batch;
 mod credentials;
 mod data;
 mod error;
@@ -118,6 +119,8 @@ pub struct Client {
     files: FdTable,
     /// Deferred creates not yet sent (inline.rs).
     pending: open_files::FileSet,
+    /// Closed deferred creates queued for a batch (create_batch.rs, opt-in).
+    creates: create_batch::CreateBatch,
     listing: listing::ListingAttrs,
     /// Descriptors with unsent sizes (size_cache.rs).
     dirty: open_files::FileSet,
@@ -188,6 +191,7 @@ impl Client {
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
             pending: open_files::FileSet::default(),
+            creates: create_batch::CreateBatch::from_env(),
             listing: listing::ListingAttrs::default(),
             dirty: open_files::FileSet::default(),
             defer_exclusive_create: AtomicBool::new(false),

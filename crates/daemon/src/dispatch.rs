@@ -273,6 +273,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
             Ok(Response::Record(r))
         }
+        Request::CreateInlineBatch { entries } => crate::create_batch::create(state, entries, bulk_in),
         Request::StatData { path } => {
             validate_path(&path)?;
             let (record, inline) = md.get_with_data_into(&path, bulk_out)?.ok_or(libc::ENOENT)?;
