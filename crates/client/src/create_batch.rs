@@ -108,9 +108,11 @@ impl Client {
         self.creates.entries_max.store(entries_max.min(CREATE_BATCH_ENTRIES_MAX), Ordering::Relaxed);
     }
 
-    /// Sends the queued creates now (the preload library before a fork: the child
-    /// must see its parent's files). Failures surface as after any flush.
-    pub fn send_batched_creates(&self) {
+    /// Sends what this client holds back for others: buffered writes and sizes,
+    /// queued creates (the preload library before a fork: the child must see its
+    /// parent's files and data). Failures surface as after any flush.
+    pub fn send_before_fork(&self) {
+        self.flush_all_sizes();
         self.flush_creates()
     }
 

@@ -173,7 +173,7 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
 extern "C" fn send_creates_before_fork() {
     if let Some(Some(c)) = CLIENT.get() {
         let _g = Guard::enter();
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.send_batched_creates()));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.send_before_fork()));
     }
 }
 
