@@ -134,3 +134,30 @@ fn preload_programs_batch_their_creates() {
         assert_eq!(get(&c, &format!("/s/p{i}")), format!("p{i}").as_bytes());
     }
 }
+
+/// A daemon that is gone when the queue is sent: the flush fails, the failure is
+/// reported (by the close after the fsync that met the dead daemon itself), and the
+/// file does not exist once the daemon is back: the error did not vanish.
+#[test]
+fn a_lost_daemon_fails_the_batch_and_the_close_says_so() {
+    let inst = Instance::start(1);
+    let c = inst.client_with(gust_client::ClientOptions {
+        rpc_timeout: std::time::Duration::from_secs(2),
+        ..Default::default()
+    });
+    c.set_create_batch(BATCH);
+    put(&c, "/log", b"x");
+    let log = c.open("/log", O_WRONLY, 0).unwrap();
+    put_deferred(&c, "/a", b"queued", O_TRUNC);
+    let pid = inst.daemon_pid(0) as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    gust_e2e::wait_until(std::time::Duration::from_secs(10), || unsafe { libc::kill(pid, 0) } != 0);
+    assert!(c.fsync(log).is_err(), "fsync meets the dead daemon");
+    assert!(c.close(log).is_err(), "the failed batched create is reported");
+    inst.restart_daemon(0);
+    let other = inst.client();
+    let back = gust_e2e::wait_until(std::time::Duration::from_secs(20), || other.ping(0).is_ok());
+    assert!(back, "daemon restarted");
+    assert_err!(other.stat("/a"), libc::ENOENT);
+    assert_eq!(get(&other, "/log"), b"x");
+}
