@@ -3,7 +3,9 @@
 # file (each its own region), then reading them back, through the LD_PRELOAD library
 # and the client core API, 4 daemons, for this build and a previous one (BASE_BIN: a
 # directory with that build's `gust` and `libgust_preload.so`), each on its own
-# instance, rounds alternating builds; local file system in the same runs.
+# instance, rounds alternating builds; local file system in the same runs. The new
+# build runs twice a round: as it is, and with GUST_WRITE_BEHIND=1 (write-behind,
+# opt-in: adjacent writes gathered into one chunk write), the variant "new+wb".
 # Usage: BASE_BIN=dir bench/run_shared.sh [rounds]   (JSON lines in
 # bench/results/shared-<date>.json, a markdown table of medians on stdout).
 # Storage: BENCH_DIR (default /dev/shm). Bytes per process: BENCH_BLOCK (32MiB).
@@ -24,10 +26,11 @@ cleanup() {
 trap cleanup EXIT
 : > "$out"
 for r in $(seq 1 "$rounds"); do
-  for v in previous new; do
-    if [ $v = new ]; then b=$GUST; root=$base/new; else b=$base_bin/gust; root=$base/old; fi
+  for v in previous new new+wb; do
+    if [ $v = previous ]; then b=$base_bin/gust; root=$base/old; else b=$GUST; root=$base/new; fi
+    wb=0; [ $v = new+wb ] && wb=1
     "$b" start --local 4 --rootdir "$root" >/dev/null
-    json=$(GUST_HOSTS_FILE="$root/gust.hosts" "$b" bench io -b "$block" -t 8KiB --shared-file -p 4 --runs 1 \
+    json=$(GUST_WRITE_BEHIND=$wb GUST_HOSTS_FILE="$root/gust.hosts" "$b" bench io -b "$block" -t 8KiB --shared-file -p 4 --runs 1 \
       --target preload,gust --baseline "$base/local" --json)
     "$b" stop --rootdir "$root" >/dev/null
     printf '{"build": "%s", "result": %s}\n' "$v" "$(echo "$json" | tr -d '\n')" >> "$out"
@@ -43,12 +46,16 @@ for r in rows:
         loc = [v for k, v in ph.items() if k.startswith("posix:")][0]["median_rate"]
         for t in ("preload", "gust"):
             acc.setdefault((t, ph["phase"], r["build"]), []).append((ph[t]["median_rate"], loc))
-print("| front end | phase | previous MiB/s | new MiB/s | new/previous | new/local | previous/local |")
-print("|---|---|---:|---:|---:|---:|---:|")
+print("| front end | phase | build | previous MiB/s | this MiB/s | this/previous | this/local | previous/local | rounds (previous → this) |")
+print("|---|---|---|---:|---:|---:|---:|---:|---|")
 for t in ("preload", "gust"):
     for phase in ("write", "read"):
-        o, n = acc[(t, phase, "previous")], acc[(t, phase, "new")]
-        mo, mn = st.median(x[0] for x in o), st.median(x[0] for x in n)
-        print(f"| {t} | {phase} | {mo:.1f} | {mn:.1f} | {mn / mo:.2f} | {st.median(x[0] / x[1] for x in n):.3f} | {st.median(x[0] / x[1] for x in o):.3f} |")
+        for b in ("new", "new+wb"):
+            o, n = acc[(t, phase, "previous")], acc.get((t, phase, b))
+            if not n:
+                continue
+            mo, mn = st.median(x[0] for x in o), st.median(x[0] for x in n)
+            per = ", ".join(f"{x[0]:.0f}→{y[0]:.0f}" for x, y in zip(o, n))
+            print(f"| {t} | {phase} | {b} | {mo:.1f} | {mn:.1f} | {mn / mo:.2f} | {st.median(x[0] / x[1] for x in n):.3f} | {st.median(x[0] / x[1] for x in o):.3f} | {per} |")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

@@ -5,7 +5,9 @@
 # and `libgust_preload.so`; protocol versions differ, so each runs its own instance).
 # Variants of this build: default (O_EXCL creates are not deferred), GUST_DEFER_EXCL=1,
 # and --no-excl (mdtest's O_CREAT|O_WRONLY; the previous build with it too, so that
-# inline files of both builds compare). Rounds alternate builds; each bench
+# inline files of both builds compare), each of the last two also with
+# GUST_CREATE_BATCH=64 (batched creates, opt-in). Set VARIANTS=batch to run only
+# previous, --no-excl and the two batched ones. Rounds alternate builds; each bench
 # invocation measures GustFS and local back to back, so every ratio is same-run.
 # Usage: BASE_BIN=dir bench/run_small.sh [rounds]   (JSON lines in
 # bench/results/small-<date>.json, a markdown table of medians on stdout).
@@ -40,10 +42,14 @@ one() { # label, gust binary, rootdir, extra env..., -- bench args
 }
 for r in $(seq 1 "$rounds"); do
   one "previous" "$base_bin/gust" "$base/old" X=1 --
-  one "new" "$GUST" "$base/new" X=1 --
-  one "new, GUST_DEFER_EXCL=1" "$GUST" "$base/new" GUST_DEFER_EXCL=1 --
+  if [ "${VARIANTS:-all}" != batch ]; then
+    one "new" "$GUST" "$base/new" X=1 --
+    one "new, GUST_DEFER_EXCL=1" "$GUST" "$base/new" GUST_DEFER_EXCL=1 --
+  fi
   one "new, --no-excl" "$GUST" "$base/new" X=1 -- --no-excl
   one "previous, --no-excl" "$base_bin/gust" "$base/old" X=1 -- --no-excl
+  one "new, --no-excl, GUST_CREATE_BATCH=64" "$GUST" "$base/new" GUST_CREATE_BATCH=64 -- --no-excl
+  one "new, GUST_DEFER_EXCL=1, GUST_CREATE_BATCH=64" "$GUST" "$base/new" GUST_DEFER_EXCL=1 GUST_CREATE_BATCH=64 --
   echo "round $r done" >&2
 done
 python3 - "$out" <<'PY'

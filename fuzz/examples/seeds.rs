@@ -54,6 +54,7 @@ fn requests() -> Vec<Request> {
         Request::StatData { path: "/s".into() },
         Request::DropInline { path: "/s".into(), file_id: 7 },
         Request::ReadDirPlus { dir: "/".into(), after: None, max_entries: 16 },
+        Request::CreateInlineBatch { entries: vec![("/s".into(), rec()), ("/t".into(), rec())] },
         Request::SetOwner { path: "/a".into(), uid: Some(1), gid: None, ctime_ns: 7 },
         Request::DirChanged { path: "/d".into(), subdirs_delta: 1, time_ns: 8 },
         Request::Metrics,

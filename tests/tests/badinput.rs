@@ -297,6 +297,25 @@ fn bad_requests_get_errors_and_keep_the_connection() {
     assert_eq!(call(&mut s, &w(vec![Span { offset: 0, len: 0 }; 5_000]), &[]), Err(libc::EINVAL));
     let huge_read = Request::Read { file_id: 5, spans: vec![Span { offset: 0, len: u32::MAX }; 16] };
     assert_eq!(call(&mut s, &huge_read, &[]), Err(libc::EINVAL));
+    // A batch of creates whose sizes do not add up to its data, or with too many
+    // entries, or with a symlink target, creates nothing; a bad path fails its entry.
+    let sized = |n: u64| Record { size: n, ..rec.clone() };
+    let batch = |entries: Vec<(&str, Record)>| Request::CreateInlineBatch {
+        entries: entries.into_iter().map(|(p, r)| (p.to_string(), r)).collect(),
+    };
+    assert_eq!(call(&mut s, &batch(vec![("/b1", sized(4)), ("/b2", sized(4))]), &[1u8; 6]), Err(libc::EINVAL));
+    assert_eq!(call(&mut s, &batch(vec![("/b1", sized(u64::MAX))]), &[1u8; 6]), Err(libc::EINVAL));
+    let many = (0..gust_proto::CREATE_BATCH_ENTRIES_MAX + 1).map(|_| ("/b1", sized(0))).collect();
+    assert_eq!(call(&mut s, &batch(many), &[]), Err(libc::EINVAL));
+    let mut target = sized(0);
+    target.target = "t".into();
+    assert_eq!(call(&mut s, &batch(vec![("/b1", target)]), &[]), Err(libc::EINVAL));
+    assert_eq!(c.stat("/b1").err(), Some(gust_client::Errno(libc::ENOENT)), "nothing created");
+    match call(&mut s, &batch(vec![("/../b", sized(2)), ("/b3", sized(2))]), b"xxyy") {
+        Ok(Response::Staged(o)) => assert_eq!(o.iter().map(|o| o.errno).collect::<Vec<_>>(), vec![libc::EINVAL, 0]),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(c.stat("/b3").unwrap().size, 2);
     // The same connection still works.
     assert_eq!(call(&mut s, &Request::Ping, &[]), Ok(Response::Ok));
     assert_eq!(call(&mut s, &create("/fine"), &[]), Ok(Response::Record(rec.clone())));

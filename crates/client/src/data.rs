@@ -38,6 +38,12 @@ impl Client {
             return Ok(n);
         }
         let mut off = f.offset.lock().unwrap();
+        if f.flags & libc::O_APPEND == 0 {
+            if let Some(n) = self.write_behind(&f, buf, *off)? {
+                *off += n as u64;
+                return Ok(n);
+            }
+        }
         let (at, n) = self.write_file(&f, buf, Some(*off), Some(&f))?;
         *off = at + n as u64;
         drop(off);
@@ -58,6 +64,9 @@ impl Client {
     pub(crate) fn pwrite_impl(&self, fd: i32, buf: &[u8], offset: u64) -> Result<usize> {
         let f = self.file_unsettled(fd)?;
         if let Some(n) = self.write_pending(&f, buf, Some(offset))? {
+            return Ok(n);
+        }
+        if let Some(n) = self.write_behind(&f, buf, offset)? {
             return Ok(n);
         }
         let n = self.write_file(&f, buf, Some(offset), Some(&f)).map(|(_, n)| n)?;
@@ -157,7 +166,7 @@ impl Client {
         Ok(size.saturating_sub(offset).min(len) as usize)
     }
 
-    fn check_writable(f: &OpenFile) -> Result<()> {
+    pub(crate) fn check_writable(f: &OpenFile) -> Result<()> {
         // Linux checks the access mode first: write(2) on a directory opened
         // read-only is EBADF.
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
@@ -177,7 +186,7 @@ impl Client {
 
     /// Returns (offset written at, bytes written). With `cache`, the descriptor's
     /// size update is batched (size_cache.rs) where it can be.
-    fn write_file(
+    pub(crate) fn write_file(
         &self,
         f: &OpenFile,
         buf: &[u8],

@@ -58,6 +58,13 @@ pub enum WholeFile {
     Other(Option<Record>),
 }
 
+impl Pending {
+    /// (data, exclusive, mode): what a batched create keeps (create_batch.rs).
+    pub(crate) fn into_parts(self) -> (Vec<u8>, bool, u32) {
+        (self.data, self.exclusive, self.mode)
+    }
+}
+
 /// Copies what a read of `buf.len()` bytes at `offset` returns from a file of `size`
 /// bytes whose first `data.len()` bytes are `data` (the rest zeros).
 pub(crate) fn read_inline(size: u64, data: &[u8], buf: &mut [u8], offset: u64) -> usize {
@@ -81,6 +88,19 @@ impl Client {
         normalize(p)
     }
 
+    /// `norm` for a deferred open: settles the descriptors' deferred creates but
+    /// leaves the queue of batched ones (create_batch.rs) unless it holds this path,
+    /// so that a create storm is not sent one create at a time.
+    fn norm_for_deferred_open(&self, p: &str) -> Result<String> {
+        self.settle_open_creates(false);
+        self.flush_all_sizes();
+        let p = normalize(p)?;
+        if self.create_queued(&p) {
+            self.flush_creates();
+        }
+        Ok(p)
+    }
+
     /// `open`, except that a create of a writable file is deferred until the file is
     /// closed or used otherwise than by writes (see the module doc): one request for
     /// create + write + close of a small file. With O_EXCL only when the client was
@@ -98,7 +118,7 @@ impl Client {
         if !eligible {
             return self.open_stat_impl(path, flags, mode).map(|(fd, _)| fd);
         }
-        let p = self.norm(path)?;
+        let p = self.norm_for_deferred_open(path)?;
         if p == "/" {
             return self.open_stat_impl(path, flags, mode).map(|(fd, _)| fd);
         }
@@ -179,6 +199,12 @@ impl Client {
     }
 
     fn settle_all_as(&self, last: bool) {
+        self.settle_open_creates(last);
+        self.flush_creates();
+    }
+
+    /// Settles the deferred creates of open descriptors (not the batched queue).
+    fn settle_open_creates(&self, last: bool) {
         self.flush_all_sizes();
         for f in self.pending.snapshot() {
             if let Ok(mut slot) = f.pending.try_lock() {
@@ -218,6 +244,10 @@ impl Client {
             rec.size = p.data.len() as u64;
             let t = now_ns();
             (rec.mtime_ns, rec.ctime_ns) = (t, t);
+            if self.batching_creates() {
+                f.settle_id(rec.file_id);
+                return self.queue_create(path, rec, f.flags, p);
+            }
             let call = Call {
                 daemon: self.md_daemon(&path),
                 req: Request::CreateInline { path: path.clone(), record: rec },

@@ -30,6 +30,7 @@
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
 
 mod cache;
+mod create_batch;
 mod credentials;
 mod data;
 mod error;
@@ -50,13 +51,14 @@ mod staging;
 mod stat;
 mod status;
 mod traced;
+mod write_behind;
 
 use gust_hosts::HostsFile;
 use gust_placement::{CapacityWeighted, Distributor, WideStriping};
 use open_files::FdTable;
 use rpc::Transport;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub use cache::{local_kind, local_time_ns, UNFETCHED_FILE_ID};
@@ -119,9 +121,15 @@ pub struct Client {
     files: FdTable,
     /// Deferred creates not yet sent (inline.rs).
     pending: open_files::FileSet,
+    /// Closed deferred creates queued for a batch (create_batch.rs, opt-in).
+    creates: create_batch::CreateBatch,
     listing: listing::ListingAttrs,
     /// Descriptors with unsent sizes (size_cache.rs).
     dirty: open_files::FileSet,
+    /// Descriptors with buffered writes (write_behind.rs).
+    buffered: open_files::FileSet,
+    /// Write-behind buffer per descriptor in bytes; 0: off (write_behind.rs).
+    write_behind_bytes: AtomicUsize,
     /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
     defer_exclusive_create: AtomicBool,
     /// Largest file this client creates inline (inline.rs): INLINE_BYTES_MAX, or
@@ -181,6 +189,7 @@ impl Client {
                 &hosts.daemons.iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect::<Vec<_>>(),
             )),
         };
+        let write_behind_bytes = write_behind::bytes_from_env(hosts.chunk_size_bytes);
         Ok(Client {
             chunk_size: hosts.chunk_size_bytes,
             hosts,
@@ -189,8 +198,11 @@ impl Client {
             transport,
             files: FdTable::new(OPEN_FILES_MAX),
             pending: open_files::FileSet::default(),
+            creates: create_batch::CreateBatch::from_env(),
             listing: listing::ListingAttrs::default(),
             dirty: open_files::FileSet::default(),
+            buffered: open_files::FileSet::default(),
+            write_behind_bytes: AtomicUsize::new(write_behind_bytes),
             defer_exclusive_create: AtomicBool::new(false),
             inline_bytes_max: std::env::var("GUST_INLINE_BYTES_MAX")
                 .ok()

@@ -41,7 +41,11 @@ impl Client {
 
     /// Follows symlinks at the final component. Returns the resolved path and record.
     pub(crate) fn resolve(&self, path: &str) -> Result<(String, Record)> {
-        let mut p = self.norm(path)?;
+        self.resolve_normalized(self.norm(path)?)
+    }
+
+    /// `resolve` of a normalized path, without settling anything first.
+    fn resolve_normalized(&self, mut p: String) -> Result<(String, Record)> {
         for _ in 0..=SYMLINK_HOPS_MAX {
             let r = self.lookup(&p)?;
             if r.kind != FileKind::Symlink {
@@ -66,7 +70,9 @@ impl Client {
         if !self.hosts.check_parent || path == "/" {
             return Ok(());
         }
-        let (_, r) = self.resolve(path::parent(path))?;
+        // Not `resolve`: that would send the queue of batched creates (create_batch.rs)
+        // before every create; a parent is a directory, never in that queue.
+        let (_, r) = self.resolve_normalized(normalize(path::parent(path))?)?;
         if r.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }

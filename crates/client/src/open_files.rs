@@ -46,6 +46,8 @@ pub(crate) struct OpenFile {
     pub(crate) snapshot: Option<(u64, Vec<u8>)>,
     /// The size its writes reached, not yet sent (size_cache.rs).
     pub(crate) size_dirty: Mutex<Option<crate::size_cache::DirtySize>>,
+    /// Adjacent writes not sent yet (write_behind.rs, opt-in).
+    pub(crate) write_buffer: Mutex<Option<crate::write_behind::WriteBuffer>>,
 }
 
 impl OpenFile {
@@ -71,6 +73,7 @@ impl OpenFile {
             settle_error: Mutex::new(None),
             snapshot: None,
             size_dirty: Mutex::new(None),
+            write_buffer: Mutex::new(None),
             clear_set_id: Mutex::new(None),
             written: AtomicBool::new(false),
         }
@@ -301,7 +304,7 @@ impl Client {
         let f = self.files.get(fd)?;
         self.settle(&f, false)?;
         // This client's writes through any descriptor count for this one's use.
-        self.flush_size(&f)?;
+        self.flush_descriptor(&f)?;
         self.flush_all_sizes();
         Ok(f)
     }
@@ -325,7 +328,7 @@ impl Client {
     /// the path's daemon records IN_CLOSE_WRITE for `gust events` (best effort).
     pub(crate) fn close_impl(&self, fd: i32) -> Result<()> {
         let f = self.files.remove(fd)?;
-        let sized = self.flush_size(&f);
+        let sized = self.flush_descriptor(&f);
         // A dup of it (or a call in flight on another thread) may still write:
         // then only the last close settles, or a path operation, or exit.
         if Arc::strong_count(&f) > 1 {

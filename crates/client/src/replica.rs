@@ -66,6 +66,7 @@ fn route(req: &Request) -> Route {
         | Fsync { .. }
         | PutRecords { .. }
         | CreateInline { .. }
+        | CreateInlineBatch { .. }
         | DropInline { .. }
         | SetOwner { .. }
         | DirChanged { .. }

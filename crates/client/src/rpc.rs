@@ -54,6 +54,13 @@ extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
 }
 
+/// How many forks separate this process from the one that built the client (0 in
+/// that one): state a child inherits can tell it is not its own.
+pub(crate) fn fork_generation() -> u64 {
+    register_fork_handler();
+    FORK_GENERATION.load(Ordering::SeqCst)
+}
+
 fn register_fork_handler() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers a handler that only touches an atomic.

@@ -102,12 +102,21 @@ impl Client {
     /// Sends the unsent size of descriptor `fd` (FUSE's flush, at every close(2)).
     pub fn flush(&self, fd: i32) -> Result<()> {
         let f = self.file_unsettled(fd)?;
-        self.flush_size(&f)
+        self.flush_descriptor(&f)
+    }
+
+    /// Sends what `f` holds back: its write-behind buffer (write_behind.rs), then its
+    /// size.
+    pub(crate) fn flush_descriptor(&self, f: &Arc<OpenFile>) -> Result<()> {
+        let data = self.flush_write_buffer(f);
+        data.and(self.flush_size(f))
     }
 
     /// Sends every unsent size of this client (before a read or a path operation).
     /// Errors stay with their descriptors' next use.
     pub(crate) fn flush_all_sizes(&self) {
+        // Data first: a buffered write's size is cached when it is sent.
+        self.flush_all_write_buffers();
         for f in self.dirty.snapshot() {
             if let Err(e) = self.flush_size(&f) {
                 *f.settle_error.lock().unwrap() = Some(e);

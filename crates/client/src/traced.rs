@@ -129,7 +129,8 @@ impl Client {
 
     /// Closes a descriptor (see `close_impl`: a deferred create is sent now).
     pub fn close(&self, fd: i32) -> Result<()> {
-        self.on_fd(&tp::CLOSE, fd, None, || self.close_impl(fd), |_| 0)
+        // A batched create that failed since is reported here (create_batch.rs).
+        self.on_fd(&tp::CLOSE, fd, None, || self.close_impl(fd).and_then(|_| self.take_create_error()), |_| 0)
     }
 
     pub fn read(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
@@ -161,7 +162,9 @@ impl Client {
 
     /// Makes the file's data and the metadata log durable on every daemon involved.
     pub fn fsync(&self, fd: i32) -> Result<()> {
-        self.on_fd(&tp::FSYNC, fd, None, || self.fsync_impl(fd), |_| 0)
+        // Batched creates are sent first and their failures reported here (create_batch.rs).
+        self.flush_creates();
+        self.on_fd(&tp::FSYNC, fd, None, || self.fsync_impl(fd).and_then(|_| self.take_create_error()), |_| 0)
     }
 
     /// Follows a symlink at the last component (see `stat_impl`).

@@ -310,6 +310,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
             Ok(Response::Record(r))
         }
+        Request::CreateInlineBatch { entries } => crate::create_batch::create(state, entries, bulk_in),
         // `handle` serves it without this copy; kept whole here for any other caller.
         Request::StatData { path } => {
             let (reply, out) = stat_data(state, &path);

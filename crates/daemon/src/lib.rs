@@ -8,6 +8,7 @@
 //! Not for: placement (gust-placement), client-side logic (gust-client).
 
 pub mod chunks;
+mod create_batch;
 pub mod dirs;
 pub mod dispatch;
 pub mod events;

@@ -26,6 +26,7 @@ fn tracepoint_of(req: &Request) -> Option<&'static Tracepoint> {
         | Request::Find { .. } => &tp::MD_READ,
         Request::Create { .. }
         | Request::CreateInline { .. }
+        | Request::CreateInlineBatch { .. }
         | Request::Remove { .. }
         | Request::UpdateSize { .. }
         | Request::Truncate { .. }

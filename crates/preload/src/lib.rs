@@ -154,6 +154,10 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
                     // close; a program may exit without closing.
                     // SAFETY: registering a function with no preconditions.
                     unsafe { libc::atexit(settle_at_exit) };
+                    // A child (a shell's `cat f` after `echo > f`) must find the
+                    // files its parent closed: batched creates go out before fork.
+                    // SAFETY: registers a handler; it runs in the forking thread.
+                    unsafe { libc::pthread_atfork(Some(send_creates_before_fork), None, None) };
                     Some(c)
                 }
                 Err(e) => {
@@ -164,6 +168,13 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
         })
         .as_ref()
         .ok_or(libc::EIO)
+}
+
+extern "C" fn send_creates_before_fork() {
+    if let Some(Some(c)) = CLIENT.get() {
+        let _g = Guard::enter();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.send_before_fork()));
+    }
 }
 
 extern "C" fn settle_at_exit() {

@@ -20,7 +20,7 @@ pub use stage::*;
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -41,6 +41,10 @@ pub const SPANS_PER_REQUEST_MAX: usize = 4096;
 /// file of up to this size in one round trip instead of two is what a data loader's
 /// image-sized samples, ~100 KiB, need; docs/PERFORMANCE.md measures 16 against 256).
 pub const INLINE_BYTES_MAX: usize = 256 << 10;
+/// Most entries in one `create_inline_batch` request. With paths of at most
+/// `PATH_BYTES_MAX` the body stays under `BODY_BYTES_MAX`.
+pub const CREATE_BATCH_ENTRIES_MAX: usize = 128;
+const _: () = assert!(CREATE_BATCH_ENTRIES_MAX * (PATH_BYTES_MAX + 256) <= BODY_BYTES_MAX as usize);
 
 // ----- pages --------------------------------------------------------------------------
 //

@@ -256,6 +256,14 @@ requests! {
     /// `readdir` with each entry's record (`DirPagePlus`): a listing and the stats
     /// that follow it (`ls -l`, READDIRPLUS) in one request per daemon per page.
     25 "readdir_plus" ReadDirPlus { dir: String, after: Option<String>, max_entries: u32 } idempotent(true),
+    /// Create many file records with their data inline, each on its own exactly as
+    /// `create_inline` would (a client's batched deferred creates): the bulk section
+    /// holds the entries' data in order, `record.size` bytes each. Answered with one
+    /// `StageOutcome` per entry, in order (`Staged`; `bytes` is the data stored, the
+    /// errno EEXIST if the path exists). EINVAL for the whole request if it has more
+    /// than `CREATE_BATCH_ENTRIES_MAX` entries or the sizes do not add up to the bulk
+    /// section. A second try finds its own records (EEXIST).
+    26 "create_inline_batch" CreateInlineBatch { entries: Vec<(String, Record)> } idempotent(false),
     /// chown: set the owner and/or group (the client checked the caller may). On a
     /// non-directory it clears S_ISUID, and S_ISGID when the group may execute, as
     /// Linux does (even when both ids are `None`). Returns the record after it.
@@ -656,6 +664,10 @@ mod tests {
                 "19000000  0100000000000000 2f  00  10000000".into(),
             ),
             (
+                Request::CreateInlineBatch { entries: vec![("/a".into(), rec())] },
+                format!("1a000000  0100000000000000  0200000000000000 2f61  {REC}"),
+            ),
+            (
                 Request::SetOwner { path: "/a".into(), uid: None, gid: Some(100), ctime_ns: 7 },
                 "1e000000  0200000000000000 2f61  00  01 64000000  0700000000000000".into(),
             ),
@@ -803,6 +815,7 @@ mod tests {
                 (23, "stat_data", true),
                 (24, "drop_inline", true),
                 (25, "readdir_plus", true),
+                (26, "create_inline_batch", false),
                 (30, "set_owner", true),
                 (31, "dir_changed", false),
                 (38, "metrics", true),
@@ -986,16 +999,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0400 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0500 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0400 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0500 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0400 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0500 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }

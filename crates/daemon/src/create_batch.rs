@@ -1,0 +1,47 @@
+//! `create_inline_batch`: a client's deferred creates of small files, many records
+//! with their data in one request (the client's create_batch.rs). Each entry is
+//! created on its own, exactly as `create_inline` would, and gets its own outcome:
+//! one existing path fails that entry (EEXIST), not the batch.
+//!
+//! Not for: staged creates from external files (stage.rs).
+
+use crate::metadata::Res;
+use crate::state::State;
+use gust_proto::path::validate as validate_path;
+use gust_proto::{EventKind, Record, Response, StageOutcome, CREATE_BATCH_ENTRIES_MAX, INLINE_BYTES_MAX};
+use std::sync::atomic::Ordering;
+
+/// Checks the whole request first (entry count, sizes against the bulk section), so
+/// that a malformed batch creates nothing; then creates entry by entry.
+pub(crate) fn create(state: &State, entries: Vec<(String, Record)>, bulk_in: &[u8]) -> Res<Response> {
+    if entries.len() > CREATE_BATCH_ENTRIES_MAX {
+        return Err(libc::EINVAL);
+    }
+    let mut total = 0u64;
+    for (_, r) in &entries {
+        if r.size > INLINE_BYTES_MAX as u64 || !r.target.is_empty() {
+            return Err(libc::EINVAL);
+        }
+        total += r.size;
+    }
+    if total != bulk_in.len() as u64 {
+        return Err(libc::EINVAL);
+    }
+    let mut at = 0usize;
+    let outcomes = entries
+        .iter()
+        .map(|(path, rec)| {
+            let data = &bulk_in[at..at + rec.size as usize];
+            at += data.len();
+            match validate_path(path).and_then(|_| state.metadata.create_inline(path, rec, data)) {
+                Ok(r) => {
+                    state.events.record(EventKind::Create, path, r.file_id, false);
+                    state.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
+                    StageOutcome::ok(data.len() as u64)
+                }
+                Err(e) => StageOutcome::err(e),
+            }
+        })
+        .collect();
+    Ok(Response::Staged(outcomes))
+}
