@@ -6,9 +6,11 @@
 #       0-byte files)
 #   io: `gust bench io -b BLOCK -t 4KiB -p P --target gust`  (4 KiB writes, then reads)
 # with GUST_PROXY=0 (direct) and GUST_PROXY=1 (through this node's daemon), the two
-# interleaved round by round. Per run: peak connections per daemon (socket
-# descriptors less the 3 listeners, sampled every 0.2 s; with the proxy this counts
-# the daemon's own outgoing links too), CPU time of the daemons (/proc/PID/stat) and
+# interleaved round by round. Per run: socket descriptors per daemon before and at
+# the peak (less the 3 listeners, sampled every 0.2 s). A direct or local client
+# connection is one descriptor; a daemon-to-daemon link of the proxy is two at each
+# end (a reader's and a writer's handle), and links stay open between runs, so with
+# the proxy connections = descriptors - 2·k·(N-1) (k links per pair). CPU time of the daemons (/proc/PID/stat) and
 # of the client processes (the shell's `times` after the benchmark), and the
 # benchmark's per-phase rates.
 # Needs root. Usage: bench/run_proxy.sh [hosts] [procs] [rounds] [files] [block]
@@ -39,6 +41,7 @@ for ((r = 0; r < rounds; r++)); do
   for kind in md io; do
     for proxy in 0 1; do
       if [ "$kind" = md ]; then args=(md -n "$files"); else args=(io -b "$block" -t 4KiB); fi
+      idle=$(for d in "${pids[@]}"; do conns "$d"; done | tr '\n' ' ')
       stop=$dir/stop; rm -f "$stop"
       (
         declare -A peak
@@ -66,9 +69,9 @@ print(round(t, 3))')
       rates=$(for ((i = 0; i < n; i++)); do python3 -c '
 import json, sys
 print(",".join("%s:%.1f" % (ph["phase"], ph["gust"]["median_rate"]) for ph in json.load(open(sys.argv[1]))["phases"]))' "$dir/bench$i.json"; done | tr '\n' ';')
-      printf '{"round": %d, "kind": "%s", "proxy": %d, "hosts": %d, "procs": %d, "files": %s, "block": "%s", "daemon_cpu_s": %s, "client_cpu_s": %s, "peaks": "%s", "rates": "%s"}\n' \
-        "$r" "$kind" "$proxy" "$n" "$p" "$files" "$block" "$(echo "scale=3; ($c1 - $c0) / $tck" | bc)" "$client" \
-        "$(tr '\n' ' ' <"$dir/peaks")" "$rates" >>"$out"
+      printf '{"round": %d, "kind": "%s", "proxy": %d, "hosts": %d, "procs": %d, "files": %s, "block": "%s", "daemon_cpu_s": %s, "client_cpu_s": %s, "idle": "%s", "peaks": "%s", "rates": "%s"}\n' \
+        "$r" "$kind" "$proxy" "$n" "$p" "$files" "$block" "$(awk -v a="$c0" -v b="$c1" -v t="$tck" 'BEGIN {printf "%.3f", (b - a) / t}')" "$client" \
+        "$idle" "$(tr '\n' ' ' <"$dir/peaks")" "$rates" >>"$out"
       tail -1 "$out" >&2
     done
   done
@@ -82,7 +85,7 @@ def parse_size(s):
         if s.endswith(u):
             return int(float(s[: -len(u)]) * m)
     return int(s)
-print("| workload | path | connections/daemon (max) | rate per host, median of rounds (sum of hosts) | CPU µs per op (daemons + clients) |")
+print("| workload | path | socket descriptors/daemon before → peak (max) | rate, all hosts together (median of rounds) | CPU µs per op (daemons + clients), median |")
 print("|---|---|---|---|---|")
 for kind in ["md", "io"]:
     for proxy in [0, 1]:
@@ -90,7 +93,8 @@ for kind in ["md", "io"]:
         if not rs:
             continue
         n, p = rs[0]["hosts"], rs[0]["procs"]
-        conns = max(int(x) for r in rs for x in r["peaks"].split())
+        idle = max(int(x) for r in rs for x in r.get("idle", "0").split())
+        conns = f'{idle} → {max(int(x) for r in rs for x in r["peaks"].split())}'
         phases = {}
         for r in rs:
             tot = {}

@@ -280,15 +280,32 @@ impl Transport {
     }
 
     /// The daemon whose connection carries calls to `daemon`: this node's daemon
-    /// when the node proxy is in use, else `daemon` itself.
+    /// when the node proxy is in use, else `daemon` itself. With copies, a node
+    /// daemon found down is passed by (calls go straight to the daemons meanwhile).
     fn via(&self, daemon: u32) -> u32 {
-        self.proxy.unwrap_or(daemon)
+        match self.proxy {
+            Some(p) if !self.is_down(p) => p,
+            _ => daemon,
+        }
     }
 
-    /// Sends `req` for `daemon` on `c`: as it is, or in a forwarding envelope when
-    /// `c` leads to the node proxy. Returns the op code the reply will carry.
-    fn send_to(&self, c: &mut Conn, daemon: u32, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<u16> {
-        if self.via(daemon) == daemon {
+    /// A connection for a call to `daemon` and the daemon it leads to: through the
+    /// node proxy, or straight to `daemon` when the proxy cannot be reached and has
+    /// just been marked down (replicated instances: replica.rs).
+    fn take_for(&self, daemon: u32) -> Result<(Conn, bool, u32), Errno> {
+        let via = self.via(daemon);
+        match self.take(via) {
+            Ok((c, reused)) => Ok((c, reused, via)),
+            Err(_) if via != daemon && self.is_down(via) => self.take(daemon).map(|(c, r)| (c, r, daemon)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `req` for `daemon` on `c`, a connection to `via`: as it is, or in a
+    /// forwarding envelope when `via` is the node proxy. Returns the op code the
+    /// reply will carry.
+    fn send_to(&self, c: &mut Conn, via: u32, daemon: u32, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<u16> {
+        if via == daemon {
             return self.send(c, id, req, bulk).map(|()| req.op());
         }
         // The proxy answers before this client's own read times out.
@@ -391,10 +408,16 @@ impl Transport {
     fn call_fresh(&self, call: &Call<'_>, dest: Option<&Dest>, buf: &mut [u8]) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         debug!(daemon = call.daemon, op = call.req.name(), id, "sending again on a new connection");
-        let via = self.via(call.daemon);
-        let mut c = self.connect(via)?;
+        let mut via = self.via(call.daemon);
+        let mut c = match self.connect(via) {
+            Err(_) if via != call.daemon && self.is_down(via) => {
+                via = call.daemon;
+                self.connect(via)?
+            }
+            r => r?,
+        };
         let op = self
-            .send_to(&mut c, call.daemon, id, &call.req, &call.bulk)
+            .send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk)
             .map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
         match self.recv(&mut c, id, op, dest, buf) {
             Ok((reply, bulk)) => {
@@ -422,8 +445,9 @@ impl Transport {
     pub(crate) fn send_batch(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {
-            /// Waiting for the reply on this connection (id, op, pooled?).
-            Pending(Conn, u64, u16, bool),
+            /// Waiting for the reply on this connection (id, op, pooled?, the
+            /// daemon it leads to).
+            Pending(Conn, u64, u16, bool, u32),
             /// Sending on a pooled connection failed: send again on a fresh one.
             Resend,
             Done(Answer),
@@ -432,13 +456,13 @@ impl Transport {
         for call in &calls {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
-            sent.push(match self.take(self.via(call.daemon)) {
-                Ok((mut c, reused)) => match self.send_to(&mut c, call.daemon, id, &call.req, &call.bulk) {
+            sent.push(match self.take_for(call.daemon) {
+                Ok((mut c, reused, via)) => match self.send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk) {
                     Ok(op) => {
                         // Events, not spans: the calls of a batch interleave. With the
                         // default filter (info) a disabled event costs an atomic load.
                         debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
-                        Sent::Pending(c, id, op, reused)
+                        Sent::Pending(c, id, op, reused, via)
                     }
                     Err(_) if reused => Sent::Resend,
                     Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
@@ -453,7 +477,7 @@ impl Transport {
             answers.push(match st {
                 Sent::Done(a) => a,
                 Sent::Resend => self.call_fresh(call, dest, buf),
-                Sent::Pending(mut c, id, op, reused) => match self.recv(&mut c, id, op, dest, buf) {
+                Sent::Pending(mut c, id, op, reused, via) => match self.recv(&mut c, id, op, dest, buf) {
                     Ok((reply, bulk)) => {
                         debug!(
                             daemon = call.daemon,
@@ -462,7 +486,7 @@ impl Transport {
                             errno = reply.as_ref().err().copied().unwrap_or(0),
                             "reply"
                         );
-                        self.give_back(self.via(call.daemon), c);
+                        self.give_back(via, c);
                         match self.unwrap_forwarded(call.daemon, op, reply) {
                             Ok(reply) => reply.map(|r| (r, bulk)).map_err(Errno),
                             Err(e) => Err(e),
