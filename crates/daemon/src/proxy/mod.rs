@@ -28,6 +28,7 @@ use link::Link;
 pub(crate) use mux::MuxWriter;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::warn;
@@ -40,6 +41,11 @@ const FORWARD_TIMEOUT_MAX: Duration = Duration::from_secs(600);
 
 pub struct Proxy {
     hosts_file: PathBuf,
+    /// Forwards being waited for by event-loop workers, and the most at once: two
+    /// workers always stay free to read the links of other daemons, whose
+    /// forwards may be what this daemon's forwards wait for.
+    forwarding: AtomicUsize,
+    forwarding_max: usize,
     links_per_peer: usize,
     /// Per remote daemon: its connection slots (a dead or unopened one is None).
     links: Mutex<HashMap<u32, Peer>>,
@@ -54,7 +60,14 @@ fn links_per_peer() -> usize {
 /// and the pool serving multiplexed connections (`threads` workers).
 pub fn start(state: &Arc<State>, hosts_file: PathBuf, threads: usize) -> std::io::Result<()> {
     let mux = mux::Pool::start(state, threads)?;
-    let p = Proxy { hosts_file, links_per_peer: links_per_peer(), links: Mutex::new(HashMap::new()), mux };
+    let p = Proxy {
+        hosts_file,
+        forwarding: AtomicUsize::new(0),
+        forwarding_max: threads.saturating_sub(2).max(1),
+        links_per_peer: links_per_peer(),
+        links: Mutex::new(HashMap::new()),
+        mux,
+    };
     let _ = state.proxy.set(p);
     Ok(())
 }
@@ -74,6 +87,18 @@ struct Peer {
 pub(crate) type Forwarded = Result<(Vec<u8>, Vec<u8>), i32>;
 
 impl Proxy {
+    /// Takes a place among the forwards being waited for; false if all are taken
+    /// (the connection waits, parked, and tries again).
+    pub(crate) fn begin_forward(&self) -> bool {
+        self.forwarding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.forwarding_max).then_some(n + 1))
+            .is_ok()
+    }
+
+    pub(crate) fn end_forward(&self) {
+        self.forwarding.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Sends `op` with `body` and `bulk` to daemon `target` and waits for its reply.
     pub(crate) fn forward(
         &self,

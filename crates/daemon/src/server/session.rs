@@ -136,6 +136,11 @@ pub(crate) struct Session {
     /// A proxy's multiplexed connection: frames go to the proxy's pool, which
     /// writes every reply (crate::proxy).
     mux: Option<std::sync::Arc<crate::proxy::MuxWriter>>,
+    /// This connection holds one of the proxy's places for a forward (taken before
+    /// the forward is served, given back after).
+    forward_place: bool,
+    /// A forward ended in this turn: connections parked for a place may go on.
+    pub forward_ended: bool,
 }
 
 enum Flow {
@@ -164,6 +169,8 @@ impl Session {
             stall_timeout,
             expect_large: false,
             mux: None,
+            forward_place: false,
+            forward_ended: false,
         }
     }
 
@@ -285,6 +292,10 @@ impl Session {
             }
         }
         let p = self.in_place.take().expect("checked above");
+        if !self.forward_room(state, &p.header) {
+            self.in_place = Some(p);
+            return Outcome::Park;
+        }
         let body_len = p.header.body_len as usize;
         let flow = self.serve(state, w, p.header, &p.buf[..body_len], &p.buf[body_len..]);
         w.recycle(p.buf);
@@ -428,6 +439,9 @@ impl Session {
                     if rest.len() < end {
                         return (at, Flow::Continue);
                     }
+                    if !self.forward_room(state, &h) {
+                        return (at, Flow::Stop(Outcome::Park));
+                    }
                     at += end;
                     self.expect_large = false;
                     if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end])
@@ -504,6 +518,18 @@ impl Session {
         }
     }
 
+    /// Whether this frame may be served now: a forward waits (the connection
+    /// parks) while as many event-loop workers as the proxy allows are waiting
+    /// for forwards of their own.
+    fn forward_room(&mut self, state: &State, h: &Header) -> bool {
+        if h.op != OP_FORWARD || self.mux.is_some() || self.forward_place {
+            return true;
+        }
+        let Some(proxy) = state.proxy.get() else { return true };
+        self.forward_place = proxy.begin_forward();
+        self.forward_place
+    }
+
     /// The node proxy's part (crate::proxy), if this frame is one for it: a forward
     /// (sent on and answered here), the switch to multiplexed service, or a frame of
     /// a multiplexed connection (handed to the proxy's pool).
@@ -538,6 +564,10 @@ impl Session {
             }
             _ => Err(libc::EPROTO),
         };
+        if std::mem::take(&mut self.forward_place) {
+            proxy.end_forward();
+            self.forward_ended = true;
+        }
         let r = match reply {
             // The remote's reply body and bulk as they came.
             Ok((body, bulk)) => {
