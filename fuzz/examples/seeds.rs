@@ -88,6 +88,13 @@ fn requests() -> Vec<Request> {
             items: vec![StageCommit { path: "/a".into(), file_id: 7, size: 5, mtime_ns: 3, atime_ns: 4 }],
         },
         Request::ReadLog { after: Some(6), max_entries: 16 },
+        Request::Forward {
+            target: 1,
+            op: 3,
+            timeout_ms: 2000,
+            body: gust_proto::encode(&Request::Stat { path: "/a".into() }),
+        },
+        Request::Multiplex,
     ]
 }
 

@@ -182,6 +182,7 @@ impl Client {
             opts.rpc_timeout,
             opts.force_tcp,
             hosts.replicas,
+            false,
         );
         let dist: Box<dyn Distributor> = match hosts.placement {
             gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),

@@ -95,7 +95,12 @@ fn route(req: &Request) -> Route {
         | Find { .. }
         | Events { .. }
         | ReadLog { .. }
-        | Trace { .. } => Route::Addressed,
+        | Trace { .. }
+        // The node proxy's own ops: a forward goes to this node's daemon, which
+        // passes it on (its inner request was routed already); multiplex opens a
+        // daemon-to-daemon connection.
+        | Forward { .. }
+        | Multiplex => Route::Addressed,
     }
 }
 

@@ -42,6 +42,19 @@ fn use_shm() -> bool {
 /// copied twice. 64 KiB made the first 64 KiB of every inline file of a data
 /// loader (~100 KiB) a second copy; 16 KiB holds any record reply and a 4 KiB file.
 const READ_BUFFER_BYTES: usize = 16 << 10;
+/// Whether requests for daemons on other nodes go through this node's daemon (the
+/// node proxy, `GUST_PROXY=1`; docs/DESIGN.md, "The node proxy"). `GUST_PROXY=0`
+/// turns it off where the hosts file turns it on.
+fn proxy_wanted(hosts_says: bool) -> bool {
+    match std::env::var("GUST_PROXY").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => hosts_says,
+    }
+}
+
+/// The envelope's op code (`Request::Forward`).
+const OP_FORWARD: u16 = 49;
 
 /// Idle connections kept per daemon; more may be open while in use.
 const IDLE_CONNECTIONS_MAX: usize = 16;
@@ -99,6 +112,9 @@ pub(crate) struct Transport {
     /// it (replicated instances only; replica.rs).
     pub(crate) down_until_ms: Vec<AtomicU64>,
     pub(crate) epoch: std::time::Instant,
+    /// The daemon of this node that forwards requests for the others (the node
+    /// proxy), if in use.
+    proxy: Option<u32>,
 }
 
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
@@ -137,8 +153,20 @@ impl Transport {
         timeout: Duration,
         force_tcp: bool,
         replicas: u32,
+        proxy: bool,
     ) -> Self {
         register_fork_handler();
+        // This node's daemon: on this host, with its socket here (test hosts in one
+        // machine share host names only when they share the file system too).
+        let this_host = gust_hosts::this_host();
+        let proxy = (proxy_wanted(proxy) && !force_tcp)
+            .then(|| {
+                entries.iter().position(|e| {
+                    e.host == this_host && matches!(e.node_local(), Some(Endpoint::Unix(p)) if p.exists())
+                })
+            })
+            .flatten()
+            .map(|i| i as u32);
         let down_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
         let links = entries
             .into_iter()
@@ -151,7 +179,7 @@ impl Transport {
             links,
             hosts_path,
             force_tcp,
-            this_host: gust_hosts::this_host(),
+            this_host,
             secret,
             timeout,
             next_id: AtomicU64::new(1),
@@ -160,6 +188,7 @@ impl Transport {
             replicas,
             down_until_ms,
             epoch: std::time::Instant::now(),
+            proxy,
         }
     }
 
@@ -276,6 +305,50 @@ impl Transport {
         }
     }
 
+    /// The daemon whose connection carries calls to `daemon`: this node's daemon
+    /// when the node proxy is in use, else `daemon` itself. With copies, a node
+    /// daemon found down is passed by (calls go straight to the daemons meanwhile).
+    fn via(&self, daemon: u32) -> u32 {
+        match self.proxy {
+            Some(p) if !self.is_down(p) => p,
+            _ => daemon,
+        }
+    }
+
+    /// A connection for a call to `daemon` and the daemon it leads to: through the
+    /// node proxy, or straight to `daemon` when the proxy cannot be reached and has
+    /// just been marked down (replicated instances: replica.rs).
+    fn take_for(&self, daemon: u32) -> Result<(Conn, bool, u32), Errno> {
+        let via = self.via(daemon);
+        match self.take(via) {
+            Ok((c, reused)) => Ok((c, reused, via)),
+            Err(_) if via != daemon && self.is_down(via) => self.take(daemon).map(|(c, r)| (c, r, daemon)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `req` for `daemon` on `c`, a connection to `via`: as it is, or in a
+    /// forwarding envelope when `via` is the node proxy. Returns the op code the
+    /// reply will carry.
+    fn send_to(&self, c: &mut Conn, via: u32, daemon: u32, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<u16> {
+        if via == daemon {
+            return self.send(c, id, req, bulk).map(|()| req.op());
+        }
+        // The proxy answers before this client's own read times out.
+        let timeout_ms = (self.timeout.as_millis() * 9 / 10).min(u32::MAX as u128) as u32;
+        let fwd = Request::Forward { target: daemon, op: req.op(), timeout_ms, body: encode(req) };
+        self.send(c, id, &fwd, bulk).map(|()| OP_FORWARD)
+    }
+
+    /// A forwarded call's reply: EHOSTUNREACH is the proxy saying the daemon could
+    /// not be reached, the same failure as a direct connection's.
+    fn unwrap_forwarded(&self, daemon: u32, op: u16, reply: Reply) -> Result<Reply, Errno> {
+        if op == OP_FORWARD && reply == Err(libc::EHOSTUNREACH) {
+            return Err(self.fail(daemon, "not reachable from this node's daemon (node proxy)".into()));
+        }
+        Ok(reply)
+    }
+
     fn send(&self, c: &mut Conn, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<()> {
         let body = encode(req);
         let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
@@ -386,12 +459,21 @@ impl Transport {
     fn call_fresh(&self, call: &Call<'_>, dest: Option<&Dest>, buf: &mut [u8]) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         debug!(daemon = call.daemon, op = call.req.name(), id, "sending again on a new connection");
-        let mut c = self.connect(call.daemon)?;
-        self.send(&mut c, id, &call.req, &call.bulk).map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
-        match self.recv(&mut c, id, call.req.op(), dest, buf) {
+        let mut via = self.via(call.daemon);
+        let mut c = match self.connect(via) {
+            Err(_) if via != call.daemon && self.is_down(via) => {
+                via = call.daemon;
+                self.connect(via)?
+            }
+            r => r?,
+        };
+        let op = self
+            .send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk)
+            .map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
+        match self.recv(&mut c, id, op, dest, buf) {
             Ok((reply, bulk)) => {
-                self.give_back(call.daemon, c);
-                reply.map(|r| (r, bulk)).map_err(Errno)
+                self.give_back(via, c);
+                self.unwrap_forwarded(call.daemon, op, reply)?.map(|r| (r, bulk)).map_err(Errno)
             }
             Err(e) => Err(self.fail(call.daemon, e.1)),
         }
@@ -448,8 +530,9 @@ impl Transport {
     pub(crate) fn send_batch(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {
-            /// Waiting for the reply on this connection (id, op, pooled?).
-            Pending(Conn, u64, u16, bool),
+            /// Waiting for the reply on this connection (id, op, pooled?, the
+            /// daemon it leads to).
+            Pending(Conn, u64, u16, bool, u32),
             /// Sending on a pooled connection failed: send again on a fresh one.
             Resend,
             Done(Answer),
@@ -458,13 +541,13 @@ impl Transport {
         for call in &calls {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
-            sent.push(match self.take(call.daemon) {
-                Ok((mut c, reused)) => match self.send(&mut c, id, &call.req, &call.bulk) {
-                    Ok(()) => {
+            sent.push(match self.take_for(call.daemon) {
+                Ok((mut c, reused, via)) => match self.send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk) {
+                    Ok(op) => {
                         // Events, not spans: the calls of a batch interleave. With the
                         // default filter (info) a disabled event costs an atomic load.
                         debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
-                        Sent::Pending(c, id, call.req.op(), reused)
+                        Sent::Pending(c, id, op, reused, via)
                     }
                     Err(_) if reused => Sent::Resend,
                     Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
@@ -479,7 +562,7 @@ impl Transport {
             answers.push(match st {
                 Sent::Done(a) => a,
                 Sent::Resend => self.call_fresh(call, dest, buf),
-                Sent::Pending(mut c, id, op, reused) => match self.recv(&mut c, id, op, dest, buf) {
+                Sent::Pending(mut c, id, op, reused, via) => match self.recv(&mut c, id, op, dest, buf) {
                     Ok((reply, bulk)) => {
                         debug!(
                             daemon = call.daemon,
@@ -488,8 +571,11 @@ impl Transport {
                             errno = reply.as_ref().err().copied().unwrap_or(0),
                             "reply"
                         );
-                        self.give_back(call.daemon, c);
-                        reply.map(|r| (r, bulk)).map_err(Errno)
+                        self.give_back(via, c);
+                        match self.unwrap_forwarded(call.daemon, op, reply) {
+                            Ok(reply) => reply.map(|r| (r, bulk)).map_err(Errno),
+                            Err(e) => Err(e),
+                        }
                     }
                     Err((true, _)) if reused && call.req.is_idempotent() => {
                         drop(c);

@@ -57,7 +57,15 @@ fn dir_of(req: &Request) -> Option<&str> {
 /// What a recovering daemon still answers: questions about itself, not about the
 /// file system's contents.
 fn serves_while_recovering(req: &Request) -> bool {
-    matches!(req, Request::Ping | Request::Shutdown { .. } | Request::StatFs | Request::Stats | Request::Metrics)
+    matches!(
+        req,
+        Request::Ping
+            | Request::Shutdown { .. }
+            | Request::StatFs
+            | Request::Stats
+            | Request::Metrics
+            | Request::Multiplex
+    )
 }
 
 /// A reply's bulk bytes: in the caller's buffer (`bulk_out` of `handle`), or a
@@ -343,5 +351,9 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::Trace { on, names, dir } => {
             crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok)
         }
+        // The session hands forwards to the proxy and switches a connection to
+        // multiplexed service itself (proxy/); here only where it could not.
+        Request::Multiplex => Ok(Response::Ok),
+        Request::Forward { .. } => Err(libc::EPROTO),
     }
 }

@@ -17,6 +17,7 @@ mod inline;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;
+pub mod proxy;
 pub mod read_log;
 pub mod server;
 pub mod stage;
@@ -346,6 +347,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     }
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
+    ctx(proxy::start(&state, cfg.hosts_file.clone(), cfg.server.threads), "cannot start the node proxy in", &rootdir)?;
     ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
     if let Some(addr) = &cfg.metrics_listen {
         let bound = exporter::spawn(state.clone(), addr)?;

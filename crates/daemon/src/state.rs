@@ -28,6 +28,8 @@ pub struct State {
     pub recovering: AtomicBool,
     pub(crate) refusals_logged: LogBudget,
     pub(crate) accept_errors_logged: LogBudget,
+    /// The node proxy (proxy/), set at start.
+    pub proxy: std::sync::OnceLock<crate::proxy::Proxy>,
 }
 
 impl State {
@@ -52,6 +54,7 @@ impl State {
             recovering: AtomicBool::new(false),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
+            proxy: std::sync::OnceLock::new(),
         }
     }
 

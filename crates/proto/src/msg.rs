@@ -309,6 +309,20 @@ requests! {
     47 "stage_commit" StageCommitFiles { items: Vec<StageCommit> } idempotent(true),
     /// One page of what this daemon served reads of (`ReadLog`), file ids > `after`.
     48 "read_log" ReadLog { after: Option<u128>, max_entries: u32 } idempotent(true),
+    /// The node proxy (docs/DESIGN.md, "The node proxy"): the receiving daemon sends
+    /// request `op` with body `body` and this frame's bulk to daemon `target` on
+    /// one of its multiplexed connections, and answers with that daemon's reply
+    /// body and bulk as they came (the reply frame's op is this op's). EHOSTUNREACH
+    /// when `target` cannot be reached or does not answer within `timeout_ms`
+    /// (daemons never answer it themselves), also for a target the hosts file does
+    /// not list; EPROTO for an inner request that does not decode or is itself a
+    /// forward or multiplex; EINVAL for a target that is the receiving daemon.
+    49 "forward" Forward { target: u32, op: u16, timeout_ms: u32, body: Vec<u8> }
+        idempotent(decode_request(*op, body).is_ok_and(|r| r.is_idempotent())),
+    /// Sent first on a daemon-to-daemon connection of the node proxy: from now on
+    /// the receiving daemon may answer this connection's requests out of order
+    /// (each by its request id), serving them in parallel. Answered with `Ok`.
+    50 "multiplex" Multiplex idempotent(true),
     /// Switch this daemon's tracepoints named by `names` (comma-separated names or
     /// groups of gust-trace's registry, or `all`) on or off. With `dir`, trace files
     /// go to that directory on the daemon's node from now on (else to the one given
@@ -754,6 +768,11 @@ mod tests {
                 "30000000  01 07000000000000000000000000000000  09000000".into(),
             ),
             (
+                Request::Forward { target: 2, op: 1, timeout_ms: 9, body: vec![1, 0, 0, 0] },
+                "31000000  02000000  0100  09000000  0400000000000000 01000000".into(),
+            ),
+            (Request::Multiplex, "32000000".into()),
+            (
                 Request::Trace { on: true, names: "md".into(), dir: Some("/t".into()) },
                 "3a000000  01  0200000000000000 6d64  01 0200000000000000 2f74".into(),
             ),
@@ -829,6 +848,8 @@ mod tests {
                 (46, "stage_hash", true),
                 (47, "stage_commit", true),
                 (48, "read_log", true),
+                (49, "forward", true),
+                (50, "multiplex", true),
                 (58, "trace", true),
             ]
         );

@@ -171,7 +171,9 @@ impl Shared {
         let outcome = s.turn(&self.state, &self.budget, w);
         let fd = s.stream().raw_fd().expect("polled sessions have descriptors");
         let rearm = |i| self.poller.rearm(fd, key as u64, i).is_ok();
-        let freed = s.charged() < charged_before;
+        // Memory given back, or a place for a forward (crate::proxy): parked
+        // connections may go on.
+        let freed = s.charged() < charged_before || std::mem::take(&mut s.forward_ended);
         match outcome {
             Outcome::Read if rearm(Interest::Read) => {}
             Outcome::Write if rearm(Interest::Write) => {}
@@ -197,8 +199,10 @@ impl Shared {
         self.state.metrics.connections_open.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Up to `n` parked connections try again, oldest first (their sockets hold
-    /// the rest of their frames, so arming them for reading wakes them).
+    /// Up to `n` parked connections try again, oldest first. Armed for writing,
+    /// which fires at once: a connection parked with whole frames already read (a
+    /// forward waiting for a place, crate::proxy) has nothing more to read; one
+    /// parked for memory parks again in its turn if there is still none.
     fn wake_parked(&self, n: usize) {
         let keys: Vec<usize> = {
             let mut parked = lock(&self.parked);
@@ -211,7 +215,7 @@ impl Shared {
         let sessions = lock(&self.sessions);
         for key in keys {
             if let Some((fd, _)) = sessions.get(key) {
-                let _ = self.poller.rearm(*fd, key as u64, Interest::Read);
+                let _ = self.poller.rearm(*fd, key as u64, Interest::Write);
             }
         }
     }

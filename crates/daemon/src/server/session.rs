@@ -25,6 +25,9 @@ use std::io::{self, IoSlice, Write};
 use std::time::{Duration, Instant};
 use tracing::{debug_span, warn};
 
+#[path = "session_proxy.rs"]
+mod proxied;
+
 /// A worker's read buffer: one read takes up to this much.
 pub(crate) const SCRATCH_BYTES: usize = 64 << 10;
 /// A peer must finish the handshake within this time.
@@ -130,6 +133,14 @@ pub(crate) struct Session {
     stall_timeout: Duration,
     /// The last frame served was larger than the scratch buffer.
     expect_large: bool,
+    /// A proxy's multiplexed connection: frames go to the proxy's pool, which
+    /// writes every reply (crate::proxy).
+    mux: Option<std::sync::Arc<crate::proxy::MuxWriter>>,
+    /// This connection holds one of the proxy's places for a forward (taken before
+    /// the forward is served, given back after).
+    forward_place: bool,
+    /// A forward ended in this turn: connections parked for a place may go on.
+    pub forward_ended: bool,
 }
 
 enum Flow {
@@ -167,6 +178,9 @@ impl Session {
             deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
             stall_timeout,
             expect_large: false,
+            mux: None,
+            forward_place: false,
+            forward_ended: false,
         }
     }
 
@@ -288,6 +302,10 @@ impl Session {
             }
         }
         let p = self.in_place.take().expect("checked above");
+        if !self.forward_room(state, &p.header) {
+            self.in_place = Some(p);
+            return Outcome::Park;
+        }
         let body_len = p.header.body_len as usize;
         let flow = self.serve(state, w, p.header, &p.buf[..body_len], &p.buf[body_len..]);
         w.recycle(p.buf);
@@ -431,6 +449,9 @@ impl Session {
                     if rest.len() < end {
                         return (at, Flow::Continue);
                     }
+                    if !self.forward_room(state, &h) {
+                        return (at, Flow::Stop(Outcome::Park));
+                    }
                     at += end;
                     self.expect_large = false;
                     if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end])
@@ -470,6 +491,9 @@ impl Session {
 
     /// Decodes, dispatches and answers one frame.
     fn serve(&mut self, state: &State, w: &mut Worker, h: Header, body: &[u8], bulk_in: &[u8]) -> Flow {
+        if let Some(flow) = self.serve_proxied(state, w, h, body, bulk_in) {
+            return flow;
+        }
         let (op, id) = (h.op, h.request_id);
         let req = match decode_request(op, body) {
             Ok(r) => r,
