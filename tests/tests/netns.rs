@@ -67,8 +67,33 @@ impl TestHosts {
             ip(&["-n", &ns, "addr", "add", &format!("{}/24", Self::addr(i)), "dev", &n]);
             ip(&["-n", &ns, "link", "set", &n, "up"]);
             ip(&["-n", &ns, "link", "set", "lo", "up"]);
+            // Hosts reach each other through this namespace, as nodes through a
+            // switch: daemons heartbeat their peers (fencing).
+            ip(&["-n", &ns, "route", "add", "default", "via", &format!("10.77.{i}.1")]);
         }
+        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").expect("enable forwarding between the test hosts");
         t
+    }
+
+    /// Policy-routing table of the partial partition (unique per test).
+    fn table(&self) -> String {
+        (7700 + self.tag.parse::<u32>().unwrap_or(0) % 20_000).to_string()
+    }
+
+    /// A partial partition: this test process (the clients) can no longer reach
+    /// host `i`, which still reaches, and is reached by, the other hosts. Packets
+    /// this namespace sends itself (`iif lo`) to host i take a blackhole route;
+    /// packets it forwards between hosts do not.
+    fn cut_off_from_clients(&self, i: u32) {
+        let t = self.table();
+        ip(&["rule", "add", "to", &Self::addr(i), "iif", "lo", "table", &t]);
+        ip(&["route", "add", "blackhole", &Self::addr(i), "table", &t]);
+    }
+
+    fn reconnect_clients(&self, i: u32) {
+        let t = self.table();
+        let _ = Command::new("ip").args(["rule", "del", "to", &Self::addr(i), "iif", "lo", "table", &t]).output();
+        let _ = Command::new("ip").args(["route", "flush", "table", &t]).output();
     }
 
     fn hosts_file(&self) -> std::path::PathBuf {
@@ -119,6 +144,7 @@ impl Drop for TestHosts {
             unsafe { libc::kill(*p as i32, libc::SIGKILL) };
         }
         for i in 0..HOSTS {
+            self.reconnect_clients(i);
             let _ = Command::new("ip").args(["link", "del", &self.link(i)]).output();
             let _ = Command::new("ip").args(["netns", "del", &self.ns(i)]).output();
         }
@@ -217,7 +243,7 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
     hosts.start_daemons();
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
-    let c = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
+    let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
     assert_eq!(c.replicas(), 2);
     let big: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
     put(&c, "/big", &big).unwrap();
@@ -248,7 +274,70 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     let t = Instant::now();
     assert_eq!(c.read_dir("/").unwrap().len(), 1 + small.len() + 20, "the listing counts each file once");
     timed("readdir", t);
-    // (After the link comes back, host 1 serves what it held before: a daemon that
-    // was skipped without restarting is not fenced; docs/DESIGN.md, Replicas.)
+    // Back, host 1 does not serve what it held before: the writes above fenced it
+    // on its peers, and its first heartbeat says so (docs/DESIGN.md, Fencing).
     ip(&["link", "set", &hosts.link(1), "up"]);
+    std::thread::sleep(Duration::from_secs(3));
+    let fresh = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
+    assert_eq!(fresh.daemon_recovering(1), Ok(true), "host 1 answers EHOSTDOWN once back");
+    for i in 0..20 {
+        let p = format!("/during{i}");
+        assert_eq!(get(&fresh, &p, p.len()).unwrap(), p.as_bytes());
+    }
+}
+
+/// Version `v` of file `p`'s bytes.
+fn version(p: &str, v: u8) -> Vec<u8> {
+    (0..20_000u32).map(|j| (j as u8).wrapping_mul(3).wrapping_add(v).wrapping_add(p.len() as u8)).collect()
+}
+
+/// A partial partition with two replicas: the clients cannot reach host 1, its
+/// peers can. Writes go on through the other members and fence host 1 on its
+/// peers, which tell it at its next heartbeat. Once the clients reach it again, no
+/// read, not even a fresh client's whose first member for the files is host 1,
+/// returns the bytes it held before; it answers EHOSTDOWN.
+#[test]
+fn a_daemon_cut_off_from_clients_only_is_fenced() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
+    let mut hosts = TestHosts::create();
+    let mut header = gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), 4096, "/gustfs".into(), false);
+    header.replicas = 2;
+    header.store(&hosts.hosts_file()).unwrap();
+    gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
+    hosts.start_daemons();
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true };
+    let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
+    let files: Vec<String> =
+        (0..300).map(|i| format!("/f{i}")).filter(|p| c.record_holders(p)[0] == 1).take(12).collect();
+    assert_eq!(files.len(), 12);
+    for p in &files {
+        put(&c, p, &version(p, 1)).unwrap();
+    }
+
+    hosts.cut_off_from_clients(1);
+    let t = Instant::now();
+    for p in &files {
+        put(&c, p, &version(p, 2)).unwrap_or_else(|e| panic!("write {p} with host 1 cut off: {e}"));
+    }
+    assert!(t.elapsed() < Duration::from_secs(8), "writes took {:?}", t.elapsed());
+    for p in &files {
+        assert!(get(&c, p, 20_000).unwrap() == version(p, 2), "{p} during the partition");
+    }
+    // Its peers still reach it: they told it it is fenced, so it has no lease to
+    // lose and nothing to wait for.
+    std::thread::sleep(Duration::from_secs(1));
+    hosts.reconnect_clients(1);
+    for who in ["fresh client", "fresh client, later"] {
+        let fresh = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
+        assert_eq!(fresh.daemon_recovering(1), Ok(true), "{who}: host 1 answers EHOSTDOWN");
+        for p in &files {
+            let got = get(&fresh, p, 20_000).unwrap_or_else(|e| panic!("{who}: {p}: {e}"));
+            assert!(got == version(p, 2), "{who}: {p} reads back old bytes (stale copy served)");
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    std::thread::sleep(gust_client::DOWN_SKIP);
+    for p in &files {
+        assert!(get(&c, p, 20_000).unwrap() == version(p, 2), "writer: {p} after the partition");
+    }
 }

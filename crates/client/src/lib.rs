@@ -34,6 +34,7 @@ mod credentials;
 mod data;
 mod error;
 mod events;
+mod fence;
 mod find;
 mod inline;
 mod listing;

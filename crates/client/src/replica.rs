@@ -94,12 +94,16 @@ fn route(req: &Request) -> Route {
         | Find { .. }
         | Events { .. }
         | ReadLog { .. }
-        | Trace { .. } => Route::Addressed,
+        | Trace { .. }
+        // Fencing: a daemon's own fences and leases (fence.rs).
+        | Heartbeat { .. }
+        | Fence { .. }
+        | Unfence { .. } => Route::Addressed,
     }
 }
 
 impl Transport {
-    fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
@@ -152,11 +156,19 @@ impl Transport {
         let mut sent: Vec<(usize, u32)> = Vec::new();
         let mut subs: Vec<Call<'_>> = Vec::new();
         let mut sub_dests: Vec<Option<Dest>> = Vec::new();
+        // (call index, member) of each change that went without a member: fenced
+        // before the change is acknowledged (fence.rs).
+        let mut skipped: Vec<(usize, u32)> = Vec::new();
         for (i, c) in calls.iter().enumerate() {
             let r = route(&c.req);
             let members: Vec<u32> = match r {
                 Route::Addressed => vec![c.daemon],
-                _ => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
+                Route::All => {
+                    let (live, down): (Vec<u32>, Vec<u32>) = self.group(c.daemon).partition(|m| !self.is_down(*m));
+                    skipped.extend(down.into_iter().map(|m| (i, m)));
+                    live
+                }
+                Route::First => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
             };
             let members = match r {
                 Route::Addressed if self.is_down(c.daemon) => Vec::new(),
@@ -181,6 +193,9 @@ impl Transport {
             // Per call, whether some member answered.
             for ((i, m), a) in std::mem::take(&mut sent).into_iter().zip(got) {
                 if self.unavailable(m, &a) {
+                    if route(&calls[i].req) == Route::All {
+                        skipped.push((i, m));
+                    }
                     if route(&calls[i].req) == Route::First {
                         if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
                             let d = untried[i].remove(next);
@@ -194,6 +209,7 @@ impl Transport {
                     }
                     continue;
                 }
+                self.serving(m);
                 // The first member to answer decides (members were sent in group order).
                 match &answers[i] {
                     Some(Ok(_)) => {}
@@ -211,7 +227,11 @@ impl Transport {
                 sub_dests.push(dests[i].clone());
             }
         }
-        answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect()
+        let mut answers: Vec<Answer> = answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect();
+        if !skipped.is_empty() {
+            self.fence_before_acknowledging(&skipped, &mut answers);
+        }
+        answers
     }
 
     pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {

@@ -84,6 +84,9 @@ pub(crate) struct Transport {
     /// Per daemon: until when (ms since `epoch`) it counts as down and calls skip
     /// it (replicated instances only; replica.rs).
     pub(crate) down_until_ms: Vec<AtomicU64>,
+    /// Per daemon: until when (ms since `epoch`) this client counts it as fenced,
+    /// unless it sees it serve before (fence.rs).
+    pub(crate) fenced_until_ms: Vec<AtomicU64>,
     pub(crate) epoch: std::time::Instant,
 }
 
@@ -113,6 +116,7 @@ impl Transport {
     ) -> Self {
         register_fork_handler();
         let down_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
+        let fenced_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
         let links = entries
             .into_iter()
             .map(|e| DaemonLink {
@@ -132,6 +136,7 @@ impl Transport {
             last_error: Mutex::new(None),
             replicas,
             down_until_ms,
+            fenced_until_ms,
             epoch: std::time::Instant::now(),
         }
     }
