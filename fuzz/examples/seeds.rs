@@ -87,6 +87,9 @@ fn requests() -> Vec<Request> {
             items: vec![StageCommit { path: "/a".into(), file_id: 7, size: 5, mtime_ns: 3, atime_ns: 4 }],
         },
         Request::ReadLog { after: Some(6), max_entries: 16 },
+        Request::Heartbeat { from: 2 },
+        Request::Fence { daemon: 1 },
+        Request::Unfence { daemon: 1 },
     ]
 }
 
@@ -135,6 +138,8 @@ fn replies() -> Vec<(&'static str, Reply)> {
                 dropped: 0,
             }),
         ),
+        ("lease", Ok(Response::Lease { fenced: true })),
+        ("fenced", Ok(Response::Fenced { lease_left_ms: 1500 })),
         ("enoent", Err(2)),
     ]
 }

@@ -8,7 +8,8 @@
 //!
 //! * changes (create, write, remove, size, attributes, ...) go to every member of
 //!   the group that is not down, in parallel; the answer is the first member's that
-//!   answered (in group order). A write returns once every live copy has it.
+//!   answered (in group order). A write returns once every live copy has it, and
+//!   once a member it went without is fenced (fence.rs).
 //! * keyed reads (stat, read) go to the first member that is not down; if it fails
 //!   (transport error), the next member is asked, round by round.
 //! * questions to one daemon as itself (listings, scans, capacity, counters, ping)
