@@ -60,6 +60,9 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
     }
     // A new client: the old one skips D for a while, this one finds it down.
     let c = Client::open_instance(&hp, opts)?;
+    // Known down from the start: a listing whose pages of the other daemons came in
+    // before D's failure was noticed would drop the records D is first for.
+    c.skip_daemon(a.id);
     let (records, bytes) = rebuild(&c, a.id, &e.rootdir)?;
     eprintln!(
         "gust: daemon {}: {records} records and {} of chunks copied from its replicas",

@@ -18,7 +18,7 @@
 //! Cost: only the first change a client makes without D pays, one request to each
 //! of D's peers (2(R-1) in parallel, again every 200 ms while it waits) and the
 //! wait: at most `LEASE` (2 s) + 270 ms when D was answering heartbeats until the
-//! moment it was fenced; about one heartbeat interval (250-550 ms) when D's process
+//! moment it was fenced; about one heartbeat round (250-750 ms) when D's process
 //! is gone (killed: the peers' heartbeats are refused, and they answer 0 then);
 //! nothing when D has been silent (hung, partitioned) for a lease already, as when
 //! the change first waited for D's RPC timeout. Later changes, and other clients once D knows

@@ -247,6 +247,15 @@ impl Client {
         self.transport.replicas
     }
 
+    /// Skips `daemon` from now on, as if found down, for as long as this client
+    /// lives (`gust repair` while it rebuilds the daemon it stopped: records are
+    /// then kept from the other members from the first page on).
+    pub fn skip_daemon(&self, daemon: u32) {
+        if self.transport.replicas > 1 {
+            self.transport.down_until_ms[daemon as usize].store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+
     /// Whether this client found `daemon` down lately (it is skipped meanwhile).
     pub fn daemon_down(&self, daemon: u32) -> bool {
         self.transport.is_down(daemon)
