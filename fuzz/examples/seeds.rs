@@ -95,6 +95,9 @@ fn requests() -> Vec<Request> {
             body: gust_proto::encode(&Request::Stat { path: "/a".into() }),
         },
         Request::Multiplex,
+        Request::Heartbeat { from: 2 },
+        Request::Fence { daemon: 1 },
+        Request::Unfence { daemon: 1 },
     ]
 }
 
@@ -143,6 +146,8 @@ fn replies() -> Vec<(&'static str, Reply)> {
                 dropped: 0,
             }),
         ),
+        ("lease", Ok(Response::Lease { fenced: true })),
+        ("fenced", Ok(Response::Fenced { lease_left_ms: 1500 })),
         ("enoent", Err(2)),
     ]
 }

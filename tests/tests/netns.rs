@@ -8,122 +8,10 @@
 //! Needs root and iproute2 (scripts/setup.sh).
 
 use gust_client::{Client, ClientOptions, Errno};
-use gust_e2e::{gust_bin, wait_until};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use gust_e2e::wait_until;
 use std::time::{Duration, Instant};
 
-const HOSTS: u32 = 3;
-const PORT: u16 = 7070;
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip (iproute2)");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
-
-/// Network namespaces, links and daemons of the test; all removed on drop.
-struct TestHosts {
-    tag: String,
-    dir: tempfile::TempDir,
-    pids: Vec<u32>,
-    /// The tests of this file take turns: their hosts use the same addresses.
-    _turn: std::sync::MutexGuard<'static, ()>,
-}
-
-static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl TestHosts {
-    fn ns(&self, i: u32) -> String {
-        format!("gust{}n{i}", self.tag)
-    }
-    /// Host-side end of host i's link.
-    fn link(&self, i: u32) -> String {
-        format!("gv{}h{i}", self.tag)
-    }
-    fn addr(i: u32) -> String {
-        format!("10.77.{i}.2")
-    }
-
-    fn create() -> TestHosts {
-        // Unique per test of this process too (they run in parallel); interface
-        // names stay within 15 bytes.
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tag = format!("{}{n}", std::process::id() % 10_000);
-        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-        let t = TestHosts {
-            _turn: turn,
-            tag,
-            dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(),
-            pids: Vec::new(),
-        };
-        for i in 0..HOSTS {
-            let (ns, h, n) = (t.ns(i), t.link(i), format!("gv{}n{i}", t.tag));
-            ip(&["netns", "add", &ns]);
-            ip(&["link", "add", &h, "type", "veth", "peer", "name", &n]);
-            ip(&["link", "set", &n, "netns", &ns]);
-            ip(&["addr", "add", &format!("10.77.{i}.1/24"), "dev", &h]);
-            ip(&["link", "set", &h, "up"]);
-            ip(&["-n", &ns, "addr", "add", &format!("{}/24", Self::addr(i)), "dev", &n]);
-            ip(&["-n", &ns, "link", "set", &n, "up"]);
-            ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        }
-        t
-    }
-
-    fn hosts_file(&self) -> std::path::PathBuf {
-        self.dir.path().join("gust.hosts")
-    }
-
-    fn start_daemons(&mut self) {
-        for i in 0..HOSTS {
-            let log = std::fs::File::create(self.dir.path().join(format!("d{i}.log"))).unwrap();
-            let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &self.ns(i)])
-                .arg(gust_bin())
-                .arg("daemon")
-                .arg("--rootdir")
-                .arg(self.dir.path().join(format!("d{i}")))
-                .arg("--hosts-file")
-                .arg(self.hosts_file())
-                .arg("--listen")
-                .arg(format!("{}:{PORT}", Self::addr(i)))
-                .arg("--id")
-                .arg(i.to_string())
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log);
-            // SAFETY: setsid in the child before exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::setsid();
-                    Ok(())
-                });
-            }
-            let mut child = cmd.spawn().expect("start daemon in its namespace");
-            self.pids.push(child.id());
-            std::thread::spawn(move || child.wait());
-        }
-        let hosts = self.hosts_file();
-        let up = wait_until(Duration::from_secs(30), || {
-            gust_hosts::HostsFile::load(&hosts).map(|h| h.is_complete(HOSTS as usize)).unwrap_or(false)
-        });
-        assert!(up, "daemons did not register; logs in {}", self.dir.path().display());
-    }
-}
-
-impl Drop for TestHosts {
-    fn drop(&mut self) {
-        for p in &self.pids {
-            // `ip netns exec` execs the daemon, so this pid is the daemon.
-            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
-        }
-        for i in 0..HOSTS {
-            let _ = Command::new("ip").args(["link", "del", &self.link(i)]).output();
-            let _ = Command::new("ip").args(["netns", "del", &self.ns(i)]).output();
-        }
-    }
-}
+use gust_e2e::test_hosts::{ip, TestHosts, HOSTS, PORT};
 
 fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
     let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
@@ -217,7 +105,7 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
     hosts.start_daemons();
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
-    let c = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
+    let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
     assert_eq!(c.replicas(), 2);
     let big: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
     put(&c, "/big", &big).unwrap();
@@ -248,7 +136,70 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     let t = Instant::now();
     assert_eq!(c.read_dir("/").unwrap().len(), 1 + small.len() + 20, "the listing counts each file once");
     timed("readdir", t);
-    // (After the link comes back, host 1 serves what it held before: a daemon that
-    // was skipped without restarting is not fenced; docs/DESIGN.md, Replicas.)
+    // Back, host 1 does not serve what it held before: the writes above fenced it
+    // on its peers, and its first heartbeat says so (docs/DESIGN.md, Fencing).
     ip(&["link", "set", &hosts.link(1), "up"]);
+    std::thread::sleep(Duration::from_secs(3));
+    let fresh = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
+    assert_eq!(fresh.daemon_recovering(1), Ok(true), "host 1 answers EHOSTDOWN once back");
+    for i in 0..20 {
+        let p = format!("/during{i}");
+        assert_eq!(get(&fresh, &p, p.len()).unwrap(), p.as_bytes());
+    }
+}
+
+/// Version `v` of file `p`'s bytes.
+fn version(p: &str, v: u8) -> Vec<u8> {
+    (0..20_000u32).map(|j| (j as u8).wrapping_mul(3).wrapping_add(v).wrapping_add(p.len() as u8)).collect()
+}
+
+/// A partial partition with two replicas: the clients cannot reach host 1, its
+/// peers can. Writes go on through the other members and fence host 1 on its
+/// peers, which tell it at its next heartbeat. Once the clients reach it again, no
+/// read, not even a fresh client's whose first member for the files is host 1,
+/// returns the bytes it held before; it answers EHOSTDOWN.
+#[test]
+fn a_daemon_cut_off_from_clients_only_is_fenced() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
+    let mut hosts = TestHosts::create();
+    let mut header = gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), 4096, "/gustfs".into(), false);
+    header.replicas = 2;
+    header.store(&hosts.hosts_file()).unwrap();
+    gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
+    hosts.start_daemons();
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true };
+    let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
+    let files: Vec<String> =
+        (0..300).map(|i| format!("/f{i}")).filter(|p| c.record_holders(p)[0] == 1).take(12).collect();
+    assert_eq!(files.len(), 12);
+    for p in &files {
+        put(&c, p, &version(p, 1)).unwrap();
+    }
+
+    hosts.cut_off_from_clients(1);
+    let t = Instant::now();
+    for p in &files {
+        put(&c, p, &version(p, 2)).unwrap_or_else(|e| panic!("write {p} with host 1 cut off: {e}"));
+    }
+    assert!(t.elapsed() < Duration::from_secs(8), "writes took {:?}", t.elapsed());
+    for p in &files {
+        assert!(get(&c, p, 20_000).unwrap() == version(p, 2), "{p} during the partition");
+    }
+    // Its peers still reach it: they told it it is fenced, so it has no lease to
+    // lose and nothing to wait for.
+    std::thread::sleep(Duration::from_secs(1));
+    hosts.reconnect_clients(1);
+    for who in ["fresh client", "fresh client, later"] {
+        let fresh = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
+        assert_eq!(fresh.daemon_recovering(1), Ok(true), "{who}: host 1 answers EHOSTDOWN");
+        for p in &files {
+            let got = get(&fresh, p, 20_000).unwrap_or_else(|e| panic!("{who}: {p}: {e}"));
+            assert!(got == version(p, 2), "{who}: {p} reads back old bytes (stale copy served)");
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    std::thread::sleep(gust_client::DOWN_SKIP);
+    for p in &files {
+        assert!(get(&c, p, 20_000).unwrap() == version(p, 2), "writer: {p} after the partition");
+    }
 }

@@ -638,7 +638,13 @@ fn print_replication(c: &Client, h: &HostsFile, all: &[(u32, Result<gust_client:
             why.push(format!("daemon {d} down"));
         } else if c.daemon_recovering(*d) == Ok(true) {
             bad.push(*d);
-            why.push(format!("daemon {d} recovering (restarted after a crash; `gust repair`)"));
+            let by = c.fenced_by(*d);
+            if by.is_empty() {
+                why.push(format!("daemon {d} recovering (restarted after a crash, or cut off from its peers)"));
+            } else {
+                let list = by.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
+                why.push(format!("daemon {d} FENCED by daemon(s) {list} (it missed changes while skipped)"));
+            }
         }
     }
     if bad.is_empty() {
@@ -649,6 +655,9 @@ fn print_replication(c: &Client, h: &HostsFile, all: &[(u32, Result<gust_client:
     let (under, lost) = gust_client::degraded_primaries(&bad, h.replicas, n);
     let list = |v: &[u32]| v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ");
     println!("replicas: DEGRADED: {}", why.join(", "));
+    if why.iter().any(|w| !w.ends_with(" down")) {
+        println!("  bring a recovering or fenced daemon D up to date on its host: gust repair --id D");
+    }
     println!(
         "  under-replicated: records and chunks placed first on daemon(s) {} ({} of {n} shares)",
         list(&under),

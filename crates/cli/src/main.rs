@@ -161,7 +161,7 @@ enum Cmd {
     /// trace JSON. Clients trace with GUST_TRACE=NAMES GUST_TRACE_DIR=DIR.
     Trace(trace::TraceArgs),
     /// Bring a daemon of a replicated instance up to date from its replicas (after
-    /// it crashed and came back recovering): gust repair --id D
+    /// it crashed and came back recovering, or was fenced after missing changes): gust repair --id D
     Repair(repair::RepairArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]

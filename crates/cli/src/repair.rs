@@ -1,11 +1,12 @@
 //! `gust repair --id D`: brings daemon D of a replicated instance up to date after
-//! it crashed and came back fenced (recovering: docs/DESIGN.md, Replicas), or
-//! before a replacement takes its id.
+//! it crashed and came back recovering, or was fenced (it missed changes while hung
+//! or cut off: docs/DESIGN.md, Replicas and Fencing), or before a replacement takes
+//! its id.
 //!
 //! Offline and whole: D is stopped, its stores are emptied, every record and chunk
 //! whose replica group includes D is copied into them from the serving copies
-//! (through the client core, which skips D), then D is started again on its root
-//! directory, serving. Run it on D's host while the instance is quiet (between job
+//! (through the client core, which skips D), the fences on D's peers are cleared,
+//! and D is started again on its root directory, serving. Run it on D's host while the instance is quiet (between job
 //! steps): a change made meanwhile to a group of D reaches the other copies only,
 //! and D would miss it. A chunk that spilled past a full daemon (capacity
 //! placement) is not copied.
@@ -59,12 +60,27 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
     }
     // A new client: the old one skips D for a while, this one finds it down.
     let c = Client::open_instance(&hp, opts)?;
+    // Known down from the start: a listing whose pages of the other daemons came in
+    // before D's failure was noticed would drop the records D is first for.
+    c.skip_daemon(a.id);
     let (records, bytes) = rebuild(&c, a.id, &e.rootdir)?;
     eprintln!(
         "gust: daemon {}: {records} records and {} of chunks copied from its replicas",
         a.id,
         crate::human_size(bytes)
     );
+    // The fences clients set on D's peers go now that D holds what they hold. A
+    // client remembers a fence for DOWN_SKIP and does not fence again meanwhile:
+    // D serves only after that, so a D that fails again is fenced again.
+    let unreached = c.unfence(a.id);
+    if !unreached.is_empty() {
+        let list = unreached.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ");
+        eprintln!(
+            "gust: warning: daemon(s) {list} did not answer and still fence daemon {}: it stops serving when it              reaches them; run `gust repair --id {}` again once they are back",
+            a.id, a.id
+        );
+    }
+    std::thread::sleep(gust_client::DOWN_SKIP);
     restart(&hp, &h, a.id)?;
     eprintln!("gust: daemon {} is serving again", a.id);
     Ok(())

@@ -35,6 +35,7 @@ mod credentials;
 mod data;
 mod error;
 mod events;
+mod fence;
 mod find;
 mod inline;
 mod listing;

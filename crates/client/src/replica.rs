@@ -8,7 +8,8 @@
 //!
 //! * changes (create, write, remove, size, attributes, ...) go to every member of
 //!   the group that is not down, in parallel; the answer is the first member's that
-//!   answered (in group order). A write returns once every live copy has it.
+//!   answered (in group order). A write returns once every live copy has it, and
+//!   once a member it went without is fenced (fence.rs).
 //! * keyed reads (stat, read) go to the first member that is not down; if it fails
 //!   (transport error), the next member is asked, round by round.
 //! * questions to one daemon as itself (listings, scans, capacity, counters, ping)
@@ -100,12 +101,16 @@ fn route(req: &Request) -> Route {
         // passes it on (its inner request was routed already); multiplex opens a
         // daemon-to-daemon connection.
         | Forward { .. }
-        | Multiplex => Route::Addressed,
+        | Multiplex
+        // Fencing: a daemon's own fences and leases (fence.rs).
+        | Heartbeat { .. }
+        | Fence { .. }
+        | Unfence { .. } => Route::Addressed,
     }
 }
 
 impl Transport {
-    fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
@@ -158,11 +163,19 @@ impl Transport {
         let mut sent: Vec<(usize, u32)> = Vec::new();
         let mut subs: Vec<Call<'_>> = Vec::new();
         let mut sub_dests: Vec<Option<Dest>> = Vec::new();
+        // (call index, member) of each change that went without a member: fenced
+        // before the change is acknowledged (fence.rs).
+        let mut skipped: Vec<(usize, u32)> = Vec::new();
         for (i, c) in calls.iter().enumerate() {
             let r = route(&c.req);
             let members: Vec<u32> = match r {
                 Route::Addressed => vec![c.daemon],
-                _ => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
+                Route::All => {
+                    let (live, down): (Vec<u32>, Vec<u32>) = self.group(c.daemon).partition(|m| !self.is_down(*m));
+                    skipped.extend(down.into_iter().map(|m| (i, m)));
+                    live
+                }
+                Route::First => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
             };
             let members = match r {
                 Route::Addressed if self.is_down(c.daemon) => Vec::new(),
@@ -187,6 +200,9 @@ impl Transport {
             // Per call, whether some member answered.
             for ((i, m), a) in std::mem::take(&mut sent).into_iter().zip(got) {
                 if self.unavailable(m, &a) {
+                    if route(&calls[i].req) == Route::All {
+                        skipped.push((i, m));
+                    }
                     if route(&calls[i].req) == Route::First {
                         if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
                             let d = untried[i].remove(next);
@@ -200,6 +216,7 @@ impl Transport {
                     }
                     continue;
                 }
+                self.serving(m);
                 // The first member to answer decides (members were sent in group order).
                 match &answers[i] {
                     Some(Ok(_)) => {}
@@ -217,7 +234,11 @@ impl Transport {
                 sub_dests.push(dests[i].clone());
             }
         }
-        answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect()
+        let mut answers: Vec<Answer> = answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect();
+        if !skipped.is_empty() {
+            self.fence_before_acknowledging(&skipped, &mut answers);
+        }
+        answers
     }
 
     pub fn call(&self, daemon: u32, req: Request) -> Result<Response, Errno> {
@@ -230,6 +251,15 @@ impl Client {
     /// Copies of every record and chunk.
     pub fn replicas(&self) -> u32 {
         self.transport.replicas
+    }
+
+    /// Skips `daemon` from now on, as if found down, for as long as this client
+    /// lives (`gust repair` while it rebuilds the daemon it stopped: records are
+    /// then kept from the other members from the first page on).
+    pub fn skip_daemon(&self, daemon: u32) {
+        if self.transport.replicas > 1 {
+            self.transport.down_until_ms[daemon as usize].store(u64::MAX, Ordering::Relaxed);
+        }
     }
 
     /// Whether this client found `daemon` down lately (it is skipped meanwhile).

@@ -111,6 +111,9 @@ pub(crate) struct Transport {
     /// Per daemon: until when (ms since `epoch`) it counts as down and calls skip
     /// it (replicated instances only; replica.rs).
     pub(crate) down_until_ms: Vec<AtomicU64>,
+    /// Per daemon: until when (ms since `epoch`) this client counts it as fenced,
+    /// unless it sees it serve before (fence.rs).
+    pub(crate) fenced_until_ms: Vec<AtomicU64>,
     pub(crate) epoch: std::time::Instant,
     /// The daemon of this node that forwards requests for the others (the node
     /// proxy), if in use.
@@ -168,6 +171,7 @@ impl Transport {
             .flatten()
             .map(|i| i as u32);
         let down_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
+        let fenced_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
         let links = entries
             .into_iter()
             .map(|e| DaemonLink {
@@ -187,6 +191,7 @@ impl Transport {
             last_error: Mutex::new(None),
             replicas,
             down_until_ms,
+            fenced_until_ms,
             epoch: std::time::Instant::now(),
             proxy,
         }

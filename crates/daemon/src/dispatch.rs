@@ -56,6 +56,8 @@ fn dir_of(req: &Request) -> Option<&str> {
 
 /// What a recovering daemon still answers: questions about itself, not about the
 /// file system's contents.
+/// Fencing's own requests are among them: a peer answers heartbeats and takes
+/// fences whatever its own state.
 fn serves_while_recovering(req: &Request) -> bool {
     matches!(
         req,
@@ -65,6 +67,9 @@ fn serves_while_recovering(req: &Request) -> bool {
             | Request::Stats
             | Request::Metrics
             | Request::Multiplex
+            | Request::Heartbeat { .. }
+            | Request::Fence { .. }
+            | Request::Unfence { .. }
     )
 }
 
@@ -119,14 +124,35 @@ fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
 
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
-    if state.recovering.load(Ordering::Relaxed) && !serves_while_recovering(&req) {
-        // Restarted after a crash in a replicated instance: its copies may miss
-        // writes its peers took meanwhile; clients read and write the other copies
-        // until `gust repair` (docs/DESIGN.md, "Replicas").
+    if (state.recovering.load(Ordering::Relaxed) || !state.lease.holds()) && !serves_while_recovering(&req) {
+        // Restarted after a crash, or fenced, in a replicated instance: its copies
+        // may miss writes its peers took meanwhile; clients read and write the other
+        // copies until `gust repair`. Without a lease (cut off from its peers, or
+        // frozen) it may have been fenced without knowing yet (docs/DESIGN.md,
+        // "Replicas" and "Fencing").
         return Err(libc::EHOSTDOWN);
     }
     match req {
         Request::Ping => Ok(Response::Ok),
+        Request::Heartbeat { from } => {
+            if from == state.daemon_id {
+                return Err(libc::EINVAL);
+            }
+            state.fences.heartbeat(from).map(|fenced| Response::Lease { fenced })
+        }
+        Request::Fence { daemon } => {
+            if daemon == state.daemon_id || daemon as usize >= gust_hosts::DAEMONS_MAX {
+                return Err(libc::EINVAL);
+            }
+            let left = state.fences.fence(md, daemon, crate::lease::LEASE)?;
+            Ok(Response::Fenced { lease_left_ms: left.as_millis() as u64 })
+        }
+        Request::Unfence { daemon } => {
+            if daemon as usize >= gust_hosts::DAEMONS_MAX {
+                return Err(libc::EINVAL);
+            }
+            state.fences.unfence(md, daemon).map(|_| Response::Ok)
+        }
         Request::Shutdown { keep } => {
             state.wipe_on_exit.store(!keep, Ordering::SeqCst);
             if keep {

@@ -3,7 +3,8 @@
 //! It owns a root directory on node-local storage holding a RocksDB metadata store
 //! (`metadata/`) and a chunk store (`chunks/`), registers itself in the hosts file,
 //! and serves framed requests over TCP and a Unix socket. Daemons never talk to each
-//! other: every decision about placement is the client's.
+//! other on the I/O path: every decision about placement is the client's. In a
+//! replicated instance they heartbeat their peers for a lease (lease.rs, fence.rs).
 //!
 //! Not for: placement (gust-placement), client-side logic (gust-client).
 
@@ -13,10 +14,13 @@ pub mod dirs;
 pub mod dispatch;
 pub mod events;
 pub mod exporter;
+pub mod fence;
 mod inline;
+pub mod lease;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;
+pub mod peer;
 pub mod proxy;
 pub mod read_log;
 pub mod server;
@@ -345,10 +349,16 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             hosts.replicas
         );
     }
+    state.fences.load(&state.metadata)?;
+    if hosts.replicas > 1 {
+        state.lease.require();
+    }
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
     ctx(proxy::start(&state, cfg.hosts_file.clone(), cfg.server.threads), "cannot start the node proxy in", &rootdir)?;
     ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
+    // After the server: peers heartbeat this daemon as it heartbeats them.
+    lease::start(state.clone(), &cfg.hosts_file, hosts.replicas)?;
     if let Some(addr) = &cfg.metrics_listen {
         let bound = exporter::spawn(state.clone(), addr)?;
         tracing::info!("daemon {daemon_id}: Prometheus metrics on http://{bound}/metrics");

@@ -3,6 +3,8 @@
 
 use crate::chunks::ChunkStore;
 use crate::events::EventLog;
+use crate::fence::Fences;
+use crate::lease::Lease;
 use crate::log_budget::LogBudget;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
@@ -26,6 +28,11 @@ pub struct State {
     /// Restarted after a crash in a replicated instance: refuses everything about
     /// the file system's contents with EHOSTDOWN until repaired (dispatch.rs).
     pub recovering: AtomicBool,
+    /// This daemon's lease from its peers (replicated instances): without it, it
+    /// refuses contents like a recovering daemon (lease.rs).
+    pub lease: Lease,
+    /// The peer's half: daemons fenced here, grants given (fence.rs).
+    pub fences: Fences,
     pub(crate) refusals_logged: LogBudget,
     pub(crate) accept_errors_logged: LogBudget,
     /// The node proxy (proxy/), set at start.
@@ -52,6 +59,8 @@ impl State {
             read_log: ReadLog::new(),
             wipe_on_exit: AtomicBool::new(false),
             recovering: AtomicBool::new(false),
+            lease: Lease::new(),
+            fences: Fences::new(),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
             proxy: std::sync::OnceLock::new(),

@@ -36,6 +36,24 @@ pub fn replica_group(primary: u32, replicas: u32, daemons: u32) -> impl Iterator
     (0..replicas).map(move |i| (primary + i) % daemons)
 }
 
+/// The daemons that share a replica group with `daemon` (every group holding it,
+/// less itself), in id order: the peers it takes its lease from and on which a
+/// client fences it. Empty with one replica. With fewer daemons than `replicas`
+/// (an instance still starting), every other daemon.
+pub fn replica_peers(daemon: u32, replicas: u32, daemons: u32) -> Vec<u32> {
+    if replicas <= 1 || daemon >= daemons {
+        return Vec::new();
+    }
+    let reach = (replicas - 1).min(daemons / 2 + 1);
+    let mut v: Vec<u32> = (1..=reach)
+        .flat_map(|k| [(daemon + k) % daemons, (daemon + daemons - k % daemons) % daemons])
+        .filter(|m| *m != daemon)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Jump consistent hash (Lamping and Veach, 2014): maps `key` to a bucket in
 /// `0..buckets` so that growing `buckets` from n to n+1 moves only 1/(n+1) of keys.
 pub fn jump_hash(mut key: u64, buckets: u32) -> u32 {
@@ -184,6 +202,29 @@ impl Distributor for WideStriping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Peers are exactly the daemons sharing some replica group with the daemon.
+    #[test]
+    fn replica_peers_are_the_group_sharers() {
+        for n in 1..9u32 {
+            for r in 1..=3u32.min(n) {
+                for d in 0..n {
+                    let want: Vec<u32> = (0..n)
+                        .filter(|m| *m != d)
+                        .filter(|m| {
+                            (0..n).any(|p| {
+                                let g: Vec<u32> = replica_group(p, r, n).collect();
+                                g.contains(&d) && g.contains(m)
+                            })
+                        })
+                        .collect();
+                    assert_eq!(replica_peers(d, r, n), want, "daemon {d} of {n}, {r} replicas");
+                }
+            }
+        }
+        assert_eq!(replica_peers(0, 2, 1), Vec::<u32>::new());
+        assert_eq!(replica_peers(1, 3, 2), vec![0]);
+    }
 
     #[test]
     fn jump_hash_is_in_range_and_stable_under_growth() {

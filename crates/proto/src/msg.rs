@@ -273,6 +273,19 @@ requests! {
     /// its mtime and ctime become at least `time_ns`. ENOENT if it is gone, ENOTDIR
     /// if it is not a directory. Applied twice, a nonzero delta counts twice.
     31 "dir_changed" DirChanged { path: String, subdirs_delta: i32, time_ns: i64 } idempotent(*subdirs_delta == 0),
+    /// Daemon to daemon, in replicated instances only: daemon `from` asks a peer (a
+    /// daemon it shares a replica group with) whether it may go on serving. Answered
+    /// with `Response::Lease`: `fenced` true if a client fenced `from` on this peer
+    /// (it missed changes), which then stops serving until repaired. Changes nothing.
+    32 "heartbeat" Heartbeat { from: u32 } idempotent(true),
+    /// A client skipped `daemon` for a change: this peer records the fence (in its
+    /// metadata store, so it outlives a restart) and answers `daemon`'s heartbeats
+    /// with `fenced` from now on. Answered with `Response::Fenced`: how long the lease
+    /// this peer last granted `daemon` may still run. EINVAL for an id outside the
+    /// instance or this daemon's own.
+    33 "fence" Fence { daemon: u32 } idempotent(true),
+    /// `gust repair` rebuilt `daemon`: forget its fence. Answered with `Ok`.
+    34 "unfence" Unfence { daemon: u32 } idempotent(true),
     /// Everything the daemon counts and knows about its stores (`gust status`,
     /// `gust stop --stats`, the Prometheus page): answered with `Response::Metrics`.
     38 "metrics" Metrics idempotent(true),
@@ -525,6 +538,15 @@ pub enum Response {
         done: bool,
         dropped: u64,
     },
+    /// Answer to a heartbeat: whether the asking daemon is fenced.
+    Lease {
+        fenced: bool,
+    },
+    /// Answer to a fence: the longest the fenced daemon's lease from this peer may
+    /// still run (0: it has none), in milliseconds of this peer's clock.
+    Fenced {
+        lease_left_ms: u64,
+    },
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -689,6 +711,9 @@ mod tests {
                 Request::DirChanged { path: "/d".into(), subdirs_delta: -1, time_ns: 9 },
                 "1f000000  0200000000000000 2f64  ffffffff  0900000000000000".into(),
             ),
+            (Request::Heartbeat { from: 3 }, "20000000  03000000".into()),
+            (Request::Fence { daemon: 4 }, "21000000  04000000".into()),
+            (Request::Unfence { daemon: 5 }, "22000000  05000000".into()),
             (Request::Metrics, "26000000".into()),
             (
                 Request::Find {
@@ -837,6 +862,9 @@ mod tests {
                 (26, "create_inline_batch", false),
                 (30, "set_owner", true),
                 (31, "dir_changed", false),
+                (32, "heartbeat", true),
+                (33, "fence", true),
+                (34, "unfence", true),
                 (38, "metrics", true),
                 (39, "find", true),
                 (40, "close_write", true),
@@ -1005,6 +1033,8 @@ mod tests {
                      0100000000000000 0200000000000000  01  0000000000000000"
                 ),
             ),
+            (Ok(Response::Lease { fenced: true }), format!("{ok} 12000000  01")),
+            (Ok(Response::Fenced { lease_left_ms: 7 }), format!("{ok} 13000000  0700000000000000")),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {

@@ -129,6 +129,7 @@ impl MetadataStore {
         let families = vec![
             ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone()),
             ColumnFamilyDescriptor::new(crate::inline::INLINE_CF, crate::inline::family_options()),
+            ColumnFamilyDescriptor::new(crate::fence::FENCES_CF, crate::fence::family_options()),
         ];
         let db = DB::open_cf_descriptors(&opts, dir, families)
             .map_err(|e| format!("cannot open RocksDB at {}: {e}", dir.display()))?;

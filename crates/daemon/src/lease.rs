@@ -1,0 +1,257 @@
+//! Leases, the asking half of lease-based fencing (docs/DESIGN.md, "Fencing"): in
+//! a replicated instance a daemon serves contents only while it holds a lease from
+//! its peers (the daemons it shares a replica group with), renewed by heartbeats in
+//! a thread of its own, off the I/O path.
+//!
+//! Every `HEARTBEAT_INTERVAL` the daemon asks all its peers at once (`heartbeat`,
+//! `HEARTBEAT_TIMEOUT` per step). The round renews the lease for `LEASE` from the
+//! moment it started if no peer answered `fenced` and either some peer answered or
+//! every peer refused the connection (their processes are gone: no peer can hold
+//! changes this daemon lacks and serve them). A `fenced` answer makes the daemon
+//! recovering (EHOSTDOWN for contents) until `gust repair`. A daemon that cannot
+//! renew (partitioned, or frozen by SIGSTOP or a VM pause: its lease ran out on the
+//! clock while it was stopped) refuses contents with EHOSTDOWN from the moment the
+//! lease ends until a round renews it; a client that skipped it for a change
+//! fenced it first, so that round says `fenced`.
+//!
+//! The clock is CLOCK_BOOTTIME, which also runs while the machine is suspended.
+//!
+//! Cost: one heartbeat per peer per interval, 2(R-1) peers: 8 requests per second
+//! per daemon with R = 2, 16 with R = 3, each a 12-byte body and a 12-byte reply.
+//!
+//! Not for: the peer's answers (fence.rs), the connection (peer.rs).
+
+use crate::peer::{lease_answer, PeerAnswer, PeerLink};
+use crate::state::State;
+use gust_hosts::HostsFile;
+use gust_proto::Request;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long a renewed lease lasts, from the start of the round that renewed it.
+pub const LEASE: Duration = Duration::from_millis(2000);
+/// Time between the starts of two heartbeat rounds.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
+/// Bound on each step of a heartbeat (connect, send, reply). A round takes at most
+/// this long whatever the peers do (they are asked in parallel), so a healthy
+/// daemon renews at least every 750 ms, twice within `LEASE` even on a loaded
+/// machine, where a busy peer may answer late without costing a lease.
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Milliseconds of CLOCK_BOOTTIME.
+fn now_ms() -> u64 {
+    // SAFETY: clock_gettime writes into a timespec we own.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// A daemon's lease: whether it may serve contents now.
+pub struct Lease {
+    /// Off (always held) with one replica.
+    needed: AtomicBool,
+    /// CLOCK_BOOTTIME milliseconds until which the lease holds.
+    until_ms: AtomicU64,
+}
+
+impl Lease {
+    pub fn new() -> Lease {
+        Lease { needed: AtomicBool::new(false), until_ms: AtomicU64::new(0) }
+    }
+
+    /// Whether the daemon may serve contents: checked per request, two loads and a
+    /// clock read (vDSO) in replicated instances, one load otherwise.
+    pub fn holds(&self) -> bool {
+        !self.needed.load(Ordering::Relaxed) || now_ms() < self.until_ms.load(Ordering::Acquire)
+    }
+
+    /// From now on, contents need the lease (a replicated instance): set before the
+    /// server starts, so that nothing is served before the first round.
+    pub fn require(&self) {
+        self.needed.store(true, Ordering::SeqCst);
+    }
+
+    fn renew_from(&self, start_ms: u64) {
+        let until = start_ms + LEASE.as_millis() as u64;
+        self.until_ms.fetch_max(until, Ordering::AcqRel);
+    }
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease::new()
+    }
+}
+
+/// What one round of heartbeats found.
+#[derive(Debug, PartialEq, Eq)]
+enum Round {
+    Renewed,
+    Fenced(u32),
+    /// No peer answered and not all refused: (peers, first failure).
+    Lost(usize, String),
+}
+
+/// The heartbeat thread's own state.
+struct Heartbeats {
+    state: Arc<State>,
+    hosts_path: PathBuf,
+    hosts_mtime: Option<SystemTime>,
+    links: HashMap<u32, PeerLink>,
+}
+
+impl Heartbeats {
+    /// Re-reads the hosts file when it changed (daemons register during a start,
+    /// and a restarted daemon may listen elsewhere) and keeps one link per peer.
+    fn refresh_peers(&mut self) {
+        let mtime = std::fs::metadata(&self.hosts_path).and_then(|m| m.modified()).ok();
+        if mtime.is_some() && mtime == self.hosts_mtime {
+            return;
+        }
+        let Ok(h) = HostsFile::load(&self.hosts_path) else { return };
+        self.hosts_mtime = mtime;
+        let me = self.state.daemon_id;
+        let peers = gust_placement::replica_peers(me, h.replicas, h.daemons.len() as u32);
+        self.links.retain(|id, _| peers.contains(id));
+        for p in peers {
+            let Some(e) = h.daemons.iter().find(|d| d.id == p) else { continue };
+            if self.links.get(&p).map(|l| l.entry() != e).unwrap_or(true) {
+                self.links.insert(p, PeerLink::new(e.clone()));
+            }
+        }
+    }
+
+    fn round(&mut self) -> Round {
+        self.refresh_peers();
+        let start_ms = now_ms();
+        let asked = std::time::Instant::now();
+        let me = self.state.daemon_id;
+        let secret = &self.state.secret;
+        let mut answers: Vec<(u32, PeerAnswer)> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .links
+                .iter_mut()
+                .map(|(id, link)| {
+                    let id = *id;
+                    s.spawn(move || (id, link.call(secret, &Request::Heartbeat { from: me }, HEARTBEAT_TIMEOUT)))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("heartbeat thread")).collect()
+        });
+        answers.sort_by_key(|(id, _)| *id);
+        let mut answered = 0;
+        let mut refused = 0;
+        let mut failure = String::new();
+        for (id, a) in &answers {
+            match a {
+                PeerAnswer::Reply(r) => match lease_answer(r) {
+                    Some(true) => return Round::Fenced(*id),
+                    Some(false) => answered += 1,
+                    None if failure.is_empty() => failure = format!("daemon {id} gave no heartbeat answer"),
+                    None => {}
+                },
+                PeerAnswer::Refused => {
+                    self.state.fences.peer_refused(*id, asked);
+                    refused += 1;
+                }
+                PeerAnswer::Failed(e) if failure.is_empty() => failure = format!("daemon {id}: {e}"),
+                PeerAnswer::Failed(_) => {}
+            }
+        }
+        if answered > 0 || refused == answers.len() {
+            self.state.lease.renew_from(start_ms);
+            Round::Renewed
+        } else {
+            Round::Lost(answers.len(), failure)
+        }
+    }
+
+    fn run(mut self) {
+        let mut last_ms = now_ms();
+        let mut lost_logged = false;
+        loop {
+            let now = now_ms();
+            if now.saturating_sub(last_ms) > LEASE.as_millis() as u64 {
+                tracing::warn!(
+                    "daemon {}: no heartbeat for {} ms (the process was frozen: SIGSTOP, a VM pause); \
+                     refusing contents until a peer renews the lease",
+                    self.state.daemon_id,
+                    now - last_ms
+                );
+            }
+            last_ms = now;
+            match self.round() {
+                Round::Renewed => {
+                    if lost_logged {
+                        tracing::info!("daemon {}: lease renewed; serving again", self.state.daemon_id);
+                        lost_logged = false;
+                    }
+                }
+                Round::Fenced(by) => {
+                    if !self.state.recovering.swap(true, Ordering::SeqCst) {
+                        tracing::warn!(
+                            "daemon {}: fenced (daemon {by} says clients changed its copies without it); \
+                             refusing contents (EHOSTDOWN) until `gust repair --id {}`",
+                            self.state.daemon_id,
+                            self.state.daemon_id
+                        );
+                    }
+                }
+                Round::Lost(peers, why) => {
+                    if !lost_logged && !self.state.lease.holds() {
+                        tracing::warn!(
+                            "daemon {}: none of its {peers} peers answered a heartbeat for {} ms ({why}); \
+                             refusing contents (EHOSTDOWN) until one does",
+                            self.state.daemon_id,
+                            LEASE.as_millis()
+                        );
+                        lost_logged = true;
+                    }
+                }
+            }
+            let spent = Duration::from_millis(now_ms().saturating_sub(now));
+            std::thread::sleep(HEARTBEAT_INTERVAL.saturating_sub(spent));
+        }
+    }
+}
+
+/// In a replicated instance: requires the lease from now on, runs a first round
+/// before returning (so a fenced daemon never serves after a restart, and one whose
+/// peers are all gone or not started yet serves at once), then heartbeats in a
+/// thread. A daemon that cannot renew in that first round starts without a lease
+/// and serves once a round renews it.
+pub fn start(state: Arc<State>, hosts_path: &Path, replicas: u32) -> Result<(), String> {
+    if replicas <= 1 {
+        return Ok(());
+    }
+    state.lease.require();
+    let mut hb = Heartbeats {
+        state: state.clone(),
+        hosts_path: hosts_path.to_path_buf(),
+        hosts_mtime: None,
+        links: HashMap::new(),
+    };
+    match hb.round() {
+        Round::Fenced(by) => {
+            state.recovering.store(true, Ordering::SeqCst);
+            tracing::warn!(
+                "daemon {} is fenced (daemon {by}: clients changed its copies without it); refusing contents \
+                 (EHOSTDOWN) until `gust repair --id {}`",
+                state.daemon_id,
+                state.daemon_id
+            );
+        }
+        Round::Lost(peers, why) => {
+            tracing::warn!("daemon {}: no lease yet ({peers} peers, {why}); serving once one answers", state.daemon_id)
+        }
+        Round::Renewed => {}
+    }
+    std::thread::Builder::new()
+        .name("gust-heartbeat".into())
+        .spawn(move || hb.run())
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the heartbeat thread: {e}"))
+}

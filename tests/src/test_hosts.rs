@@ -1,0 +1,170 @@
+//! Test hosts in network namespaces: each with its own veth link to this namespace
+//! and address (10.77.<i>.2), routed through this namespace as nodes through a
+//! switch, a daemon in each. Faults: a link down (silence), a partial partition
+//! (this namespace's own packets to a host blackholed, forwarded ones not).
+//! Everything is removed on drop, daemons included. Needs root and iproute2.
+
+use crate::gust_bin;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub const HOSTS: u32 = 3;
+pub const PORT: u16 = 7070;
+
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip (iproute2)");
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Network namespaces, links and daemons of the test; all removed on drop.
+pub struct TestHosts {
+    tag: String,
+    pub dir: tempfile::TempDir,
+    pids: Vec<u32>,
+    /// The tests of this file take turns: their hosts use the same addresses.
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl TestHosts {
+    pub fn ns(&self, i: u32) -> String {
+        format!("gust{}n{i}", self.tag)
+    }
+    /// Host-side end of host i's link.
+    pub fn link(&self, i: u32) -> String {
+        format!("gv{}h{i}", self.tag)
+    }
+    pub fn addr(i: u32) -> String {
+        format!("10.77.{i}.2")
+    }
+
+    pub fn create() -> TestHosts {
+        // Unique per test of this process too (they run in parallel); interface
+        // names stay within 15 bytes.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = format!("{}{n}", std::process::id() % 10_000);
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let t = TestHosts {
+            _turn: turn,
+            tag,
+            dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(),
+            pids: Vec::new(),
+        };
+        for i in 0..HOSTS {
+            let (ns, h, n) = (t.ns(i), t.link(i), format!("gv{}n{i}", t.tag));
+            ip(&["netns", "add", &ns]);
+            ip(&["link", "add", &h, "type", "veth", "peer", "name", &n]);
+            ip(&["link", "set", &n, "netns", &ns]);
+            ip(&["addr", "add", &format!("10.77.{i}.1/24"), "dev", &h]);
+            ip(&["link", "set", &h, "up"]);
+            ip(&["-n", &ns, "addr", "add", &format!("{}/24", Self::addr(i)), "dev", &n]);
+            ip(&["-n", &ns, "link", "set", &n, "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+            // Hosts reach each other through this namespace, as nodes through a
+            // switch: daemons heartbeat their peers (fencing).
+            ip(&["-n", &ns, "route", "add", "default", "via", &format!("10.77.{i}.1")]);
+        }
+        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").expect("enable forwarding between the test hosts");
+        t
+    }
+
+    /// Policy-routing table of the partial partition (unique per test).
+    pub fn table(&self) -> String {
+        (7700 + self.tag.parse::<u32>().unwrap_or(0) % 20_000).to_string()
+    }
+
+    /// A partial partition: this test process (the clients) can no longer reach
+    /// host `i`, which still reaches, and is reached by, the other hosts. Packets
+    /// this namespace sends itself (`iif lo`) to host i take a blackhole route;
+    /// packets it forwards between hosts do not.
+    pub fn cut_off_from_clients(&self, i: u32) {
+        let t = self.table();
+        ip(&["rule", "add", "to", &Self::addr(i), "iif", "lo", "table", &t]);
+        ip(&["route", "add", "blackhole", &Self::addr(i), "table", &t]);
+    }
+
+    pub fn reconnect_clients(&self, i: u32) {
+        let t = self.table();
+        let _ = Command::new("ip").args(["rule", "del", "to", &Self::addr(i), "iif", "lo", "table", &t]).output();
+        let _ = Command::new("ip").args(["route", "flush", "table", &t]).output();
+    }
+
+    /// The pid of host `i`'s daemon, as registered (a repaired daemon is a new one).
+    pub fn daemon_pid(&self, i: u32) -> u32 {
+        gust_hosts::HostsFile::load(&self.hosts_file()).unwrap().daemons[i as usize].pid
+    }
+
+    /// Runs `gust ARGS --hosts-file H` on host `i` (in its namespace).
+    pub fn gust_on(&self, i: u32, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns(i)])
+            .arg(gust_bin())
+            .args(args)
+            .arg("--hosts-file")
+            .arg(self.hosts_file())
+            .output()
+            .expect("run gust in a test host")
+    }
+
+    pub fn hosts_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("gust.hosts")
+    }
+
+    pub fn start_daemons(&mut self) {
+        for i in 0..HOSTS {
+            let log = std::fs::File::create(self.dir.path().join(format!("d{i}.log"))).unwrap();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &self.ns(i)])
+                .arg(gust_bin())
+                .arg("daemon")
+                .arg("--rootdir")
+                .arg(self.dir.path().join(format!("d{i}")))
+                .arg("--hosts-file")
+                .arg(self.hosts_file())
+                .arg("--listen")
+                .arg(format!("{}:{PORT}", Self::addr(i)))
+                .arg("--id")
+                .arg(i.to_string())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log);
+            // SAFETY: setsid in the child before exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+            let mut child = cmd.spawn().expect("start daemon in its namespace");
+            self.pids.push(child.id());
+            std::thread::spawn(move || child.wait());
+        }
+        let hosts = self.hosts_file();
+        let up = crate::wait_until(Duration::from_secs(30), || {
+            gust_hosts::HostsFile::load(&hosts).map(|h| h.is_complete(HOSTS as usize)).unwrap_or(false)
+        });
+        assert!(up, "daemons did not register; logs in {}", self.dir.path().display());
+    }
+}
+
+impl Drop for TestHosts {
+    fn drop(&mut self) {
+        // Daemons started here (`ip netns exec` execs the daemon, so each pid is
+        // the daemon) and those `gust repair` started since (registered).
+        let registered = gust_hosts::HostsFile::load(&self.hosts_file())
+            .map(|h| h.daemons.iter().map(|d| d.pid).collect::<Vec<_>>())
+            .unwrap_or_default();
+        for p in self.pids.iter().chain(&registered) {
+            // SAFETY: signals to daemons of this test.
+            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        }
+        for i in 0..HOSTS {
+            self.reconnect_clients(i);
+            let _ = Command::new("ip").args(["link", "del", &self.link(i)]).output();
+            let _ = Command::new("ip").args(["netns", "del", &self.ns(i)]).output();
+        }
+    }
+}
