@@ -136,3 +136,46 @@ fn hung_daemon_times_out_tcp() {
 fn hung_daemon_times_out_unix_sockets() {
     run(false, true);
 }
+
+/// A read with a buffer larger than the file asks the daemons of the chunks past
+/// its end too (in the same round trip as the size). When only such a chunk's
+/// daemon is dead, the read still returns the file: nothing past the end was
+/// needed. A read that needs the dead daemon's bytes still fails with EIO.
+#[test]
+fn a_dead_daemon_holding_only_chunks_past_the_end_fails_no_read() {
+    let inst = Instance::start_with(3, &["--chunk-size", "4k"]);
+    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp: false });
+    let data: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    // A file whose record and first chunk are on live daemons and whose second
+    // chunk (past its end) is on the victim; and one whose first chunk is there.
+    let (mut past_end, mut first) = (None, None);
+    for i in 0..200 {
+        let p = format!("/f{i}");
+        put(&c, &p, &data);
+        let id = c.lstat_record(&p).unwrap().file_id;
+        let spans = c.chunk_spans_by_daemon(id, 8192);
+        let holder = |off: u64| {
+            spans
+                .iter()
+                .find(|(_, ss)| ss.iter().any(|s| s.offset <= off && off < s.offset + s.len as u64))
+                .map(|(d, _)| *d)
+        };
+        let (md, c0, c1) = (c.metadata_daemon(&p), holder(0).unwrap(), holder(4096).unwrap());
+        if md != VICTIM && c0 != VICTIM && c1 == VICTIM && past_end.is_none() {
+            past_end = Some(p);
+        } else if md != VICTIM && c0 == VICTIM && first.is_none() {
+            first = Some(p);
+        }
+    }
+    let (past_end, first) = (past_end.expect("a file with its second chunk on the victim"), first.unwrap());
+    let pid = inst.daemon_pid(VICTIM) as i32;
+    // SAFETY: kill(2) of the daemon process this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let mut buf = vec![0u8; 8192];
+    let fd = c.open(&past_end, libc::O_RDONLY, 0).unwrap();
+    let n = timed("read past the end", || c.pread(fd, &mut buf, 0)).unwrap();
+    assert_eq!(&buf[..n], &data[..], "the whole file, nothing more");
+    c.close(fd).unwrap();
+    let fd = c.open(&first, libc::O_RDONLY, 0).unwrap();
+    assert_err!(timed("read of the dead daemon's chunk", || c.pread(fd, &mut buf, 0)), libc::EIO);
+}
