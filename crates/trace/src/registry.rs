@@ -144,7 +144,7 @@ mod tests {
     fn select_names_groups_and_rejects_unknown_words() {
         let names = |s: &str| select(s).unwrap().iter().map(|t| t.name).collect::<Vec<_>>();
         assert_eq!(names("write,read"), vec!["write", "read"]);
-        assert_eq!(names("data"), vec!["read", "write", "truncate", "fsync"]);
+        assert_eq!(names("data"), vec!["read", "write", "truncate", "fsync", "lseek"]);
         assert_eq!(names("chunk, write"), vec!["chunk_read", "chunk_write", "chunk_other", "write"]);
         assert_eq!(select("all").unwrap().len(), ALL.len());
         let e = select("write,bogus").err().unwrap();
