@@ -7,7 +7,8 @@
 //! [`LISTING_ATTRS_TTL`], and forgets everything when this client changes anything
 //! (write, truncate, create, remove, rename, chmod, utimens). Changes by other clients
 //! within that time are not seen by a stat of this one (docs/SEMANTICS.md). Bounded
-//! at [`LISTING_ATTRS_ENTRIES_MAX`] entries, about 200 bytes each.
+//! at [`LISTING_ATTRS_ENTRIES_MAX`] entries, about 200 bytes each; when full, the
+//! directories listed first make room, whole (a walk has stat'ed them by then).
 //!
 //! Not for: listings without attributes (readdir.rs), open descriptors (fstat always
 //! asks the daemon).
@@ -16,7 +17,7 @@ use crate::error::unexpected;
 use crate::readdir::DirStream;
 use crate::{Client, Result};
 use gust_proto::{path, DirEntry, Record, Request, Response};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -48,11 +49,22 @@ pub(crate) struct ListingAttrs {
 #[derive(Default)]
 struct AttrMap {
     generation: u64,
+    /// Listed directories by path: when their latest page came (an entry answers
+    /// stats until LISTING_ATTRS_TTL after its directory's last page, so the first
+    /// entries of a long listing do not expire before the listing ends) and their
+    /// entries by name.
+    dirs: HashMap<String, DirAttrs>,
+    /// Directories in the order they were first listed: when the cache is full, the
+    /// oldest directory's entries make room (a tree walk has stat'ed them by then).
+    order: VecDeque<String>,
+    /// Entries over all directories, each directory counting as one more (so that
+    /// empty directories are bounded too).
+    entries: usize,
+}
+
+struct DirAttrs {
+    listed: Instant,
     entries: HashMap<String, Record>,
-    /// When the latest page of each listed directory came: an entry answers stats
-    /// until LISTING_ATTRS_TTL after its directory's last page, so the first entries
-    /// of a long listing do not expire before the listing ends.
-    dirs: HashMap<String, Instant>,
 }
 
 impl ListingAttrs {
@@ -76,22 +88,30 @@ impl ListingAttrs {
             return; // this client changed something while the page was on its way
         }
         if m.generation != g {
-            m.entries.clear();
-            m.dirs.clear();
-            m.generation = g;
+            *m = AttrMap { generation: g, ..Default::default() };
         }
-        if m.entries.len() + entries.len() > LISTING_ATTRS_ENTRIES_MAX {
-            let AttrMap { entries: e, dirs, .. } = &mut *m;
-            dirs.retain(|_, t| t.elapsed() < LISTING_ATTRS_TTL);
-            e.retain(|p, _| dirs.contains_key(path::parent(p)));
-        }
-        for (name, r) in entries {
-            if m.entries.len() >= LISTING_ATTRS_ENTRIES_MAX {
-                break;
+        // Room: whole directories go, oldest first, never the one being listed (a
+        // directory larger than the bound keeps what fits).
+        while m.entries + entries.len() + 1 > LISTING_ATTRS_ENTRIES_MAX {
+            let Some(oldest) = m.order.front().filter(|d| d.as_str() != dir).cloned() else { break };
+            m.order.pop_front();
+            if let Some(gone) = m.dirs.remove(&oldest) {
+                m.entries -= gone.entries.len() + 1;
             }
-            m.entries.insert(path::join(dir, name), r.clone());
         }
-        m.dirs.insert(dir.to_string(), now);
+        let room = LISTING_ATTRS_ENTRIES_MAX.saturating_sub(m.entries + 1);
+        let AttrMap { dirs, order, entries: count, .. } = &mut *m;
+        let d = dirs.entry(dir.to_string()).or_insert_with(|| {
+            order.push_back(dir.to_string());
+            *count += 1;
+            DirAttrs { listed: now, entries: HashMap::new() }
+        });
+        d.listed = now;
+        for (name, r) in entries.iter().take(room) {
+            if d.entries.insert(name.clone(), r.clone()).is_none() {
+                *count += 1;
+            }
+        }
         self.filled.store(true, Ordering::Relaxed);
     }
 
@@ -104,11 +124,13 @@ impl ListingAttrs {
         if m.generation != self.generation() {
             return None;
         }
-        let listed = m.dirs.get(path::parent(p))?;
-        if listed.elapsed() >= LISTING_ATTRS_TTL {
+        let parent = path::parent(p);
+        let d = m.dirs.get(parent)?;
+        if d.listed.elapsed() >= LISTING_ATTRS_TTL {
             return None;
         }
-        m.entries.get(p).cloned()
+        let name = p.get(parent.len()..)?.trim_start_matches('/');
+        d.entries.get(name).cloned()
     }
 }
 
@@ -179,5 +201,60 @@ impl Client {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gust_proto::FileKind;
+
+    fn rec(size: u64) -> Record {
+        Record {
+            kind: FileKind::File,
+            mode: 0o644,
+            size,
+            file_id: 1,
+            nlink: 1,
+            ctime_ns: 0,
+            mtime_ns: 0,
+            atime_ns: 0,
+            target: String::new(),
+            uid: 0,
+            gid: 0,
+        }
+    }
+
+    /// A walk of more entries than the bound (find over a large tree): each new
+    /// directory's entries are served, making room by forgetting the directories
+    /// listed first, and the count stays within the bound.
+    #[test]
+    fn a_walk_past_the_bound_keeps_the_latest_directories() {
+        let a = ListingAttrs::default();
+        let per_dir = 1000;
+        let dirs = LISTING_ATTRS_ENTRIES_MAX / per_dir + 40;
+        for d in 0..dirs {
+            let page: Vec<(String, Record)> = (0..per_dir).map(|i| (format!("f{i}"), rec(i as u64))).collect();
+            a.insert(0, &format!("/t/d{d}"), &page);
+            assert_eq!(a.get(&format!("/t/d{d}/f7")).map(|r| r.size), Some(7), "directory {d} just listed");
+            assert!(a.map.lock().unwrap().entries <= LISTING_ATTRS_ENTRIES_MAX);
+        }
+        assert!(a.get("/t/d0/f7").is_none(), "the first directory made room");
+        assert!(a.get(&format!("/t/d{}/f999", dirs - 2)).is_some());
+        assert!(a.get("/t/d5/nothing").is_none() && a.get("/").is_none() && a.get("/t").is_none());
+    }
+
+    /// A change by this client, or a page asked for before it, leaves nothing to serve.
+    #[test]
+    fn a_change_forgets_and_a_page_from_before_it_is_dropped() {
+        let a = ListingAttrs::default();
+        a.insert(0, "/", &[("x".to_string(), rec(3))]);
+        assert_eq!(a.get("/x").map(|r| r.size), Some(3));
+        a.invalidate();
+        assert!(a.get("/x").is_none());
+        a.insert(0, "/", &[("y".to_string(), rec(4))]);
+        assert!(a.get("/y").is_none(), "asked before the change");
+        a.insert(a.generation(), "/", &[("y".to_string(), rec(4))]);
+        assert_eq!(a.get("/y").map(|r| r.size), Some(4));
     }
 }
