@@ -9,7 +9,7 @@
 use crate::Errno;
 use gust_hosts::DaemonEntry;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
-use gust_proto::{decode, encode, handshake, FrameError, Reply, Request, Response, PROTOCOL_VERSION};
+use gust_proto::{decode, encode, handshake, FrameError, Reply, Request, Response};
 use gust_transport::{Endpoint, Stream};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -357,14 +357,7 @@ impl Transport {
     fn send(&self, c: &mut Conn, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<()> {
         let body = encode(req);
         let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
-        let h = Header {
-            version: PROTOCOL_VERSION,
-            op: req.op(),
-            request_id: id,
-            body_len: body.len() as u32,
-            bulk_len: bulk_len as u32,
-        };
-        let hb = h.encode();
+        let hb = Header::new(req.op(), id, body.len(), bulk_len).encode();
         let mut parts: Vec<&[u8]> = Vec::with_capacity(2 + bulk.len());
         parts.push(&hb);
         parts.push(&body);

@@ -29,6 +29,12 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header of a frame of this build's protocol version: op (with
+    /// `OP_RESPONSE_BIT` for a reply), request id, and the body and bulk lengths.
+    pub fn new(op: u16, request_id: u64, body_len: usize, bulk_len: usize) -> Header {
+        Header { version: PROTOCOL_VERSION, op, request_id, body_len: body_len as u32, bulk_len: bulk_len as u32 }
+    }
+
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut b = [0u8; HEADER_BYTES];
         b[0..4].copy_from_slice(&FRAME_MAGIC.to_le_bytes());
@@ -145,8 +151,7 @@ pub fn read_frame<R: Read>(r: &mut R, bulk: &mut Vec<u8>) -> Result<Frame, Frame
 pub fn write_frame<W: Write>(w: &mut W, op: u16, request_id: u64, body: &[u8], bulk: &[u8]) -> io::Result<()> {
     assert!(body.len() <= BODY_BYTES_MAX as usize, "body exceeds BODY_BYTES_MAX");
     assert!(bulk.len() <= BULK_BYTES_MAX as usize, "bulk exceeds BULK_BYTES_MAX");
-    let h =
-        Header { version: PROTOCOL_VERSION, op, request_id, body_len: body.len() as u32, bulk_len: bulk.len() as u32 };
+    let h = Header::new(op, request_id, body.len(), bulk.len());
     let mut buf = Vec::with_capacity(HEADER_BYTES + body.len() + if bulk.len() <= 64 * 1024 { bulk.len() } else { 0 });
     buf.extend_from_slice(&h.encode());
     buf.extend_from_slice(body);

@@ -4,7 +4,7 @@
 //! connection ends, every caller still waiting learns it at once.
 
 use gust_proto::frame::{Header, OP_RESPONSE_BIT};
-use gust_proto::{decode, encode, handshake, read_frame, FrameError, Reply, Request, Response, PROTOCOL_VERSION};
+use gust_proto::{decode, encode, handshake, read_frame, FrameError, Reply, Request, Response};
 use gust_transport::{Endpoint, Stream};
 use std::collections::HashMap;
 use std::fmt;
@@ -101,14 +101,7 @@ impl Link {
             Some(c) => c.insert(id, tx),
             None => return Err(CallError::Lost("connection closed".into())),
         };
-        let h = Header {
-            version: PROTOCOL_VERSION,
-            op,
-            request_id: id,
-            body_len: body.len() as u32,
-            bulk_len: bulk.len() as u32,
-        };
-        let hb = h.encode();
+        let hb = Header::new(op, id, body.len(), bulk.len()).encode();
         let sent = gust_transport::write_parts(&mut *lock(&self.writer), &[&hb, body, bulk]);
         if let Err(e) = sent {
             // Part of a frame may have gone: the connection cannot carry more.

@@ -18,7 +18,7 @@
 use crate::dispatch::{handle, BulkOut};
 use crate::state::State;
 use gust_proto::frame::{Header, OP_RESPONSE_BIT};
-use gust_proto::{decode_request, encode, FrameError, Reply, Response, PROTOCOL_VERSION};
+use gust_proto::{decode_request, encode, FrameError, Reply, Response};
 use gust_transport::Stream;
 use std::io::{self, IoSlice};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -48,14 +48,7 @@ impl MuxWriter {
     /// Writes one reply frame whole; a peer that does not take it within the stall
     /// timeout loses the connection.
     pub fn send(&self, op: u16, id: u64, body: &[u8], bulk: &[u8]) -> io::Result<()> {
-        let h = Header {
-            version: PROTOCOL_VERSION,
-            op: op | OP_RESPONSE_BIT,
-            request_id: id,
-            body_len: body.len() as u32,
-            bulk_len: bulk.len() as u32,
-        };
-        let hb = h.encode();
+        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk.len()).encode();
         let mut s = lock(&self.stream);
         let deadline = Instant::now() + self.stall_timeout;
         let mut slices: Vec<IoSlice<'_>> =

@@ -19,7 +19,7 @@ use crate::dispatch::{handle, BulkOut};
 use crate::state::State;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::handshake::{self, DaemonHandshake, CLIENT_MAC_BYTES, HELLO_BYTES};
-use gust_proto::{decode_request, encode, FrameError, Reply, Response, PROTOCOL_VERSION};
+use gust_proto::{decode_request, encode, FrameError, Reply, Response};
 use gust_transport::{Stream, COALESCE_BYTES_MAX};
 use std::io::{self, IoSlice, Write};
 use std::time::{Duration, Instant};
@@ -540,14 +540,7 @@ impl Session {
             Bulk::Worker => &worker_bulk,
             Bulk::Pinned(d) => d,
         };
-        let h = Header {
-            version: PROTOCOL_VERSION,
-            op: op | OP_RESPONSE_BIT,
-            request_id: id,
-            body_len: body.len() as u32,
-            bulk_len: bulk.len() as u32,
-        };
-        let hb = h.encode();
+        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk.len()).encode();
         if HEADER_BYTES + body.len() + bulk.len() <= COALESCE_BYTES_MAX {
             // One write, one segment, one wake-up at the client.
             let mut reply = std::mem::take(&mut w.reply);
