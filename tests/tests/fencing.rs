@@ -7,6 +7,9 @@
 //! `fenced`. It answers EHOSTDOWN, `gust status` shows it fenced, and after
 //! `gust repair` it serves the new bytes.
 
+mod common;
+
+use common::{try_get, try_put as put};
 use gust_client::{Client, ClientOptions, Errno};
 use gust_e2e::Instance;
 use std::time::{Duration, Instant};
@@ -17,25 +20,13 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(1);
 /// The daemons' lease (gust-daemon lease.rs).
 const LEASE: Duration = Duration::from_secs(2);
 
+/// The whole of `p`, in a buffer sized by a stat.
+fn get(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
+    try_get(c, p, c.stat(p)?.size as usize + 1)
+}
+
 fn opts() -> ClientOptions {
     ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false }
-}
-
-fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
-    let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
-    let r = c.pwrite(fd, data, 0).map(|_| ());
-    c.close(fd)?;
-    r
-}
-
-fn get(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
-    let fd = c.open(p, libc::O_RDONLY, 0)?;
-    let len = c.stat(p)?.size as usize;
-    let mut b = vec![0u8; len + 1];
-    let n = c.pread(fd, &mut b, 0);
-    c.close(fd)?;
-    b.truncate(n?);
-    Ok(b)
 }
 
 /// Version `v` of file `i`: inline-sized for some, several 4 KiB chunks for others,

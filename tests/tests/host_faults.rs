@@ -12,6 +12,9 @@
 //! Reproduce a failure with GUST_TEST_SEED=<seed printed at the start>; longer
 //! schedules: GUST_FAULTS=<count> (bench/soak_host_faults.sh).
 
+mod common;
+
+use common::{try_get, try_put as put};
 use gust_client::{Client, ClientOptions, Errno};
 use gust_e2e::test_hosts::{ip, TestHosts, HOSTS};
 use rand::rngs::StdRng;
@@ -33,21 +36,9 @@ enum Fault {
     ClientsCutOff(u64),
 }
 
-fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
-    let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
-    let r = c.pwrite(fd, data, 0).map(|_| ());
-    c.close(fd)?;
-    r
-}
-
+/// The whole of `p`, in a buffer sized by a stat.
 fn get(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
-    let len = c.stat(p)?.size as usize;
-    let fd = c.open(p, libc::O_RDONLY, 0)?;
-    let mut b = vec![0u8; len + 1];
-    let n = c.pread(fd, &mut b, 0);
-    c.close(fd)?;
-    b.truncate(n?);
-    Ok(b)
+    try_get(c, p, c.stat(p)?.size as usize + 1)
 }
 
 fn bytes(rng: &mut StdRng) -> Vec<u8> {

@@ -7,26 +7,18 @@
 //! replicas, the same partition fails nothing.
 //! Needs root and iproute2 (scripts/setup.sh).
 
+mod common;
+
+use common::{try_get, try_put as put};
 use gust_client::{Client, ClientOptions, Errno};
 use gust_e2e::wait_until;
 use std::time::{Duration, Instant};
 
 use gust_e2e::test_hosts::{ip, TestHosts, HOSTS, PORT};
 
-fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
-    let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
-    let r = c.write(fd, data).map(|_| ());
-    c.close(fd)?;
-    r
-}
-
+/// `p`, expected to hold `len` bytes (one more is asked for, to see none come).
 fn get(c: &Client, p: &str, len: usize) -> Result<Vec<u8>, Errno> {
-    let fd = c.open(p, libc::O_RDONLY, 0)?;
-    let mut b = vec![0u8; len + 1];
-    let r = c.pread(fd, &mut b, 0);
-    c.close(fd)?;
-    b.truncate(r?);
-    Ok(b)
+    try_get(c, p, len + 1)
 }
 
 #[test]

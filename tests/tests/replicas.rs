@@ -5,6 +5,9 @@
 //! what is degraded. With R = 1, operations
 //! on the lost daemon's records fail with EIO within the bound, the others work.
 
+mod common;
+
+use common::{try_get, try_put as put};
 use gust_client::{Client, ClientOptions, Errno};
 use gust_e2e::Instance;
 use std::collections::BTreeMap;
@@ -30,20 +33,10 @@ fn content(i: usize) -> Vec<u8> {
     (0..len).map(|j| ((j * 31 + i * 7) % 253) as u8).collect()
 }
 
-fn put(c: &Client, p: &str, data: &[u8]) -> Result<(), Errno> {
-    let fd = c.open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
-    let r = c.pwrite(fd, data, 0).map(|_| ());
-    c.close(fd)?;
-    r
-}
-
+/// Up to 1 MiB of `p`: larger than every file here, so reads also ask for chunks
+/// past the end.
 fn get(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
-    let fd = c.open(p, libc::O_RDONLY, 0)?;
-    let mut b = vec![0u8; 1 << 20];
-    let n = c.pread(fd, &mut b, 0);
-    c.close(fd)?;
-    b.truncate(n?);
-    Ok(b)
+    try_get(c, p, 1 << 20)
 }
 
 fn kill9(inst: &Instance, id: u32) {

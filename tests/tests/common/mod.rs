@@ -98,3 +98,24 @@ pub fn op_count(c: &Client, d: u32, op: &str) -> u64 {
     let s = c.daemon_stats(d).unwrap_or_else(|e| panic!("stats of daemon {d}: {e}"));
     s.ops.iter().find(|x| x.0 == op).unwrap_or_else(|| panic!("daemon {d} has no counter {op}")).1
 }
+
+/// Creates (or truncates) `path` and writes `data`, reporting failure instead of
+/// panicking (tests of failures: dead daemons, partitions, fences).
+pub fn try_put(c: &Client, path: &str, data: &[u8]) -> Result<()> {
+    let fd = c.open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)?;
+    let r = c.pwrite(fd, data, 0).map(|_| ());
+    c.close(fd)?;
+    r
+}
+
+/// Up to `max` bytes of `path` from its start, in one pread, reporting failure
+/// instead of panicking. A buffer larger than the file also asks the daemons of the
+/// chunks past its end.
+pub fn try_get(c: &Client, path: &str, max: usize) -> Result<Vec<u8>> {
+    let fd = c.open(path, libc::O_RDONLY, 0)?;
+    let mut b = vec![0u8; max];
+    let n = c.pread(fd, &mut b, 0);
+    c.close(fd)?;
+    b.truncate(n?);
+    Ok(b)
+}
