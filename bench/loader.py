@@ -7,6 +7,9 @@ PyTorch DataLoader with shuffling reads an ImageFolder.
     loader.py read --target gust:/PATH  [--workers 4 --epochs 2 --verify]
     loader.py read --target posix:DIR   (the local copy, or /gustfs/PATH under gust run)
     loader.py read ... --api read_bytes  (gustfs.read_bytes / pathlib's read_bytes per file)
+    loader.py read ... --api read_many --batch 32  (gustfs.read_many per batch of 32
+                        files, as a loader's __getitems__ fetches a batch; local:
+                        Python's open per file, there being no batch read there)
 
 `make` writes DIR/manifest.json (relative path, size, crc32 of every file); `read`
 takes the file list from it, as a loader takes it from an index built once. `read`
@@ -76,13 +79,20 @@ def make(args):
     )
 
 
-def worker(target, api, root, entries, conn):
+def worker(target, api, batch, root, entries, conn):
     if target == "gust":
         import gustfs
 
-        opener, read_bytes = gustfs.open, gustfs.read_bytes
+        opener, read_bytes, read_many = gustfs.open, gustfs.read_bytes, gustfs.read_many
     else:
         import pathlib
+
+        def read_many(paths):
+            out = []
+            for p in paths:
+                with open(p, "rb") as f:
+                    out.append(f.read())
+            return out
 
         opener, read_bytes = open, lambda p: pathlib.Path(p).read_bytes()
     while True:
@@ -92,17 +102,24 @@ def worker(target, api, root, entries, conn):
         indices, verify = job
         n = nbytes = 0
         bad = []
-        for i in indices:
-            rel, size, crc = entries[i]
-            if api == "read_bytes":
-                data = read_bytes(root + "/" + rel)
+        if api == "read_many":
+            batches = [indices[k : k + batch] for k in range(0, len(indices), batch)]
+        else:
+            batches = [[i] for i in indices]
+        for b in batches:
+            if api == "read_many":
+                datas = read_many([root + "/" + entries[i][0] for i in b])
+            elif api == "read_bytes":
+                datas = [read_bytes(root + "/" + entries[b[0]][0])]
             else:
-                with opener(root + "/" + rel, "rb") as f:
-                    data = f.read()
-            n += 1
-            nbytes += len(data)
-            if len(data) != size or (verify and zlib.crc32(data) != crc):
-                bad.append(rel)
+                with opener(root + "/" + entries[b[0]][0], "rb") as f:
+                    datas = [f.read()]
+            for i, data in zip(b, datas):
+                rel, size, crc = entries[i]
+                n += 1
+                nbytes += len(data)
+                if len(data) != size or (verify and zlib.crc32(data) != crc):
+                    bad.append(rel)
         conn.send((n, nbytes, bad))
 
 
@@ -121,7 +138,7 @@ def read(args):
     pipes, procs = [], []
     for _ in range(args.workers):
         a, b = ctx.Pipe()
-        p = ctx.Process(target=worker, args=(target, args.api, root.rstrip("/"), entries, b), daemon=True)
+        p = ctx.Process(target=worker, args=(target, args.api, args.batch, root.rstrip("/"), entries, b), daemon=True)
         p.start()
         pipes.append(a)
         procs.append(p)
@@ -149,6 +166,7 @@ def read(args):
     out = {
         "target": args.target,
         "api": args.api,
+        "batch": args.batch if args.api == "read_many" else 1,
         "workers": args.workers,
         "epochs": epochs,
         "files_per_s": files / seconds,
@@ -175,11 +193,13 @@ def main():
     r.add_argument("--verify", action="store_true", help="check every file's crc32 too")
     r.add_argument(
         "--api",
-        choices=("open", "read_bytes"),
+        choices=("open", "read_bytes", "read_many"),
         default="open",
         help="open: `with open(p, 'rb') as f: f.read()`; read_bytes: gustfs.read_bytes(p), "
-        "or pathlib.Path(p).read_bytes() for posix targets",
+        "or pathlib.Path(p).read_bytes() for posix targets; read_many: gustfs.read_many of a "
+        "batch of --batch files (posix targets: open per file)",
     )
+    r.add_argument("--batch", type=int, default=32, help="files per read_many call (a loader's batch size)")
     args = ap.parse_args()
     make(args) if args.cmd == "make" else read(args)
 

@@ -41,6 +41,7 @@ mod inline;
 mod listing;
 mod namespace;
 mod open_files;
+mod read_many;
 mod readdir;
 mod rename;
 mod replica;
@@ -77,6 +78,7 @@ pub use gust_proto::{
 pub use inline::WholeFile;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use open_files::OPEN_FILES_MAX;
+pub use read_many::READ_MANY_IN_FLIGHT;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
 pub use replica::{degraded_primaries, DOWN_SKIP};

@@ -140,12 +140,37 @@ pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
 /// them straight into (no intermediate vector, no copy), or None for a vector.
 pub(crate) type Placer<'a, 'p> = &'a mut dyn FnMut(&Response, usize) -> Option<&'p mut [u8]>;
 
+/// `Placer` for the replies of a batch: also told which call (by index) the reply
+/// answers.
+pub(crate) type BatchPlacer<'a, 'p> = &'a mut dyn FnMut(usize, &Response, usize) -> Option<&'p mut [u8]>;
+
+/// A reply and where its bulk bytes went (see `Placer`).
+pub(crate) type PlacedAnswer = Result<(Response, Bulk), Errno>;
+
+/// A batch's placer, lent for the reply to call `i`.
+fn for_call<'s, 'p>(place: &'s mut Option<BatchPlacer<'_, 'p>>, i: usize) -> Option<(usize, BatchPlacer<'s, 'p>)> {
+    match place {
+        Some(p) => Some((i, &mut **p)),
+        None => None,
+    }
+}
+
 /// Where the bulk of a reply read with a placer went.
 pub(crate) enum Bulk {
     /// Into the placer's buffer: this many bytes.
     Placed(usize),
     /// Into a vector (the placer declined).
     Vec(Vec<u8>),
+}
+
+impl Bulk {
+    /// The bytes read into a vector; none if they went to the placer's buffer.
+    fn into_vec(self) -> Vec<u8> {
+        match self {
+            Bulk::Vec(v) => v,
+            Bulk::Placed(_) => Vec::new(),
+        }
+    }
 }
 
 impl Transport {
@@ -365,23 +390,10 @@ impl Transport {
         gust_transport::write_parts(&mut c.writer, &parts)
     }
 
-    /// Reads one reply, its bulk into a Vec or, for a Read reply with a `dest`,
-    /// straight into `buf`. The error says whether no byte of it arrived.
-    fn recv(
-        &self,
-        c: &mut Conn,
-        id: u64,
-        op: u16,
-        dest: Option<&Dest>,
-        buf: &mut [u8],
-    ) -> Result<(Reply, Vec<u8>), (bool, String)> {
-        match self.recv_placed(c, id, op, dest, buf, None)? {
-            (reply, Bulk::Vec(v)) => Ok((reply, v)),
-            (reply, Bulk::Placed(_)) => Ok((reply, Vec::new())),
-        }
-    }
-
-    /// `recv`, with the bulk of a reply that `place` takes read into its buffer.
+    /// Reads one reply: its bulk, for a Read reply with a `dest`, straight into
+    /// `buf`; for a reply that `place` takes, into its buffer (the placer is told
+    /// the call's index in its batch); else into a vector. The error says whether
+    /// no byte of it arrived.
     fn recv_placed(
         &self,
         c: &mut Conn,
@@ -389,7 +401,7 @@ impl Transport {
         op: u16,
         dest: Option<&Dest>,
         buf: &mut [u8],
-        place: Option<Placer<'_, '_>>,
+        place: Option<(usize, BatchPlacer<'_, '_>)>,
     ) -> Result<(Reply, Bulk), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
@@ -432,8 +444,8 @@ impl Transport {
             return Ok((reply, Bulk::Vec(Vec::new())));
         }
         let want = h.bulk_len as usize;
-        if let (Some(place), Ok(r)) = (place, &reply) {
-            if let Some(to) = place(r, want) {
+        if let (Some((index, place)), Ok(r)) = (place, &reply) {
+            if let Some(to) = place(index, r, want) {
                 if to.len() < want {
                     return Err((false, format!("reply of {want} bulk bytes for a buffer of {}", to.len())));
                 }
@@ -454,7 +466,13 @@ impl Transport {
 
     /// One call on a fresh connection (the retry of a call whose pooled connection
     /// turned out to be dead).
-    fn call_fresh(&self, call: &Call<'_>, dest: Option<&Dest>, buf: &mut [u8]) -> Answer {
+    fn call_fresh(
+        &self,
+        call: &Call<'_>,
+        dest: Option<&Dest>,
+        buf: &mut [u8],
+        place: Option<(usize, BatchPlacer<'_, '_>)>,
+    ) -> PlacedAnswer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         debug!(daemon = call.daemon, op = call.req.name(), id, "sending again on a new connection");
         let mut via = self.via(call.daemon);
@@ -468,7 +486,7 @@ impl Transport {
         let op = self
             .send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk)
             .map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
-        match self.recv(&mut c, id, op, dest, buf) {
+        match self.recv_placed(&mut c, id, op, dest, buf, place) {
             Ok((reply, bulk)) => {
                 self.give_back(via, c);
                 self.unwrap_forwarded(call.daemon, op, reply)?.map(|r| (r, bulk)).map_err(Errno)
@@ -483,6 +501,7 @@ impl Transport {
     pub(crate) fn call_placed(&self, call: Call<'_>, place: Placer<'_, '_>) -> Result<(Response, Bulk), Errno> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
+        let mut place = |_: usize, r: &Response, n: usize| place(r, n);
         let (mut c, reused) = self.take(call.daemon)?;
         let mut sent = self.send(&mut c, id, &call.req, &call.bulk);
         if sent.is_err() && reused {
@@ -491,14 +510,14 @@ impl Transport {
         }
         sent.map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
         debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
-        let r = match self.recv_placed(&mut c, id, call.req.op(), None, &mut [], Some(&mut *place)) {
+        let r = match self.recv_placed(&mut c, id, call.req.op(), None, &mut [], Some((0, &mut place))) {
             Err((true, _)) if reused && call.req.is_idempotent() => {
                 drop(c);
                 c = self.connect(call.daemon)?;
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 self.send(&mut c, id, &call.req, &call.bulk)
                     .map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
-                self.recv_placed(&mut c, id, call.req.op(), None, &mut [], Some(place))
+                self.recv_placed(&mut c, id, call.req.op(), None, &mut [], Some((0, &mut place)))
             }
             r => r,
         };
@@ -526,6 +545,19 @@ impl Transport {
     /// `batch` as addressed, with Read replies delivered into `buf` at the positions
     /// `dests` give.
     pub(crate) fn send_batch(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
+        let answers = self.send_batch_placed(calls, dests, buf, None);
+        answers.into_iter().map(|a| a.map(|(r, bulk)| (r, bulk.into_vec()))).collect()
+    }
+
+    /// `send_batch`, with the bulk of the replies that `place` takes read into its
+    /// buffers (a batch of whole-file reads: read_many.rs).
+    pub(crate) fn send_batch_placed(
+        &self,
+        calls: Vec<Call<'_>>,
+        dests: Vec<Option<Dest>>,
+        buf: &mut [u8],
+        mut place: Option<BatchPlacer<'_, '_>>,
+    ) -> Vec<PlacedAnswer> {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {
             /// Waiting for the reply on this connection (id, op, pooled?, the
@@ -533,7 +565,7 @@ impl Transport {
             Pending(Conn, u64, u16, bool, u32),
             /// Sending on a pooled connection failed: send again on a fresh one.
             Resend,
-            Done(Answer),
+            Done(PlacedAnswer),
         }
         let mut sent: Vec<Sent> = Vec::with_capacity(calls.len());
         for call in &calls {
@@ -559,28 +591,30 @@ impl Transport {
             let dest = dests[i].as_ref();
             answers.push(match st {
                 Sent::Done(a) => a,
-                Sent::Resend => self.call_fresh(call, dest, buf),
-                Sent::Pending(mut c, id, op, reused, via) => match self.recv(&mut c, id, op, dest, buf) {
-                    Ok((reply, bulk)) => {
-                        debug!(
-                            daemon = call.daemon,
-                            op = call.req.name(),
-                            id,
-                            errno = reply.as_ref().err().copied().unwrap_or(0),
-                            "reply"
-                        );
-                        self.give_back(via, c);
-                        match self.unwrap_forwarded(call.daemon, op, reply) {
-                            Ok(reply) => reply.map(|r| (r, bulk)).map_err(Errno),
-                            Err(e) => Err(e),
+                Sent::Resend => self.call_fresh(call, dest, buf, for_call(&mut place, i)),
+                Sent::Pending(mut c, id, op, reused, via) => {
+                    match self.recv_placed(&mut c, id, op, dest, buf, for_call(&mut place, i)) {
+                        Ok((reply, bulk)) => {
+                            debug!(
+                                daemon = call.daemon,
+                                op = call.req.name(),
+                                id,
+                                errno = reply.as_ref().err().copied().unwrap_or(0),
+                                "reply"
+                            );
+                            self.give_back(via, c);
+                            match self.unwrap_forwarded(call.daemon, op, reply) {
+                                Ok(reply) => reply.map(|r| (r, bulk)).map_err(Errno),
+                                Err(e) => Err(e),
+                            }
                         }
+                        Err((true, _)) if reused && call.req.is_idempotent() => {
+                            drop(c);
+                            self.call_fresh(call, dest, buf, for_call(&mut place, i))
+                        }
+                        Err((_, e)) => Err(self.fail(call.daemon, e)),
                     }
-                    Err((true, _)) if reused && call.req.is_idempotent() => {
-                        drop(c);
-                        self.call_fresh(call, dest, buf)
-                    }
-                    Err((_, e)) => Err(self.fail(call.daemon, e)),
-                },
+                }
             });
         }
         answers

@@ -30,7 +30,7 @@ use gust_client::{Client as Core, ClientOptions, Errno, Kind, Record, Stat, Whol
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyBufferError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -344,21 +344,49 @@ impl Client {
     /// lookup) and read to its end: one more round trip.
     fn read_file<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyBytes>> {
         let p = self.map(path)?;
+        match self.read_whole(py, path, &p)? {
+            Ok((data, _)) => Ok(data),
+            Err(rec) => self.read_opened(py, path, &p, rec),
+        }
+    }
+
+    /// The whole content of each file of `paths`, in order: a list whose entries
+    /// are bytes, or the OSError that reading that file alone would raise (one
+    /// file's failure does not fail the others). The requests of a batch are all
+    /// sent before any reply is read (the core's `read_many_into`): the inline
+    /// files of a batch cost one request each, their wake-ups and system calls
+    /// shared; other files are then opened and read one by one, as `read_file`.
+    fn read_files<'py>(&self, py: Python<'py>, paths: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+        let mapped: Vec<PyResult<String>> = paths.iter().map(|p| self.map(p)).collect();
+        // Paths that do not map fail alone; the others go to the core.
+        let asked: Vec<usize> = (0..paths.len()).filter(|&i| mapped[i].is_ok()).collect();
+        let internal: Vec<&str> = asked.iter().map(|&i| mapped[i].as_ref().expect("asked").as_str()).collect();
+        let mut made: Vec<Option<Py<PyBytes>>> = (0..asked.len()).map(|_| None).collect();
         let core = &self.core;
-        let (fd, size) = match self.read_whole(py, path, &p)? {
-            Ok((data, _)) => return Ok(data),
-            Err(Some(r)) if r.kind == Kind::File => {
-                let fd = py.detach(|| core.open_known(&p, libc::O_RDONLY, r.file_id, Kind::File));
-                (fd.map_err(|e| self.err(e, path))?, r.size)
+        let found = py.detach(|| {
+            core.read_many_into(&internal, &mut |k: usize, rec: &Record| {
+                // SAFETY: `made` keeps the object past the read; whole_file fills the rest.
+                let (b, data) = unsafe { unset_bytes(rec.size) }?;
+                made[k] = Some(b);
+                Some(data)
+            })
+        });
+        let mut found = found.into_iter().zip(made);
+        let out = PyList::empty(py);
+        for (path, p) in paths.iter().zip(mapped) {
+            let one = p.and_then(|p| {
+                let (f, made) = found.next().expect("an answer per asked path");
+                match self.whole_file(py, path, f, made)? {
+                    Ok((data, _)) => Ok(data),
+                    Err(rec) => self.read_opened(py, path, &p, rec),
+                }
+            });
+            match one {
+                Ok(b) => out.append(b)?,
+                Err(e) => out.append(e.into_value(py))?,
             }
-            Err(_) => {
-                let (fd, st) = py.detach(|| core.open_stat(&p, libc::O_RDONLY, 0)).map_err(|e| self.err(e, path))?;
-                (fd, st.size)
-            }
-        };
-        let r = readall_bytes(py, core, fd, Some(size), &|e| self.err(e, path));
-        let _ = py.detach(|| core.close(fd));
-        r
+        }
+        Ok(out)
     }
 
     /// Opens `path` read-only for a file object (`gustfs.open(path, "rb")`):
@@ -570,6 +598,33 @@ impl Client {
 
 /// The buffer of a bytes object, writable: only for one just made and not yet
 /// shared (bytes are immutable once anyone else can see them).
+/// A new bytes object of `size` bytes whose contents are unset, and its buffer for
+/// a read to fill; None if Python is out of memory (the caller's ordinary path then
+/// reports it). Takes the GIL for a moment.
+///
+/// # Safety
+/// The caller keeps the object alive while it uses the buffer, and fills the
+/// buffer before anyone else sees the object (the data, then zeros past it:
+/// `whole_file`).
+unsafe fn unset_bytes<'b>(size: u64) -> Option<(Py<PyBytes>, &'b mut [u8])> {
+    let size = isize::try_from(size).ok()?;
+    Python::attach(|py| {
+        // SAFETY: with a NULL source, PyBytes_FromStringAndSize returns a new bytes
+        // object of `size` bytes whose contents are unset.
+        let obj = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
+        if obj.is_null() {
+            let _ = PyErr::take(py);
+            return None;
+        }
+        // SAFETY: a new reference to a bytes object (checked non-null).
+        let b: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr(py, obj).cast_into_unchecked() };
+        // SAFETY: the object's buffer of `size` bytes stays put while the returned
+        // reference to the object lives; callers keep it past the read into it.
+        let data = unsafe { std::slice::from_raw_parts_mut(bytes_buffer(&b), size as usize) };
+        Some((b.unbind(), data))
+    })
+}
+
 fn bytes_buffer(b: &Bound<'_, PyBytes>) -> *mut u8 {
     // SAFETY: `b` is a live bytes object; PyBytes_AsString cannot fail for one.
     unsafe { pyo3::ffi::PyBytes_AsString(b.as_ptr()) as *mut u8 }
@@ -664,34 +719,31 @@ impl Client {
         let mut made: Option<Py<PyBytes>> = None;
         let found = py.detach(|| {
             core.read_whole_into(p, &mut |rec: &Record| {
-                let size = isize::try_from(rec.size).ok()?;
-                Python::attach(|py| {
-                    // SAFETY: with a NULL source, PyBytes_FromStringAndSize returns a
-                    // new bytes object of `size` bytes whose contents are unset; they
-                    // are filled (the data, then zeros past it below) before anyone
-                    // else sees the object.
-                    let obj = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
-                    if obj.is_null() {
-                        // Out of memory: the ordinary path reports it.
-                        let _ = PyErr::take(py);
-                        return None;
-                    }
-                    // SAFETY: a new reference to a bytes object (checked non-null).
-                    let b: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr(py, obj).cast_into_unchecked() };
-                    // SAFETY: the object's buffer of `size` bytes stays put while
-                    // `made` holds it, which outlives the read into it.
-                    let data = unsafe { std::slice::from_raw_parts_mut(bytes_buffer(&b), size as usize) };
-                    made = Some(b.unbind());
-                    Some(data)
-                })
+                // SAFETY: `made` keeps the object past the read; whole_file fills the rest.
+                let (b, data) = unsafe { unset_bytes(rec.size) }?;
+                made = Some(b);
+                Some(data)
             })
         });
+        self.whole_file(py, path, found, made)
+    }
+
+    /// What `read_whole` returns, from what `read_whole_into` (or one entry of
+    /// `read_many_into`) found and the bytes object its placer made.
+    #[allow(clippy::type_complexity)]
+    fn whole_file<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        found: Result<WholeFile, Errno>,
+        made: Option<Py<PyBytes>>,
+    ) -> PyResult<Result<(Bound<'py, PyBytes>, Record), Option<Record>>> {
         match found.map_err(|e| self.err(e, path))? {
             WholeFile::Placed { record, len } => {
                 let b = made.expect("the placer made the bytes").into_bound(py);
                 if (len as u64) < record.size {
                     // Stored data shorter than the size (a truncate grew the file).
-                    // SAFETY: as above; the object is still only ours.
+                    // SAFETY: the object is new and still only ours (unset_bytes).
                     unsafe { std::ptr::write_bytes(bytes_buffer(&b).add(len), 0, record.size as usize - len) };
                 }
                 Ok(Ok((b, record)))
@@ -701,6 +753,31 @@ impl Client {
             }
             WholeFile::Other(rec) => Ok(Err(rec)),
         }
+    }
+
+    /// The rest of `read_file` for a file `read_whole` did not read: opened with the
+    /// record it brought, if any (no second lookup), and read to its end.
+    fn read_opened<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        p: &str,
+        rec: Option<Record>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let core = &self.core;
+        let (fd, size) = match rec {
+            Some(r) if r.kind == Kind::File => {
+                let fd = py.detach(|| core.open_known(p, libc::O_RDONLY, r.file_id, Kind::File));
+                (fd.map_err(|e| self.err(e, path))?, r.size)
+            }
+            _ => {
+                let (fd, st) = py.detach(|| core.open_stat(p, libc::O_RDONLY, 0)).map_err(|e| self.err(e, path))?;
+                (fd, st.size)
+            }
+        };
+        let r = readall_bytes(py, core, fd, Some(size), &|e| self.err(e, path));
+        let _ = py.detach(|| core.close(fd));
+        r
     }
 
     fn read_at<'py>(&self, py: Python<'py>, fd: i32, n: usize, at: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {

@@ -62,6 +62,7 @@ __all__ = [
     "access",
     "statvfs",
     "read_bytes",
+    "read_many",
     "write_bytes",
 ]
 
@@ -500,6 +501,29 @@ class Client:
         request for a small (inline) file, whose data lands straight in the result."""
         return self._c.read_file(_fspath(path))
 
+    def read_many(self, paths, *, on_error="raise"):
+        """The whole contents of many files, as a list of bytes in the order of
+        ``paths``: what a data loader fetches for a batch of samples. The requests
+        for all of them are sent before any reply is read, so the daemons serve the
+        batch in parallel and a small (inline) file costs one request whose wake-ups
+        are shared with the rest of the batch.
+
+        ``on_error``: ``"raise"`` raises the OSError of the first file (in order)
+        that could not be read; ``"return"`` puts each such error in that file's
+        place in the list instead; ``"omit"`` leaves those files out.
+        """
+        if on_error not in ("raise", "return", "omit"):
+            raise ValueError(f"on_error must be 'raise', 'return' or 'omit', not {on_error!r}")
+        got = self._c.read_files([_fspath(p) for p in paths])
+        if on_error == "return":
+            return got
+        if on_error == "omit":
+            return [g for g in got if not isinstance(g, BaseException)]
+        for g in got:
+            if isinstance(g, BaseException):
+                raise g
+        return got
+
     def write_bytes(self, path, data):
         """Creates or replaces a file with ``data`` (any bytes-like object)."""
         # One native call: a small file is one request and is kept with its record.
@@ -742,7 +766,7 @@ def _module_function(name):
 
 for _name in (
     "open stat lstat exists isdir isfile islink getsize listdir scandir walk mkdir makedirs rmdir remove "
-    "unlink rename replace rmtree truncate symlink readlink chmod utime access statvfs read_bytes write_bytes"
+    "unlink rename replace rmtree truncate symlink readlink chmod utime access statvfs read_bytes read_many write_bytes"
 ).split():
     globals()[_name] = _module_function(_name)
 del _name

@@ -272,6 +272,27 @@ class GustFileSystem(AbstractFileSystem):
                 return b""
             return f.pread(end - start, start)
 
+    def cat(self, path, recursive=False, on_error="raise", **kwargs):
+        """fsspec's ``cat``: the contents of one path, or a dict of many. The files
+        of a list are read with ``read_many`` (all requests sent before any reply
+        is read), not one ``cat_file`` after another; byte ranges (``start``,
+        ``end``) take fsspec's own way."""
+        paths = self.expand_path(path, recursive=recursive)
+        many = len(paths) > 1 or isinstance(path, list) or paths[0] != self._strip_protocol(path)
+        if not many:
+            return self.cat_file(paths[0], **kwargs)
+        if kwargs.get("start") is not None or kwargs.get("end") is not None:
+            return super().cat(path, recursive=recursive, on_error=on_error, **kwargs)
+        out = {}
+        for p, got in zip(paths, self.client.read_many(paths, on_error="return")):
+            if isinstance(got, BaseException):
+                if on_error == "raise":
+                    raise got
+                if on_error == "omit":
+                    continue
+            out[p] = got
+        return out
+
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         path = self._strip_protocol(path)
         if self.auto_mkdir:
