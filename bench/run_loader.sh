@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The data-loader workload (bench/loader.py): N files of log-normal sizes around
 # 100 KiB, read whole in a fresh random order by W forked worker processes for E
-# epochs, three ways in the same run, interleaved run by run:
+# epochs, five ways in the same run, interleaved run by run:
 #   module   gustfs.open (the Python module over the client core)
+#   module-batch  gustfs.read_many per batch of BENCH_BATCH files (32), as a
+#            loader's __getitems__ fetches a batch
 #   module-16k  the same, on a copy made with GUST_INLINE_BYTES_MAX=16384: files
 #            over 16 KiB in chunks, as before the inline bound was raised to 256 KiB
 #   preload  Python's own open under `gust run` (the LD_PRELOAD library)
@@ -11,7 +13,7 @@
 # default /dev/shm: node-local memory, as on a diskless compute node).
 # Usage: bench/run_loader.sh [runs]   (JSON lines in bench/results/loader-<date>.json,
 # a markdown table on stdout). BENCH_FILES (20000), BENCH_WORKERS (4),
-# BENCH_EPOCHS (2), BENCH_DAEMONS (4).
+# BENCH_EPOCHS (2), BENCH_DAEMONS (4), BENCH_BATCH (32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -22,6 +24,7 @@ files=${BENCH_FILES:-20000}
 workers=${BENCH_WORKERS:-4}
 epochs=${BENCH_EPOCHS:-2}
 daemons=${BENCH_DAEMONS:-4}
+batch=${BENCH_BATCH:-32}
 base=${BENCH_DIR:-/dev/shm}/gust-loader.$$
 mkdir -p "$base/local" bench/results
 out=bench/results/loader-$(date +%Y%m%d-%H%M)-d$daemons.json
@@ -33,12 +36,13 @@ GUST_INLINE_BYTES_MAX=16384 "$GUST_PYTHON" bench/loader.py make --files "$files"
 read_args=(--manifest-dir "$base/local" --workers "$workers" --epochs "$epochs")
 : > "$out"
 for r in $(seq "$runs"); do
-  # Rotate the order of the three so that none always runs first or last.
-  order=(module module-16k preload local)
-  order=("${order[@]:$((r % 4))}" "${order[@]:0:$((r % 4))}")
+  # Rotate the order of the ways so that none always runs first or last.
+  order=(module module-batch module-16k preload local)
+  order=("${order[@]:$((r % 5))}" "${order[@]:0:$((r % 5))}")
   for t in "${order[@]}"; do
     case $t in
       module) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader "${read_args[@]}") ;;
+      module-batch) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader --api read_many --batch "$batch" "${read_args[@]}") ;;
       module-16k) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader-16k "${read_args[@]}") ;;
       preload) json=$("$GUST" run -- "$GUST_PYTHON" bench/loader.py read --target "posix:$GUST_MOUNTDIR/loader" "${read_args[@]}") ;;
       local) json=$("$GUST_PYTHON" bench/loader.py read --target "posix:$base/local" "${read_args[@]}") ;;
@@ -61,7 +65,7 @@ print(f"{r0['files']} files, {r0['result']['workers']} workers, {len(r0['result'
       f"{r0['daemons']} daemons, medians of {len(by)} runs")
 print("| way | files/s | MiB/s | /local (same run) |")
 print("|---|---:|---:|---:|")
-for way in ("module", "module-16k", "preload", "local"):
+for way in ("module", "module-batch", "module-16k", "preload", "local"):
     print(f"| {way} | {med(way, 'files_per_s'):,.0f} | {med(way, 'mib_per_s'):,.0f} | {ratio(way):.2f} |")
 def vs(a, b):
     return statistics.median(by[run][a]["files_per_s"] / by[run][b]["files_per_s"] for run in by)
