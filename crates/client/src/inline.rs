@@ -293,7 +293,7 @@ impl Client {
     /// data follows it): no intermediate buffer, no copy. What a front end's "read
     /// this file" (Python's `read_bytes`) uses; anything but an inline file comes
     /// back as [`WholeFile::Other`] for the ordinary open and read.
-    pub fn read_whole_into<'p>(
+    pub(crate) fn read_whole_into_impl<'p>(
         &self,
         path: &str,
         place: &mut dyn FnMut(&Record) -> Option<&'p mut [u8]>,

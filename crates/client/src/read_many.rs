@@ -30,7 +30,7 @@ impl Client {
     /// with the requests of up to `READ_MANY_IN_FLIGHT` files in flight at once.
     /// `place` is called with the file's index and record when its data is inline
     /// and returns where to read it (or None: the entry becomes `Other`).
-    pub fn read_many_into<'p>(
+    pub(crate) fn read_many_into_impl<'p>(
         &self,
         paths: &[&str],
         place: &mut dyn FnMut(usize, &Record) -> Option<&'p mut [u8]>,

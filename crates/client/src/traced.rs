@@ -9,10 +9,11 @@
 //!
 //! Not for: what the operations do (their modules); the record format (gust-trace).
 
-use crate::{normalize, Client, DirStream, Errno, Result, Stat, StatFs};
+use crate::{normalize, Client, DirStream, Errno, Result, Stat, StatFs, WholeFile};
 use gust_proto::FileKind;
+use gust_proto::Record;
 use gust_trace::registry::{self as tp, Tracepoint};
-use gust_trace::Record;
+use gust_trace::Record as TraceRecord;
 
 /// Writes this process's buffered trace records to its trace file (before an
 /// exec, which runs no atexit handler; exit does it by itself).
@@ -32,6 +33,14 @@ fn looks_normal(p: &str) -> bool {
             && !p.contains("/../")
             && !p.ends_with("/.")
             && !p.ends_with("/.."))
+}
+
+/// The bytes a whole-file read put in the caller's buffer.
+fn placed_bytes(w: &WholeFile) -> u64 {
+    match w {
+        WholeFile::Placed { len, .. } => *len as u64,
+        WholeFile::Other(_) => 0,
+    }
 }
 
 fn result_code<T>(r: &Result<T>) -> i32 {
@@ -59,7 +68,7 @@ impl Client {
         } else {
             normalize(path).ok().map(|p| self.md_daemon(&p))
         };
-        t.finish(Record {
+        t.finish(TraceRecord {
             daemon,
             result: result_code(&r),
             arg,
@@ -98,7 +107,7 @@ impl Client {
             }
             None => (String::new(), 0, None),
         };
-        t.finish(Record {
+        t.finish(TraceRecord {
             daemon,
             result: result_code(&r),
             arg: fd as u64,
@@ -131,6 +140,43 @@ impl Client {
     pub fn close(&self, fd: i32) -> Result<()> {
         // A batched create that failed since is reported here (create_batch.rs).
         self.on_fd(&tp::CLOSE, fd, None, || self.close_impl(fd).and_then(|_| self.take_create_error()), |_| 0)
+    }
+
+    /// A whole file's data into the caller's buffer, if inline (inline.rs). Traced
+    /// as a read of `path` at offset 0 whose size is the bytes placed (0 for a file
+    /// left to the ordinary path, whose reads are traced themselves).
+    pub fn read_whole_into<'p>(
+        &self,
+        path: &str,
+        place: &mut dyn FnMut(&Record) -> Option<&'p mut [u8]>,
+    ) -> Result<WholeFile> {
+        self.on_path(&tp::READ, path, 0, || self.read_whole_into_impl(path, place), placed_bytes)
+    }
+
+    /// The whole files of a batch (read_many.rs). Each file is traced as
+    /// `read_whole_into` traces it, with the batch's latency: the requests of a
+    /// batch are in flight together.
+    pub fn read_many_into<'p>(
+        &self,
+        paths: &[&str],
+        place: &mut dyn FnMut(usize, &Record) -> Option<&'p mut [u8]>,
+    ) -> Vec<Result<WholeFile>> {
+        if !tp::READ.on() {
+            return self.read_many_into_impl(paths, place);
+        }
+        let timers: Vec<_> = paths.iter().map(|_| gust_trace::start(&tp::READ)).collect();
+        let answers = self.read_many_into_impl(paths, place);
+        for ((path, a), t) in paths.iter().zip(&answers).zip(timers) {
+            let Some(t) = t else { continue };
+            t.finish(TraceRecord {
+                daemon: normalize(path).ok().map(|p| self.md_daemon(&p)),
+                result: result_code(a),
+                size: a.as_ref().map_or(0, placed_bytes),
+                path: path.to_string(),
+                ..Default::default()
+            });
+        }
+        answers
     }
 
     pub fn read(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {

@@ -82,3 +82,35 @@ def test_fsspec_cat_of_many_paths(d):
     assert fs.cat(asked, on_error="omit") == {first: want[first]}
     # Byte ranges take fsspec's own way and agree with it.
     assert fs.cat([first], start=2, end=10) == {first: want[first][2:10]}
+
+
+def test_whole_file_reads_are_traced(instance, d, tmp_path):
+    """GUST_TRACE=read records read_bytes and every file of read_many as a read of
+    its path, with the bytes it got, and an error for a missing file."""
+    import json
+    import subprocess
+    import sys
+
+    gustfs.write_bytes(f"{d}/a", b"x" * 5000)
+    gustfs.write_bytes(f"{d}/b", b"y" * 7)
+    script = (
+        "import gustfs, sys\n"
+        "d = sys.argv[1]\n"
+        "assert gustfs.read_bytes(d + '/a') == b'x' * 5000\n"
+        "got = gustfs.read_many([d + '/a', d + '/b', d + '/missing'], on_error='return')\n"
+        "assert got[:2] == [b'x' * 5000, b'y' * 7] and isinstance(got[2], FileNotFoundError)\n"
+    )
+    env = dict(os.environ, GUST_HOSTS_FILE=instance.hosts_file, GUST_TRACE="read", GUST_TRACE_DIR=str(tmp_path / "t"))
+    subprocess.run([sys.executable, "-c", script, d], env=env, check=True)
+    out = subprocess.run(
+        [instance.gust, "trace", "report", "--json", "--out", str(tmp_path / "r"), str(tmp_path / "t")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    reads = [o for o in json.loads(out)["ops"] if o["name"] == "read"]
+    assert len(reads) == 1 and reads[0]["count"] == 4 and reads[0]["errors"] == 1, out
+    assert reads[0]["bytes"] == 5000 + 5000 + 7, out
+    events = json.load(open(tmp_path / "r" / "trace.json"))["traceEvents"]
+    paths = sorted(e["args"]["path"] for e in events if e.get("ph") == "X" and e.get("name") == "read")
+    assert paths == sorted([f"{d}/a", f"{d}/a", f"{d}/b", f"{d}/missing"])
