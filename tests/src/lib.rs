@@ -101,7 +101,6 @@ impl Instance {
     /// `restart_daemon_at` with more `gust daemon` arguments (e.g. ["--capacity", "4MiB"]).
     pub fn restart_daemon_with(&self, id: u32, listen: &str, extra: &[&str]) -> PathBuf {
         use std::os::unix::fs::OpenOptionsExt;
-        use std::os::unix::process::CommandExt;
         let e = self.hosts_file().daemons[id as usize].clone();
         let log_path = self.dir.path().join(format!("d{id}.log"));
         let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&log_path).unwrap();
@@ -119,14 +118,7 @@ impl Instance {
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
-        // SAFETY: setsid in the child before exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("spawn gust daemon");
+        let mut child = in_own_session(&mut cmd).spawn().expect("spawn gust daemon");
         // The daemon outlives this handle; `gust stop` (on drop of the instance) ends
         // it through the pid it records in the hosts file. Reap it in the background.
         std::thread::spawn(move || child.wait());
@@ -148,6 +140,19 @@ impl Drop for Instance {
 }
 
 /// Makes `cmd` run under `umask` (set in the child before exec).
+/// `cmd` made to run in a session of its own (setsid before exec): a daemon a test
+/// starts is not in the test's process group, so signals to that group pass it by.
+pub fn in_own_session(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe, called in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        })
+    }
+}
+
 pub fn with_umask(cmd: &mut Command, umask: u32) -> &mut Command {
     use std::os::unix::process::CommandExt;
     // SAFETY: umask is async-signal-safe and has no preconditions.

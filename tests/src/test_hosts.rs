@@ -5,7 +5,6 @@
 //! Everything is removed on drop, daemons included. Needs root and iproute2.
 
 use crate::gust_bin;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -113,6 +112,17 @@ impl TestHosts {
         self.dir.path().join("gust.hosts")
     }
 
+    /// A new instance's header (chunk size, copies of everything) and secret, then
+    /// its daemons, which register into it.
+    pub fn start_instance(&mut self, chunk_size_bytes: u64, replicas: u32) {
+        let mut header =
+            gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), chunk_size_bytes, "/gustfs".into(), false);
+        header.replicas = replicas;
+        header.store(&self.hosts_file()).unwrap();
+        gust_hosts::create_secret(&self.hosts_file()).unwrap();
+        self.start_daemons();
+    }
+
     pub fn start_daemons(&mut self) {
         for i in 0..HOSTS {
             let log = std::fs::File::create(self.dir.path().join(format!("d{i}.log"))).unwrap();
@@ -131,14 +141,7 @@ impl TestHosts {
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log);
-            // SAFETY: setsid in the child before exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::setsid();
-                    Ok(())
-                });
-            }
-            let mut child = cmd.spawn().expect("start daemon in its namespace");
+            let mut child = crate::in_own_session(&mut cmd).spawn().expect("start daemon in its namespace");
             self.pids.push(child.id());
             std::thread::spawn(move || child.wait());
         }

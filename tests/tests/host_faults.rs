@@ -54,11 +54,7 @@ fn acknowledged_writes_survive_a_seeded_schedule_of_host_faults() {
     eprintln!("host faults: seed {seed} (GUST_TEST_SEED={seed} reproduces the schedule), {faults} faults");
     let mut rng = StdRng::seed_from_u64(seed);
     let mut hosts = TestHosts::create();
-    let mut header = gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), 4096, "/gustfs".into(), false);
-    header.replicas = 2;
-    header.store(&hosts.hosts_file()).unwrap();
-    gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
-    hosts.start_daemons();
+    hosts.start_instance(4096, 2);
     let model: Arc<Mutex<BTreeMap<String, Vec<u8>>>> = Arc::default();
     let mut log = Vec::new();
     let started = Instant::now();

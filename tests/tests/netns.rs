@@ -90,12 +90,7 @@ fn daemons_on_separate_hosts_and_a_network_partition() {
 fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
     let mut hosts = TestHosts::create();
-    // The instance's header first: the daemons register into it.
-    let mut header = gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), 512 * 1024, "/gustfs".into(), false);
-    header.replicas = 2;
-    header.store(&hosts.hosts_file()).unwrap();
-    gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
-    hosts.start_daemons();
+    hosts.start_instance(512 * 1024, 2);
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
     let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
     assert_eq!(c.replicas(), 2);
@@ -154,11 +149,7 @@ fn version(p: &str, v: u8) -> Vec<u8> {
 fn a_daemon_cut_off_from_clients_only_is_fenced() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
     let mut hosts = TestHosts::create();
-    let mut header = gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), 4096, "/gustfs".into(), false);
-    header.replicas = 2;
-    header.store(&hosts.hosts_file()).unwrap();
-    gust_hosts::create_secret(&hosts.hosts_file()).unwrap();
-    hosts.start_daemons();
+    hosts.start_instance(4096, 2);
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true };
     let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
     let files: Vec<String> =

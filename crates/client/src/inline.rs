@@ -46,6 +46,17 @@ pub(crate) struct Pending {
     mode: u32,
 }
 
+/// The record of a `stat_data` reply whose `len` bulk bytes are a regular file's
+/// inline data (at most its size): the replies a whole-file read places.
+pub(crate) fn inline_file(r: &Response, len: usize) -> Option<&Record> {
+    match r {
+        Response::RecordData { record, inline: true } if record.kind == FileKind::File && len as u64 <= record.size => {
+            Some(record)
+        }
+        _ => None,
+    }
+}
+
 /// What [`Client::read_whole_into`] found at a path.
 #[derive(Debug)]
 pub enum WholeFile {
@@ -305,14 +316,7 @@ impl Client {
             return Ok(WholeFile::Other(None));
         }
         let call = Call { daemon: self.md_daemon(&p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() };
-        let mut placer = |r: &Response, len: usize| match r {
-            Response::RecordData { record, inline: true }
-                if record.kind == FileKind::File && len as u64 <= record.size =>
-            {
-                place(record)
-            }
-            _ => None,
-        };
+        let mut placer = |r: &Response, len: usize| inline_file(r, len).and_then(&mut *place);
         match self.transport.call_placed(call, &mut placer)? {
             (Response::RecordData { record, .. }, Bulk::Placed(len)) => Ok(WholeFile::Placed { record, len }),
             (Response::RecordData { record, .. }, Bulk::Vec(_)) => Ok(WholeFile::Other(Some(record))),

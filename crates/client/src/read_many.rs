@@ -16,10 +16,10 @@
 //! Not for: reading one file (inline.rs), chunk I/O (data.rs).
 
 use crate::error::unexpected;
-use crate::inline::WholeFile;
+use crate::inline::{inline_file, WholeFile};
 use crate::rpc::{Bulk, Call};
 use crate::{Client, Result};
-use gust_proto::{FileKind, Record, Request, Response};
+use gust_proto::{Record, Request, Response};
 
 /// Requests of a batch in flight at once (each holds a connection until its reply
 /// is read): bounds connections per daemon and the replies daemons hold for us.
@@ -65,14 +65,7 @@ impl Client {
             })
             .collect();
         let dests = calls.iter().map(|_| None).collect();
-        let mut placer = |k: usize, r: &Response, len: usize| match r {
-            Response::RecordData { record, inline: true }
-                if record.kind == FileKind::File && len as u64 <= record.size =>
-            {
-                place(first + sent[k], record)
-            }
-            _ => None,
-        };
+        let mut placer = |k: usize, r: &Response, len: usize| place(first + sent[k], inline_file(r, len)?);
         let mut answers = self.transport.send_batch_placed(calls, dests, &mut [], Some(&mut placer)).into_iter();
         for n in normed {
             out.push(n.and_then(|_| match answers.next().expect("an answer per call")? {
