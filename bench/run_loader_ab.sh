@@ -6,6 +6,8 @@
 #   new-open     this build, the same code
 #   base-bytes   previous build, gustfs.read_bytes(p)
 #   new-bytes    this build, gustfs.read_bytes(p)
+#   base-batch   previous build, gustfs.read_many per batch of BENCH_BATCH files
+#   new-batch    this build, the same code
 #   local-open   Python's own open on the local copy (tmpfs)
 #   local-bytes  pathlib.Path(p).read_bytes() on the local copy
 # Each build runs its own instance (BENCH_DAEMONS daemons, its own data set made by
@@ -14,7 +16,8 @@
 # BASE_BIN: a directory with the previous build's `gust`). Ways rotate their order
 # round by round; medians of ROUNDS rounds.
 # Usage: BASE_BIN=DIR BASE_PYENV=DIR bench/run_loader_ab.sh [rounds]
-#   BENCH_FILES (3000), BENCH_WORKERS (1), BENCH_EPOCHS (2), BENCH_DAEMONS (4)
+#   BENCH_FILES (3000), BENCH_WORKERS (1), BENCH_EPOCHS (2), BENCH_DAEMONS (4),
+#   BENCH_BATCH (32), AB_WAYS (the ways to run; default all eight)
 # JSON lines in bench/results/loader-ab-<date>.json, a markdown table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +28,8 @@ files=${BENCH_FILES:-3000}
 workers=${BENCH_WORKERS:-1}
 epochs=${BENCH_EPOCHS:-2}
 daemons=${BENCH_DAEMONS:-4}
+batch=${BENCH_BATCH:-32}
+read -r -a ways <<< "${AB_WAYS:-base-open new-open base-bytes new-bytes base-batch new-batch local-open local-bytes}"
 base_bin=${BASE_BIN:?set BASE_BIN to a directory holding the previous gust binary}
 base_py=${BASE_PYENV:?set BASE_PYENV to a virtual environment where the previous gustfs is installed}/bin/python
 base=${BENCH_DIR:-/dev/shm}/gust-loader-ab.$$
@@ -42,20 +47,20 @@ GUST_HOSTS_FILE=$base/old/gust.hosts "$base_py" bench/loader.py make --files "$f
 GUST_HOSTS_FILE=$base/new/gust.hosts "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader --gust-only
 : > "$out"
 for r in $(seq "$rounds"); do
-  order=(base-open new-open base-bytes new-bytes local-open local-bytes)
-  order=("${order[@]:$((r % 6))}" "${order[@]:0:$((r % 6))}")
+  n=${#ways[@]}
+  order=("${ways[@]:$((r % n))}" "${ways[@]:0:$((r % n))}")
   for w in "${order[@]}"; do
     case $w in
       base-*) py=$base_py bin=$base_bin/gust root=$base/old t=gust:/loader ;;
       new-*) py=$GUST_PYTHON bin=$GUST root=$base/new t=gust:/loader ;;
       local-*) py=$GUST_PYTHON bin=$GUST root=$base/new t=posix:$base/local ;;
     esac
-    case $w in *-open) api=open ;; *) api=read_bytes ;; esac
+    case $w in *-open) api=open ;; *-batch) api=read_many ;; *) api=read_bytes ;; esac
     dpids=$(pgrep -f "gust daemon.*$root" | tr '\n' ' ')
     GUST_HOSTS_FILE=$root/gust.hosts "$py" - "$t" "$base/local" "$files" "$bin" "$dpids" "$w" "$r" "$api" \
-      "$workers" "$epochs" >> "$out" <<'PY'
+      "$workers" "$epochs" "$batch" >> "$out" <<'PY'
 import json, os, resource, subprocess, sys
-t, manifest, files, gust, dpids, way, run, api, workers, epochs = sys.argv[1:11]
+t, manifest, files, gust, dpids, way, run, api, workers, epochs, batch = sys.argv[1:12]
 tick = os.sysconf("SC_CLK_TCK")
 def daemons_cpu():
     s = 0
@@ -70,7 +75,7 @@ def requests():
 n = int(files) * int(epochs)
 q0, d0 = requests(), daemons_cpu()
 r = subprocess.run([sys.executable, "bench/loader.py", "read", "--target", t, "--manifest-dir", manifest,
-                    "--workers", workers, "--epochs", epochs, "--api", api], capture_output=True, text=True, check=True)
+                    "--workers", workers, "--epochs", epochs, "--api", api, "--batch", batch], capture_output=True, text=True, check=True)
 d1 = daemons_cpu()
 q1 = requests() - len(dpids.split())  # less the stats requests of the first status
 c = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -83,10 +88,10 @@ PY
   done
   echo "round $r done" >&2
 done
-"$GUST_PYTHON" - "$out" <<'PY'
+"$GUST_PYTHON" - "$out" "${ways[*]}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-ways = ["base-open", "new-open", "base-bytes", "new-bytes", "local-open", "local-bytes"]
+ways = sys.argv[2].split()
 med = lambda way, k: statistics.median(r[k] for r in rows if r["way"] == way)
 tot = lambda r: r["client_cpu_us_per_file"] + r["daemon_cpu_us_per_file"]
 total = {w: statistics.median(tot(r) for r in rows if r["way"] == w) for w in ways}
@@ -102,7 +107,8 @@ for w in ways:
     print(f"| {w} | {med(w, 'requests_per_file'):.2f} | {med(w, 'client_cpu_us_per_file'):.0f} "
           f"| {med(w, 'daemon_cpu_us_per_file'):.0f} | {total[w]:.0f} | {ratio('local-open', w, tot):.2f} "
           f"| {med(w, 'files_per_s'):,.0f} | {ratio(w, 'local-open', lambda r: r['files_per_s']):.2f} |")
-print(f"new-open / base-open, CPU per file (same round): {ratio('new-open', 'base-open', tot):.2f}")
-print(f"new-bytes / base-open, CPU per file (same round): {ratio('new-bytes', 'base-open', tot):.2f}")
+for new, old in [("new-open", "base-open"), ("new-bytes", "base-open"), ("new-batch", "base-batch")]:
+    if new in ways and old in ways:
+        print(f"{new} / {old}, CPU per file (same round): {ratio(new, old, tot):.2f}")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

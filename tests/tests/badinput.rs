@@ -8,7 +8,7 @@ use gust_client::Client;
 use gust_e2e::{wait_until, Instance};
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::handshake::{self, HandshakeError, HELLO_MAGIC, STATUS_BAD_VERSION};
-use gust_proto::{decode, encode, FileKind, Record, Reply, Request, Response, Span, PROTOCOL_VERSION};
+use gust_proto::{decode, encode, FileKind, Record, Reply, Request, Response, Span, WholeFile, PROTOCOL_VERSION};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
@@ -316,6 +316,23 @@ fn bad_requests_get_errors_and_keep_the_connection() {
         r => panic!("{r:?}"),
     }
     assert_eq!(c.stat("/b3").unwrap().size, 2);
+    // A batch of whole-file reads past its bound fails whole; a bad path fails only
+    // its own entry.
+    let read_many = |paths: &[&str]| Request::ReadMany { paths: paths.iter().map(|p| p.to_string()).collect() };
+    let too_many: Vec<&str> = vec!["/b3"; gust_proto::READ_MANY_ENTRIES_MAX + 1];
+    assert_eq!(call(&mut s, &read_many(&too_many), &[]), Err(libc::EINVAL));
+    match call(&mut s, &read_many(&["/../b", "/b3", "/nothing", "", "/b3/below"]), &[]) {
+        Ok(Response::Files(f)) => {
+            assert_eq!(f[0], WholeFile::Failed(libc::EINVAL));
+            assert!(matches!(&f[1], WholeFile::Found { record, inline_len: Some(2) } if record.size == 2), "{f:?}");
+            assert_eq!(f[2], WholeFile::Failed(libc::ENOENT));
+            assert_eq!(f[3], WholeFile::Failed(libc::EINVAL));
+            assert!(matches!(f[4], WholeFile::Failed(libc::ENOTDIR | libc::ENOENT)), "{f:?}");
+            assert_eq!(f.len(), 5);
+        }
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(call(&mut s, &read_many(&[]), &[]), Ok(Response::Files(Vec::new())));
     // The same connection still works.
     assert_eq!(call(&mut s, &Request::Ping, &[]), Ok(Response::Ok));
     assert_eq!(call(&mut s, &create("/fine"), &[]), Ok(Response::Record(rec.clone())));

@@ -50,11 +50,15 @@ pub(crate) struct Pending {
 /// inline data (at most its size): the replies a whole-file read places.
 pub(crate) fn inline_file(r: &Response, len: usize) -> Option<&Record> {
     match r {
-        Response::RecordData { record, inline: true } if record.kind == FileKind::File && len as u64 <= record.size => {
-            Some(record)
-        }
+        Response::RecordData { record, inline: true } if holds_inline(record, len) => Some(record),
         _ => None,
     }
+}
+
+/// Whether `len` bytes of inline data can be `record`'s: a regular file's, at most
+/// its size (a whole-file read places them, read_many.rs too).
+pub(crate) fn holds_inline(record: &Record, len: usize) -> bool {
+    record.kind == FileKind::File && len as u64 <= record.size
 }
 
 /// What [`Client::read_whole_into`] found at a path.

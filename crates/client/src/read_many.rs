@@ -1,29 +1,31 @@
 //! Whole files by the batch: what a data loader asks for when it fetches the
 //! samples of a batch (PyTorch's `__getitems__`, fsspec's `cat` of a list).
 //!
-//! [`Client::read_many_into`] sends the `stat_data` request of every file of a
-//! batch before it reads any reply, each on its own pooled connection to the file's
-//! metadata daemon (rpc.rs `send_batch_placed`): the daemons work on the batch in
-//! parallel, and a daemon worker that wakes finds the next requests ready, so the
-//! wake-ups and system calls of one request per file are shared by the batch. An
-//! inline file's data goes from the socket straight into the buffer the caller
-//! makes for it once its record says the size, as for `read_whole_into`.
+//! [`Client::read_many_into`] sends one `read_many` request per metadata daemon
+//! for the files of a batch it holds (at most `READ_MANY_ENTRIES_MAX` each), all
+//! before it reads any reply: the daemons work on the batch in parallel, and each
+//! serves its share with one wake-up, one receive and one vectored send. The inline
+//! data of each file goes from the socket straight into the buffer the caller makes
+//! for it once its record says the size, as for `read_whole_into`.
 //!
 //! Per file, the answer is what `read_whole_into` gives for that file alone: the
 //! data of an inline file, else the record for an ordinary open. Files are
-//! independent: one missing file fails only its own entry.
+//! independent: one missing file fails only its own entry; a daemon that fails
+//! fails the files asked of it.
 //!
 //! Not for: reading one file (inline.rs), chunk I/O (data.rs).
 
-use crate::error::unexpected;
-use crate::inline::{inline_file, WholeFile};
-use crate::rpc::{Bulk, Call};
+use crate::error::{unexpected, Errno};
+use crate::inline::{holds_inline, WholeFile};
+use crate::rpc::{read_placed, Bulk, Call};
 use crate::{Client, Result};
-use gust_proto::{Record, Request, Response};
+use gust_proto::{Record, Request, Response, WholeFile as Entry, READ_MANY_ENTRIES_MAX};
+use std::collections::BTreeMap;
+use std::io::{self, Read};
 
-/// Requests of a batch in flight at once (each holds a connection until its reply
-/// is read): bounds connections per daemon and the replies daemons hold for us.
-pub const READ_MANY_IN_FLIGHT: usize = 64;
+/// Files of a batch whose requests are in flight at once: bounds the replies
+/// daemons hold for us (their inline data, at most 256 KiB a file).
+pub const READ_MANY_IN_FLIGHT: usize = 256;
 
 impl Client {
     /// Every file of `paths` as [`Client::read_whole_into`] reads one, in order,
@@ -54,25 +56,96 @@ impl Client {
         place: &mut dyn FnMut(usize, &Record) -> Option<&'p mut [u8]>,
         out: &mut Vec<Result<WholeFile>>,
     ) {
-        // A path that does not normalize fails alone; the others are sent.
-        let normed: Vec<Result<String>> = paths.iter().map(|p| self.norm(p)).collect();
-        let sent: Vec<usize> = (0..paths.len()).filter(|&i| normed[i].is_ok()).collect();
-        let calls: Vec<Call<'_>> = sent
-            .iter()
-            .map(|&i| {
-                let p = normed[i].as_ref().expect("sent paths normalized");
-                Call { daemon: self.md_daemon(p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() }
-            })
-            .collect();
+        // A path that does not normalize fails alone; the others are sent, in
+        // requests of the files each daemon holds.
+        let mut found: Vec<Option<Result<WholeFile>>> = Vec::with_capacity(paths.len());
+        let mut by_daemon: BTreeMap<u32, Vec<(usize, String)>> = BTreeMap::new();
+        for (i, p) in paths.iter().enumerate() {
+            match self.norm(p) {
+                Ok(p) => {
+                    by_daemon.entry(self.md_daemon(&p)).or_default().push((i, p));
+                    found.push(None);
+                }
+                Err(e) => found.push(Some(Err(e))),
+            }
+        }
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut calls: Vec<Call<'_>> = Vec::new();
+        for (daemon, files) in by_daemon {
+            for part in files.chunks(READ_MANY_ENTRIES_MAX) {
+                members.push(part.iter().map(|(i, _)| *i).collect());
+                let paths = part.iter().map(|(_, p)| p.clone()).collect();
+                calls.push(Call { daemon, req: Request::ReadMany { paths }, bulk: Vec::new() });
+            }
+        }
         let dests = calls.iter().map(|_| None).collect();
-        let mut placer = |k: usize, r: &Response, len: usize| place(first + sent[k], inline_file(r, len)?);
-        let mut answers = self.transport.send_batch_placed(calls, dests, &mut [], Some(&mut placer)).into_iter();
-        for n in normed {
-            out.push(n.and_then(|_| match answers.next().expect("an answer per call")? {
-                (Response::RecordData { record, .. }, Bulk::Placed(len)) => Ok(WholeFile::Placed { record, len }),
-                (Response::RecordData { record, .. }, Bulk::Vec(_)) => Ok(WholeFile::Other(Some(record))),
-                (r, _) => Err(unexpected(r)),
-            }));
+        let mut placer = |k: usize, r: &Response, from: &mut dyn Read, len: usize| -> io::Result<bool> {
+            let Response::Files(files) = r else { return Ok(false) };
+            place_files(&members[k], files, from, len, &mut |i, rec| place(first + i, rec), &mut found)
+        };
+        let answers = self.transport.send_batch_placed(calls, dests, &mut [], Some(&mut placer));
+        for (k, answer) in answers.into_iter().enumerate() {
+            let files = match answer {
+                Ok((Response::Files(files), Bulk::Placed(_))) => files,
+                Ok((r, _)) => {
+                    let e = unexpected(r);
+                    members[k].iter().for_each(|&i| found[i] = Some(Err(e)));
+                    continue;
+                }
+                Err(e) => {
+                    members[k].iter().for_each(|&i| found[i] = Some(Err(e)));
+                    continue;
+                }
+            };
+            for (&i, f) in members[k].iter().zip(files) {
+                // What the placer placed is in already; the rest is decided here.
+                found[i].get_or_insert(match f {
+                    Entry::Found { record, .. } => Ok(WholeFile::Other(Some(record))),
+                    Entry::Failed(e) => Err(Errno(e)),
+                });
+            }
+        }
+        out.extend(found.into_iter().map(|f| f.expect("every file answered")));
+    }
+}
+
+/// Reads the inline data of a `read_many` reply's `files` (asked for the files
+/// `members` of a group, in order) from `from`, `len` bytes in all, each file's
+/// into the buffer `place` gives for it; a file `place` declines is read past and
+/// opened the ordinary way. Checks the reply's layout before reading any of it.
+fn place_files<'p>(
+    members: &[usize],
+    files: &[Entry],
+    from: &mut dyn Read,
+    len: usize,
+    place: &mut dyn FnMut(usize, &Record) -> Option<&'p mut [u8]>,
+    found: &mut [Option<Result<WholeFile>>],
+) -> io::Result<bool> {
+    let lens = files.iter().map(|f| match f {
+        Entry::Found { inline_len: Some(n), .. } => *n as u64,
+        _ => 0,
+    });
+    let fits = files.len() == members.len()
+        && lens.sum::<u64>() == len as u64
+        && files.iter().all(|f| match f {
+            Entry::Found { record, inline_len: Some(n) } => holds_inline(record, *n as usize),
+            _ => true,
+        });
+    if !fits {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "read_many reply does not match its request"));
+    }
+    for (&i, f) in members.iter().zip(files) {
+        let Entry::Found { record, inline_len: Some(n) } = f else { continue };
+        let n = *n as usize;
+        match place(i, record) {
+            Some(to) => {
+                read_placed(from, to, n)?;
+                found[i] = Some(Ok(WholeFile::Placed { record: record.clone(), len: n }));
+            }
+            None => {
+                io::copy(&mut from.take(n as u64), &mut io::sink())?;
+            }
         }
     }
+    Ok(true)
 }

@@ -80,6 +80,7 @@ fn route(req: &Request) -> Route {
         Stat { .. }
         | Read { .. }
         | StatData { .. }
+        | ReadMany { .. }
         | CloseWrite { .. }
         | StagePush { .. }
         | StageExportFiles { .. }

@@ -140,15 +140,30 @@ pub(crate) type Answer = Result<(Response, Vec<u8>), Errno>;
 /// them straight into (no intermediate vector, no copy), or None for a vector.
 pub(crate) type Placer<'a, 'p> = &'a mut dyn FnMut(&Response, usize) -> Option<&'p mut [u8]>;
 
-/// `Placer` for the replies of a batch: also told which call (by index) the reply
-/// answers.
-pub(crate) type BatchPlacer<'a, 'p> = &'a mut dyn FnMut(usize, &Response, usize) -> Option<&'p mut [u8]>;
+/// Where the bulk bytes of the replies of a batch go, decided once a reply's body
+/// arrived. Told which call (by index) the reply answers, the reply, a reader of its
+/// bulk and the bulk's length, a placer either reads exactly that many bytes itself
+/// (into buffers of its own, however many: the files of a `read_many` reply) and
+/// returns true, or reads nothing and returns false to have them read into a
+/// vector. Its error (a reply that does not fit) fails the call.
+pub(crate) type BatchPlacer<'a> = &'a mut dyn FnMut(usize, &Response, &mut dyn Read, usize) -> io::Result<bool>;
+
+/// Reads the `want` bulk bytes of a reply into `to` (a `Placer`'s buffer).
+pub(crate) fn read_placed(from: &mut dyn Read, to: &mut [u8], want: usize) -> io::Result<()> {
+    if to.len() < want {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("reply of {want} bulk bytes for a buffer of {}", to.len()),
+        ));
+    }
+    from.read_exact(&mut to[..want])
+}
 
 /// A reply and where its bulk bytes went (see `Placer`).
 pub(crate) type PlacedAnswer = Result<(Response, Bulk), Errno>;
 
 /// A batch's placer, lent for the reply to call `i`.
-fn for_call<'s, 'p>(place: &'s mut Option<BatchPlacer<'_, 'p>>, i: usize) -> Option<(usize, BatchPlacer<'s, 'p>)> {
+fn for_call<'s>(place: &'s mut Option<BatchPlacer<'_>>, i: usize) -> Option<(usize, BatchPlacer<'s>)> {
     match place {
         Some(p) => Some((i, &mut **p)),
         None => None,
@@ -401,7 +416,7 @@ impl Transport {
         op: u16,
         dest: Option<&Dest>,
         buf: &mut [u8],
-        place: Option<(usize, BatchPlacer<'_, '_>)>,
+        place: Option<(usize, BatchPlacer<'_>)>,
     ) -> Result<(Reply, Bulk), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
@@ -445,12 +460,12 @@ impl Transport {
         }
         let want = h.bulk_len as usize;
         if let (Some((index, place)), Ok(r)) = (place, &reply) {
-            if let Some(to) = place(index, r, want) {
-                if to.len() < want {
-                    return Err((false, format!("reply of {want} bulk bytes for a buffer of {}", to.len())));
-                }
-                c.reader.read_exact(&mut to[..want]).map_err(|e| (false, format!("truncated reply: {e}")))?;
-                return Ok((reply, Bulk::Placed(want)));
+            let mut from = (&mut c.reader).take(want as u64);
+            match place(index, r, &mut from, want) {
+                Ok(true) if from.limit() == 0 => return Ok((reply, Bulk::Placed(want))),
+                Ok(true) => return Err((false, format!("{} bulk bytes of the reply left unread", from.limit()))),
+                Ok(false) => {}
+                Err(e) => return Err((false, format!("reply: {e}"))),
             }
         }
         // Not zeroed first: a zeroing pass over a small file's data took a tenth of
@@ -471,7 +486,7 @@ impl Transport {
         call: &Call<'_>,
         dest: Option<&Dest>,
         buf: &mut [u8],
-        place: Option<(usize, BatchPlacer<'_, '_>)>,
+        place: Option<(usize, BatchPlacer<'_>)>,
     ) -> PlacedAnswer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         debug!(daemon = call.daemon, op = call.req.name(), id, "sending again on a new connection");
@@ -501,7 +516,10 @@ impl Transport {
     pub(crate) fn call_placed(&self, call: Call<'_>, place: Placer<'_, '_>) -> Result<(Response, Bulk), Errno> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
-        let mut place = |_: usize, r: &Response, n: usize| place(r, n);
+        let mut place = |_: usize, r: &Response, from: &mut dyn Read, n: usize| match place(r, n) {
+            Some(to) => read_placed(from, to, n).map(|()| true),
+            None => Ok(false),
+        };
         let (mut c, reused) = self.take(call.daemon)?;
         let mut sent = self.send(&mut c, id, &call.req, &call.bulk);
         if sent.is_err() && reused {
@@ -556,7 +574,7 @@ impl Transport {
         calls: Vec<Call<'_>>,
         dests: Vec<Option<Dest>>,
         buf: &mut [u8],
-        mut place: Option<BatchPlacer<'_, '_>>,
+        mut place: Option<BatchPlacer<'_>>,
     ) -> Vec<PlacedAnswer> {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {

@@ -78,6 +78,41 @@ fn serves_while_recovering(req: &Request) -> bool {
 pub enum BulkOut<'s> {
     Buffer,
     Pinned(crate::inline::PinnedData<'s>),
+    /// Values pinned in RocksDB, sent one after the other (read_many.rs).
+    PinnedBatch(crate::inline::PinnedBatch<'s>),
+}
+
+impl BulkOut<'_> {
+    /// The reply's bulk bytes in order, given the caller's buffer (`bulk_out`).
+    pub fn parts<'a>(&'a self, buffer: &'a [u8]) -> Vec<&'a [u8]> {
+        match self {
+            BulkOut::Buffer if buffer.is_empty() => Vec::new(),
+            BulkOut::Buffer => vec![buffer],
+            BulkOut::Pinned(d) => vec![&d[..]],
+            BulkOut::PinnedBatch(b) => b.values().collect(),
+        }
+    }
+
+    /// Copies the bulk bytes into `buffer` (for callers that send from one buffer).
+    fn into_buffer(self, buffer: &mut Vec<u8>) {
+        match self {
+            BulkOut::Buffer => {}
+            BulkOut::Pinned(d) => buffer.extend_from_slice(&d),
+            BulkOut::PinnedBatch(b) => b.values().for_each(|d| buffer.extend_from_slice(d)),
+        }
+    }
+}
+
+/// Whether `reply` is one that carries bulk bytes (the others carry none, whatever
+/// a handler left in its buffer).
+pub fn carries_bulk(reply: &Reply) -> bool {
+    matches!(reply, Ok(Response::Data { .. } | Response::RecordData { .. } | Response::Files(_)))
+}
+
+/// A daemon that must not serve the file system's contents now: restarted after a
+/// crash in a replicated instance, or without a lease from its peers (see `serve`).
+pub(crate) fn out_of_service(state: &State) -> bool {
+    state.recovering.load(Ordering::Relaxed) || !state.lease.holds()
 }
 
 /// Serves one request and counts it: its latency, its errno if any, its directory.
@@ -91,14 +126,12 @@ pub fn handle<'s>(state: &'s State, req: Request, bulk_in: &[u8], bulk_out: &mut
     let traced = crate::trace::start(&req);
     let (reply, out) = match req {
         Request::StatData { path } => stat_data(state, &path),
+        Request::ReadMany { paths } => crate::read_many::serve(state, &paths),
         req => (serve(state, req, bulk_in, bulk_out), BulkOut::Buffer),
     };
     state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
     if let Some(t) = traced {
-        let out_len = match &out {
-            BulkOut::Buffer => bulk_out.len(),
-            BulkOut::Pinned(d) => d.len(),
-        };
+        let out_len = out.parts(bulk_out).iter().map(|p| p.len()).sum();
         t.finish(state, &reply, bulk_in.len(), out_len);
     }
     (reply, out)
@@ -106,7 +139,7 @@ pub fn handle<'s>(state: &'s State, req: Request, bulk_in: &[u8], bulk_out: &mut
 
 /// A record and its inline data, if any (see `BulkOut`).
 fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
-    if state.recovering.load(Ordering::Relaxed) {
+    if out_of_service(state) {
         return (Err(libc::EHOSTDOWN), BulkOut::Buffer); // as `serve`
     }
     let found = validate_path(path).and_then(|()| state.metadata.get_with_data_pinned(path));
@@ -124,7 +157,7 @@ fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
 
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
-    if (state.recovering.load(Ordering::Relaxed) || !state.lease.holds()) && !serves_while_recovering(&req) {
+    if out_of_service(state) && !serves_while_recovering(&req) {
         // Restarted after a crash, or fenced, in a replicated instance: its copies
         // may miss writes its peers took meanwhile; clients read and write the other
         // copies until `gust repair`. Without a lease (cut off from its peers, or
@@ -348,9 +381,12 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         // `handle` serves it without this copy; kept whole here for any other caller.
         Request::StatData { path } => {
             let (reply, out) = stat_data(state, &path);
-            if let BulkOut::Pinned(d) = out {
-                bulk_out.extend_from_slice(&d);
-            }
+            out.into_buffer(bulk_out);
+            reply
+        }
+        Request::ReadMany { paths } => {
+            let (reply, out) = crate::read_many::serve(state, &paths);
+            out.into_buffer(bulk_out);
             reply
         }
         Request::ReadDirPlus { dir, after, max_entries } => {

@@ -17,7 +17,7 @@
 //!
 //! Not for: deciding when a file is small (the client does), chunk data (chunks.rs).
 
-use crate::metadata::{encode_record, key_of, MetadataStore, Res};
+use crate::metadata::{encode_record, key_of, root_record, MetadataStore, Res};
 use gust_proto::{FileKind, Record, INLINE_BYTES_MAX};
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, Options, WriteBatch, DB};
 
@@ -37,7 +37,17 @@ pub fn family_options() -> Options {
     // per epoch never hits it anyway.
     let mut bb = rocksdb::BlockBasedOptions::default();
     bb.disable_cache();
+    // Lookups here are seeks (an iterator pins the value; see get_with_data_pinned),
+    // and a seek uses no bloom filter unless the family has a prefix extractor: then
+    // it skips every table and memtable whose filter rules its prefix out. The whole
+    // key is the prefix (a seek here wants one key, never a range), so each lookup
+    // reads one table instead of one per level and per L0 file (a data loader's
+    // daemon with 7 tables in 3 levels: docs/PERFORMANCE.md, fifth round). Tables
+    // written before this had no filter and are read as before.
+    bb.set_bloom_filter(10.0, false);
     o.set_block_based_table_factory(&bb);
+    o.set_prefix_extractor(rocksdb::SliceTransform::create_noop());
+    o.set_memtable_prefix_bloom_ratio(0.02);
     o
 }
 
@@ -54,7 +64,101 @@ impl std::ops::Deref for PinnedData<'_> {
     }
 }
 
+/// A file of a batch: its record, and whether it has inline data in the batch.
+pub type FoundFile = (Record, bool);
+
+/// Inline data of a batch of files where RocksDB holds it (see
+/// `get_many_with_data_pinned`): one iterator whose pinned blocks and memtables hold
+/// every value of the batch, valid and unchanged by later writes while this lives.
+pub struct PinnedBatch<'a> {
+    /// Where each file's value lies, in request order (None: no inline data). Raw,
+    /// because they borrow from `it`, which lives beside them.
+    values: Vec<Option<(*const u8, usize)>>,
+    it: Option<DBRawIteratorWithThreadMode<'a, DB>>,
+}
+
+impl PinnedBatch<'_> {
+    /// The inline data of the batch's files that have some, in request order.
+    pub fn values(&self) -> impl Iterator<Item = &[u8]> {
+        debug_assert!(self.it.is_some() || self.values.iter().all(Option::is_none));
+        self.values.iter().flatten().map(|&(ptr, len)| {
+            // SAFETY: `ptr..ptr+len` was the iterator's value after one of its seeks.
+            // With `pin_data` RocksDB keeps every block an iterator has loaded, and
+            // the memtables it reads, until the iterator is dropped (ReadOptions::
+            // pin_data; DBIter releases pinned data on Seek only without it), and a
+            // plain value (kTypeValue) is a slice of that block or memtable entry,
+            // not of a buffer of the iterator's own: only merged, wide-column and
+            // blob values are, and the inline family has none (no merge operator,
+            // no blob files; its values are put by this file alone). `self.it`
+            // lives as long as `self`, which this borrow cannot outlive.
+            unsafe { std::slice::from_raw_parts(ptr, len) }
+        })
+    }
+}
+
 impl MetadataStore {
+    /// `get_with_data_pinned` for a batch of (valid) paths, in their order: the
+    /// records by one multi-get, the data by one iterator, seeking the batch's keys
+    /// in order (read_many.rs). Against one lookup and one iterator per file it
+    /// saves an iterator's setup per file (a merging iterator over every memtable
+    /// and table) and shares the record lookups' setup. The second element of each
+    /// found file is whether it has inline data in the batch.
+    pub fn get_many_with_data_pinned(&self, paths: &[&str]) -> (Vec<Res<Option<FoundFile>>>, PinnedBatch<'_>) {
+        let keys: Vec<Vec<u8>> = paths.iter().map(|p| key_of(p)).collect();
+        let records: Vec<Res<Option<Record>>> = self
+            .db
+            .batched_multi_get_cf(self.records_cf(), &keys, false)
+            .into_iter()
+            .zip(paths.iter().zip(&keys))
+            .map(|(got, (path, key))| match got {
+                _ if *path == "/" => Ok(Some(root_record())),
+                Ok(Some(v)) => crate::metadata::decode_checked(key, &v),
+                Ok(None) => Ok(None),
+                Err(e) => Err(Self::db_err(e)),
+            })
+            .collect();
+        let mut batch = PinnedBatch { values: vec![None; paths.len()], it: None };
+        let mut files: Vec<usize> = (0..paths.len())
+            .filter(|&i| paths[i] != "/" && matches!(&records[i], Ok(Some(r)) if r.kind == FileKind::File))
+            .collect();
+        let mut failed = vec![None; paths.len()];
+        if !files.is_empty() {
+            // As in get_with_data_pinned: no checksum pass over file data.
+            let mut ro = rocksdb::ReadOptions::default();
+            ro.set_verify_checksums(false);
+            ro.set_pin_data(true);
+            let it = batch.it.insert(self.db.raw_iterator_cf_opt(self.inline_cf(), ro));
+            // In key order: neighbouring keys share index blocks and table files.
+            files.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+            for i in files {
+                it.seek(&keys[i]);
+                if !it.valid() || it.key() != Some(&keys[i][..]) {
+                    if let Err(e) = it.status() {
+                        failed[i] = Some(Self::db_err(e));
+                    }
+                    continue;
+                }
+                let v = it.value().unwrap_or_default();
+                if v.len() > INLINE_BYTES_MAX {
+                    tracing::error!("inline data of {} is {} bytes, past the bound", paths[i], v.len());
+                    failed[i] = Some(libc::EIO);
+                    continue;
+                }
+                batch.values[i] = Some((v.as_ptr(), v.len()));
+            }
+        }
+        let found = records
+            .into_iter()
+            .zip(failed)
+            .zip(&batch.values)
+            .map(|((rec, failed), value)| match failed {
+                Some(e) => Err(e),
+                None => rec.map(|r| r.map(|r| (r, value.is_some()))),
+            })
+            .collect();
+        (found, batch)
+    }
+
     pub(crate) fn inline_cf(&self) -> &ColumnFamily {
         self.db.cf_handle(INLINE_CF).expect("the inline family is opened with the store")
     }
@@ -215,5 +319,63 @@ mod tests {
         // Empty data makes an ordinary empty file.
         s.create_inline("/e", &file(0, 14), b"").unwrap();
         assert_eq!(s.get_with_data("/e").unwrap().unwrap().1, None);
+    }
+
+    /// A batch answers what one lookup per file answers, whatever table or memtable
+    /// holds each file (the whole-key prefix bloom must not hide any), in request
+    /// order; and its values stay what they were while it lives, through
+    /// overwrites, removal, flushes and compaction underneath it.
+    #[test]
+    fn a_batch_reads_what_single_lookups_read_and_stays_pinned() {
+        let d = tempfile::tempdir().unwrap();
+        let s = MetadataStore::open(d.path()).unwrap();
+        let flush = |s: &MetadataStore| {
+            s.db.flush_cf(s.inline_cf()).unwrap();
+            s.db.flush().unwrap();
+        };
+        // Spread over three tables and the memtable.
+        for (i, name) in ["/t1", "/t2", "/t3", "/m"].iter().enumerate() {
+            let data = vec![b'a' + i as u8; 1000 * (i + 1)];
+            s.create_inline(name, &file(data.len() as u64, i as u128 + 1), &data).unwrap();
+            if *name != "/m" {
+                flush(&s);
+            }
+        }
+        s.create("/chunked", &file(1 << 20, 50), true).unwrap();
+        let mut dir = file(0, 51);
+        dir.kind = FileKind::Dir;
+        s.create("/dir", &dir, true).unwrap();
+        let paths = ["/m", "/missing", "/t2", "/", "/chunked", "/t1", "/dir", "/t3", "/t1"];
+        let (found, batch) = s.get_many_with_data_pinned(&paths);
+        let mut values = batch.values();
+        for (path, got) in paths.iter().zip(&found) {
+            let single = s.get_with_data(path).unwrap();
+            match (got, single) {
+                (Ok(Some((rec, true))), Some((want_rec, Some(want)))) => {
+                    assert_eq!(rec, &want_rec, "{path}");
+                    assert_eq!(values.next(), Some(&want[..]), "{path}");
+                }
+                (Ok(Some((rec, false))), Some((want_rec, None))) => assert_eq!(rec, &want_rec, "{path}"),
+                (Ok(None), None) => {}
+                (got, single) => panic!("{path}: batch {got:?}, single {single:?}"),
+            }
+        }
+        assert_eq!(values.next(), None, "a value per file with data, no more");
+        drop(values);
+        let before: Vec<Vec<u8>> = batch.values().map(<[u8]>::to_vec).collect();
+        assert_eq!(before.len(), 5);
+        // Change everything underneath the batch.
+        for name in ["/t1", "/t2", "/t3", "/m"] {
+            s.remove(name, false).unwrap();
+            s.create_inline(name, &file(3, 99), b"new").unwrap();
+        }
+        flush(&s);
+        s.db.compact_range_cf(s.inline_cf(), None::<&[u8]>, None::<&[u8]>);
+        let after: Vec<Vec<u8>> = batch.values().map(<[u8]>::to_vec).collect();
+        assert_eq!(after, before, "pinned values outlive the writes, flushes and compaction after them");
+        drop(batch);
+        let (found, batch) = s.get_many_with_data_pinned(&["/t2"]);
+        assert!(matches!(&found[0], Ok(Some((r, true))) if r.size == 3));
+        assert_eq!(batch.values().collect::<Vec<_>>(), vec![&b"new"[..]]);
     }
 }

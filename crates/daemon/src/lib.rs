@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod peer;
 pub mod proxy;
 pub mod read_log;
+mod read_many;
 pub mod server;
 pub mod stage;
 pub mod state;

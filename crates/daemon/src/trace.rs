@@ -19,6 +19,7 @@ fn tracepoint_of(req: &Request) -> Option<&'static Tracepoint> {
     Some(match req {
         Request::Stat { .. }
         | Request::StatData { .. }
+        | Request::ReadMany { .. }
         | Request::ReadDir { .. }
         | Request::ReadDirPlus { .. }
         | Request::HasChildren { .. }
@@ -82,6 +83,11 @@ pub fn start(req: &Request) -> Option<Traced> {
         | Request::Find { dir, .. } => record.path = dir.clone(),
         Request::PutRecords { records } => record.size = records.len() as u64,
         Request::RemoveRecords { paths } => record.size = paths.len() as u64,
+        // One record per request: its first path and how many it asked for.
+        Request::ReadMany { paths } => {
+            record.path = paths.first().cloned().unwrap_or_default();
+            record.size = paths.len() as u64;
+        }
         Request::Read { file_id, spans } | Request::Write { file_id, spans } => {
             record.file_id = *file_id;
             record.offset = spans.first().map_or(0, |s| s.offset);

@@ -20,7 +20,7 @@ pub use stage::*;
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -45,6 +45,13 @@ pub const INLINE_BYTES_MAX: usize = 256 << 10;
 /// `PATH_BYTES_MAX` the body stays under `BODY_BYTES_MAX`.
 pub const CREATE_BATCH_ENTRIES_MAX: usize = 128;
 const _: () = assert!(CREATE_BATCH_ENTRIES_MAX * (PATH_BYTES_MAX + 256) <= BODY_BYTES_MAX as usize);
+/// Most paths in one `read_many` request. The request body (paths of at most
+/// `PATH_BYTES_MAX`), the reply body (records with symlink targets of at most that)
+/// and the reply's bulk (inline data of at most `INLINE_BYTES_MAX` each) stay under
+/// their frame bounds.
+pub const READ_MANY_ENTRIES_MAX: usize = 64;
+const _: () = assert!(READ_MANY_ENTRIES_MAX * (PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES + 16) <= BODY_BYTES_MAX as usize);
+const _: () = assert!(READ_MANY_ENTRIES_MAX * INLINE_BYTES_MAX <= BULK_BYTES_MAX as usize);
 
 // ----- pages --------------------------------------------------------------------------
 //

@@ -264,6 +264,12 @@ requests! {
     /// than `CREATE_BATCH_ENTRIES_MAX` entries or the sizes do not add up to the bulk
     /// section. A second try finds its own records (EEXIST).
     26 "create_inline_batch" CreateInlineBatch { entries: Vec<(String, Record)> } idempotent(false),
+    /// `stat_data` of many files at once (a data loader's batch): answered with
+    /// `Files`, one `WholeFile` per path in order, each file failing on its own; the
+    /// inline data of the files that have it follows in the bulk section, in order,
+    /// `inline_len` bytes each. EINVAL for the whole request past
+    /// `READ_MANY_ENTRIES_MAX` paths.
+    27 "read_many" ReadMany { paths: Vec<String> } idempotent(true),
     /// chown: set the owner and/or group (the client checked the caller may). On a
     /// non-directory it clears S_ISUID, and S_ISGID when the group may execute, as
     /// Linux does (even when both ids are `None`). Returns the record after it.
@@ -547,6 +553,20 @@ pub enum Response {
     Fenced {
         lease_left_ms: u64,
     },
+    /// Answer to `read_many`: per path, its record and the length of its inline data
+    /// in the bulk section, or its errno.
+    Files(Vec<WholeFile>),
+}
+
+/// One file of a `read_many` reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WholeFile {
+    /// The record, and with `inline_len` the length of the file's inline data in
+    /// the bulk section (which may be shorter than `record.size`: the rest reads as
+    /// zeros, as for `RecordData`). None: not inline (chunks, or not a file).
+    Found { record: Record, inline_len: Option<u32> },
+    /// The errno of this path alone (ENOENT, EINVAL for a malformed path, ...).
+    Failed(i32),
 }
 
 /// A reply: a response or an errno value (Linux numbering).
@@ -702,6 +722,10 @@ mod tests {
             (
                 Request::CreateInlineBatch { entries: vec![("/a".into(), rec())] },
                 format!("1a000000  0100000000000000  0200000000000000 2f61  {REC}"),
+            ),
+            (
+                Request::ReadMany { paths: vec!["/a".into(), "/b".into()] },
+                "1b000000  0200000000000000  0200000000000000 2f61  0200000000000000 2f62".into(),
             ),
             (
                 Request::SetOwner { path: "/a".into(), uid: None, gid: Some(100), ctime_ns: 7 },
@@ -860,6 +884,7 @@ mod tests {
                 (24, "drop_inline", true),
                 (25, "readdir_plus", true),
                 (26, "create_inline_batch", false),
+                (27, "read_many", true),
                 (30, "set_owner", true),
                 (31, "dir_changed", false),
                 (32, "heartbeat", true),
@@ -1035,6 +1060,18 @@ mod tests {
             ),
             (Ok(Response::Lease { fenced: true }), format!("{ok} 12000000  01")),
             (Ok(Response::Fenced { lease_left_ms: 7 }), format!("{ok} 13000000  0700000000000000")),
+            (
+                Ok(Response::Files(vec![
+                    WholeFile::Found { record: rec(), inline_len: Some(5) },
+                    WholeFile::Found { record: rec(), inline_len: None },
+                    WholeFile::Failed(2),
+                ])),
+                // count, then per file its tag (0 Found: record, Option<u32>; 1 Failed: errno).
+                format!(
+                    "{ok} 14000000  0300000000000000  00000000 {REC} 01 05000000  00000000 {REC} 00  \
+                     01000000 02000000"
+                ),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1050,16 +1087,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0500 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0600 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0500 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0600 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0500 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0600 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }

@@ -37,6 +37,14 @@ use std::time::Duration;
 /// written part by part with writev, where copying would cost more than a syscall.
 pub const COALESCE_BYTES_MAX: usize = 64 << 10;
 
+/// Send buffer asked for on Unix connections. Linux's default (212,992 bytes) is a
+/// quarter of one reply of a batch of whole files (`read_many`: 8 files of 100 KiB
+/// from each daemon); a reply that does not fit costs the daemon a partial write,
+/// a copy of the rest and a second wake-up (docs/PERFORMANCE.md, "Data loader, fifth
+/// round"). The kernel caps the request at net.core.wmem_max without an error, so a
+/// machine that keeps that low keeps today's behaviour. A limit, not an allocation.
+pub const UNIX_SEND_BUFFER_BYTES: usize = 4 << 20;
+
 /// Where a daemon listens.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
@@ -188,6 +196,13 @@ impl Stream for UnixStream {
     }
 }
 
+/// A Unix stream with [`UNIX_SEND_BUFFER_BYTES`] asked for; a refusal leaves the
+/// default, which works, only slower for large replies.
+fn with_send_buffer(s: UnixStream) -> UnixStream {
+    let _ = nix::sys::socket::setsockopt(&s, nix::sys::socket::sockopt::SndBuf, &UNIX_SEND_BUFFER_BYTES);
+    s
+}
+
 /// Opens a stream to `ep`, giving up after `timeout`.
 pub fn connect(ep: &Endpoint, timeout: Duration) -> io::Result<Box<dyn Stream>> {
     match ep {
@@ -197,7 +212,7 @@ pub fn connect(ep: &Endpoint, timeout: Duration) -> io::Result<Box<dyn Stream>> 
             Ok(Box::new(s))
         }
         // A local connect either succeeds or fails at once; no timeout needed.
-        Endpoint::Unix(p) => Ok(Box::new(UnixStream::connect(p)?)),
+        Endpoint::Unix(p) => Ok(Box::new(with_send_buffer(UnixStream::connect(p)?))),
         Endpoint::Shm(p) => Ok(Box::new(shm::connect(p, timeout)?)),
         Endpoint::Mem(n) => mem::connect(n),
     }
@@ -285,7 +300,7 @@ impl Listener {
                 s.set_nodelay(true)?;
                 Ok(Box::new(s))
             }
-            ListenerKind::Unix(l, _) => Ok(Box::new(l.accept()?.0)),
+            ListenerKind::Unix(l, _) => Ok(Box::new(with_send_buffer(l.accept()?.0))),
             ListenerKind::Shm(l, _) => l.accept(),
             ListenerKind::Mem(l) => l.accept(),
         }
@@ -411,5 +426,28 @@ mod tests {
         assert!(connect(&"unix:/nonexistent/gust.sock".parse().unwrap(), Duration::from_secs(1)).is_err());
         assert!(connect(&Endpoint::Mem("nobody-listens".into()), Duration::from_secs(1)).is_err());
         assert!(t.elapsed() < Duration::from_secs(1));
+    }
+
+    /// Both ends of a Unix connection ask for UNIX_SEND_BUFFER_BYTES: Linux grants
+    /// twice the request, capped by net.core.wmem_max.
+    #[test]
+    fn unix_connections_get_the_larger_send_buffer() {
+        let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_max").unwrap().trim().parse().unwrap();
+        let want = 2 * UNIX_SEND_BUFFER_BYTES.min(wmem_max);
+        let default: usize =
+            std::fs::read_to_string("/proc/sys/net/core/wmem_default").unwrap().trim().parse().unwrap();
+        let p = std::env::temp_dir().join(format!("gust-transport-sndbuf-{}.sock", std::process::id()));
+        let l = Listener::bind(&Endpoint::Unix(p.clone())).unwrap();
+        let client = UnixStream::connect(&p).unwrap();
+        let ours = with_send_buffer(UnixStream::connect(&p).unwrap());
+        let accepted = l.accept().unwrap();
+        let _ = l.accept().unwrap();
+        let get = |fd: &UnixStream| nix::sys::socket::getsockopt(fd, nix::sys::socket::sockopt::SndBuf).unwrap();
+        assert_eq!(get(&ours), want);
+        assert_eq!(get(&client), default, "a plain connection keeps the default");
+        let fd = accepted.raw_fd().unwrap();
+        // SAFETY: borrowed for the call; `accepted` keeps it open and owns it.
+        let borrowed = std::mem::ManuallyDrop::new(unsafe { <UnixStream as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        assert_eq!(get(&borrowed), want, "accepted connections ask too");
     }
 }

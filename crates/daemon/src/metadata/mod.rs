@@ -73,7 +73,7 @@ use keys::*;
 pub use keys::{key_of, path_of};
 pub use merge::MERGE_OPERANDS_PER_KEY_MAX;
 use merge::*;
-use record::*;
+pub(crate) use record::decode_checked;
 pub use record::{daemon_owner, decode_record, encode_record, root_record, VALUE_FORMAT};
 
 pub struct MetadataStore {
@@ -162,6 +162,11 @@ impl MetadataStore {
         } else {
             libc::EIO
         }
+    }
+
+    /// The family of the records (RocksDB's default family).
+    pub(crate) fn records_cf(&self) -> &rocksdb::ColumnFamily {
+        self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME).expect("the default family is always open")
     }
 
     pub(crate) fn get_key(&self, key: &[u8]) -> Res<Option<Record>> {

@@ -1,5 +1,6 @@
 //! Tests of the metadata store: record layouts, merges, keys, pages.
 
+use super::record::VALUE_FORMAT_1;
 use super::*;
 
 fn rec(kind: FileKind) -> Record {

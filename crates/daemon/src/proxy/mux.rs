@@ -15,7 +15,7 @@
 //! does not decode gets EPROTO (unknown op: ENOSYS) under its id; the connection,
 //! which other clients' requests share, stays open.
 
-use crate::dispatch::{handle, BulkOut};
+use crate::dispatch::{carries_bulk, handle, BulkOut};
 use crate::state::State;
 use gust_proto::frame::{Header, OP_RESPONSE_BIT};
 use gust_proto::{decode_request, encode, FrameError, Reply, Response};
@@ -47,12 +47,17 @@ impl MuxWriter {
 
     /// Writes one reply frame whole; a peer that does not take it within the stall
     /// timeout loses the connection.
-    pub fn send(&self, op: u16, id: u64, body: &[u8], bulk: &[u8]) -> io::Result<()> {
-        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk.len()).encode();
+    pub fn send(&self, op: u16, id: u64, body: &[u8], bulk: &[&[u8]]) -> io::Result<()> {
+        let bulk_len = bulk.iter().map(|b| b.len()).sum();
+        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk_len).encode();
         let mut s = lock(&self.stream);
         let deadline = Instant::now() + self.stall_timeout;
-        let mut slices: Vec<IoSlice<'_>> =
-            [&hb[..], body, bulk].into_iter().filter(|p| !p.is_empty()).map(IoSlice::new).collect();
+        let mut slices: Vec<IoSlice<'_>> = [&hb[..], body]
+            .into_iter()
+            .chain(bulk.iter().copied())
+            .filter(|p| !p.is_empty())
+            .map(IoSlice::new)
+            .collect();
         let mut rest: &mut [IoSlice<'_>] = &mut slices;
         while !rest.is_empty() {
             match s.write_vectored(rest) {
@@ -174,13 +179,8 @@ fn serve(state: &State, rx: &Mutex<Receiver<Job>>, queued: &Queued) {
                 (Err(if matches!(e, FrameError::UnknownOp(_)) { libc::ENOSYS } else { libc::EPROTO }), BulkOut::Buffer)
             }
         };
-        let with_bulk = matches!(reply, Ok(Response::Data { .. } | Response::RecordData { .. }));
-        let bulk: &[u8] = match (&out, with_bulk) {
-            (_, false) => &[],
-            (BulkOut::Pinned(d), true) => d,
-            (BulkOut::Buffer, true) => &bulk_out,
-        };
-        if let Err(e) = job.writer.send(job.op, job.id, &encode(&reply), bulk) {
+        let bulk = if carries_bulk(&reply) { out.parts(&bulk_out) } else { Vec::new() };
+        if let Err(e) = job.writer.send(job.op, job.id, &encode(&reply), &bulk) {
             warn!("multiplexed connection: cannot send reply: {e}");
         }
         drop(out);

@@ -15,11 +15,11 @@
 //! writes when large; what the socket does not take is kept until it does.
 
 use super::budget::Budget;
-use crate::dispatch::{handle, BulkOut};
+use crate::dispatch::{carries_bulk, handle, BulkOut};
 use crate::state::State;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::handshake::{self, DaemonHandshake, CLIENT_MAC_BYTES, HELLO_BYTES};
-use gust_proto::{decode_request, encode, FrameError, Reply, Response};
+use gust_proto::{decode_request, encode, FrameError, Reply};
 use gust_transport::{Stream, COALESCE_BYTES_MAX};
 use std::io::{self, IoSlice, Write};
 use std::time::{Duration, Instant};
@@ -149,13 +149,12 @@ enum Flow {
 }
 
 /// Where a reply's bulk bytes are (see dispatch's `BulkOut`).
-#[derive(Clone, Copy)]
 enum Bulk<'a> {
     None,
     /// The worker's `bulk_out`.
     Worker,
-    /// A value pinned in RocksDB for the length of this request.
-    Pinned(&'a [u8]),
+    /// Values pinned in RocksDB for the length of this request, in order.
+    Pinned(Vec<&'a [u8]>),
 }
 
 impl Session {
@@ -513,10 +512,10 @@ impl Session {
         state.metrics.count_op(op);
         w.bulk_out.clear();
         let (reply, out) = handle(state, req, bulk_in, &mut w.bulk_out);
-        let bulk = match (&reply, &out) {
-            (Ok(Response::Data { .. } | Response::RecordData { .. }), BulkOut::Pinned(d)) => Bulk::Pinned(d),
-            (Ok(Response::Data { .. } | Response::RecordData { .. }), BulkOut::Buffer) => Bulk::Worker,
-            _ => Bulk::None,
+        let bulk = match (carries_bulk(&reply), &out) {
+            (false, _) => Bulk::None,
+            (true, BulkOut::Buffer) => Bulk::Worker,
+            (true, pinned) => Bulk::Pinned(pinned.parts(&[])),
         };
         let r = self.send_frame(w, op, id, &encode(&reply), bulk);
         drop(out);
@@ -535,27 +534,32 @@ impl Session {
 
     fn send_frame(&mut self, w: &mut Worker, op: u16, id: u64, body: &[u8], bulk_from: Bulk<'_>) -> io::Result<()> {
         let worker_bulk = std::mem::take(&mut w.bulk_out);
-        let bulk: &[u8] = match bulk_from {
-            Bulk::None => &[],
-            Bulk::Worker => &worker_bulk,
-            Bulk::Pinned(d) => d,
+        let bulk: Vec<&[u8]> = match &bulk_from {
+            Bulk::None => Vec::new(),
+            Bulk::Worker => vec![&worker_bulk[..]],
+            Bulk::Pinned(parts) => parts.clone(),
         };
-        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk.len()).encode();
-        if HEADER_BYTES + body.len() + bulk.len() <= COALESCE_BYTES_MAX {
+        let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
+        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk_len).encode();
+        if HEADER_BYTES + body.len() + bulk_len <= COALESCE_BYTES_MAX {
             // One write, one segment, one wake-up at the client.
             let mut reply = std::mem::take(&mut w.reply);
             reply.clear();
             reply.extend_from_slice(&hb);
             reply.extend_from_slice(body);
-            reply.extend_from_slice(bulk);
+            bulk.iter().for_each(|b| reply.extend_from_slice(b));
             let r = self.send_parts(&[&reply]);
             w.reply = reply;
             w.bulk_out = worker_bulk;
             r
         } else {
             let head = HEADER_BYTES + body.len();
-            let total = head + bulk.len();
-            let written = match self.write_now(&[&hb, body, bulk]) {
+            let total = head + bulk_len;
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(2 + bulk.len());
+            parts.push(&hb);
+            parts.push(body);
+            parts.extend_from_slice(&bulk);
+            let written = match self.write_now(&parts) {
                 Ok(n) => n,
                 Err(e) => {
                     w.bulk_out = worker_bulk;
@@ -578,7 +582,16 @@ impl Session {
                 // Pinned in RocksDB only for this request: what the socket did not
                 // take is copied (only then).
                 self.out_bulk_sent = 0;
-                self.out_bulk = bulk[bulk_sent..].to_vec();
+                self.out_bulk.clear();
+                let mut skip = bulk_sent;
+                for b in &bulk {
+                    if skip >= b.len() {
+                        skip -= b.len();
+                        continue;
+                    }
+                    self.out_bulk.extend_from_slice(&b[skip..]);
+                    skip = 0;
+                }
             }
             w.bulk_out = worker_bulk;
             Ok(())
