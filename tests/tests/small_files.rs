@@ -308,3 +308,110 @@ fn read_whole_into_places_inline_data_and_declines_the_rest() {
     }
     assert_eq!(c.read_whole_into("/d/missing", &mut |_| None).err(), Some(gust_client::Errno(libc::ENOENT)));
 }
+
+/// Pipes the daemon process holds (/proc/PID/fd).
+fn pipes_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().starts_with("pipe:"))
+        .count()
+}
+
+/// Inline data in table files goes to the socket by reference (daemon
+/// server/splice.rs: through a pipe the connection gets for it); a reply larger
+/// than the pipe and the socket together, to a client that does not read yet, is
+/// finished from a copy behind the pipe; the bytes arrive whole and in order, and
+/// the connection serves on.
+#[test]
+fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
+    use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+    use gust_proto::{decode, encode, Reply, Request, Response, WholeFile, PROTOCOL_VERSION};
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    let inst = Instance::start(1);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let files: Vec<(String, Vec<u8>)> =
+        (0..48u8).map(|i| (format!("/d/f{i}"), pattern(INLINE_BYTES_MAX - 1000 * i as usize, i))).collect();
+    for (p, data) in &files {
+        put_small(&c, p, data);
+    }
+    drop(c);
+    // A restart replays the log into a table (RocksDB flushes what it recovers):
+    // the data is in a mapped table file, not in a memtable.
+    let old = inst.daemon_pid(0);
+    // SAFETY: plain kill(2) of the daemon's pid.
+    assert_eq!(unsafe { libc::kill(old as i32, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(200));
+    let log = inst.restart_daemon(0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while inst.daemon_pid(0) == old || inst.client().ping(0).is_err() {
+        assert!(std::time::Instant::now() < deadline, "no restart:\n{}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = inst.daemon_pid(0);
+    let pipes_before = pipes_of(pid);
+
+    let addr = inst.hosts_file().daemons[0].tcp_addr();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
+    gust_proto::handshake::client(&mut s, &secret).unwrap();
+    let ask = |s: &mut std::net::TcpStream, id: u64| {
+        let req = Request::ReadMany { paths: files.iter().map(|(p, _)| p.clone()).collect() };
+        let body = encode(&req);
+        let h = Header {
+            version: PROTOCOL_VERSION,
+            op: req.op(),
+            request_id: id,
+            body_len: body.len() as u32,
+            bulk_len: 0,
+        };
+        s.write_all(&h.encode()).unwrap();
+        s.write_all(&body).unwrap();
+        req.op()
+    };
+    let check = |s: &mut std::net::TcpStream, id: u64, op: u16, slow: bool| {
+        let mut hb = [0u8; HEADER_BYTES];
+        s.read_exact(&mut hb).unwrap();
+        let h = Header::decode(&hb).unwrap();
+        assert_eq!((h.request_id, h.op), (id, op | OP_RESPONSE_BIT));
+        let mut body = vec![0u8; h.body_len as usize];
+        s.read_exact(&mut body).unwrap();
+        let Ok(Response::Files(found)) = decode::<Reply>(&body).unwrap() else { panic!("not a Files reply") };
+        let mut bulk = vec![0u8; h.bulk_len as usize];
+        let mut got = 0;
+        while got < bulk.len() {
+            // A slow reader: small reads with pauses.
+            let end = if slow { (got + 100_000).min(bulk.len()) } else { bulk.len() };
+            s.read_exact(&mut bulk[got..end]).unwrap();
+            got = end;
+            if slow {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let mut at = 0;
+        for ((p, data), f) in files.iter().zip(found) {
+            let WholeFile::Found { record, inline_len: Some(n) } = f else { panic!("{p}: {f:?}") };
+            assert_eq!((record.size, n as usize), (data.len() as u64, data.len()), "{p}");
+            assert!(bulk[at..at + data.len()] == data[..], "{p}: data differs");
+            at += data.len();
+        }
+        assert_eq!(at, bulk.len());
+    };
+    // 12 MiB in one reply: more than the pipe (1 MiB) and the socket hold.
+    let op = ask(&mut s, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        pipes_of(pid) >= pipes_before + 2,
+        "the daemon made no pipe for the connection: the reply did not go by reference"
+    );
+    check(&mut s, 1, op, true);
+    // The connection serves on, by reference again.
+    let op = ask(&mut s, 2);
+    check(&mut s, 2, op, false);
+    drop(s);
+    assert_eq!(get(&inst.client(), &files[3].0), files[3].1, "the daemon serves on");
+}

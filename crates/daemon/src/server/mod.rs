@@ -28,6 +28,7 @@
 mod budget;
 mod poller;
 mod session;
+mod splice;
 
 pub use budget::REQUEST_MEMORY_BYTES_DEFAULT;
 pub use session::STALL_TIMEOUT_DEFAULT;

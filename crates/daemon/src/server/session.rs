@@ -126,6 +126,9 @@ pub(crate) struct Session {
     /// the worker's buffer itself, taken over rather than copied.
     out_bulk: Vec<u8>,
     out_bulk_sent: usize,
+    /// The send queue of replies that go out by reference (splice.rs), made for the
+    /// first; what waits in it goes before `out` and `out_bulk`.
+    pipe: Option<super::splice::SendPipe>,
     /// Bytes of `pending`, `in_place` and `out` charged to the budget.
     charged: usize,
     /// When the handshake, a partial frame or an unsent reply times out.
@@ -173,6 +176,7 @@ impl Session {
             out_sent: 0,
             out_bulk: Vec::new(),
             out_bulk_sent: 0,
+            pipe: None,
             charged: 0,
             deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
             stall_timeout,
@@ -559,6 +563,15 @@ impl Session {
             parts.push(&hb);
             parts.push(body);
             parts.extend_from_slice(&bulk);
+            if matches!(bulk_from, Bulk::Pinned(_)) && bulk_len >= super::splice::BY_REFERENCE_BYTES_MIN {
+                match self.send_by_reference(&parts) {
+                    Ok(false) => {}
+                    r => {
+                        w.bulk_out = worker_bulk;
+                        return r.map(|_| ());
+                    }
+                }
+            }
             let written = match self.write_now(&parts) {
                 Ok(n) => n,
                 Err(e) => {
@@ -600,7 +613,56 @@ impl Session {
 
     /// A reply is waiting for the peer to take it.
     fn owing(&self) -> bool {
-        self.out_sent < self.out.len() || self.out_bulk_sent < self.out_bulk.len()
+        self.out_sent < self.out.len()
+            || self.out_bulk_sent < self.out_bulk.len()
+            || self.pipe.as_ref().is_some_and(|p| p.queued() > 0)
+    }
+
+    /// Sends a reply whose bulk is values RocksDB holds pinned through the
+    /// connection's pipe, those in table files by reference (splice.rs); false
+    /// (nothing sent) where that gains nothing or cannot be done: no value in a
+    /// table file, no descriptor, no pipe. What neither the pipe nor the socket
+    /// takes now is copied into `out_bulk`, behind the pipe, before the values'
+    /// pins go.
+    fn send_by_reference(&mut self, parts: &[&[u8]]) -> io::Result<bool> {
+        let Some(fd) = self.stream.raw_fd() else { return Ok(false) };
+        if !super::splice::available() {
+            return Ok(false);
+        }
+        // parts: header, body, then the values.
+        let by_reference: Vec<bool> =
+            parts.iter().enumerate().map(|(i, p)| i >= 2 && super::splice::file_backed(p)).collect();
+        if !by_reference.contains(&true) {
+            return Ok(false);
+        }
+        if self.pipe.is_none() {
+            match super::splice::SendPipe::new() {
+                Ok(p) => self.pipe = Some(p),
+                Err(_) => return Ok(false),
+            }
+        }
+        let pipe = self.pipe.as_mut().expect("made above");
+        debug_assert_eq!(pipe.queued(), 0, "a reply is sent only when nothing is owed");
+        for (i, part) in parts.iter().enumerate() {
+            let mut at = 0;
+            while at < part.len() {
+                at += pipe.push(&part[at..], by_reference[i])?;
+                if at < part.len() {
+                    // The pipe is full: make room, unless the socket is full too.
+                    let queued = pipe.queued();
+                    pipe.drain(fd)?;
+                    if pipe.queued() == queued {
+                        self.out_bulk.clear();
+                        self.out_bulk_sent = 0;
+                        self.out_bulk.extend_from_slice(&part[at..]);
+                        parts[i + 1..].iter().for_each(|p| self.out_bulk.extend_from_slice(p));
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        pipe.drain(fd)?;
+        Ok(true)
     }
 
     /// Writes `parts` as far as the socket takes them now; returns the bytes written.
@@ -646,6 +708,12 @@ impl Session {
     /// Sends what `out` and `out_bulk` hold; true once all of it went. The bulk
     /// buffer then goes back to the worker for its next reply.
     fn flush_out(&mut self, w: &mut Worker) -> io::Result<bool> {
+        if let (Some(pipe), Some(fd)) = (self.pipe.as_mut(), self.stream.raw_fd()) {
+            pipe.drain(fd)?;
+            if pipe.queued() > 0 {
+                return Ok(false);
+            }
+        }
         while self.owing() {
             let a = &self.out[self.out_sent..];
             let b = &self.out_bulk[self.out_bulk_sent..];
