@@ -14,7 +14,7 @@
 //! does not take waits in it, in order, until the socket is writable again.
 //!
 //! Measured (docs/PERFORMANCE.md, "Data loader, sixth round"): the daemon's CPU
-//! per 100 KiB file read in batches drops by about a third.
+//! per ~100 KiB file read in batches went from 31 to 24 µs.
 //!
 //! Not for: chunk data (read into the worker's buffer, reused for the next reply).
 
