@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Pipe capacity asked for: a batch's reply from one daemon (~800 KiB for a data
@@ -30,6 +30,14 @@ use std::sync::OnceLock;
 /// unprivileged user's pipes past fs.pipe-user-pages-soft); the default 64 KiB
 /// works too, with more system calls.
 const PIPE_BYTES: libc::c_int = 1 << 20;
+
+/// Connections that may hold a pipe at once: each costs two descriptors and up to
+/// PIPE_BYTES of pages held for its peer; past this, replies are copied as before.
+/// A data loader has a connection per worker process per daemon.
+const SEND_PIPES_MAX: usize = 256;
+
+/// Pipes alive now (SendPipe::new and Drop).
+static SEND_PIPES: AtomicUsize = AtomicUsize::new(0);
 
 /// Bulk smaller than this is copied: a pipe's two system calls cost more than the
 /// copy they save.
@@ -88,9 +96,14 @@ pub(crate) struct SendPipe {
 
 impl SendPipe {
     pub(crate) fn new() -> io::Result<SendPipe> {
+        if SEND_PIPES.fetch_add(1, Ordering::Relaxed) >= SEND_PIPES_MAX {
+            SEND_PIPES.fetch_sub(1, Ordering::Relaxed);
+            return Err(io::Error::new(io::ErrorKind::OutOfMemory, "send pipes at their bound"));
+        }
         let mut fds = [0 as RawFd; 2];
         // SAFETY: two descriptors returned into our array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            SEND_PIPES.fetch_sub(1, Ordering::Relaxed);
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fresh descriptors, owned from here on.
@@ -162,6 +175,12 @@ impl SendPipe {
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for SendPipe {
+    fn drop(&mut self) {
+        SEND_PIPES.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
