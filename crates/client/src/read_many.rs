@@ -87,12 +87,11 @@ impl Client {
         for (k, answer) in answers.into_iter().enumerate() {
             let files = match answer {
                 Ok((Response::Files(files), Bulk::Placed(_))) => files,
-                Ok((r, _)) => {
-                    let e = unexpected(r);
-                    members[k].iter().for_each(|&i| found[i] = Some(Err(e)));
-                    continue;
-                }
-                Err(e) => {
+                failed => {
+                    let e = match failed {
+                        Ok((r, _)) => unexpected(r),
+                        Err(e) => e,
+                    };
                     members[k].iter().for_each(|&i| found[i] = Some(Err(e)));
                     continue;
                 }

@@ -596,15 +596,7 @@ impl Session {
                 // take is copied (only then).
                 self.out_bulk_sent = 0;
                 self.out_bulk.clear();
-                let mut skip = bulk_sent;
-                for b in &bulk {
-                    if skip >= b.len() {
-                        skip -= b.len();
-                        continue;
-                    }
-                    self.out_bulk.extend_from_slice(&b[skip..]);
-                    skip = 0;
-                }
+                extend_past(&mut self.out_bulk, &bulk, bulk_sent);
             }
             w.bulk_out = worker_bulk;
             Ok(())
@@ -654,8 +646,7 @@ impl Session {
                     if pipe.queued() == queued {
                         self.out_bulk.clear();
                         self.out_bulk_sent = 0;
-                        self.out_bulk.extend_from_slice(&part[at..]);
-                        parts[i + 1..].iter().for_each(|p| self.out_bulk.extend_from_slice(p));
+                        extend_past(&mut self.out_bulk, &parts[i..], at);
                         return Ok(true);
                     }
                 }
@@ -687,15 +678,7 @@ impl Session {
 
     /// Keeps what of `parts` lies past the first `written` bytes, in `out`.
     fn keep_unsent(&mut self, parts: &[&[u8]], written: usize) {
-        let mut skip = written;
-        for p in parts {
-            if skip >= p.len() {
-                skip -= p.len();
-                continue;
-            }
-            self.out.extend_from_slice(&p[skip..]);
-            skip = 0;
-        }
+        extend_past(&mut self.out, parts, written);
     }
 
     /// Writes `parts` as far as the socket takes them now; keeps the rest in `out`.
@@ -747,6 +730,19 @@ impl Session {
             }
         }
         Ok(true)
+    }
+}
+
+/// Appends to `dst` what of `parts`, one after the other, lies past their first
+/// `skip` bytes: the part of a reply the socket did not take.
+fn extend_past(dst: &mut Vec<u8>, parts: &[&[u8]], mut skip: usize) {
+    for p in parts {
+        if skip >= p.len() {
+            skip -= p.len();
+            continue;
+        }
+        dst.extend_from_slice(&p[skip..]);
+        skip = 0;
     }
 }
 
