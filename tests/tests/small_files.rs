@@ -202,6 +202,60 @@ fn preload_programs_create_small_files_in_one_request() {
     assert_eq!(get(&c, "/s/noclose"), b"kept", "settled at exit");
 }
 
+/// 48 inline files /d/f0.. of INLINE_BYTES_MAX bytes less `shrink` times their
+/// number (12 MiB in all, more than socket buffers hold), each its own pattern.
+fn inline_files(c: &Client, shrink: usize) -> Vec<(String, Vec<u8>)> {
+    c.mkdir("/d", 0o755).unwrap();
+    let files: Vec<(String, Vec<u8>)> =
+        (0..48u8).map(|i| (format!("/d/f{i}"), pattern(INLINE_BYTES_MAX - shrink * i as usize, i))).collect();
+    for (p, data) in &files {
+        put_small(c, p, data);
+    }
+    files
+}
+
+/// A connection to daemon `id` past the handshake, for a peer that sends and reads
+/// frames by hand.
+fn raw_connection(inst: &Instance, id: u32) -> std::net::TcpStream {
+    let addr = inst.hosts_file().daemons[id as usize].tcp_addr();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
+    gust_proto::handshake::client(&mut s, &secret).unwrap();
+    s
+}
+
+/// Sends `req` as request `id`; returns its op.
+fn send_request(s: &mut std::net::TcpStream, id: u64, req: &gust_proto::Request) -> u16 {
+    use gust_proto::frame::Header;
+    use std::io::Write;
+    let body = gust_proto::encode(req);
+    let h = Header {
+        version: gust_proto::PROTOCOL_VERSION,
+        op: req.op(),
+        request_id: id,
+        body_len: body.len() as u32,
+        bulk_len: 0,
+    };
+    s.write_all(&h.encode()).unwrap();
+    s.write_all(&body).unwrap();
+    req.op()
+}
+
+/// Reads the header and body of the reply to request `id` of `op` (both checked);
+/// returns the reply and its bulk length, the bulk left for the caller to read.
+fn read_reply_head(s: &mut std::net::TcpStream, id: u64, op: u16) -> (gust_proto::Reply, usize) {
+    use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+    use std::io::Read;
+    let mut hb = [0u8; HEADER_BYTES];
+    s.read_exact(&mut hb).unwrap();
+    let h = Header::decode(&hb).unwrap();
+    assert_eq!((h.request_id, h.op), (id, op | OP_RESPONSE_BIT));
+    let mut body = vec![0u8; h.body_len as usize];
+    s.read_exact(&mut body).unwrap();
+    (gust_proto::decode(&body).unwrap(), h.bulk_len as usize)
+}
+
 /// The daemon writes inline data from where RocksDB holds it, not from a copy of
 /// its own; a reply the socket cannot take at once is kept (its rest copied) until
 /// the peer reads it. A raw peer pipelines 48 reads of 256 KiB inline files
@@ -209,48 +263,24 @@ fn preload_programs_create_small_files_in_one_request() {
 /// every reply comes back whole, in order, byte for byte, and the daemon serves on.
 #[test]
 fn inline_replies_the_peer_does_not_take_at_once_arrive_whole() {
-    use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
-    use gust_proto::{decode, encode, Reply, Request, Response, PROTOCOL_VERSION};
-    use std::io::{Read, Write};
+    use gust_proto::{Request, Response};
+    use std::io::Read;
 
     let inst = Instance::start(1);
     let c = inst.client();
-    c.mkdir("/d", 0o755).unwrap();
-    let files: Vec<(String, Vec<u8>)> =
-        (0..48u8).map(|i| (format!("/d/f{i}"), pattern(INLINE_BYTES_MAX - i as usize, i))).collect();
-    for (p, data) in &files {
-        put_small(&c, p, data);
-    }
-    let addr = inst.hosts_file().daemons[0].tcp_addr();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
-    gust_proto::handshake::client(&mut s, &secret).unwrap();
+    let files = inline_files(&c, 1);
+    let mut s = raw_connection(&inst, 0);
+    let mut op = 0;
     for (i, (p, _)) in files.iter().enumerate() {
-        let req = Request::StatData { path: p.clone() };
-        let body = encode(&req);
-        let h = Header {
-            version: PROTOCOL_VERSION,
-            op: req.op(),
-            request_id: i as u64,
-            body_len: body.len() as u32,
-            bulk_len: 0,
-        };
-        s.write_all(&h.encode()).unwrap();
-        s.write_all(&body).unwrap();
+        op = send_request(&mut s, i as u64, &Request::StatData { path: p.clone() });
     }
     // Let the daemon fill the socket and keep the rest.
     std::thread::sleep(std::time::Duration::from_millis(300));
     for (i, (p, data)) in files.iter().enumerate() {
-        let mut hb = [0u8; HEADER_BYTES];
-        s.read_exact(&mut hb).unwrap();
-        let h = Header::decode(&hb).unwrap();
-        assert_eq!((h.request_id, h.op), (i as u64, Request::StatData { path: String::new() }.op() | OP_RESPONSE_BIT));
-        let mut body = vec![0u8; h.body_len as usize];
-        s.read_exact(&mut body).unwrap();
-        let mut bulk = vec![0u8; h.bulk_len as usize];
+        let (reply, bulk_len) = read_reply_head(&mut s, i as u64, op);
+        let mut bulk = vec![0u8; bulk_len];
         s.read_exact(&mut bulk).unwrap();
-        match decode::<Reply>(&body).unwrap() {
+        match reply {
             Ok(Response::RecordData { record, inline: true }) => assert_eq!(record.size, data.len() as u64),
             other => panic!("{p}: {other:?}"),
         }
@@ -325,19 +355,14 @@ fn pipes_of(pid: u32) -> usize {
 /// the connection serves on.
 #[test]
 fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
-    use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
-    use gust_proto::{decode, encode, Reply, Request, Response, WholeFile, PROTOCOL_VERSION};
-    use std::io::{Read, Write};
+    use gust_proto::{Request, Response, WholeFile};
+    use std::io::Read;
+    use std::net::TcpStream;
     use std::time::Duration;
 
     let inst = Instance::start(1);
     let c = inst.client();
-    c.mkdir("/d", 0o755).unwrap();
-    let files: Vec<(String, Vec<u8>)> =
-        (0..48u8).map(|i| (format!("/d/f{i}"), pattern(INLINE_BYTES_MAX - 1000 * i as usize, i))).collect();
-    for (p, data) in &files {
-        put_small(&c, p, data);
-    }
+    let files = inline_files(&c, 1000);
     drop(c);
     // A restart replays the log into a table (RocksDB flushes what it recovers):
     // the data is in a mapped table file, not in a memtable.
@@ -354,34 +379,14 @@ fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
     let pid = inst.daemon_pid(0);
     let pipes_before = pipes_of(pid);
 
-    let addr = inst.hosts_file().daemons[0].tcp_addr();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
-    gust_proto::handshake::client(&mut s, &secret).unwrap();
-    let ask = |s: &mut std::net::TcpStream, id: u64| {
-        let req = Request::ReadMany { paths: files.iter().map(|(p, _)| p.clone()).collect() };
-        let body = encode(&req);
-        let h = Header {
-            version: PROTOCOL_VERSION,
-            op: req.op(),
-            request_id: id,
-            body_len: body.len() as u32,
-            bulk_len: 0,
-        };
-        s.write_all(&h.encode()).unwrap();
-        s.write_all(&body).unwrap();
-        req.op()
+    let mut s = raw_connection(&inst, 0);
+    let ask = |s: &mut TcpStream, id: u64| {
+        send_request(s, id, &Request::ReadMany { paths: files.iter().map(|(p, _)| p.clone()).collect() })
     };
-    let check = |s: &mut std::net::TcpStream, id: u64, op: u16, slow: bool| {
-        let mut hb = [0u8; HEADER_BYTES];
-        s.read_exact(&mut hb).unwrap();
-        let h = Header::decode(&hb).unwrap();
-        assert_eq!((h.request_id, h.op), (id, op | OP_RESPONSE_BIT));
-        let mut body = vec![0u8; h.body_len as usize];
-        s.read_exact(&mut body).unwrap();
-        let Ok(Response::Files(found)) = decode::<Reply>(&body).unwrap() else { panic!("not a Files reply") };
-        let mut bulk = vec![0u8; h.bulk_len as usize];
+    let check = |s: &mut TcpStream, id: u64, op: u16, slow: bool| {
+        let (reply, bulk_len) = read_reply_head(s, id, op);
+        let Ok(Response::Files(found)) = reply else { panic!("not a Files reply") };
+        let mut bulk = vec![0u8; bulk_len];
         let mut got = 0;
         while got < bulk.len() {
             // A slow reader: small reads with pauses.
