@@ -52,6 +52,42 @@ fn create_write_close_and_open_read_close_are_one_request_each() {
     assert!(op_total(&c, "create_inline") >= 3);
 }
 
+/// Unlink of a file whose data is inline is one request: the daemon says the data
+/// was inline (`Response::Removed`), so no data daemon is asked for chunks. A file in
+/// chunks still has them removed, and a file whose inline data moved to chunks too.
+#[test]
+fn unlink_of_an_inline_file_is_one_request() {
+    let inst = Instance::start(4);
+    let c = inst.client();
+    c.mkdir("/d", 0o755).unwrap();
+    for i in 0..20 {
+        put_small(&c, &format!("/d/s{i}"), &pattern(4096, i));
+    }
+    let (sent, removes) = (c.rpcs_sent(), op_total(&c, "remove_chunks"));
+    for i in 0..20 {
+        c.unlink(&format!("/d/s{i}")).unwrap();
+    }
+    assert_eq!(c.rpcs_sent() - sent, 20, "one request per unlink of an inline file");
+    assert_eq!(op_total(&c, "remove_chunks"), removes, "no chunk removal asked");
+    assert_eq!(c.stat("/d/s3").unwrap_err().0, libc::ENOENT);
+    // A file in chunks: its chunk daemons are asked.
+    put_small(&c, "/d/big", &pattern(INLINE_BYTES_MAX + 1, 1));
+    let removes = op_total(&c, "remove_chunks");
+    c.unlink("/d/big").unwrap();
+    assert!(op_total(&c, "remove_chunks") > removes, "a chunked file's chunks are removed");
+    // Inline data moved to chunks by a writer: the file is in chunks now.
+    put_small(&c, "/d/moved", b"small");
+    let fd = c.open("/d/moved", O_RDWR, 0).unwrap();
+    c.close(fd).unwrap();
+    let removes = op_total(&c, "remove_chunks");
+    c.unlink("/d/moved").unwrap();
+    assert!(op_total(&c, "remove_chunks") > removes, "moved data's chunks are removed");
+    // A new file at an unlinked inline file's path starts empty.
+    let fd = c.open("/d/s0", O_CREAT | O_WRONLY, 0o644).unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(get(&c, "/d/s0"), b"");
+}
+
 /// Until settled, a deferred create is this client's only: its own stat sees it (the
 /// stat settles it), another client does not before.
 #[test]

@@ -330,12 +330,23 @@ impl Client {
 
     /// Moves a file's inline data to chunks: writes it through chunks, then drops it
     /// on the metadata daemon (readers meanwhile read the same bytes either way).
+    /// If the drop finds the file removed (ENOENT) or replaced (ESTALE) meanwhile,
+    /// its remover saw inline data and asked no data daemon (`Response::Removed`):
+    /// the chunks just written are this client's to remove.
     pub(crate) fn migrate_inline(&self, p: &str, rec: &Record, data: &[u8]) -> Result<()> {
         if !data.is_empty() {
             self.write_chunks(rec.file_id, 0, data, Vec::new())?;
         }
-        self.call_md(p, Request::DropInline { path: p.to_string(), file_id: rec.file_id })?;
-        Ok(())
+        match self.call_md(p, Request::DropInline { path: p.to_string(), file_id: rec.file_id }) {
+            Err(e @ Errno(libc::ENOENT | libc::ESTALE)) if !data.is_empty() => {
+                let written = Record { size: data.len() as u64, ..rec.clone() };
+                if let Err(re) = self.remove_chunks(&written) {
+                    tracing::warn!("chunks of {p}, removed while its data moved to them, not removed: {re}");
+                }
+                Err(e)
+            }
+            r => r.map(|_| ()),
+        }
     }
 
     /// Before a directory rename moves records: every file below with inline data

@@ -267,7 +267,8 @@ impl Client {
     }
 
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that
-    /// holds its chunks (none for an empty file).
+    /// can hold its chunks (none for an empty file or one whose data was inline,
+    /// `Response::Removed`).
     pub(crate) fn unlink_impl(&self, path: &str) -> Result<()> {
         self.listing.invalidate();
         let p = self.norm(path)?;
@@ -275,11 +276,11 @@ impl Client {
             return Err(Errno(libc::EISDIR));
         }
         let d = self.md_daemon(&p);
-        let r = match self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::NotDir })? {
-            Response::Record(r) => r,
-            r => return Err(unexpected(r)),
-        };
-        self.remove_chunks(&r)
+        match self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::NotDir })? {
+            Response::Removed { inline: true, .. } => Ok(()),
+            Response::Removed { record, inline: false } => self.remove_chunks(&record),
+            r => Err(unexpected(r)),
+        }
     }
 
     pub(crate) fn symlink_impl(&self, target: &str, linkpath: &str) -> Result<()> {

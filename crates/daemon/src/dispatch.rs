@@ -219,10 +219,10 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::Remove { path, kind } => {
             validate_path(&path)?;
-            let r = md.remove(&path, kind == gust_proto::RemoveKind::Dir)?;
+            let (record, inline) = md.remove(&path, kind == gust_proto::RemoveKind::Dir)?;
             let event = if kind == gust_proto::RemoveKind::Moved { EventKind::MovedFrom } else { EventKind::Delete };
-            state.events.record(event, &path, r.file_id, r.kind == FileKind::Dir);
-            Ok(Response::Record(r))
+            state.events.record(event, &path, record.file_id, record.kind == FileKind::Dir);
+            Ok(Response::Removed { record, inline })
         }
         Request::UpdateSize { path, file_id, end, append_len, mtime_ns } => {
             validate_path(&path)?;

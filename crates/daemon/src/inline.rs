@@ -206,23 +206,7 @@ impl MetadataStore {
         if path == "/" || rec.kind != FileKind::File {
             return Ok(Some((rec, None)));
         }
-        let key = key_of(path);
-        // No block checksum pass over the data (up to INLINE_BYTES_MAX bytes per read,
-        // ~6% of a daemon's CPU serving a data loader): chunk data has none either.
-        // Records keep theirs (get above).
-        let mut ro = rocksdb::ReadOptions::default();
-        ro.set_verify_checksums(false);
-        ro.set_pin_data(true);
-        // Nothing past this key is of interest: the iterator stops at it.
-        let mut upper = key.clone();
-        upper.push(0);
-        ro.set_iterate_upper_bound(upper);
-        let mut it = self.db.raw_iterator_cf_opt(self.inline_cf(), ro);
-        it.seek(&key);
-        if !it.valid() || it.key() != Some(&key[..]) {
-            it.status().map_err(Self::db_err)?;
-            return Ok(Some((rec, None)));
-        }
+        let Some(it) = self.seek_inline(&key_of(path))? else { return Ok(Some((rec, None))) };
         let len = it.value().map_or(0, |v| v.len());
         // Pair check of create_inline's bound: what is stored was bounded there.
         if len > INLINE_BYTES_MAX {
@@ -230,6 +214,33 @@ impl MetadataStore {
             return Err(libc::EIO);
         }
         Ok(Some((rec, Some(PinnedData { it }))))
+    }
+
+    /// An iterator over the inline family standing on `key`'s value, whose bytes it
+    /// pins (`get_with_data_pinned`); None if `key` has no inline data.
+    fn seek_inline(&self, key: &[u8]) -> Res<Option<DBRawIteratorWithThreadMode<'_, DB>>> {
+        // No block checksum pass over the data (up to INLINE_BYTES_MAX bytes per read,
+        // ~6% of a daemon's CPU serving a data loader): chunk data has none either.
+        // Records keep theirs (`get`).
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_verify_checksums(false);
+        ro.set_pin_data(true);
+        // Nothing past this key is of interest: the iterator stops at it.
+        let mut upper = key.to_vec();
+        upper.push(0);
+        ro.set_iterate_upper_bound(upper);
+        let mut it = self.db.raw_iterator_cf_opt(self.inline_cf(), ro);
+        it.seek(key);
+        if !it.valid() || it.key() != Some(key) {
+            it.status().map_err(Self::db_err)?;
+            return Ok(None);
+        }
+        Ok(Some(it))
+    }
+
+    /// Whether `key` has inline data (remove's answer), without copying it out.
+    pub(crate) fn has_inline(&self, key: &[u8]) -> Res<bool> {
+        Ok(self.seek_inline(key)?.is_some())
     }
 
     /// Drops the inline data of `path` if its record is still `file_id`.
@@ -307,9 +318,15 @@ mod tests {
         s.put_record("/a", &file(0, 10), true).unwrap();
         assert_eq!(s.get_with_data("/a").unwrap().unwrap().1, None);
         s.create_inline("/b", &file(3, 11), b"abc").unwrap();
-        s.remove("/b", false).unwrap();
+        assert_eq!(s.remove("/b", false).unwrap().1, true, "a remove says the data was inline");
         s.create("/b", &file(0, 12), true).unwrap();
         assert_eq!(s.get_with_data("/b").unwrap().unwrap().1, None, "a new file at the path starts without data");
+        s.update_size("/b", 12, 4096, None, 5).unwrap();
+        assert_eq!(s.remove("/b", false).unwrap().1, false, "a file in chunks was not inline");
+        s.create_inline("/m", &file(3, 15), b"abc").unwrap();
+        s.drop_inline("/m", 15).unwrap();
+        assert_eq!(s.remove("/m", false).unwrap().1, false, "data moved to chunks is not inline");
+        assert_eq!(s.drop_inline("/m", 15), Err(libc::ENOENT), "a drop after the remove tells its client");
         s.create_inline("/c", &file(3, 13), b"abc").unwrap();
         s.remove_records(&["/c".to_string()]).unwrap();
         assert_eq!(s.get_with_data("/c").unwrap(), None);

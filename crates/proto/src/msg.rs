@@ -199,7 +199,8 @@ requests! {
     /// existing record (open with O_CREAT on an existing file costs one RPC).
     2 "create" Create { path: String, record: Record, exclusive: bool } idempotent(!exclusive),
     3 "stat" Stat { path: String } idempotent(true),
-    /// A second try would fail with ENOENT (or remove what replaced it).
+    /// Answered with `Removed`. A second try would fail with ENOENT (or remove what
+    /// replaced it).
     4 "remove" Remove { path: String, kind: RemoveKind } idempotent(false),
     /// Grow the size to at least `end` (a merge, never a read-modify-write).
     /// With `append_len`, atomically reserve `append_len` bytes at the current end
@@ -252,6 +253,9 @@ requests! {
     23 "stat_data" StatData { path: String } idempotent(true),
     /// Forget the inline data of `path` if the record there is still `file_id` (the
     /// client wrote it to chunks first): the file is then an ordinary chunked file.
+    /// ENOENT if the path is gone, ESTALE if it names another file: the file was
+    /// removed meanwhile, and its remover, who saw inline data, left the chunks just
+    /// written to the client that wrote them (see `Response::Removed`).
     24 "drop_inline" DropInline { path: String, file_id: u128 } idempotent(true),
     /// `readdir` with each entry's record (`DirPagePlus`): a listing and the stats
     /// that follow it (`ls -l`, READDIRPLUS) in one request per daemon per page.
@@ -556,6 +560,15 @@ pub enum Response {
     /// Answer to `read_many`: per path, its record and the length of its inline data
     /// in the bulk section, or its errno.
     Files(Vec<WholeFile>),
+    /// Answer to `remove`: the record as it was, and whether the file's data was
+    /// inline. A file whose data was inline has no chunks: a client moving inline
+    /// data to chunks writes them before it drops the inline copy, and removes them
+    /// itself if that drop finds the file gone (`drop_inline`). So the remover of
+    /// such a file asks no data daemon.
+    Removed {
+        record: Record,
+        inline: bool,
+    },
 }
 
 /// One file of a `read_many` reply.
@@ -1072,6 +1085,7 @@ mod tests {
                      01000000 02000000"
                 ),
             ),
+            (Ok(Response::Removed { record: rec(), inline: true }), format!("{ok} 15000000  {REC}  01")),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {

@@ -203,7 +203,9 @@ impl MetadataStore {
         Ok(rec.clone())
     }
 
-    pub fn remove(&self, path: &str, want_dir: bool) -> Res<Record> {
+    /// Removes the record at `path` and its inline data; returns the record and
+    /// whether the file's data was inline (then it has no chunks: `Response::Removed`).
+    pub fn remove(&self, path: &str, want_dir: bool) -> Res<(Record, bool)> {
         if path == "/" {
             return Err(libc::EBUSY);
         }
@@ -215,11 +217,12 @@ impl MetadataStore {
             (false, true) => return Err(libc::EISDIR),
             _ => {}
         }
+        let inline = rec.kind == FileKind::File && rec.size > 0 && self.has_inline(&key)?;
         let mut b = WriteBatch::default();
         b.delete(&key);
         b.delete_cf(self.inline_cf(), &key);
         self.db.write_opt(b, &self.write_opts).map_err(Self::db_err)?;
-        Ok(rec)
+        Ok((rec, inline))
     }
 
     /// Grows the size to at least `end`; with `append_len`, reserves bytes at the end
