@@ -63,7 +63,8 @@ fn unlink_of_an_inline_file_is_one_request() {
     for i in 0..20 {
         put_small(&c, &format!("/d/s{i}"), &pattern(4096, i));
     }
-    let (sent, removes) = (c.rpcs_sent(), op_total(&c, "remove_chunks"));
+    let removes = op_total(&c, "remove_chunks");
+    let sent = c.rpcs_sent();
     for i in 0..20 {
         c.unlink(&format!("/d/s{i}")).unwrap();
     }

@@ -321,8 +321,9 @@ mod tests {
         assert_eq!(s.remove("/b", false).unwrap().1, true, "a remove says the data was inline");
         s.create("/b", &file(0, 12), true).unwrap();
         assert_eq!(s.get_with_data("/b").unwrap().unwrap().1, None, "a new file at the path starts without data");
-        s.update_size("/b", 12, 4096, None, 5).unwrap();
-        assert_eq!(s.remove("/b", false).unwrap().1, false, "a file in chunks was not inline");
+        s.create("/n", &file(0, 16), true).unwrap();
+        s.update_size("/n", 16, 4096, None, 5).unwrap();
+        assert_eq!(s.remove("/n", false).unwrap().1, false, "a file in chunks was not inline");
         s.create_inline("/m", &file(3, 15), b"abc").unwrap();
         s.drop_inline("/m", 15).unwrap();
         assert_eq!(s.remove("/m", false).unwrap().1, false, "data moved to chunks is not inline");
