@@ -33,6 +33,13 @@ pub const LISTING_ATTRS_ENTRIES_MAX: usize = 262_144;
 /// at most this many pages.
 pub(crate) const LISTING_FANOUT_DAEMONS_MAX: usize = 16;
 
+/// The cache's maps: one lookup per stat that follows a listing (`ls -l` of
+/// 100,000 entries makes 100,000), and one insert per entry listed. std's SipHash
+/// was 6% of such an `ls -l` under the preload library (docs/PERFORMANCE.md,
+/// "Cheaper small files and listings"); aHash is several times faster on short
+/// keys, and still keyed at random (per map).
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+
 /// One daemon's page of a listing with attributes, and whether that daemon is done.
 /// A daemon's page: its entries, whether it is done, and where to resume when that
 /// is not its last entry (entries another daemon's copy counts for are left out).
@@ -53,7 +60,7 @@ struct AttrMap {
     /// stats until LISTING_ATTRS_TTL after its directory's last page, so the first
     /// entries of a long listing do not expire before the listing ends) and their
     /// entries by name.
-    dirs: HashMap<String, DirAttrs>,
+    dirs: FastMap<String, DirAttrs>,
     /// Directories in the order they were first listed: when the cache is full, the
     /// oldest directory's entries make room (a tree walk has stat'ed them by then).
     order: VecDeque<String>,
@@ -64,7 +71,7 @@ struct AttrMap {
 
 struct DirAttrs {
     listed: Instant,
-    entries: HashMap<String, Record>,
+    entries: FastMap<String, Record>,
 }
 
 impl ListingAttrs {
@@ -104,9 +111,10 @@ impl ListingAttrs {
         let d = dirs.entry(dir.to_string()).or_insert_with(|| {
             order.push_back(dir.to_string());
             *count += 1;
-            DirAttrs { listed: now, entries: HashMap::new() }
+            DirAttrs { listed: now, entries: FastMap::default() }
         });
         d.listed = now;
+        d.entries.reserve(entries.len().min(room));
         for (name, r) in entries.iter().take(room) {
             if d.entries.insert(name.clone(), r.clone()).is_none() {
                 *count += 1;
@@ -185,7 +193,9 @@ impl Client {
                     let last = entries.last().cloned();
                     // With copies, each entry counts once (replica.rs); the last one
                     // stays the daemon's resume point even when another copy counts.
-                    entries.retain(|(name, _)| self.keeps(*d, &path::join(dir, name)));
+                    if self.transport.replicas > 1 {
+                        entries.retain(|(name, _)| self.keeps(*d, &path::join(dir, name)));
+                    }
                     self.listing.insert(asked_at, dir, &entries);
                     match last {
                         Some(l) if entries.last() != Some(&l) && !done => {
