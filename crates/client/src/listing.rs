@@ -37,8 +37,8 @@ pub(crate) const LISTING_FANOUT_DAEMONS_MAX: usize = 16;
 /// 100,000 entries makes 100,000), and one insert per entry listed. std's SipHash
 /// was 6% of such an `ls -l` under the preload library (docs/PERFORMANCE.md,
 /// "Cheaper small files and listings"); aHash is several times faster on short
-/// keys, and still keyed at random (per map).
-type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+/// keys.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
 
 /// One daemon's page of a listing with attributes, and whether that daemon is done.
 /// A daemon's page: its entries, whether it is done, and where to resume when that
