@@ -360,6 +360,15 @@ fn follow_copies_files_out_while_the_job_runs_and_the_rest_at_the_end() {
         wait_until(Duration::from_secs(10), || fs::read(dest.join("sub/inner")).is_ok_and(|d| d == bytes(3, 70_000))),
         "a file in a new directory is staged out during the job"
     );
+    // A small file created, written and closed in one request (the preload library's
+    // deferred create, its data inline) counts as closed after writing too.
+    let fd = c.open_deferred("/out/small", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    c.write(fd, b"one request").unwrap();
+    c.close(fd).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || fs::read(dest.join("small")).is_ok_and(|d| d == b"one request")),
+        "a file created inline is staged out during the job"
+    );
     // One written at the very end is copied by the final pass.
     write("late", &bytes(2, 5000));
     unsafe { libc::kill(follower.id() as i32, libc::SIGINT) };
@@ -367,7 +376,7 @@ fn follow_copies_files_out_while_the_job_runs_and_the_rest_at_the_end() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(fs::read(dest.join("late")).unwrap(), bytes(2, 5000));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["files"].as_u64(), Some(3), "{v}");
+    assert_eq!(v["files"].as_u64(), Some(4), "{v}");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(fs::metadata(dest.join("sub")).unwrap().permissions().mode() & 0o777, 0o750);
 }

@@ -8,7 +8,7 @@
 use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
-use gust_proto::{EventKind, Record, Response, StageOutcome, CREATE_BATCH_ENTRIES_MAX, INLINE_BYTES_MAX};
+use gust_proto::{Record, Response, StageOutcome, CREATE_BATCH_ENTRIES_MAX, INLINE_BYTES_MAX};
 use std::sync::atomic::Ordering;
 
 /// Checks the whole request first (entry count, sizes against the bulk section), so
@@ -35,7 +35,7 @@ pub(crate) fn create(state: &State, entries: Vec<(String, Record)>, bulk_in: &[u
             at += data.len();
             match validate_path(path).and_then(|_| state.metadata.create_inline(path, rec, data)) {
                 Ok(r) => {
-                    state.events.record(EventKind::Create, path, r.file_id, false);
+                    state.events.record_created_and_closed(path, r.file_id);
                     state.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
                     StageOutcome::ok(data.len() as u64)
                 }

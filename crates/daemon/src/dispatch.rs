@@ -373,7 +373,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
                 return Err(libc::EINVAL);
             }
             let r = md.create_inline(&path, &record, bulk_in)?;
-            state.events.record(EventKind::Create, &path, r.file_id, false);
+            state.events.record_created_and_closed(&path, r.file_id);
             state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
             Ok(Response::Record(r))
         }

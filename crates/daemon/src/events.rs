@@ -74,6 +74,15 @@ impl EventLog {
         l.events.push_back(e);
     }
 
+    /// A file created with its data by its writer's last close, in one request
+    /// (`create_inline`, a batched create): created, then closed after writing, the
+    /// two events a local create + write + close reports (IN_CREATE,
+    /// IN_CLOSE_WRITE). `gust stage out --follow` copies files on the second.
+    pub fn record_created_and_closed(&self, path: &str, file_id: u128) {
+        self.record(EventKind::Create, path, file_id, false);
+        self.record(EventKind::CloseWrite, path, file_id, false);
+    }
+
     /// Events after `after_seq` under `prefix`, at most `max` and
     /// `EVENTS_PAGE_BYTES_MAX` counted bytes: (events, last seq examined, first seq
     /// held, next seq). A cursor past the log's end (the daemon restarted since)
