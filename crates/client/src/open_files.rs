@@ -198,8 +198,10 @@ impl Client {
                     Response::Record(r) => r,
                     r => return Err(crate::error::unexpected(r)),
                 };
-                // An existing file with data may hold it inline: writers move it.
-                if r.file_id != fresh_id && r.kind == FileKind::File && r.size > 0 && writable {
+                // An existing file with data may hold it inline: writers move it,
+                // unless they truncate it (which drops the data, below).
+                let truncates = flags & libc::O_TRUNC != 0;
+                if r.file_id != fresh_id && r.kind == FileKind::File && r.size > 0 && writable && !truncates {
                     let (r2, data) = self.stat_data(&p)?;
                     inline = data;
                     r2
