@@ -95,6 +95,7 @@ fn requests() -> Vec<Request> {
             body: gust_proto::encode(&Request::Stat { path: "/a".into() }),
         },
         Request::Multiplex,
+        Request::ReadMany { paths: vec!["/a".into(), "/b".into()] },
         Request::Heartbeat { from: 2 },
         Request::Fence { daemon: 1 },
         Request::Unfence { daemon: 1 },
@@ -148,6 +149,15 @@ fn replies() -> Vec<(&'static str, Reply)> {
         ),
         ("lease", Ok(Response::Lease { fenced: true })),
         ("fenced", Ok(Response::Fenced { lease_left_ms: 1500 })),
+        (
+            "files",
+            Ok(Response::Files(vec![
+                WholeFile::Found { record: rec(), inline_len: Some(3) },
+                WholeFile::Found { record: rec(), inline_len: None },
+                WholeFile::Failed(2),
+            ])),
+        ),
+        ("removed", Ok(Response::Removed { record: rec(), inline: true })),
         ("enoent", Err(2)),
     ]
 }
