@@ -573,7 +573,13 @@ fn dead_daemon_gives_eio_promptly_and_unmount_succeeds() {
     unsafe { libc::kill(victim, libc::SIGSTOP) };
     let t = Instant::now();
     let out = Command::new("timeout").args(["30", "ls"]).arg(m.p("k")).output().unwrap();
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Input/output error"),
+        "ls with a hung daemon: {}, stderr {:?}, {} bytes listed",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        out.stdout.len()
+    );
     assert!(t.elapsed() < Duration::from_secs(10), "listing with a hung daemon took {:?}", t.elapsed());
     // A dead daemon: EIO at once for what it owns; the rest keeps working.
     unsafe { libc::kill(victim, libc::SIGKILL) };
