@@ -35,9 +35,8 @@ pub(crate) const LISTING_FANOUT_DAEMONS_MAX: usize = 16;
 
 /// The cache's maps: one lookup per stat that follows a listing (`ls -l` of
 /// 100,000 entries makes 100,000), and one insert per entry listed. std's SipHash
-/// was 6% of such an `ls -l` under the preload library (docs/PERFORMANCE.md,
-/// "Cheaper small files and listings"); aHash is several times faster on short
-/// keys.
+/// was 6% of such an `ls -l` under the preload library (docs/PERFORMANCE.md, issue
+/// 14's third round); aHash is several times faster on short keys.
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
 
 /// One daemon's page of a listing with attributes, and whether that daemon is done.
