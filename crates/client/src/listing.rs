@@ -192,9 +192,7 @@ impl Client {
                     let last = entries.last().cloned();
                     // With copies, each entry counts once (replica.rs); the last one
                     // stays the daemon's resume point even when another copy counts.
-                    if self.transport.replicas > 1 {
-                        entries.retain(|(name, _)| self.keeps(*d, &path::join(dir, name)));
-                    }
+                    entries.retain(|(name, _)| self.keeps_child(*d, dir, name));
                     self.listing.insert(asked_at, dir, &entries);
                     match last {
                         Some(l) if entries.last() != Some(&l) && !done => {

@@ -176,7 +176,7 @@ impl DirStream<'_> {
                     self.done_daemon = done || entries.is_empty();
                     // With copies, each entry counts once (replica.rs).
                     let (client, d, dir) = (self.client, self.daemon, &self.dir);
-                    entries.retain(|e| client.keeps(d, &gust_proto::path::join(dir, &e.name)));
+                    entries.retain(|e| client.keeps_child(d, dir, &e.name));
                     entries.reverse();
                     self.page = entries;
                 }

@@ -279,6 +279,12 @@ impl Client {
         self.transport.group(primary).find(|m| !self.transport.is_down(*m)).unwrap_or(primary) == daemon
     }
 
+    /// `keeps` for entry `name` of directory `dir`: the path is joined only when
+    /// there are copies to tell apart (a listing asks this once per entry).
+    pub(crate) fn keeps_child(&self, daemon: u32, dir: &str, name: &str) -> bool {
+        self.transport.replicas <= 1 || self.keeps(daemon, &gust_proto::path::join(dir, name))
+    }
+
     /// Whether a failure of a question to `daemon` as itself may be passed over:
     /// in a replicated instance, a down daemon's records have copies elsewhere.
     pub(crate) fn skippable(&self, daemon: u32, e: Errno) -> bool {
