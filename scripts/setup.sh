@@ -7,7 +7,7 @@
 # promtool and a real Prometheus server for the metrics test (tests/tests/observe.rs);
 # fonts-dejavu-core is the font `gust trace report` draws its plots' text with.
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar python3 python3-venv libc6-dev iproute2 util-linux
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar perl python3 python3-venv libc6-dev iproute2 util-linux
   openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do

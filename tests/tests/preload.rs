@@ -1,7 +1,9 @@
 //! LD_PRELOAD front end: real programs under `gust run --` on 3 daemons.
 //!
 //! /gustfs does not exist on the test machine, so every test fails without the
-//! library. Needs bash, coreutils, tar, python3, cc and fio (scripts/setup.sh).
+//! library. Needs bash, coreutils, tar, python3, perl, cc and fio (scripts/setup.sh).
+
+mod common;
 
 use gust_e2e::{gust_bin, Instance};
 use std::path::{Path, PathBuf};
@@ -439,4 +441,97 @@ fn load_cost_small() {
     pre.sort();
     let (plain, pre) = (plain[plain.len() / 2], pre[pre.len() / 2]);
     assert!(pre < plain + Duration::from_millis(5), "median /bin/true: {pre:?} with the library, {plain:?} without");
+}
+
+/// Output that programs write as they end (issue 27): gnulib's `close_stdout`
+/// flushes stdout from an exit handler that ls, sort, md5sum, ... register before
+/// the preload library's hook exists; what each writes to a GustFS file must equal
+/// what it writes to a local file, whatever the order of the handlers.
+#[test]
+fn output_written_at_exit_by_gnulib_programs() {
+    let inst = Instance::start(3);
+    let l = local_dir("exit-gnulib");
+    let input = l.path().join("in.txt");
+    std::fs::write(&input, (0..400).map(|i| format!("{} row{}\tcol{}\n", i % 37, i % 11, i)).collect::<String>())
+        .unwrap();
+    let i = input.display();
+    let commands = [
+        ("ls", "ls /".to_string()),
+        ("ls-l", "ls -l /usr".to_string()),
+        ("ls-m", "ls -m /usr/bin".to_string()),
+        ("dir", "dir /usr".to_string()),
+        ("sort", format!("sort {i}")),
+        ("uniq", format!("cut -d' ' -f1 {i} | sort -n | uniq -c")),
+        ("tee", format!("tee /dev/null < {i}")),
+        ("cut", format!("cut -f2 {i}")),
+        ("head", format!("head -n 50 {i}")),
+        ("tail", format!("tail -n 50 {i}")),
+        ("md5sum", format!("md5sum {i}")),
+    ];
+    let mut script = String::from("mkdir -p /gustfs/out\n");
+    for (name, cmd) in &commands {
+        script.push_str(&format!("{{ {cmd}; }} > /gustfs/out/{name}\n{{ {cmd}; }} > {}/{name}\n", l.path().display()));
+    }
+    // The same through `>>` and through a program's own file (tee writes both).
+    script.push_str(&format!("ls / >> /gustfs/out/appended\ntee /gustfs/out/tee-file < {i} > /dev/null\n"));
+    sh(&inst, &script);
+    let c = inst.client();
+    for (name, _) in &commands {
+        let want = std::fs::read(l.path().join(name)).unwrap();
+        assert!(!want.is_empty(), "{name}: no local output");
+        let got = common::get(&c, &format!("/out/{name}"));
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want), "{name}");
+    }
+    assert_eq!(common::get(&c, "/out/appended"), std::fs::read(l.path().join("ls")).unwrap());
+    assert_eq!(common::get(&c, "/out/tee-file"), std::fs::read(&input).unwrap());
+}
+
+/// Writes from a C program's own atexit handler, from glibc's last flush of a
+/// stdio stream, before `_exit`, and through a descriptor a forked child shares
+/// (tests/c/preload_exit.c): none lost, none written twice.
+#[test]
+fn c_program_writes_at_exit_and_exit_underscore() {
+    let inst = Instance::start(3);
+    let l = local_dir("exit-c");
+    let bin = compile_c(&l, "preload_exit");
+    sh(&inst, &format!("mkdir /gustfs/x\nfor m in atexit _exit fork; do {} /gustfs/x $m; done", bin.display()));
+    let c = inst.client();
+    assert_eq!(common::get(&c, "/x/kept"), b"from-main\nfrom-handler\n");
+    assert_eq!(common::get(&c, "/x/made-in-handler"), b"made\n");
+    assert_eq!(common::get(&c, "/x/stream"), b"buffered-in-stdio\n");
+    assert_eq!(common::get(&c, "/x/small"), b"before-_exit\n");
+    let big = common::get(&c, "/x/big");
+    assert_eq!(big.len(), (1 << 20) + 3);
+    assert!(big[..600 * 1024].iter().all(|b| *b == b'b'));
+    assert!(big[600 * 1024..1 << 20].iter().all(|b| *b == 0));
+    assert_eq!(&big[1 << 20..], b"end");
+    assert_eq!(common::get(&c, "/x/appended"), b"parent-1\nchild\nparent-2\n");
+}
+
+/// Python's and Perl's exit paths: a normal exit with a file left open, and
+/// `os._exit` / `POSIX::_exit` after a flushed write. A shell's redirection that a
+/// forked command writes through keeps what both wrote.
+#[test]
+fn python_perl_and_shell_exit_paths() {
+    let inst = Instance::start(3);
+    sh(
+        &inst,
+        r#"
+mkdir /gustfs/e
+python3 -c 'f = open("/gustfs/e/py-open", "w"); f.write("left open\n")'
+python3 -c 'import os
+f = open("/gustfs/e/py-exit", "w"); f.write("flushed\n"); f.flush(); os._exit(0)'
+perl -e 'open(my $f, ">", "/gustfs/e/pl-open") or die; print $f "left open\n"; exit 0'
+perl -MPOSIX -e 'open(my $f, ">", "/gustfs/e/pl-exit") or die; syswrite($f, "syswrite\n"); POSIX::_exit(0)'
+{ echo first; /bin/echo second; } > /gustfs/e/group
+{ echo a; /bin/echo b; echo c; } >> /gustfs/e/group-append
+"#,
+    );
+    let c = inst.client();
+    assert_eq!(common::get(&c, "/e/py-open"), b"left open\n");
+    assert_eq!(common::get(&c, "/e/py-exit"), b"flushed\n");
+    assert_eq!(common::get(&c, "/e/pl-open"), b"left open\n");
+    assert_eq!(common::get(&c, "/e/pl-exit"), b"syswrite\n");
+    assert_eq!(common::get(&c, "/e/group"), b"first\nsecond\n");
+    assert_eq!(common::get(&c, "/e/group-append"), b"a\nb\nc\n");
 }

@@ -216,6 +216,8 @@ fn mount(hosts: Option<&str>) -> R<gust_fs> {
         }
     })?;
     let fs = gust_fs { client: Arc::new(client) };
+    // What open descriptors hold back goes out at exit (gust-client's exit.rs).
+    gust_client::settle_at_exit(&fs.client);
     // One RPC (stat of "/" on its metadata daemon), so that a stale hosts file or a
     // stopped instance fails here, with the daemon named, not at the first I/O.
     // Other daemons connect lazily, as in every front end.

@@ -108,17 +108,19 @@ impl Client {
         self.creates.entries_max.store(entries_max.min(CREATE_BATCH_ENTRIES_MAX), Ordering::Relaxed);
     }
 
-    /// Sends what this client holds back for others: buffered writes and sizes,
-    /// queued creates (the preload library before a fork: the child must see its
-    /// parent's files and data). Failures surface as after any flush.
+    /// Sends what this client holds back for others: deferred creates of open
+    /// descriptors (as ordinary files: parent and child may both write through
+    /// them, and a create kept in both would be sent twice, the second truncating
+    /// what the first wrote), buffered writes and sizes, queued creates (the
+    /// preload library before a fork: the child must see its parent's files and
+    /// data). Failures surface as after any flush.
     pub fn send_before_fork(&self) {
-        self.flush_all_sizes();
-        self.flush_creates()
+        self.settle_all()
     }
 
     /// Whether a last close should queue its create instead of sending it.
     pub(crate) fn batching_creates(&self) -> bool {
-        self.creates.entries_max.load(Ordering::Relaxed) > 0
+        self.creates.entries_max.load(Ordering::Relaxed) > 0 && !self.ending()
     }
 
     /// Queues the create of `path` with its data (a last close); sends the queue if

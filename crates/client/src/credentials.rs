@@ -28,6 +28,13 @@ thread_local! {
     static CALLER: RefCell<Option<Credentials>> = const { RefCell::new(None) };
 }
 
+/// The caller set on this thread, if any. None also once the thread's locals are
+/// destroyed: the main thread's are before `exit` runs its handlers, which may
+/// still write (the preload library serves them; gust-client's exit.rs).
+fn caller<T>(f: impl FnOnce(&Credentials) -> T) -> Option<T> {
+    CALLER.try_with(|c| c.borrow().as_ref().map(f)).ok().flatten()
+}
+
 impl Credentials {
     /// This process's effective ids and supplementary groups.
     pub fn of_process() -> Credentials {
@@ -45,7 +52,7 @@ impl Credentials {
     /// Effective uid and gid only (no groups): what a create needs, without the
     /// getgroups call.
     pub(crate) fn owner() -> (u32, u32) {
-        CALLER.with(|c| c.borrow().as_ref().map(|c| (c.uid, c.gid))).unwrap_or_else(|| {
+        caller(|c| (c.uid, c.gid)).unwrap_or_else(|| {
             // SAFETY: geteuid/getegid have no preconditions.
             unsafe { (libc::geteuid(), libc::getegid()) }
         })
@@ -54,7 +61,7 @@ impl Credentials {
     /// The caller of the current call: the one set by [`as_caller`] on this thread,
     /// else this process.
     pub fn current() -> Credentials {
-        CALLER.with(|c| c.borrow().clone()).unwrap_or_else(Credentials::of_process)
+        caller(Credentials::clone).unwrap_or_else(Credentials::of_process)
     }
 
     /// Whether the current caller is root, without the getgroups call.

@@ -206,7 +206,7 @@ impl Client {
         let path = f.path();
         let md = self.md_daemon(&path);
         let append = f.flags & libc::O_APPEND != 0;
-        let cached = cache.filter(|_| !append && f.flags & (libc::O_SYNC | libc::O_DSYNC) == 0);
+        let cached = cache.filter(|_| self.caches_size(f));
         let start = if append {
             // Reserve the range first: two appenders never get the same offset.
             match self.transport.call(

@@ -107,7 +107,7 @@ impl Client {
     /// leaves the queue of batched ones (create_batch.rs) unless it holds this path,
     /// so that a create storm is not sent one create at a time.
     fn norm_for_deferred_open(&self, p: &str) -> Result<String> {
-        self.settle_open_creates(false);
+        self.settle_open_creates();
         self.flush_all_sizes();
         let p = normalize(p)?;
         if self.create_queued(&p) {
@@ -126,6 +126,7 @@ impl Client {
         // Cache mode fetches an existing file of the shared file system first, which
         // a deferred create would not (cache.rs): opened at once there.
         let eligible = flags & libc::O_CREAT != 0
+            && !self.ending()
             && writable
             && self.hosts.cache_of.is_none()
             && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECTORY) == 0
@@ -168,7 +169,9 @@ impl Client {
             offset.or(fd_offset.as_deref().copied()).expect("an offset or the descriptor's")
         };
         let end = at.saturating_add(buf.len() as u64);
-        if at <= p.data.len() as u64 && end <= self.inline_bytes_max as u64 {
+        // An ending process holds nothing back (exit.rs): a create another thread
+        // kept pending through the exit hook goes out with this write.
+        if !self.ending() && at <= p.data.len() as u64 && end <= self.inline_bytes_max as u64 {
             let (at, end) = (at as usize, end as usize);
             if p.data.len() < end {
                 p.data.resize(end, 0);
@@ -204,28 +207,18 @@ impl Client {
     /// exec). Creates being written by another thread right now are left to it.
     /// Errors stay with their descriptors.
     pub fn settle_all(&self) {
-        self.settle_all_as(false)
-    }
-
-    /// `settle_all` at process exit: nothing writes any more, so small files may
-    /// go inline as at a last close.
-    pub fn settle_all_at_exit(&self) {
-        self.settle_all_as(true)
-    }
-
-    fn settle_all_as(&self, last: bool) {
-        self.settle_open_creates(last);
+        self.settle_open_creates();
         self.flush_creates();
     }
 
-    /// Settles the deferred creates of open descriptors (not the batched queue).
-    fn settle_open_creates(&self, last: bool) {
+    /// Settles the deferred creates of open descriptors (not the batched queue), as
+    /// ordinary chunked files: their descriptors stay open (see `settle`).
+    fn settle_open_creates(&self) {
         self.flush_all_sizes();
         for f in self.pending.snapshot() {
             if let Ok(mut slot) = f.pending.try_lock() {
                 if slot.is_some() {
-                    // Unless at exit, the descriptor stays open: chunked (see `settle`).
-                    let _ = self.settle_locked(&f, &mut slot, last);
+                    let _ = self.settle_locked(&f, &mut slot, false);
                 }
             }
         }

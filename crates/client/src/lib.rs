@@ -25,7 +25,8 @@
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
 //! file system directory, fetched on first open), `events` (the daemons' event
-//! logs), `status` (capacity, daemon counters), `spill` (chunk writes and reads
+//! logs), `status` (capacity, daemon counters), `exit` (what goes out when the
+//! process ends), `spill` (chunk writes and reads
 //! when a full daemon's chunks go to the next), `rpc` (connections and framing),
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
 
@@ -35,6 +36,7 @@ mod credentials;
 mod data;
 mod error;
 mod events;
+mod exit;
 mod fence;
 mod find;
 mod inline;
@@ -67,6 +69,7 @@ pub use cache::{local_kind, local_time_ns, UNFETCHED_FILE_ID};
 pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
 pub use events::EventsPage;
+pub use exit::settle_at_exit;
 pub use gust_proto::path;
 /// What staging requests carry (see gust_proto::stage).
 pub use gust_proto::stage as stage_types;
@@ -138,6 +141,8 @@ pub struct Client {
     /// Largest file this client creates inline (inline.rs): INLINE_BYTES_MAX, or
     /// less from $GUST_INLINE_BYTES_MAX (benchmarks compare thresholds with one build).
     inline_bytes_max: usize,
+    /// The process is ending: nothing is held back any more (exit.rs).
+    ending: AtomicBool,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -212,6 +217,7 @@ impl Client {
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
                 .map_or(INLINE_BYTES_MAX, |n| n.min(INLINE_BYTES_MAX)),
+            ending: AtomicBool::new(false),
         })
     }
 

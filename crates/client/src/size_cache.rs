@@ -44,13 +44,18 @@ pub(crate) struct DirtySize {
 }
 
 impl Client {
-    /// Records that a write through `f` reached `end`; sends the size if the oldest
-    /// unsent one is older than the interval. False when the write must send its
-    /// size itself (O_APPEND, O_SYNC, O_DSYNC).
-    pub(crate) fn cache_size(&self, f: &Arc<OpenFile>, end: u64) -> Result<bool> {
-        if f.flags & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC) != 0 {
-            return Ok(false);
-        }
+    /// Whether writes through `f` may leave their size to [`Client::cache_size`];
+    /// otherwise each sends it with its data: O_APPEND writes (which reserve their
+    /// offset at the metadata daemon), O_SYNC and O_DSYNC ones, and every write of
+    /// an ending process (exit.rs).
+    pub(crate) fn caches_size(&self, f: &OpenFile) -> bool {
+        f.flags & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC) == 0 && !self.ending()
+    }
+
+    /// Records that a write through `f` (one that [`Client::caches_size`] allows)
+    /// reached `end`; sends the size if the oldest unsent one is older than the
+    /// interval.
+    pub(crate) fn cache_size(&self, f: &Arc<OpenFile>, end: u64) -> Result<()> {
         let now = Instant::now();
         let due = {
             let mut d = f.size_dirty.lock().unwrap();
@@ -67,10 +72,12 @@ impl Client {
                 }
             }
         };
-        if due {
+        // An exit that began while this write ran may have flushed before the
+        // size above was recorded: nothing may stay behind it.
+        if due || self.ending() {
             self.flush_size(f)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Sends the unsent size of `f`, if any. Holds the descriptor's lock while the

@@ -71,7 +71,7 @@ impl Client {
     /// here.
     pub(crate) fn write_behind(&self, f: &Arc<OpenFile>, buf: &[u8], at: u64) -> Result<Option<usize>> {
         let cap = self.write_behind_bytes.load(Ordering::Relaxed);
-        if cap == 0 {
+        if cap == 0 || self.ending() {
             return Ok(None);
         }
         Self::check_writable(f)?;

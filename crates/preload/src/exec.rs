@@ -42,7 +42,7 @@ pub(crate) fn decode_fd(item: &str) -> Option<(c_int, Inherited)> {
 /// The GUST_PRELOAD_* entries this process hands to a new image.
 unsafe fn exports() -> Vec<CString> {
     // The new image re-opens inherited descriptors by path: deferred creates first.
-    crate::settle_deferred(false);
+    crate::settle_deferred();
     // exec runs no atexit handler: this image's trace records go to its file now.
     gust_client::flush_trace();
     let mut out = Vec::new();

@@ -18,8 +18,9 @@
 //!   rather than silently hit another file.
 //! * Reentrancy. The client core and Rust std call open/read/write/close themselves;
 //!   inside the library a thread-local flag ([`Guard`]) sends every such call to libc.
-//! * Laziness. Loading costs two getenv calls. The client (hosts file, secret) is
-//!   built on the first GustFS access; connections open on the first RPC.
+//! * Laziness. Loading costs two getenv calls and the registration of an exit and a
+//!   fork handler (exit.rs). The client (hosts file, secret) is built on the first
+//!   GustFS access; connections open on the first RPC.
 //! * fork: the child inherits the descriptor table and reconnects lazily (the
 //!   transport drops pooled connections when the pid changes). exec: descriptors
 //!   without FD_CLOEXEC and a GustFS working directory travel in the environment
@@ -30,6 +31,7 @@
 mod copy;
 mod dir;
 mod exec;
+mod exit;
 mod fs;
 mod real;
 mod stdio;
@@ -150,10 +152,11 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
             match Client::from_env() {
                 Ok(c) => {
                     c.set_defer_exclusive_create(std::env::var("GUST_DEFER_EXCL").is_ok_and(|v| v == "1"));
-                    // Creates deferred by open (gust-client, inline.rs) are sent at
-                    // close; a program may exit without closing.
-                    // SAFETY: registering a function with no preconditions.
-                    unsafe { libc::atexit(settle_at_exit) };
+                    // Built by a write from an exit handler (ls's close_stdout):
+                    // nothing may be held back from here on (exit.rs).
+                    if exit::ending() {
+                        c.begin_exit();
+                    }
                     // A child (a shell's `cat f` after `echo > f`) must find the
                     // files its parent closed: batched creates go out before fork.
                     // SAFETY: registers a handler; it runs in the forking thread.
@@ -170,29 +173,25 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
         .ok_or(libc::EIO)
 }
 
+/// The client if it was built already (hooks that must not build one).
+pub(crate) fn built_client() -> Option<&'static Client> {
+    CLIENT.get().and_then(Option::as_ref)
+}
+
 extern "C" fn send_creates_before_fork() {
-    if let Some(Some(c)) = CLIENT.get() {
+    if let Some(c) = built_client() {
         let _g = Guard::enter();
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.send_before_fork()));
     }
 }
 
-extern "C" fn settle_at_exit() {
-    settle_deferred(true);
-}
-
-/// Sends the creates that open deferred and no close has sent yet (at exit, before
-/// exec): the files must exist for whatever comes next.
-pub(crate) fn settle_deferred(at_exit: bool) {
-    if let Some(Some(c)) = CLIENT.get() {
+/// Sends what the client holds back (creates that open deferred and no close has
+/// sent yet, unsent sizes) before exec: the files must exist, whole, for whatever
+/// comes next.
+pub(crate) fn settle_deferred() {
+    if let Some(c) = built_client() {
         let _g = Guard::enter();
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if at_exit {
-                c.settle_all_at_exit()
-            } else {
-                c.settle_all()
-            }
-        }));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.settle_all()));
     }
 }
 
@@ -518,6 +517,7 @@ pub(crate) unsafe fn route_cwd(path: *const c_char) -> Result<Route, i32> {
 /// calls when there is none.
 extern "C" fn on_load() {
     let _g = Guard::enter();
+    exit::install_hooks();
     if let Ok(c) = std::env::var("GUST_PRELOAD_CWD") {
         if c.starts_with('/') {
             *VCWD.write().unwrap_or_else(|e| e.into_inner()) = Some(c);

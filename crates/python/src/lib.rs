@@ -205,6 +205,8 @@ impl Client {
             PyOSError::new_err((errno, msg, path.clone()))
         })?;
         let c = Client { core: Arc::new(core), hosts_file: path.clone() };
+        // What open descriptors hold back goes out at exit (gust-client's exit.rs).
+        gust_client::settle_at_exit(&c.core);
         let core = c.core.clone();
         py.detach(move || core.stat("/")).map_err(|e| {
             PyOSError::new_err((
