@@ -5,9 +5,11 @@
 # multi-node tests run sshd, munge, slurmctld and slurmd on test nodes they create
 # (tests/cluster/testcluster.sh); bc is for bench/start_hosts.sh; prometheus gives
 # promtool and a real Prometheus server for the metrics test (tests/tests/observe.rs);
-# fonts-dejavu-core is the font `gust trace report` draws its plots' text with.
+# fonts-dejavu-core is the font `gust trace report` draws its plots' text with; gdb
+# checks that installed binaries find their separate debug information
+# (tests/tests/install.rs); perl runs on GustFS in the preload library's tests.
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace attr git tar perl python3 python3-venv libc6-dev iproute2 util-linux
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar perl python3 python3-venv libc6-dev iproute2 util-linux
   openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do
