@@ -334,7 +334,7 @@ fn root_copies_trees_with_owners() {
              chmod 4755 tree/a && chown 1001:1001 tree/sub/b && chmod 2750 tree/sub",
         ),
     );
-    let listing = "find . -printf '%p %u:%g %m %y\\n' | sort";
+    let listing = "find . -printf '%p %U:%G %m %y\\n' | sort";
     let want = ok("local listing", bash(&src.path().join("tree"), listing));
     assert!(want.contains("./a 1001:2000 4755 f") && want.contains("./p 1003:1003 644 p"), "{want}");
     let s = src.path().display();
