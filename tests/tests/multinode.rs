@@ -97,6 +97,28 @@ fn ssh_start_read_write_status_stop() {
     let again = gust_start(&c, "gnode[0-2]", &base, &[]);
     assert!(!again.status.success() && text(&again.stderr).contains("already running"), "{}", text(&again.stderr));
 
+    // Kept (`gust stop --keep`), then brought back on the same hosts with its data.
+    let keep = Command::new(c.gust()).args(["stop", "--keep", "--hosts-file", &hp]).output().unwrap();
+    assert!(keep.status.success(), "gust stop --keep: {}", text(&keep.stderr));
+    let gone = gust_e2e::wait_until(Duration::from_secs(10), || (0..NODES).all(|i| c.processes(i, "/gust").is_empty()));
+    assert!(gone, "daemons left after gust stop --keep");
+    let wrong = gust_start(&c, "gnode[0-1]", &base, &["--restart"]);
+    assert!(
+        !wrong.status.success() && text(&wrong.stderr).contains("--hosts must name those hosts"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    let back = gust_start(&c, "gnode[0-2]", &base, &["--restart"]);
+    assert!(back.status.success(), "gust start --restart: {}", text(&back.stderr));
+    assert!(text(&back.stderr).contains("up again with its data"), "{}", text(&back.stderr));
+    let cl = Client::open_instance(std::path::Path::new(&hp), ClientOptions::default()).unwrap();
+    let fd = cl.open("/big", libc::O_RDONLY, 0).unwrap();
+    let mut got = vec![0u8; data.len() + 1];
+    assert_eq!(cl.pread(fd, &mut got, 0).unwrap(), data.len());
+    assert!(got[..data.len()] == data[..], "/big differs after the restart");
+    cl.close(fd).unwrap();
+    drop(cl);
+
     let stop = Command::new(c.gust()).args(["stop", "--hosts-file", &hp]).output().unwrap();
     assert!(stop.status.success(), "gust stop: {}", text(&stop.stderr));
     let gone = gust_e2e::wait_until(Duration::from_secs(10), || (0..NODES).all(|i| c.processes(i, "/gust").is_empty()));

@@ -138,6 +138,10 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     let text = String::from_utf8_lossy(&out.stdout);
     // Recovering, and fenced by its peers: the writes above skipped it.
     assert!(text.contains(&format!("daemon {VICTIM} FENCED by daemon(s) 0, 2")), "{text}");
+    // Its row in the daemon table says so too: it answers, but does not serve.
+    let victim = VICTIM.to_string();
+    let row = text.lines().find(|l| l.split_whitespace().next() == Some(victim.as_str())).unwrap_or_default();
+    assert_eq!(row.split_whitespace().nth(4), Some("recovering"), "{text}");
 
     // `gust repair` copies its share back from the copies and lets it serve.
     let out = inst.gust(&["repair", "--id", &VICTIM.to_string()]);

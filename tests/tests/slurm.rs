@@ -108,3 +108,69 @@ echo job-done"#,
     assert_eq!(j.wait_done(&id, Duration::from_secs(60)), "COMPLETED");
     assert_eq!(j.output("plain"), "gnode0\ngnode1\ngnode2\n");
 }
+
+/// A replicated instance in a job (issue 27, part 6): a node's daemon killed with
+/// SIGKILL is repaired from inside the job (`srun --overlap -w NODE gust repair`),
+/// and the repaired daemon belongs to the job's daemon step: a job that ends
+/// without `gust stop` leaves nothing. `gust stop` with a dead daemon on its own
+/// node and one on another says so, exits non-zero, and removes both nodes' files.
+/// Options of a local start work here too: --events-cap, --metrics 0.0.0.0:PORT.
+#[test]
+fn replicated_instance_loses_a_node() {
+    let Some(j) = Jobs::setup(15, NODES, false) else { return };
+    // Kills daemon ID of the instance on the node it runs on (its pid from that
+    // node's hosts file).
+    let kill = j.work.join("kill.sh");
+    fs::write(
+        &kill,
+        "#!/bin/sh\npid=$(awk -v id=\"$1\" '$1==\"daemon\" && $2==id {print $4}' \"$GUST_HOSTS_FILE\")\n\
+         kill -9 \"$pid\" && echo \"killed daemon $1 (pid $pid) on $(hostname)\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&kill, fs::Permissions::from_mode(0o755)).unwrap();
+    Jobs::chown_nobody(&j.work);
+    let start = r#"eval "$(gust start --replicas 2 --events-cap 1MiB --metrics 0.0.0.0:0)" || exit 9
+gust run -- sh -c 'mkdir /gustfs/r && for i in 1 2 3 4 5 6 7 8; do echo data$i > /gustfs/r/f$i; done' || exit 8
+srun --overlap -w gnode1 -N1 -n1 ./kill.sh 1 || exit 7
+for i in 1 2 3 4 5 6 7 8; do gust cat /r/f$i; done | tr '\n' ' '; echo
+gust status > $SLURM_JOB_NAME.down 2>&1; echo "status-down-exit=$?"
+srun --overlap -w gnode1 -N1 -n1 gust repair --id 1; echo "repair-exit=$?"
+gust status > $SLURM_JOB_NAME.repaired 2>&1; echo "status-repaired-exit=$?"
+"#;
+
+    // 1. Repaired, and the job ends without `gust stop`: no daemon outlives it.
+    let id = j.submit("nostop", &[&format!("-N{NODES}"), "-t", "5"], start);
+    let st = j.wait_done(&id, Duration::from_secs(120));
+    let out = j.output("nostop");
+    assert_eq!(st, "COMPLETED", "{out}");
+    assert!(out.contains("data1 data2 data3 data4 data5 data6 data7 data8"), "{out}");
+    assert!(out.contains("repair-exit=0") && out.contains("status-repaired-exit=0"), "{out}");
+    let down = fs::read_to_string(j.work.join("nostop.down")).unwrap_or_default();
+    assert!(down.contains("DEGRADED: daemon 1 down"), "{down}");
+    let repaired = fs::read_to_string(j.work.join("nostop.repaired")).unwrap_or_default();
+    assert!(repaired.contains("all daemons serving"), "{repaired}");
+    assert!(repaired.contains("http://10.78.15."), "metrics on the daemons' own addresses: {repaired}");
+    j.assert_clean_soon("after a job that repaired a daemon and skipped gust stop");
+
+    // 2. Daemon 0 (this node's) and daemon 1 dead at `gust stop`.
+    let body = format!(
+        "{start}srun --overlap -w gnode1 -N1 -n1 ./kill.sh 1\n./kill.sh 0\n\
+         gust stop; echo \"stop-exit=$?\"\n\
+         srun --overlap -N{NODES} -n{NODES} --ntasks-per-node=1 sh -c \
+         'for i in $(seq 100); do [ -z \"$(ls /tmp /dev/shm | grep gustfs)\" ] && break; sleep 0.1; done; \
+         echo \"left on $(hostname):\" $(ls /tmp /dev/shm | grep gustfs)'"
+    );
+    let id = j.submit("deadstop", &[&format!("-N{NODES}"), "-t", "5"], &body);
+    let st = j.wait_done(&id, Duration::from_secs(120));
+    let out = j.output("deadstop");
+    assert_eq!(st, "COMPLETED", "{out}");
+    assert!(out.contains("repair-exit=0"), "{out}");
+    assert!(out.contains("daemon 0 on gnode0 was not running"), "{out}");
+    assert!(out.contains("daemon 1 on gnode1 did not answer"), "{out}");
+    assert!(out.contains("daemon 1 on gnode1: files removed"), "{out}");
+    assert!(out.contains("stop-exit=1"), "{out}");
+    for i in 0..NODES {
+        assert!(out.contains(&format!("left on gnode{i}:\n")), "gnode{i} kept files after gust stop: {out}");
+    }
+    j.assert_clean_soon("after gust stop with dead daemons");
+}

@@ -4,8 +4,11 @@
 //! user nobody): directives in the batch script give a job GustFS on all its nodes
 //! with stage-in before the script and stage-out after it; bad directives are
 //! refused at submission; a missing stage-in source fails the job naming it; a
-//! failed stage-out keeps the data for the grace period and says where; cancelled and
-//! timed-out jobs leave nothing; jobs without directives are untouched.
+//! failed stage-out keeps the data for the grace period, says where, and gives the
+//! job a non-zero derived exit code; a later job on the same nodes brings the kept
+//! instance back (`gust start --restart`), stages it out and stops it; cancelled and
+//! timed-out jobs leave nothing and get no stage-out (nor a message about one); jobs
+//! without directives are untouched.
 //! Needs root, iproute2, util-linux, slurmctld, slurmd, slurm-client, munge.
 
 use gust_e2e::cluster::Jobs;
@@ -75,16 +78,42 @@ fn site_integration_with_directives() {
         "{}gust run -- sh -c 'mkdir /gustfs/res && echo precious > /gustfs/res/f'",
         directives(&j, &[], &[("/res", "in/a/res")])
     );
-    let id = j.submit("keep", &["-N2", "-t", "5"], &body);
+    let id = j.submit("keep", &["-N2", "-w", "gnode[0-1]", "-t", "5"], &body);
     j.wait_done(&id, Duration::from_secs(60));
     let out = j.output("keep");
     assert!(out.contains("stage-out failed: /res") && out.contains("kept for 1 h on nodes gnode[0-1]"), "{out}");
+    // The job's record says so too: its derived exit code (the highest of its steps').
+    let show = j.c.slurm("scontrol", &["-d", "show", "job", &id]);
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("DerivedExitCode=1:0"), "{show}");
     let dir = format!("/tmp/gustfs-nobody-job{id}");
     for i in 0..2 {
         let ls = j.c.on_node(i, &format!("ls {dir}/d{i}/metadata >/dev/null && cat {dir}/keep-until"));
         assert!(ls.status.success(), "gnode{i}: kept data missing: {}", String::from_utf8_lossy(&ls.stderr));
-        // Past its deadline, the next job's Epilog removes it.
-        assert!(j.c.on_node(i, &format!("echo 0 > {dir}/keep-until")).status.success());
+    }
+
+    // A later job on the same nodes brings the kept instance back, stages it out
+    // where it can be written, and stops it: nothing is left.
+    let body = format!(
+        r#"set -e
+eval "$(gust start --restart --rootdir {dir})"
+gust stage out /res reused
+gust stop
+echo reuse-done"#
+    );
+    let reuse = j.submit("reuse", &["-N2", "-w", "gnode[0-1]", "-t", "5"], &body);
+    let st = j.wait_done(&reuse, Duration::from_secs(90));
+    let out = j.output("reuse");
+    assert_eq!(st, "COMPLETED", "{out}");
+    assert!(out.contains("up again with its data") && out.contains("reuse-done"), "{out}");
+    assert_eq!(fs::read_to_string(j.work.join("reused/f")).unwrap_or_default(), "precious\n", "{out}");
+    j.assert_clean_soon("after the kept instance was restarted, staged out and stopped");
+
+    // Kept data past its deadline: the next job's Epilog removes it.
+    for i in 0..2 {
+        let fake = "/tmp/gustfs-nobody-job999999";
+        let made = j.c.on_node(i, &format!("mkdir -p {fake}/d{i} && echo 0 > {fake}/keep-until"));
+        assert!(made.status.success());
     }
 
     // A job without directives is untouched (and its Epilog sweeps expired data).
@@ -111,4 +140,10 @@ fn site_integration_with_directives() {
     assert_eq!(j.wait_done(&a, Duration::from_secs(60)), "CANCELLED");
     assert_eq!(j.wait_done(&b, Duration::from_secs(150)), "TIMEOUT");
     j.assert_clean_soon("after a cancelled and a timed-out job");
+    // Neither was staged out, nor told that a stage-out failed.
+    for name in ["cancel", "timeout"] {
+        let out = j.output(name);
+        assert!(!out.contains("stage-out") && !out.contains("staged out"), "{name}: {out}");
+    }
+    assert!(!j.work.join("never").exists(), "a cancelled or timed-out job was staged out");
 }

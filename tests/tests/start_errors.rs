@@ -113,3 +113,46 @@ fn replicas_and_capacity_options_that_cannot_work() {
     );
     assert!(!tmp.path().join("gust.hosts").exists(), "a refused start left a hosts file");
 }
+
+/// `eval "$(gust start)"` fails when the start fails (`gust start` prints `false`
+/// for the eval, as ssh-agent-style tools do), so `bash -e` and `&&` stop there
+/// instead of going on without an instance; a usage error does the same, and a
+/// start that works is evaluated as before.
+#[test]
+fn eval_of_a_failed_start_fails() {
+    let tmp = tempfile::tempdir_in("/tmp").unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let bad_root = file.join("root");
+    let gust = gust_bin();
+    let bash = |script: &str| {
+        Command::new("bash")
+            .args(["-e", "-c", script])
+            .env_remove("GUST_HOSTS_FILE")
+            .env_remove("SLURM_JOB_ID")
+            .output()
+            .expect("run bash")
+    };
+    let start = format!("{} start --local 1 --timeout 20", gust.display());
+    for script in [
+        format!("eval \"$({start} --rootdir {})\"\necho went-on", bad_root.display()),
+        format!("eval \"$({start} --rootdir {})\" && echo went-on\nexit 0", bad_root.display()),
+        format!("eval \"$({start} --no-such-option)\"\necho went-on"),
+        format!("eval \"$({} env --rootdir {})\"\necho went-on", gust.display(), bad_root.display()),
+    ] {
+        let out = bash(&script);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("went-on"), "the script went on after a failed start:\n{script}\n{stdout}");
+        assert!(!String::from_utf8_lossy(&out.stderr).is_empty(), "no message: {script}");
+    }
+    // A start that works: the exports are evaluated, nothing else.
+    let root = tmp.path().join("ok");
+    let out = bash(&format!(
+        "eval \"$({start} --rootdir {})\"\necho \"hosts=$GUST_HOSTS_FILE\"\n{} stop",
+        root.display(),
+        gust.display()
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("hosts={}/gust.hosts", root.display())), "{stdout}");
+}

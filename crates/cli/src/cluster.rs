@@ -45,6 +45,12 @@ pub struct Common {
     pub daemon_options: Vec<String>,
     pub placement: gust_hosts::Placement,
     pub replicas: u32,
+    /// Bring back the instance `gust stop --keep` left under `base` on its nodes.
+    pub restart: bool,
+    /// Replace a stale hosts file (and the nodes' root directories of that instance).
+    pub force: bool,
+    /// Cache mode: the shared directory the instance mirrors (absolute).
+    pub cache_of: Option<String>,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -68,6 +74,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         }
     };
     let hp = agent::hosts_path(&o.base);
+    let mut kept = None;
     if hp.exists() {
         if launcher::ping_all(&hp).is_empty() {
             return Err(format!(
@@ -75,34 +82,68 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
                 hp.display()
             ));
         }
-        eprintln!("gust: replacing the stale hosts file {} (its daemons do not answer)", hp.display());
+        let old = gust_hosts::HostsFile::load(&hp).map_err(|e| format!("{e} (not a GustFS hosts file?)"))?;
+        if o.restart {
+            kept = Some(old);
+        } else if o.force {
+            eprintln!("gust: replacing the stale hosts file {} (its daemons do not answer)", hp.display());
+        } else {
+            return Err(format!(
+                "stale hosts file {} of instance {} (no daemon answers); pass --restart to bring it back with its \
+                 data, or --force to replace it and its root directories",
+                hp.display(),
+                old.instance
+            ));
+        }
+    } else if o.restart {
+        return Err(format!(
+            "--restart: no stopped instance at {} on this host (run it on one of the instance's nodes, with the \
+             --rootdir it was started with)",
+            hp.display()
+        ));
     }
+    let method = match (kept.as_ref(), method) {
+        (Some(h), m) => restart_method(h, m)?,
+        (None, m) => m,
+    };
     let kind = match method {
         launcher::Method::Ssh { .. } => "ssh",
         launcher::Method::Srun { .. } => "srun",
     };
+    let secret = match &kept {
+        Some(_) => Some(gust_hosts::load_secret(&hp).map_err(|e| format!("--restart: {e}"))?),
+        None => None,
+    };
+    let header = match kept {
+        Some(h) => gust_hosts::HostsFile { daemons: Vec::new(), ..h },
+        None => gust_hosts::HostsFile {
+            placement: o.placement,
+            replicas: o.replicas,
+            cache_of: o.cache_of.clone(),
+            ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
+        },
+    };
+    let restarted = secret.is_some();
     let plan = launcher::Plan {
         method,
         base: o.base,
-        header: gust_hosts::HostsFile {
-            placement: o.placement,
-            replicas: o.replicas,
-            ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
-        },
+        header,
         port: o.port,
         network: c.network.clone(),
         auto_storage: o.auto_storage.then_some(c.capacity),
         timeout: Duration::from_secs(o.timeout_s),
         gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
         daemon_options: o.daemon_options,
+        restart: secret,
     };
     let s = launcher::start(&plan)?;
     let mut hosts: Vec<&str> = s.hosts.daemons.iter().map(|d| d.host.as_str()).collect();
     hosts.sort();
     hosts.dedup();
     eprintln!(
-        "gust: instance {} up: {} daemon(s) on {} host(s) via {kind} in {:.2} s (all ready {:.2} s, hosts file on every node {:.2} s), hosts file {} on every node",
+        "gust: instance {} {}: {} daemon(s) on {} host(s) via {kind} in {:.2} s (all ready {:.2} s, hosts file on every node {:.2} s), hosts file {} on every node",
         s.hosts.instance,
+        if restarted { "up again with its data" } else { "up" },
         s.hosts.daemons.len(),
         hosts.len(),
         s.pinged_s,
@@ -110,7 +151,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         s.installed_s,
         s.hosts_path.display()
     );
-    if o.auto_storage {
+    if o.auto_storage && !restarted {
         // Which storage each node chose (`gust probe`); the reasons are in each
         // node's log d<id>.log.
         let mut places: std::collections::BTreeMap<String, usize> = Default::default();
@@ -125,8 +166,54 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
             list.join(", ")
         );
     }
+    if let Some(c) = &s.hosts.cache_of {
+        crate::writeback::start(&s.hosts_path, c)?;
+    }
     crate::instance::print_env(&s.hosts_path, &s.hosts);
     Ok(())
+}
+
+/// The launch of a restart: the kept instance's daemons, each on its own host again
+/// (daemon i on the i-th host), through the launcher asked for.
+fn restart_method(h: &gust_hosts::HostsFile, m: launcher::Method) -> Result<launcher::Method, String> {
+    let kept: Vec<String> = h.daemons.iter().map(|d| d.host.clone()).collect();
+    let mut distinct = kept.clone();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() != kept.len() || !h.is_complete(kept.len()) {
+        return Err(format!(
+            "--restart: instance {} ran several daemons on one host (a --local instance): restart it with --local",
+            h.instance
+        ));
+    }
+    let missing = |have: &[String]| -> Vec<String> { kept.iter().filter(|k| !have.contains(k)).cloned().collect() };
+    match m {
+        launcher::Method::Ssh { hosts, ssh } => {
+            let gone = missing(&hosts);
+            if !gone.is_empty() || hosts.len() != kept.len() {
+                return Err(format!(
+                    "--restart: instance {} ran on {}; --hosts must name those hosts (not {})",
+                    h.instance,
+                    kept.join(","),
+                    hosts.join(",")
+                ));
+            }
+            Ok(launcher::Method::Ssh { hosts: kept, ssh })
+        }
+        launcher::Method::Srun { nodes, srun } => {
+            let gone = missing(&nodes);
+            if !gone.is_empty() {
+                return Err(format!(
+                    "--restart: instance {} ran on {}; this job does not have {} (submit it with -w {})",
+                    h.instance,
+                    kept.join(","),
+                    gone.join(","),
+                    kept.join(",")
+                ));
+            }
+            Ok(launcher::Method::Srun { nodes: kept, srun })
+        }
+    }
 }
 
 /// `gust node-agent`: run by `gust start` on each node (see gust_launch::agent).
@@ -163,6 +250,9 @@ pub struct NodeAgentArgs {
     /// Passed to the daemon (repeated).
     #[arg(long = "daemon-option", allow_hyphen_values = true)]
     daemon_options: Vec<String>,
+    /// Bring back this node's daemon that `gust stop --keep` left.
+    #[arg(long)]
+    restart: bool,
 }
 
 pub fn node_agent(a: NodeAgentArgs) -> i32 {
@@ -182,5 +272,20 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
         detach: a.detach,
         detached_child: a.detached_child,
         daemon_options: a.daemon_options,
+        restart: a.restart,
     })
+}
+
+/// `gust node-clean`: run by `gust stop` on a node whose daemon did not answer.
+#[derive(Args)]
+pub struct NodeCleanArgs {
+    #[arg(long)]
+    base: PathBuf,
+}
+
+pub fn node_clean(a: NodeCleanArgs) -> Result<(), String> {
+    for l in agent::clean_node(&a.base)? {
+        println!("{l}");
+    }
+    Ok(())
 }

@@ -69,7 +69,9 @@ pub struct StartArgs {
     /// Path prefix the preload library and tools serve from GustFS.
     #[arg(long, default_value = "/gustfs")]
     mountdir: String,
-    /// Hosts file [default: <rootdir>/gust.hosts]
+    /// Hosts file [default: <rootdir>/gust.hosts]. --local only: on many nodes the
+    /// hosts file is <rootdir>/gust.hosts, the same path on every node, because no
+    /// shared file system is assumed.
     #[arg(long)]
     hosts_file: Option<PathBuf>,
     #[arg(long, value_parser = crate::parse_size, default_value = "512KiB")]
@@ -84,11 +86,13 @@ pub struct StartArgs {
     #[arg(long, default_value_t = 30)]
     timeout: u64,
     /// Replace a stale hosts file and root directories left by an instance that is
-    /// no longer running.
+    /// no longer running (on many nodes: each node's, as its agent starts).
     #[arg(long)]
     force: bool,
-    /// Restart the daemons of a stopped instance (`gust stop --keep`) on their root
-    /// directories: same instance, ids and data, e.g. for the next job of a campaign.
+    /// Restart the daemons of a stopped instance (`gust stop --keep`, or a failed
+    /// site stage-out) on their root directories: same instance, ids and data, e.g.
+    /// for the next job of a campaign. On many nodes: the same --rootdir, on the
+    /// same hosts (--hosts, or a SLURM job that has them: sbatch -w).
     #[arg(long, conflicts_with = "force")]
     restart: bool,
     /// Worker threads of each daemon, serving all its connections (default: 4 per
@@ -105,7 +109,8 @@ pub struct StartArgs {
     stall_timeout: Option<f64>,
     /// Serve each daemon's Prometheus metrics at http://ADDR/metrics; daemon i
     /// takes port + i (port 0: free ports; `gust status` shows them). E.g.
-    /// 127.0.0.1:9400. Off by default.
+    /// 127.0.0.1:9400. On many nodes give 0.0.0.0:PORT: each daemon serves on its
+    /// own address (the hosts file's) at PORT. Off by default.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// Bound on each daemon's event log (`gust events`); 0 turns event logs off.
@@ -113,23 +118,26 @@ pub struct StartArgs {
     events_cap: Option<u64>,
     /// Cache mode: mirror this directory of the shared file system; files are
     /// fetched on first open and written back after they are written (`gust
-    /// flush`, and at `gust stop`). --local instances only.
+    /// flush`, and at `gust stop`). On many nodes DIR must be on a file system
+    /// every node sees; the write-back runs where `gust start` runs.
     #[arg(long, value_name = "DIR")]
     cache_of: Option<PathBuf>,
     /// Daemon tracepoints on from the start (names or groups: md, chunk, daemon);
     /// needs --trace-dir. `gust trace on|off` switches them later.
     #[arg(long, value_name = "NAMES")]
     trace: Option<String>,
-    /// Directory for the daemons' trace files (one per daemon).
+    /// Directory for the daemons' trace files (one per daemon; on many nodes, DIR on
+    /// each daemon's own node).
     #[arg(long, value_name = "DIR")]
     trace_dir: Option<PathBuf>,
     /// How chunks are placed: `wide` (every daemon equally) or `capacity` (weighted
     /// by each daemon's capacity: its free space at start, or --declare-capacity).
     #[arg(long, default_value = "wide")]
     placement: gust_hosts::Placement,
-    /// Declare the capacity of the local daemons, one size for all or one per daemon
-    /// (e.g. 8MiB,8MiB,16MiB,32MiB): a daemon refuses writes past it with ENOSPC, and
-    /// capacity placement weighs it by it. For tests and trials on one disk.
+    /// Declare the capacity of the daemons, one size for all or one per daemon
+    /// (e.g. 8MiB,8MiB,16MiB,32MiB; on many nodes one size for all): a daemon
+    /// refuses writes past it with ENOSPC, and capacity placement weighs it by it.
+    /// For tests and trials on one disk.
     #[arg(long, value_name = "SIZES", value_delimiter = ',', value_parser = crate::parse_size)]
     declare_capacity: Vec<u64>,
     /// Copies of every record and chunk, on distinct daemons (1 to 3, fixed for the
@@ -203,6 +211,30 @@ impl StartArgs {
     }
 }
 
+impl StartArgs {
+    /// The options every node's daemon gets on a multi-node start (one daemon per
+    /// node): tuning, event log bound, tracepoints, one declared capacity, and
+    /// metrics at `0.0.0.0:PORT`, which each daemon serves on its own address.
+    fn node_daemon_options(&self) -> Result<Vec<String>, String> {
+        if self.declare_capacity.len() > 1 {
+            return Err(format!(
+                "--declare-capacity lists {} sizes: on many nodes give one size, for every node's daemon",
+                self.declare_capacity.len()
+            ));
+        }
+        if let Some(m) = &self.metrics {
+            let a: std::net::SocketAddr = m.parse().map_err(|_| format!("--metrics {m}: not an address"))?;
+            if !a.ip().is_unspecified() {
+                return Err(format!(
+                    "--metrics {m}: on many nodes give 0.0.0.0:PORT; each daemon serves its metrics on its own \
+                     address (the one in the hosts file) at PORT"
+                ));
+            }
+        }
+        self.daemon_options(1)?.args(0)
+    }
+}
+
 impl DaemonOptions {
     /// The `gust daemon` arguments of daemon `id`.
     fn args(&self, id: u32) -> Result<Vec<String>, String> {
@@ -235,6 +267,19 @@ fn metrics_addr(base: &str, id: u32) -> Result<String, String> {
     Ok(std::net::SocketAddr::new(a.ip(), port).to_string())
 }
 
+/// The directory of `--cache-of`, absolute.
+fn cache_dir(c: &Path) -> Result<String, String> {
+    let abs = fs::canonicalize(c).map_err(|e| format!("--cache-of {}: {e}", c.display()))?;
+    if !abs.is_dir() {
+        return Err(format!("--cache-of {}: not a directory", c.display()));
+    }
+    let abs = abs.to_str().ok_or("--cache-of: not a UTF-8 path")?.to_string();
+    if abs.contains(char::is_whitespace) {
+        return Err(format!("--cache-of {abs}: paths with spaces are not supported"));
+    }
+    Ok(abs)
+}
+
 /// Creates a directory (and missing parents) with mode 0700; an existing one is left
 /// as it is.
 fn private_dir(p: &Path) -> std::io::Result<()> {
@@ -256,20 +301,15 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         return Err("--placement capacity with --replicas above 1 is not supported yet".into());
     }
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        if a.hosts_file.is_some()
-            || a.restart
-            || a.force
-            || a.metrics.is_some()
-            || a.events_cap.is_some()
-            || a.cache_of.is_some()
-            || a.trace.is_some()
-            || a.trace_dir.is_some()
-            || !a.declare_capacity.is_empty()
-        {
-            return Err("--hosts-file, --restart, --force, --metrics, --events-cap, --cache-of, --trace and \
-                        --declare-capacity are for --local instances"
+        if a.hosts_file.is_some() {
+            return Err("--hosts-file is for --local instances: on many nodes the hosts file is \
+                        <rootdir>/gust.hosts, the same path on every node (give --rootdir)"
                 .into());
         }
+        let cache_of = match &a.cache_of {
+            Some(c) => Some(cache_dir(c)?),
+            None => None,
+        };
         let common = crate::cluster::Common {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
             auto_storage: a.rootdir.is_none(),
@@ -278,9 +318,12 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             check_parent: a.check_parent,
             port: a.port,
             timeout_s: a.timeout,
-            daemon_options: a.tuning_options(1),
+            daemon_options: a.node_daemon_options()?,
             placement: a.placement,
             replicas: a.replicas,
+            restart: a.restart,
+            force: a.force,
+            cache_of,
         };
         return crate::cluster::start(&a.cluster, common);
     }
@@ -343,7 +386,8 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 .collect();
             if plan.len() != old.daemons.len() {
                 return Err(format!(
-                    "{} lists daemons on other hosts; restart those with `gust daemon` there",
+                    "{} lists daemons on other hosts: restart the instance with `gust start --restart --rootdir \
+                     DIR --hosts HOSTS` (ssh), or in a SLURM job on those nodes",
                     hosts_path.display()
                 ));
             }
@@ -380,15 +424,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     // Create the instance (header and secret) before any daemon, so all join it.
     let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
     if let Some(c) = &a.cache_of {
-        let abs = fs::canonicalize(c).map_err(|e| format!("--cache-of {}: {e}", c.display()))?;
-        if !abs.is_dir() {
-            return Err(format!("--cache-of {}: not a directory", c.display()));
-        }
-        let abs = abs.to_str().ok_or("--cache-of: not a UTF-8 path")?.to_string();
-        if abs.contains(char::is_whitespace) {
-            return Err(format!("--cache-of {abs}: paths with spaces are not supported"));
-        }
-        hosts.cache_of = Some(abs);
+        hosts.cache_of = Some(cache_dir(c)?);
     }
     hosts.placement = a.placement;
     hosts.replicas = a.replicas;
@@ -601,12 +637,31 @@ pub fn stop(a: StopArgs) -> Result<(), String> {
         eprintln!("gust: statistics written to {}", file.display());
     }
     let r = gust_launch::stop::stop(&p, a.keep, Duration::from_secs(10))?;
+    let me = gust_hosts::this_host();
+    let fate = |host: &str| {
+        if a.keep {
+            format!("its files on {host} stay (--keep)")
+        } else {
+            format!("its files on {host} are removed (below)")
+        }
+    };
+    for id in &r.dead_here {
+        eprintln!("gust: daemon {id} on {me} was not running (it had died before the stop); {}", fate(&me));
+    }
     for (id, host, why) in &r.unreachable {
-        eprintln!("gust: daemon {id} on {host} did not answer ({why}); its files on {host} may remain");
+        eprintln!("gust: daemon {id} on {host} did not answer ({why}); {}", fate(host));
+    }
+    for l in &r.cleaned {
+        eprintln!("gust: {l}");
     }
     eprintln!("gust: instance {} stopped{}", r.instance, if a.keep { " (data kept)" } else { "" });
-    if !r.unreachable.is_empty() {
-        return Err(format!("{} of {} daemon(s) could not be reached", r.unreachable.len(), r.daemons));
+    let missing = r.dead_here.len() + r.unreachable.len();
+    if missing > 0 {
+        return Err(format!(
+            "{missing} of {} daemon(s) had died or did not answer before the stop (their data was lost to this \
+             stop; with --replicas the other copies served it until then)",
+            r.daemons
+        ));
     }
     Ok(())
 }
@@ -627,9 +682,16 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
         p.display()
     );
     let all = crate::stats::gather(&c, &h);
-    let down = crate::stats::print_status(&h, &all);
+    // A daemon that answers but refuses contents (restarted after a crash, or
+    // fenced) is not `up`.
+    let recovering: Vec<u32> = if h.replicas > 1 {
+        all.iter().filter(|(d, r)| r.is_ok() && c.daemon_recovering(*d) == Ok(true)).map(|(d, _)| *d).collect()
+    } else {
+        Vec::new()
+    };
+    let down = crate::stats::print_status(&h, &all, &recovering);
     if h.replicas > 1 {
-        print_replication(&c, &h, &all);
+        print_replication(&c, &h, &all, &recovering);
     }
     if down > 0 {
         return Err(format!("{down} daemon(s) not answering"));
@@ -640,14 +702,19 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
 /// What a degraded replicated instance has lost: daemons down or recovering, and
 /// whose records and chunks (named by the daemon placement puts them on first)
 /// have fewer copies, or none.
-fn print_replication(c: &Client, h: &HostsFile, all: &[(u32, Result<gust_client::DaemonMetrics, String>)]) {
+fn print_replication(
+    c: &Client,
+    h: &HostsFile,
+    all: &[(u32, Result<gust_client::DaemonMetrics, String>)],
+    recovering: &[u32],
+) {
     let mut bad = Vec::new();
     let mut why = Vec::new();
     for (d, r) in all {
         if r.is_err() {
             bad.push(*d);
             why.push(format!("daemon {d} down"));
-        } else if c.daemon_recovering(*d) == Ok(true) {
+        } else if recovering.contains(d) {
             bad.push(*d);
             let by = c.fenced_by(*d);
             if by.is_empty() {

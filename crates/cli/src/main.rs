@@ -166,10 +166,42 @@ enum Cmd {
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
+    /// Run by `gust stop` on a node whose daemon did not answer: stops and removes
+    /// what the instance left there (internal).
+    #[command(hide = true)]
+    NodeClean(cluster::NodeCleanArgs),
+}
+
+/// Whether this command's standard output is meant for `eval` (`eval "$(gust
+/// start)"`, `eval "$(gust env)"`): such a command prints `false` there when it
+/// fails, as ssh-agent-style tools do, so that the `eval` fails too and `set -e` or
+/// an `&&` chain stops at the failure instead of going on without an instance.
+fn output_for_eval(subcommand: Option<&str>) -> bool {
+    matches!(subcommand, Some("start" | "env"))
+}
+
+/// Says `false` on standard output for `eval` (see [`output_for_eval`]); not on a
+/// terminal, where a person reads the error on stderr.
+fn fail_eval() {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        println!("false");
+    }
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let subcommand = std::env::args().nth(1);
+    let for_eval = output_for_eval(subcommand.as_deref());
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if for_eval && !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                fail_eval();
+            }
+            e.exit()
+        }
+    };
     logging::init();
     let r = match cli.cmd {
         Cmd::Daemon {
@@ -232,12 +264,16 @@ fn main() -> ExitCode {
         Cmd::Probe(a) => probe::run(a),
         Cmd::Trace(a) => trace::run(a),
         Cmd::Repair(a) => repair::run(a),
+        Cmd::NodeClean(a) => cluster::node_clean(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gust: {e}");
+            if for_eval {
+                fail_eval();
+            }
             ExitCode::FAILURE
         }
     }

@@ -11,7 +11,18 @@
 //! and D would miss it. A chunk that spilled past a full daemon (capacity
 //! placement) is not copied.
 //!
-//! Not for: daemons of other hosts (run it there), instances with one replica.
+//! A daemon started by `gust start` on many nodes has a node agent (the job's
+//! daemon step with srun): repair tells the agent to hold while D is stopped, and
+//! to start D again when it is rebuilt, so that D stays the agent's child, in the
+//! job's step, and the job's end stops and removes it. Elsewhere (`--local`, `gust
+//! daemon` by hand) D is started again detached, as `gust start` did.
+//!
+//! With one copy (no replicas) there is nothing to copy from: `gust repair --id D`
+//! only starts a D that is down again on its root directory, with what it had
+//! acknowledged.
+//!
+//! Not for: daemons of other hosts (run it there: `srun --overlap -w NODE -N1 -n1
+//! gust repair --id D` in a job).
 
 use crate::instance::InstanceArgs;
 use clap::Args;
@@ -38,15 +49,34 @@ const RECORDS_PER_BATCH: usize = 1024;
 pub fn run(a: RepairArgs) -> Result<(), String> {
     let hp = a.inst.hosts_path();
     let h = HostsFile::load(&hp).map_err(|e| format!("{e} (is an instance running?)"))?;
-    if h.replicas < 2 {
-        return Err("the instance keeps one copy of everything: there is nothing to repair from".into());
-    }
     let e = h.daemons.iter().find(|d| d.id == a.id).ok_or(format!("no daemon {} in {}", a.id, hp.display()))?;
     if e.host != gust_hosts::this_host() {
-        return Err(format!("daemon {} runs on {}: run `gust repair` there", a.id, e.host));
+        return Err(format!(
+            "daemon {} runs on {}: run `gust repair` there (in a SLURM job: srun --overlap -w {} -N1 -n1 gust \
+             repair --id {})",
+            a.id, e.host, e.host, a.id
+        ));
     }
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(10), force_tcp: false };
     let c = Client::open_instance(&hp, opts.clone())?;
+    let base = hp.parent().unwrap_or(Path::new("."));
+    let agent = gust_launch::agent::agent_of(base, a.id);
+    if h.replicas < 2 {
+        if c.ping(a.id).is_ok() {
+            return Err(format!(
+                "daemon {} serves, and the instance keeps one copy of everything: there is nothing to repair",
+                a.id
+            ));
+        }
+        restart(&hp, &h, a.id, agent)?;
+        eprintln!("gust: daemon {} started again on {} with what it had acknowledged", a.id, e.rootdir.display());
+        return Ok(());
+    }
+    if agent.is_some() {
+        // The agent must not end (nor clean up) when D stops now.
+        let hold = gust_launch::agent::hold_path(base, a.id);
+        std::fs::write(&hold, b"").map_err(|err| format!("cannot write {}: {err}", hold.display()))?;
+    }
     if c.ping(a.id).is_ok() {
         eprintln!("gust: stopping daemon {} (pid {})", a.id, e.pid);
         c.shutdown_daemon(a.id, true).map_err(|err| format!("cannot stop daemon {}: {err}", a.id))?;
@@ -81,7 +111,7 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
         );
     }
     std::thread::sleep(gust_client::DOWN_SKIP);
-    restart(&hp, &h, a.id)?;
+    restart(&hp, &h, a.id, agent)?;
     eprintln!("gust: daemon {} is serving again", a.id);
     Ok(())
 }
@@ -151,13 +181,38 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
     Ok((records, bytes))
 }
 
-/// Starts D again as `gust start` did (root directory, address, id), detached,
-/// logging next to the hosts file, and waits until it serves.
-fn restart(hp: &Path, h: &HostsFile, id: u32) -> Result<(), String> {
+/// Starts D again on its root directory and address: through its node agent
+/// (`agent`: SIGUSR1), else as `gust start` did, detached, logging next to the hosts
+/// file; then waits until it serves.
+fn restart(hp: &Path, h: &HostsFile, id: u32, agent: Option<u32>) -> Result<(), String> {
+    let log_path = hp.parent().unwrap_or(Path::new(".")).join(format!("d{id}.log"));
+    match agent {
+        Some(pid) => {
+            // SAFETY: signalling this user's node agent of this instance by its pid.
+            if unsafe { libc::kill(pid as i32, libc::SIGUSR1) } != 0 {
+                return Err(format!("cannot reach the node agent (pid {pid}) of daemon {id}"));
+            }
+        }
+        None => spawn_detached(hp, h, id, &log_path)?,
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = Client::open_instance(hp, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false })?;
+        if c.daemon_recovering(id) == Ok(false) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("daemon {id} did not come back serving; see {}", log_path.display()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts D detached from this command (no node agent looks after it).
+fn spawn_detached(hp: &Path, h: &HostsFile, id: u32, log_path: &Path) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
     let e = &h.daemons[id as usize];
-    let log_path = hp.parent().unwrap_or(Path::new(".")).join(format!("d{id}.log"));
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -184,15 +239,5 @@ fn restart(hp: &Path, h: &HostsFile, id: u32) -> Result<(), String> {
         });
     }
     cmd.spawn().map_err(|err| format!("cannot start daemon {id}: {err}"))?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let c = Client::open_instance(hp, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false })?;
-        if c.daemon_recovering(id) == Ok(false) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!("daemon {id} did not come back serving; see {}", log_path.display()));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    Ok(())
 }

@@ -54,10 +54,11 @@ fn quantile_bound_us(buckets: &[u64], q: f64) -> Option<u64> {
     None
 }
 
-/// The `gust status` table: one row per daemon, then totals and imbalance.
-pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)]) -> usize {
+/// The `gust status` table: one row per daemon (state `up`, `recovering` for the
+/// daemons in `recovering`, or `DOWN`), then totals and imbalance.
+pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)], recovering: &[u32]) -> usize {
     println!(
-        "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  metrics",
+        "{:>3} {:<16} {:<22} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  metrics",
         "id", "host", "address", "pid", "state", "requests", "errors", "records", "read", "written", "used", "free"
     );
     let mut down = 0;
@@ -65,12 +66,12 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)])
     for (d, (_, r)) in h.daemons.iter().zip(all) {
         match r {
             Ok(m) => println!(
-                "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+                "{:>3} {:<16} {:<22} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
                 d.id,
                 d.host,
                 d.tcp_addr(),
                 d.pid,
-                "up",
+                if recovering.contains(&d.id) { "recovering" } else { "up" },
                 requests(m),
                 m.ops.iter().map(|o| o.errors).sum::<u64>(),
                 m.metadata_records,
@@ -82,7 +83,7 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)])
             ),
             Err(_) => {
                 down += 1;
-                println!("{:>3} {:<16} {:<22} {:>8} {:<5}", d.id, d.host, d.tcp_addr(), d.pid, "DOWN");
+                println!("{:>3} {:<16} {:<22} {:>8} {:<10}", d.id, d.host, d.tcp_addr(), d.pid, "DOWN");
             }
         }
     }
@@ -97,7 +98,7 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)])
         );
         let sum = |v: &[u64]| v.iter().sum::<u64>();
         println!(
-            "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{:>3} {:<16} {:<22} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "",
             "total",
             "",
@@ -113,7 +114,7 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)])
         );
         let f = |v: &[u64]| format!("{:.2}", imbalance(v));
         println!(
-            "{:>3} {:<16} {:<22} {:>8} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{:>3} {:<16} {:<22} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "",
             "imbalance",
             "(max / mean)",

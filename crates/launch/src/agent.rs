@@ -16,13 +16,26 @@
 //! removes everything it created and exits 1. That is how a launcher that fails
 //! (another node did not answer, the launcher was interrupted) leaves nothing behind.
 //!
-//! After `ok` the agent closes its standard streams and stays as the daemon's parent:
+//! After `ok` the agent closes its standard streams, writes its pid to
+//! `base/d<id>.agent`, and stays as the daemon's parent:
 //! * when the daemon exits after `gust stop` wiped its root directory, the agent
 //!   removes the instance's files on this node (hosts file, secret, log);
+//! * when the daemon exits after `gust stop --keep` (its root directory holds
+//!   [`gust_hosts::KEPT_MARKER`]), the agent exits and leaves everything;
+//! * when the daemon dies otherwise (killed, crashed) or is stopped by `gust repair`
+//!   (which leaves `base/d<id>.hold`), the agent stays: SIGUSR1 (`gust repair`)
+//!   starts the daemon again on its root directory and address, as the agent's
+//!   child, so that it stays in the job's daemon step;
 //! * on SIGTERM, SIGINT or SIGHUP (a SLURM job that ends, is cancelled or runs out of
-//!   time signals its steps) it stops the daemon and removes everything: a job-bound
-//!   instance leaves nothing behind. Unless the daemon was already stopped with
-//!   `gust stop --keep` (its root directory holds [`gust_hosts::KEPT_MARKER`]).
+//!   time signals its steps; `gust stop` signals the agents of daemons that did not
+//!   answer, through [`clean_node`]) it stops the daemon and removes everything: a
+//!   job-bound instance leaves nothing behind, also of a daemon that died. Unless
+//!   the daemon was already stopped with `gust stop --keep`.
+//!
+//! With `--restart` the agent brings back the daemon that `gust stop --keep` left on
+//! this node (the node-local hosts file names its id and root directory): the same
+//! secret must come from the launcher, the root directory is used as it is, and a
+//! failure stops the daemon but removes nothing.
 //!
 //! With ssh (`--detach`) the agent runs itself again in a new session and relays
 //! the protocol to that copy until `ok`, then exits: the ssh command ends and the
@@ -53,6 +66,14 @@ pub const HOSTS_BYTES_MAX: usize = 64 << 20;
 const DAEMON_STOP_GRACE: Duration = Duration::from_secs(20);
 
 pub const HOSTS_NAME: &str = "gust.hosts";
+/// How the launcher reached the nodes (`launcher` in the launcher's instance
+/// directory: the kind, then the command's words, one a line), for `gust stop` to
+/// reach a node whose daemon does not answer.
+pub const LAUNCHER_NAME: &str = "launcher";
+/// The deadline the site Epilog writes into a kept instance directory.
+pub const KEEP_UNTIL_NAME: &str = "keep-until";
+/// How long [`clean_node`] waits for an agent to stop its daemon and wipe.
+const CLEAN_WAIT: Duration = Duration::from_secs(30);
 /// srun's messages, kept by the launcher in its instance directory (which on the
 /// first node of a job is also that node's).
 pub const SRUN_LOG_NAME: &str = "srun.log";
@@ -87,6 +108,8 @@ pub struct AgentArgs {
     pub detach: bool,
     /// Internal: this process is the re-executed, detached copy.
     pub detached_child: bool,
+    /// Bring back this node's kept daemon of `instance` on its root directory.
+    pub restart: bool,
 }
 
 enum Input {
@@ -142,14 +165,14 @@ fn say(line: &str) {
     let _ = o.flush();
 }
 
-/// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and threads spawned later), so
-/// that only `wait_signal` receives them.
+/// Blocks SIGTERM, SIGINT, SIGHUP and SIGUSR1 in this thread (and threads spawned
+/// later), so that only `wait_signal` receives them.
 fn block_signals() -> libc::sigset_t {
     // SAFETY: signal-set manipulation on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1] {
             libc::sigaddset(&mut set, s);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -170,22 +193,48 @@ pub fn run(a: AgentArgs) -> i32 {
         return relay_to_detached();
     }
     let sigset = block_signals();
-    let id = match a.id.or_else(|| std::env::var("SLURM_PROCID").ok().and_then(|v| v.parse().ok())) {
+    let host = gust_hosts::this_host();
+    // A restart finds its daemon in this node's hosts file: id and root directory.
+    let kept = if a.restart {
+        match kept_daemon(&a.base, &a.instance, &host) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                say(&format!("error {} {host}: {e}", a.id.map_or("?".to_string(), |i| i.to_string())));
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    let id = match a
+        .id
+        .or(kept.as_ref().map(|d| d.id))
+        .or_else(|| std::env::var("SLURM_PROCID").ok().and_then(|v| v.parse().ok()))
+    {
         Some(i) => i,
         None => {
             say("error ? no daemon id (pass --id, or run under srun)");
             return 1;
         }
     };
-    let host = gust_hosts::this_host();
     let mut node = Node { base: a.base.clone(), data_base: a.base.clone(), id, why: None };
+    if let Some(d) = &kept {
+        if d.id != id {
+            say(&format!("error {id} {host}: this node kept daemon {}, not {id}", d.id));
+            return 1;
+        }
+        node.data_base = d.rootdir.parent().map(Path::to_path_buf).unwrap_or_else(|| a.base.clone());
+    }
     let input = spawn_stdin_reader();
     let deadline = Instant::now() + a.timeout;
     let fail = |node: &Node, child: Option<&mut Child>, msg: String| -> i32 {
         if let Some(c) = child {
             stop_child(c, libc::SIGTERM, DAEMON_STOP_GRACE);
         }
-        node.wipe();
+        // A restart leaves the kept data as it found it.
+        if !a.restart {
+            node.wipe();
+        }
         say(&format!("error {id} {host}: {msg}"));
         1
     };
@@ -207,7 +256,7 @@ pub fn run(a: AgentArgs) -> i32 {
         Ok(ip) => ip,
         Err(e) => return fail(&node, None, e),
     };
-    if let Some(need) = a.auto_storage {
+    if let Some(need) = a.auto_storage.filter(|_| !a.restart) {
         match gust_probe::choose_storage(&gust_probe::probe(0), need) {
             Ok(c) => {
                 node.data_base = c.dir.join(a.base.file_name().unwrap_or_else(|| "gustfs".as_ref()));
@@ -216,10 +265,12 @@ pub fn run(a: AgentArgs) -> i32 {
             Err(e) => return fail(&node, None, e),
         }
     }
-    if let Err(e) = node.prepare(&a, &secret) {
+    let prepared = if a.restart { node.check_kept(&a, &secret) } else { node.prepare(&a, &secret) };
+    if let Err(e) = prepared {
         return fail(&node, None, e);
     }
-    let mut child = match node.spawn_daemon(&a, ip) {
+    let listen = std::net::SocketAddr::new(ip, a.port.unwrap_or(0));
+    let mut child = match node.spawn_daemon(&a, listen, !a.restart) {
         Ok(c) => c,
         Err(e) => return fail(&node, None, e),
     };
@@ -255,7 +306,41 @@ pub fn run(a: AgentArgs) -> i32 {
     }
     say(&format!("ok {id}"));
     close_streams(&node.log_path());
-    supervise(&node, child, &sigset)
+    let _ = write_private(&node.agent_path(), format!("{}\n", std::process::id()).as_bytes());
+    let listen = entry.tcp_addr().parse().unwrap_or(listen);
+    supervise(&node, &a, listen, child, &sigset)
+}
+
+/// The daemon options for this node: a `--metrics` address with an unspecified IP
+/// (`0.0.0.0:9400`) becomes this daemon's own serving address at that port, the one
+/// the hosts file lists (one daemon per node: the same port on every node).
+fn node_options(options: &[String], ip: std::net::IpAddr) -> Vec<String> {
+    let mut v: Vec<String> = Vec::with_capacity(options.len());
+    for o in options {
+        let after_metrics = v.last().is_some_and(|p| p == "--metrics");
+        match o.parse::<std::net::SocketAddr>() {
+            Ok(m) if after_metrics && m.ip().is_unspecified() => {
+                v.push(std::net::SocketAddr::new(ip, m.port()).to_string())
+            }
+            _ => v.push(o.clone()),
+        }
+    }
+    v
+}
+
+/// This node's daemon in the kept instance's node-local hosts file.
+fn kept_daemon(base: &Path, instance: &str, host: &str) -> Result<DaemonEntry, String> {
+    let hp = hosts_path(base);
+    let h = HostsFile::load(&hp).map_err(|e| format!("no kept instance here: {e}"))?;
+    if h.instance != instance {
+        return Err(format!("{} is of instance {}, not {instance}", hp.display(), h.instance));
+    }
+    h.daemons.into_iter().find(|d| d.host == host).ok_or(format!("{} lists no daemon of this node", hp.display()))
+}
+
+fn write_private(p: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(p)?;
+    f.write_all(bytes)
 }
 
 /// ssh: runs this agent again as a child in a new session and relays the protocol
@@ -330,32 +415,137 @@ fn close_streams(log: &Path) {
     }
 }
 
-fn supervise(node: &Node, mut child: Child, sigset: &libc::sigset_t) -> i32 {
+/// Looks after the daemon until the instance ends on this node (see the module doc).
+fn supervise(node: &Node, a: &AgentArgs, listen: std::net::SocketAddr, child: Child, sigset: &libc::sigset_t) -> i32 {
+    let mut child = Some(child);
     loop {
-        if let Some(sig) = wait_signal(sigset, Duration::from_millis(200)) {
-            let gone = matches!(child.try_wait(), Ok(Some(_)));
-            if gone && node.rootdir().join(gust_hosts::KEPT_MARKER).exists() {
-                // `gust stop --keep` stopped it just before this signal (a job that
-                // ends right after a failed stage-out): keep the data.
+        match wait_signal(sigset, Duration::from_millis(200)) {
+            Some(libc::SIGUSR1) => {
+                // `gust repair`: start the daemon again if it is not running.
+                if child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None))) {
+                    continue;
+                }
+                let _ = fs::remove_file(node.hold_path());
+                let _ = fs::remove_file(node.rootdir().join(gust_hosts::KEPT_MARKER));
+                match node.spawn_daemon(a, listen, false) {
+                    Ok(c) => {
+                        eprintln!("gust node-agent: daemon {} started again (pid {}) on {listen}", node.id, c.id());
+                        child = Some(c);
+                    }
+                    Err(e) => eprintln!("gust node-agent: cannot start daemon {} again: {e}", node.id),
+                }
+                continue;
+            }
+            Some(sig) => {
+                let gone = child.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
+                if gone && node.rootdir().join(gust_hosts::KEPT_MARKER).exists() && !node.hold_path().exists() {
+                    // `gust stop --keep` stopped it just before this signal (a job that
+                    // ends right after a failed stage-out): keep the data.
+                    let _ = fs::remove_file(node.agent_path());
+                    return 0;
+                }
+                eprintln!("gust node-agent: signal {sig}: stopping daemon {} and removing its files", node.id);
+                if let Some(c) = child.as_mut() {
+                    stop_child(c, libc::SIGTERM, DAEMON_STOP_GRACE);
+                }
+                node.wipe();
                 return 0;
             }
-            eprintln!("gust node-agent: signal {sig}: stopping daemon {} and removing its files", node.id);
-            stop_child(&mut child, libc::SIGTERM, DAEMON_STOP_GRACE);
-            node.wipe();
-            return 0;
+            None => {}
         }
-        match child.try_wait() {
+        let Some(c) = child.as_mut() else { continue };
+        match c.try_wait() {
             Ok(Some(st)) => {
+                child = None;
                 if !node.rootdir().exists() {
                     // `gust stop` removed the root directory: remove the rest.
                     node.wipe();
+                    return st.code().unwrap_or(1);
                 }
-                return st.code().unwrap_or(1);
+                if node.rootdir().join(gust_hosts::KEPT_MARKER).exists() && !node.hold_path().exists() {
+                    // `gust stop --keep`: the data stays, and so does nothing else.
+                    let _ = fs::remove_file(node.agent_path());
+                    return 0;
+                }
+                // Killed, crashed, or stopped by `gust repair`: its files stay until
+                // the instance is stopped or the job ends (a signal to this agent),
+                // and `gust repair` may start it again (SIGUSR1).
+                eprintln!(
+                    "gust node-agent: daemon {} exited ({st}); its files stay until `gust stop` or the end of \
+                     the job; `gust repair --id {}` on this node starts it again",
+                    node.id, node.id
+                );
             }
             Ok(None) => {}
-            Err(_) => return 1,
+            Err(_) => child = None,
         }
     }
+}
+
+/// `gust stop` for this node when its daemon does not answer (run through the
+/// launcher: srun or ssh), and for this host's own dead daemons: every agent of
+/// the instance at `base` on this host is told to stop its daemon and remove its
+/// files (SIGTERM), and waited for; where no agent is left, the daemon is signalled
+/// and the files are removed here. Returns one line per daemon of this host.
+pub fn clean_node(base: &Path) -> Result<Vec<String>, String> {
+    let hp = hosts_path(base);
+    let h = HostsFile::load(&hp).map_err(|e| format!("nothing to clean: {e}"))?;
+    let me = gust_hosts::this_host();
+    let mut lines = Vec::new();
+    for d in h.daemons.iter().filter(|d| d.host == me) {
+        let node = Node {
+            base: base.to_path_buf(),
+            data_base: d.rootdir.parent().map(Path::to_path_buf).unwrap_or_else(|| base.to_path_buf()),
+            id: d.id,
+            why: None,
+        };
+        let agent = fs::read_to_string(node.agent_path()).ok().and_then(|t| t.trim().parse::<u32>().ok());
+        let agent = agent.filter(|p| is_agent(*p));
+        if let Some(pid) = agent {
+            // SAFETY: signalling this user's node agent of this instance by its pid.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            let end = Instant::now() + CLEAN_WAIT;
+            while crate::proc::running(pid) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else if crate::proc::running(d.pid) {
+            // SAFETY: as above, the daemon.
+            unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
+            let end = Instant::now() + DAEMON_STOP_GRACE;
+            while crate::proc::running(d.pid) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        node.wipe();
+        let left = node.rootdir().exists() || node.log_path().exists();
+        lines.push(if left {
+            format!("daemon {} on {me}: could not remove {}", d.id, node.rootdir().display())
+        } else {
+            format!("daemon {} on {me}: files removed", d.id)
+        });
+    }
+    Ok(lines)
+}
+
+/// Whether `pid` is a `gust node-agent` (the pid file may be stale, and a pid reused).
+fn is_agent(pid: u32) -> bool {
+    crate::proc::running(pid)
+        && fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| c.split(|b| *b == 0).any(|w| w == b"node-agent"))
+            .unwrap_or(false)
+}
+
+/// The pid of the node agent looking after daemon `id` of the instance at `base`
+/// on this host, if one runs (for `gust repair`).
+pub fn agent_of(base: &Path, id: u32) -> Option<u32> {
+    let p = base.join(format!("d{id}.agent"));
+    fs::read_to_string(p).ok().and_then(|t| t.trim().parse().ok()).filter(|p| is_agent(*p))
+}
+
+/// Where `gust repair` says the agent of daemon `id` must not end when its daemon
+/// stops.
+pub fn hold_path(base: &Path, id: u32) -> PathBuf {
+    base.join(format!("d{id}.hold"))
 }
 
 struct Node {
@@ -377,6 +567,29 @@ impl Node {
     }
     fn log_path(&self) -> PathBuf {
         self.base.join(format!("d{}.log", self.id))
+    }
+    fn agent_path(&self) -> PathBuf {
+        self.base.join(format!("d{}.agent", self.id))
+    }
+    fn hold_path(&self) -> PathBuf {
+        hold_path(&self.base, self.id)
+    }
+
+    /// A restart: the kept root directory is there and the launcher's secret is the
+    /// one this node kept.
+    fn check_kept(&self, _a: &AgentArgs, secret: &[u8]) -> Result<(), String> {
+        let root = self.rootdir();
+        if !root.is_dir() {
+            return Err(format!("the kept root directory {} is gone", root.display()));
+        }
+        let hp = self.hosts_path();
+        let mine = gust_hosts::load_secret(&hp).map_err(|e| e.to_string())?;
+        if mine != secret {
+            return Err(format!("the secret next to {} is not the instance's", hp.display()));
+        }
+        // Started again: `gust stop --keep`'s mark no longer holds.
+        let _ = fs::remove_file(root.join(gust_hosts::KEPT_MARKER));
+        Ok(())
     }
 
     /// Creates the instance directory (0700), the secret (0600) and a hosts file
@@ -426,20 +639,22 @@ impl Node {
         h.store(hp).map_err(|e| e.to_string())
     }
 
-    fn spawn_daemon(&self, a: &AgentArgs, ip: std::net::IpAddr) -> Result<Child, String> {
+    /// Starts the daemon: `fresh`, on an emptied root directory with a new log;
+    /// else on the root directory as it is (restart, repair), appending to the log.
+    fn spawn_daemon(&self, a: &AgentArgs, listen: std::net::SocketAddr, fresh: bool) -> Result<Child, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
         let lp = self.log_path();
         let log = fs::OpenOptions::new()
             .create(true)
+            .append(!fresh)
             .write(true)
-            .truncate(true)
+            .truncate(fresh)
             .mode(0o600)
             .open(&lp)
             .map_err(|e| format!("cannot create {}: {e}", lp.display()))?;
         if let Some(why) = &self.why {
             let _ = writeln!(&log, "gust node-agent: root directory in {}", why);
         }
-        let listen = std::net::SocketAddr::new(ip, a.port.unwrap_or(0));
         let mut cmd = Command::new(exe);
         cmd.arg("daemon")
             .arg("--rootdir")
@@ -452,8 +667,8 @@ impl Node {
             .arg(listen.to_string())
             .arg("--id")
             .arg(self.id.to_string())
-            .arg("--clean-rootdir")
-            .args(&a.daemon_options)
+            .args(fresh.then_some("--clean-rootdir"))
+            .args(node_options(&a.daemon_options, listen.ip()))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);
@@ -497,10 +712,28 @@ impl Node {
             gust_hosts::secret_path(&hp),
             PathBuf::from(format!("{}.lock", hp.display())),
             self.base.join(SRUN_LOG_NAME),
+            self.base.join(LAUNCHER_NAME),
+            self.agent_path(),
+            self.hold_path(),
+            // The site Epilog's deadline for data kept after a failed stage-out
+            // (slurm/gust-epilog.sh): stopped without --keep, nothing is kept.
+            self.base.join(KEEP_UNTIL_NAME),
         ] {
             let _ = fs::remove_file(p);
         }
         let _ = fs::remove_dir(&self.base);
         let _ = fs::remove_dir(&self.data_base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn metrics_on_the_daemons_own_address() {
+        let o: Vec<String> = ["--threads", "8", "--metrics", "0.0.0.0:9400"].iter().map(|s| s.to_string()).collect();
+        let v = super::node_options(&o, "10.0.0.7".parse().unwrap());
+        assert_eq!(v, ["--threads", "8", "--metrics", "10.0.0.7:9400"]);
+        let o: Vec<String> = ["--metrics", "127.0.0.1:9400"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(super::node_options(&o, "10.0.0.7".parse().unwrap()), o);
     }
 }

@@ -56,6 +56,10 @@ pub struct Plan {
     pub gust_exe: PathBuf,
     /// Daemon options every agent passes on (`--threads 16 --request-memory 1G`).
     pub daemon_options: Vec<String>,
+    /// Some(secret): bring back the instance `gust stop --keep` left on the nodes
+    /// (`header` is its hosts file's, the hosts are its daemons' in id order: daemon
+    /// i on host i); every agent restarts its node's daemon on its root directory.
+    pub restart: Option<Vec<u8>>,
 }
 
 pub struct Started {
@@ -150,6 +154,9 @@ fn agent_args(p: &Plan, id: Option<u32>, detach: bool) -> Vec<String> {
         // `=` keeps a value that starts with "--" attached to its flag.
         v.push(format!("--daemon-option={o}"));
     }
+    if p.restart.is_some() {
+        v.push("--restart".into());
+    }
     if detach {
         v.push("--detach".into());
     }
@@ -236,12 +243,12 @@ pub fn start(p: &Plan) -> Result<Started, String> {
     fs::create_dir_all(&p.base).map_err(|e| format!("cannot create {}: {e}", p.base.display()))?;
     fs::set_permissions(&p.base, fs::Permissions::from_mode(0o700))
         .map_err(|e| format!("cannot make {} private: {e}", p.base.display()))?;
-    let secret = {
+    let secret = p.restart.clone().unwrap_or_else(|| {
         use rand::RngCore;
         let mut b = vec![0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut b);
         b
-    };
+    });
     let (tx, rx) = mpsc::channel();
     let mut chans: Vec<Channel> = Vec::new();
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
@@ -286,6 +293,8 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                     .arg("--input=all")
                     .arg("--kill-on-bad-exit=0")
                     .arg("--job-name=gustfs-daemons")
+                    // A restart: each kept daemon on its own node.
+                    .args(p.restart.as_ref().map(|_| format!("--nodelist={}", nodes.join(","))))
                     // Lets a site's TaskProlog (slurm/) tell GustFS's own step apart.
                     .arg("--export=ALL,GUST_NODE_AGENT=1")
                     .args(agent_args(p, None, false));
@@ -375,15 +384,20 @@ pub fn start(p: &Plan) -> Result<Started, String> {
         not_started(e, &missing, &name, p.timeout)
     });
     let hp = hosts_path(&p.base);
+    // A restart's launcher may be on one of the nodes: its agent holds the hosts lock
+    // no longer, and the files it wrote are the same.
     let local = gust_hosts::store_secret(&hp, &secret)
         .and_then(|_| hosts.store(&hp))
         .map_err(|e| format!("cannot write the hosts file here: {e}"));
     if let Err(e) = installed.and(local) {
         // Agents that took the hosts file no longer read their input: stop their
-        // daemons over the protocol as well.
-        let _ = crate::stop::stop(&hp, false, Duration::from_secs(5));
+        // daemons over the protocol as well (a restart's data stays).
+        let kept = p.restart.is_some();
+        let _ = crate::stop::stop(&hp, kept, Duration::from_secs(5));
         abort(&mut chans, &rx);
-        remove_local(&hp);
+        if !kept {
+            remove_local(&hp);
+        }
         return Err(e);
     }
     let installed_s = t0.elapsed().as_secs_f64();
@@ -391,9 +405,12 @@ pub fn start(p: &Plan) -> Result<Started, String> {
     // Every daemon answers from here.
     let down = ping_all(&hp);
     if !down.is_empty() {
-        let _ = crate::stop::stop(&hp, false, Duration::from_secs(5));
+        let kept = p.restart.is_some();
+        let _ = crate::stop::stop(&hp, kept, Duration::from_secs(5));
         abort(&mut chans, &rx);
-        remove_local(&hp);
+        if !kept {
+            remove_local(&hp);
+        }
         let list: Vec<String> = down
             .iter()
             .map(|(d, e)| format!("{} (daemon {d}, {}): {e}", name(*d), hosts.daemons[*d as usize].tcp_addr()))
@@ -405,6 +422,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
         ));
     }
     let pinged_s = t0.elapsed().as_secs_f64();
+    record_launcher(&p.base, &p.method);
     // Done: ssh clients end as their agents close their streams; srun stays, it
     // holds the daemons' step.
     for c in chans.iter_mut() {
@@ -497,6 +515,19 @@ fn abort(chans: &mut [Channel], rx: &mpsc::Receiver<(usize, Event)>) {
     for c in chans.iter_mut() {
         stop_child(&mut c.child, libc::SIGTERM, Duration::from_secs(5));
     }
+}
+
+/// Writes how the nodes were reached (kind, then the command's words, one a line)
+/// for `gust stop`, which cleans a node whose daemon does not answer through it.
+fn record_launcher(base: &Path, m: &Method) {
+    let (kind, words) = match m {
+        Method::Ssh { ssh, .. } => ("ssh", ssh),
+        Method::Srun { srun, .. } => ("srun", srun),
+    };
+    let text: String =
+        std::iter::once(kind).chain(words.iter().map(String::as_str)).map(|w| format!("{w}\n")).collect();
+    let p = base.join(crate::agent::LAUNCHER_NAME);
+    let _ = fs::write(&p, text).and_then(|_| fs::set_permissions(&p, fs::Permissions::from_mode(0o600)));
 }
 
 fn remove_local(hp: &Path) {

@@ -2,7 +2,11 @@
 //! protocol to stop (and, unless kept, to remove its root directory), all at once.
 //! A daemon on this host that does not answer gets SIGTERM through its pid. On other
 //! nodes the node agent removes the rest of the instance's files once its daemon has
-//! wiped its root directory (see [`crate::agent`]).
+//! wiped its root directory (see [`crate::agent`]). Where a daemon did not answer
+//! (dead, hung or cut off) and the instance is not kept, its node is cleaned by its
+//! agent: directly on this host, and on other nodes through the launcher that
+//! started them (one `srun` step over those nodes, or `ssh` to each), which runs
+//! `gust node-clean` there ([`crate::agent::clean_node`]).
 
 use crate::proc::running;
 use gust_client::{Client, ClientOptions};
@@ -19,6 +23,10 @@ pub struct Stopped {
     pub daemons: usize,
     /// Daemons that neither answered nor could be signalled here: (id, host, why).
     pub unreachable: Vec<(u32, String, String)>,
+    /// Daemons of this host that were not running any more (died before the stop).
+    pub dead_here: Vec<u32>,
+    /// What cleaning the nodes of daemons that did not answer did, one line each.
+    pub cleaned: Vec<String>,
 }
 
 /// Stops every daemon of the instance at `hosts_path`, waits up to `wait` for them
@@ -33,6 +41,7 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
     let no_client = client.as_ref().err().cloned();
     let asked = Mutex::new(Vec::new());
     let unreachable = Mutex::new(Vec::new());
+    let dead_here = Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..h.daemons.len().min(STOP_THREADS_MAX) {
@@ -52,7 +61,8 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
                             // SAFETY: signalling a daemon of this instance by its pid.
                             unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
                         } else if d.host == me {
-                            // Not running: nothing to stop.
+                            // Not running: nothing to stop, but say so.
+                            dead_here.lock().unwrap().push(d.id);
                         } else {
                             unreachable.lock().unwrap().push((d.id, d.host.clone(), why));
                         }
@@ -88,7 +98,23 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let mut unreachable = unreachable.into_inner().unwrap();
+    unreachable.sort();
+    let mut dead_here = dead_here.into_inner().unwrap();
+    dead_here.sort();
+    let mut cleaned = Vec::new();
     if !keep {
+        let base = hosts_path.parent().unwrap_or(Path::new("."));
+        // Other nodes first: this node's agent removes the launcher record with the
+        // rest of its files.
+        if !unreachable.is_empty() {
+            let hosts: Vec<String> = unreachable.iter().map(|u| u.1.clone()).collect();
+            cleaned.extend(clean_remote(base, &hosts));
+        }
+        if !dead_here.is_empty() {
+            // Their agents (of an srun or ssh start) wait for the stop or the job's end.
+            cleaned.extend(crate::agent::clean_node(base).unwrap_or_default());
+        }
         for d in h.daemons.iter().filter(|d| d.host == me) {
             let _ = fs::remove_dir_all(&d.rootdir);
             // A directory chosen by gust-probe that held only root directories.
@@ -102,12 +128,74 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
         if let Some(dir) = hosts_path.parent() {
             // A multi-node instance directory: srun's log, then the directory if empty.
             let _ = fs::remove_file(dir.join(crate::agent::SRUN_LOG_NAME));
+            let _ = fs::remove_file(dir.join(crate::agent::LAUNCHER_NAME));
+            let _ = fs::remove_file(dir.join(crate::agent::KEEP_UNTIL_NAME));
             let _ = fs::remove_dir(dir);
         }
     }
-    let mut unreachable = unreachable.into_inner().unwrap();
-    unreachable.sort();
-    Ok(Stopped { instance: h.instance.clone(), daemons: h.daemons.len(), unreachable })
+    Ok(Stopped { instance: h.instance.clone(), daemons: h.daemons.len(), unreachable, dead_here, cleaned })
+}
+
+/// Runs `gust node-clean` on `hosts` through the launcher recorded in `base`
+/// (srun: one step over them; ssh: one connection each); returns what each said,
+/// or why it could not run.
+fn clean_remote(base: &Path, hosts: &[String]) -> Vec<String> {
+    let mut hosts = hosts.to_vec();
+    hosts.sort();
+    hosts.dedup();
+    let rec = fs::read_to_string(base.join(crate::agent::LAUNCHER_NAME)).unwrap_or_default();
+    let mut words = rec.lines().map(str::to_string);
+    let kind = words.next().unwrap_or_default();
+    let cmd: Vec<String> = words.collect();
+    let exe = match std::env::current_exe() {
+        Ok(e) => e.display().to_string(),
+        Err(e) => return vec![format!("cannot find the gust binary: {e}")],
+    };
+    let clean = [exe, "node-clean".into(), "--base".into(), base.display().to_string()];
+    let run = |mut c: std::process::Command, what: &str| -> Vec<String> {
+        c.stdin(std::process::Stdio::null());
+        match c.output() {
+            Ok(o) => {
+                let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
+                if !o.status.success() {
+                    let err = String::from_utf8_lossy(&o.stderr).lines().take(3).collect::<Vec<_>>().join(" | ");
+                    v.push(format!("{what} failed ({}): {err}", o.status));
+                }
+                v
+            }
+            Err(e) => vec![format!("cannot run {what}: {e}")],
+        }
+    };
+    match (kind.as_str(), cmd.split_first()) {
+        ("srun", Some((prog, opts))) => {
+            let n = hosts.len().to_string();
+            let mut c = std::process::Command::new(prog);
+            c.args(opts)
+                .args(["--overlap", "--nodes", &n, "--ntasks", &n, "--ntasks-per-node=1", "--kill-on-bad-exit=0"])
+                .arg(format!("--nodelist={}", hosts.join(",")))
+                .args(["--job-name=gustfs-clean", "--export=ALL,GUST_NODE_AGENT=1"])
+                .args(&clean);
+            run(c, "srun")
+        }
+        ("ssh", Some((prog, opts))) => {
+            let quoted: Vec<String> = clean.iter().map(|w| crate::proc::shell_quote(w)).collect();
+            std::thread::scope(|s| {
+                let runs: Vec<_> = hosts
+                    .iter()
+                    .map(|h| {
+                        let mut c = std::process::Command::new(prog);
+                        c.args(opts).args(["-o", "BatchMode=yes", "-T", "-o", "ConnectTimeout=10"]).arg(h);
+                        c.arg(quoted.join(" "));
+                        let run = &run;
+                        let what = format!("ssh to {h}");
+                        s.spawn(move || run(c, &what))
+                    })
+                    .collect();
+                runs.into_iter().flat_map(|r| r.join().unwrap_or_default()).collect()
+            })
+        }
+        _ => vec![format!("no launcher recorded in {}: clean {} by hand", base.display(), hosts.join(", "))],
+    }
 }
 
 /// How many of the remote daemons asked to stop still accept TCP connections.
