@@ -1,6 +1,6 @@
 //! Replicas: with `gust start --replicas R`, every record and chunk lives on R
-//! daemons, and the client keeps them so. Daemons never talk to each other; the
-//! copies are the client's doing, here, below every operation.
+//! daemons, and the client keeps them so. The copies are the client's doing, here,
+//! below every operation (daemons only heartbeat each other for leases).
 //!
 //! Every call names the daemon placement chose (a record's, a chunk's); its copies
 //! are on that daemon's replica group (gust_placement's `replica_group`: it and the
@@ -31,83 +31,17 @@
 use crate::rpc::{Answer, Call, Dest, Transport};
 use crate::{Client, Errno};
 use gust_placement::replica_group;
-use gust_proto::{Request, Response};
+use gust_proto::{Copies, Request, Response};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// How long a daemon found down is skipped before it is tried again.
 pub const DOWN_SKIP: Duration = Duration::from_secs(5);
 
-/// Where a request goes in a replicated instance.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Route {
-    /// Every live member of the addressed daemon's group.
-    All,
-    /// The first live member, then the next on failure.
-    First,
-    /// The addressed daemon itself.
-    Addressed,
-}
-
-/// Every request decides here, without a catch-all: a new request must say where
-/// its copies are.
-fn route(req: &Request) -> Route {
-    use Request::*;
-    match req {
-        Create { .. }
-        | Remove { .. }
-        | UpdateSize { .. }
-        | Truncate { .. }
-        | SetAttr { .. }
-        | PutRecord { .. }
-        | RemoveRecords { .. }
-        | Write { .. }
-        | TruncateChunks { .. }
-        | RemoveChunks { .. }
-        | Fsync { .. }
-        | PutRecords { .. }
-        | CreateInline { .. }
-        | CreateInlineBatch { .. }
-        | DropInline { .. }
-        | SetOwner { .. }
-        | DirChanged { .. }
-        // Staging: every copy creates its records and pulls its chunks itself.
-        | StageCreate { .. }
-        | StagePull { .. }
-        | StageCommitFiles { .. } => Route::All,
-        // CloseWrite records an event: once, where the record is read. One copy is
-        // enough to stage out from or to hash.
-        Stat { .. }
-        | Read { .. }
-        | StatData { .. }
-        | ReadMany { .. }
-        | CloseWrite { .. }
-        | StagePush { .. }
-        | StageExportFiles { .. }
-        | StageHashSpans { .. } => Route::First,
-        Ping
-        | ReadDir { .. }
-        | HasChildren { .. }
-        | ScanTree { .. }
-        | StatFs
-        | Stats
-        | Shutdown { .. }
-        | ReadDirPlus { .. }
-        | Metrics
-        | Find { .. }
-        | Events { .. }
-        | ReadLog { .. }
-        | Trace { .. }
-        // The node proxy's own ops: a forward goes to this node's daemon, which
-        // passes it on (its inner request was routed already); multiplex opens a
-        // daemon-to-daemon connection.
-        | Forward { .. }
-        | Multiplex
-        // Fencing: a daemon's own fences and leases (fence.rs).
-        | Heartbeat { .. }
-        | Fence { .. }
-        | Unfence { .. } => Route::Addressed,
-    }
+/// Where a request goes in a replicated instance: the request table's fact
+/// (gust-proto's `copies(...)`), which every request states.
+fn route(req: &Request) -> Copies {
+    req.copies()
 }
 
 impl Transport {
@@ -170,17 +104,17 @@ impl Transport {
         for (i, c) in calls.iter().enumerate() {
             let r = route(&c.req);
             let members: Vec<u32> = match r {
-                Route::Addressed => vec![c.daemon],
-                Route::All => {
+                Copies::Addressed => vec![c.daemon],
+                Copies::All => {
                     let (live, down): (Vec<u32>, Vec<u32>) = self.group(c.daemon).partition(|m| !self.is_down(*m));
                     skipped.extend(down.into_iter().map(|m| (i, m)));
                     live
                 }
-                Route::First => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
+                Copies::First => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
             };
             let members = match r {
-                Route::Addressed if self.is_down(c.daemon) => Vec::new(),
-                Route::First => {
+                Copies::Addressed if self.is_down(c.daemon) => Vec::new(),
+                Copies::First => {
                     untried[i] = members.iter().skip(1).copied().collect();
                     members.into_iter().take(1).collect()
                 }
@@ -201,10 +135,10 @@ impl Transport {
             // Per call, whether some member answered.
             for ((i, m), a) in std::mem::take(&mut sent).into_iter().zip(got) {
                 if self.unavailable(m, &a) {
-                    if route(&calls[i].req) == Route::All {
+                    if route(&calls[i].req) == Copies::All {
                         skipped.push((i, m));
                     }
-                    if route(&calls[i].req) == Route::First {
+                    if route(&calls[i].req) == Copies::First {
                         if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
                             let d = untried[i].remove(next);
                             retry.push((i, d));

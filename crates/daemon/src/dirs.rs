@@ -41,14 +41,6 @@ impl Default for DirTable {
     }
 }
 
-/// The directory a path's requests count for: its parent ("/" for a top-level name).
-pub fn parent_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
-    }
-}
-
 impl DirTable {
     pub fn new() -> Self {
         DirTable {
@@ -115,8 +107,6 @@ mod tests {
         let (top, untracked) = t.busiest(10);
         assert_eq!(top, vec![("/a".to_string(), 5), ("/b".to_string(), 1)]);
         assert_eq!(untracked, 0);
-        assert_eq!(parent_of("/a/b/c"), "/a/b");
-        assert_eq!(parent_of("/x"), "/");
         // Far more directories than slots: every request is counted somewhere.
         let t = DirTable::new();
         let n = DIR_SLOTS * 3;

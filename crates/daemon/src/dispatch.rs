@@ -10,9 +10,10 @@ use crate::state::State;
 use gust_proto::find::{glob_literal_prefix, glob_match};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
-    DirEntry, EventKind, FileKind, Reply, Request, Response, Span, EVENTS_PAGE_ENTRIES_MAX, FIND_PATTERN_BYTES_MAX,
-    FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX,
-    READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    DirEntry, EventKind, FileKind, Reply, Request, Response, Span, WhileRecovering, EVENTS_PAGE_ENTRIES_MAX,
+    FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX,
+    READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX,
+    SPANS_PER_REQUEST_MAX,
 };
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -35,42 +36,6 @@ fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
         }
     }
     Ok(total)
-}
-
-/// The directory a metadata request counts for in the busiest-directories table.
-fn dir_of(req: &Request) -> Option<&str> {
-    use crate::dirs::parent_of;
-    match req {
-        Request::Create { path, .. }
-        | Request::Stat { path }
-        | Request::Remove { path, .. }
-        | Request::UpdateSize { path, .. }
-        | Request::Truncate { path, .. }
-        | Request::SetAttr { path, .. }
-        | Request::PutRecord { path, .. }
-        | Request::CloseWrite { path } => Some(parent_of(path)),
-        Request::ReadDir { dir, .. } | Request::HasChildren { dir } => Some(dir),
-        _ => None,
-    }
-}
-
-/// What a recovering daemon still answers: questions about itself, not about the
-/// file system's contents.
-/// Fencing's own requests are among them: a peer answers heartbeats and takes
-/// fences whatever its own state.
-fn serves_while_recovering(req: &Request) -> bool {
-    matches!(
-        req,
-        Request::Ping
-            | Request::Shutdown { .. }
-            | Request::StatFs
-            | Request::Stats
-            | Request::Metrics
-            | Request::Multiplex
-            | Request::Heartbeat { .. }
-            | Request::Fence { .. }
-            | Request::Unfence { .. }
-    )
 }
 
 /// A reply's bulk bytes: in the caller's buffer (`bulk_out` of `handle`), or a
@@ -120,7 +85,7 @@ pub(crate) fn out_of_service(state: &State) -> bool {
 pub fn handle<'s>(state: &'s State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> (Reply, BulkOut<'s>) {
     let started = Instant::now();
     let op = req.op();
-    if let Some(d) = dir_of(&req) {
+    if let Some(d) = req.dir() {
         state.metrics.dirs.note(d);
     }
     let traced = crate::trace::start(&req);
@@ -157,7 +122,7 @@ fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
 
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
-    if out_of_service(state) && !serves_while_recovering(&req) {
+    if out_of_service(state) && req.while_recovering() == WhileRecovering::Refuses {
         // Restarted after a crash, or fenced, in a replicated instance: its copies
         // may miss writes its peers took meanwhile; clients read and write the other
         // copies until `gust repair`. Without a lease (cut off from its peers, or

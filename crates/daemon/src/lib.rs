@@ -2,9 +2,11 @@
 //!
 //! It owns a root directory on node-local storage holding a RocksDB metadata store
 //! (`metadata/`) and a chunk store (`chunks/`), registers itself in the hosts file,
-//! and serves framed requests over TCP and a Unix socket. Daemons never talk to each
-//! other on the I/O path: every decision about placement is the client's. In a
-//! replicated instance they heartbeat their peers for a lease (lease.rs, fence.rs).
+//! and serves framed requests over TCP and a Unix socket. Every decision about
+//! placement is the client's; daemons talk to each other only where a guarantee
+//! needs it: in a replicated instance they heartbeat their peers for a lease
+//! (lease.rs, fence.rs), and the node proxy forwards a node's clients' requests to
+//! other daemons (proxy/).
 //!
 //! Not for: placement (gust-placement), client-side logic (gust-client).
 

@@ -1,7 +1,7 @@
 //! A daemon's own client of other daemons: one connection per peer, one request at a
-//! time, every step bounded by a short timeout. Daemons never talk to each other on
-//! the I/O path; this carries the lease heartbeats (lease.rs) and is small on
-//! purpose, so that other daemon-to-daemon traffic (the node proxy) can share it.
+//! time, every step bounded by a short timeout. Daemons talk to each other only
+//! where a guarantee needs it (ARCHITECTURE.md): this carries the lease heartbeats
+//! (lease.rs); the node proxy has its own multiplexed links (proxy/link.rs).
 //!
 //! Not for: clients' requests (gust-client, with its pools, replicas and retries).
 

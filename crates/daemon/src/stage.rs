@@ -2,7 +2,7 @@
 //! between its chunk store and files of the shared file system, and creates and
 //! commits staged records in batches. The client plans (which daemon holds which
 //! spans, which files need copying); a daemon only copies what it is told, so
-//! daemons still never talk to each other.
+//! staging needs no daemon-to-daemon traffic.
 //!
 //! Every request is bounded (entries, counted bytes, file bytes moved) and each
 //! entry or item gets its own outcome: one unreadable file fails that file, not the

@@ -9,39 +9,21 @@
 
 use crate::metadata::Res;
 use crate::state::State;
-use gust_proto::{Reply, Request, PATH_BYTES_MAX};
+use gust_proto::{Reply, Request, TraceClass, PATH_BYTES_MAX};
 use gust_trace::registry::{self as tp, Tracepoint};
 use gust_trace::{Record, Timer};
 use std::path::Path;
 
-/// The tracepoint of a request, if it reaches a store.
+/// The tracepoint of a request, if it reaches a store (the request table's
+/// `trace(...)` fact).
 fn tracepoint_of(req: &Request) -> Option<&'static Tracepoint> {
-    Some(match req {
-        Request::Stat { .. }
-        | Request::StatData { .. }
-        | Request::ReadMany { .. }
-        | Request::ReadDir { .. }
-        | Request::ReadDirPlus { .. }
-        | Request::HasChildren { .. }
-        | Request::ScanTree { .. }
-        | Request::Find { .. } => &tp::MD_READ,
-        Request::Create { .. }
-        | Request::CreateInline { .. }
-        | Request::CreateInlineBatch { .. }
-        | Request::Remove { .. }
-        | Request::UpdateSize { .. }
-        | Request::Truncate { .. }
-        | Request::SetAttr { .. }
-        | Request::SetOwner { .. }
-        | Request::DirChanged { .. }
-        | Request::PutRecord { .. }
-        | Request::PutRecords { .. }
-        | Request::RemoveRecords { .. }
-        | Request::DropInline { .. } => &tp::MD_UPDATE,
-        Request::Read { .. } => &tp::CHUNK_READ,
-        Request::Write { .. } => &tp::CHUNK_WRITE,
-        Request::TruncateChunks { .. } | Request::RemoveChunks { .. } | Request::Fsync { .. } => &tp::CHUNK_OTHER,
-        _ => return None,
+    Some(match req.trace_class() {
+        TraceClass::MdRead => &tp::MD_READ,
+        TraceClass::MdUpdate => &tp::MD_UPDATE,
+        TraceClass::ChunkRead => &tp::CHUNK_READ,
+        TraceClass::ChunkWrite => &tp::CHUNK_WRITE,
+        TraceClass::ChunkOther => &tp::CHUNK_OTHER,
+        TraceClass::Untraced => return None,
     })
 }
 

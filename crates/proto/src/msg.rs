@@ -71,18 +71,73 @@ pub enum RemoveKind {
     Moved,
 }
 
+/// Where a request goes in a replicated instance (the client's replica policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copies {
+    /// Every live member of the addressed daemon's replica group (a change).
+    All,
+    /// The first live member, then the next on failure (a read of one copy).
+    First,
+    /// The addressed daemon itself (questions about that daemon, listings merged
+    /// from every daemon, daemon-to-daemon requests).
+    Addressed,
+}
+
+/// Whether a daemon out of service (recovering, or fenced without a lease) answers
+/// a request: questions about the daemon itself, not the file system's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhileRecovering {
+    Serves,
+    /// Answered with EHOSTDOWN.
+    Refuses,
+}
+
+/// The daemon tracepoint a request records (gust-trace's `md_read`, `md_update`,
+/// `chunk_read`, `chunk_write`, `chunk_other`): one per request that reaches a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceClass {
+    MdRead,
+    MdUpdate,
+    ChunkRead,
+    ChunkWrite,
+    ChunkOther,
+    Untraced,
+}
+
+/// One row of the request table: every fact about an op that is not a field.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFacts {
+    pub op: u16,
+    pub name: &'static str,
+    /// The `idempotent(...)` condition as written: "true", "false" or an expression
+    /// of the fields (docs/PROTOCOL.md's "resend" column says the same).
+    pub resend: &'static str,
+    pub copies: Copies,
+    pub while_recovering: WhileRecovering,
+    pub trace: TraceClass,
+}
+
 /// Declares every request once. Each entry is
-/// `op_code "name" Variant { fields } idempotent(condition)`, where the condition
-/// may read the fields (bound by reference) and says whether a daemon applying the
-/// request twice gives the same result as applying it once: only then may a client
-/// send it again on a new connection after the old one died without any reply byte.
-/// Generates the enum, `op`, `name`, `is_idempotent`, `OPS`, `op_name`, `OP_MAX`,
-/// the body encoding (`Serialize`: op code as u32, then the fields) and
-/// `decode_request` (the header's op code picks the fields to decode).
+/// `op_code OP_CONST "name" Variant { fields } idempotent(condition) copies(C)
+/// recovering(R) trace(T) [dir(expression)]`. The conditions may read the fields
+/// (bound by reference). `idempotent` says whether a daemon applying the request
+/// twice gives the same result as applying it once: only then may a client send it
+/// again on a new connection after the old one died without any reply byte.
+/// `copies` is where it goes with replicas ([`Copies`]), `recovering` whether a
+/// daemon out of service answers it ([`WhileRecovering`]), `trace` its daemon
+/// tracepoint ([`TraceClass`]), `dir` the directory whose activity it counts
+/// toward (the daemon's busiest-directories table; none if absent).
+/// Generates the enum, the `OP_*` constants, `op`, `name`, `is_idempotent`,
+/// `copies`, `while_recovering`, `trace_class`, `dir`, `OPS`, `REQUEST_FACTS`,
+/// `op_name`, `OP_MAX`, the body encoding (`Serialize`: op code as u32, then the
+/// fields) and `decode_request` (the header's op code picks the fields to decode).
+/// Every fact is written in every entry: a new request must say each of them.
 macro_rules! requests {
     ($(
         $(#[$doc:meta])*
-        $op:literal $name:literal $variant:ident $({ $($field:ident : $ty:ty),* $(,)? })? idempotent($idem:expr)
+        $op:literal $const:ident $name:literal $variant:ident $({ $($field:ident : $ty:ty),* $(,)? })?
+            idempotent($idem:expr) copies($copies:ident) recovering($rec:ident) trace($class:ident)
+            $(dir($dir:expr))?
     ),* $(,)?) => {
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Request {
@@ -94,6 +149,22 @@ macro_rules! requests {
 
         /// Every request op as (code, name), in code order.
         pub const OPS: &[(u16, &str)] = &[$(($op, $name)),*];
+
+        $(
+            #[doc = concat!("Op code of `", $name, "`.")]
+            pub const $const: u16 = $op;
+        )*
+
+        /// Every request's facts, in code order (docs/PROTOCOL.md's table is checked
+        /// against it).
+        pub const REQUEST_FACTS: &[RequestFacts] = &[$(RequestFacts {
+            op: $op,
+            name: $name,
+            resend: stringify!($idem),
+            copies: Copies::$copies,
+            while_recovering: WhileRecovering::$rec,
+            trace: TraceClass::$class,
+        }),*];
 
         // Op codes are unique, nonzero and leave the response bit free; names unique.
         const _: () = {
@@ -133,6 +204,39 @@ macro_rules! requests {
             pub fn is_idempotent(&self) -> bool {
                 match self {
                     $(Request::$variant $({ $($field),* })? => $idem,)*
+                }
+            }
+
+            /// Where this request goes in a replicated instance.
+            pub fn copies(&self) -> Copies {
+                match self {
+                    $(Request::$variant { .. } => Copies::$copies,)*
+                }
+            }
+
+            /// Whether a daemon out of service answers this request.
+            pub fn while_recovering(&self) -> WhileRecovering {
+                match self {
+                    $(Request::$variant { .. } => WhileRecovering::$rec,)*
+                }
+            }
+
+            /// The daemon tracepoint this request records.
+            pub fn trace_class(&self) -> TraceClass {
+                match self {
+                    $(Request::$variant { .. } => TraceClass::$class,)*
+                }
+            }
+
+            /// The directory whose activity this request counts toward, if any.
+            #[allow(unused_variables)]
+            pub fn dir(&self) -> Option<&str> {
+                match self {
+                    $(Request::$variant $({ $($field),* })? => {
+                        let d: Option<&str> = None;
+                        $(let d: Option<&str> = $dir;)?
+                        d
+                    })*
                 }
             }
         }
@@ -194,72 +298,72 @@ const fn const_str_eq(a: &str, b: &str) -> bool {
 }
 
 requests! {
-    1 "ping" Ping idempotent(true),
+    1 OP_PING "ping" Ping idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Create a record. With `exclusive`, EEXIST if present; without, return the
     /// existing record (open with O_CREAT on an existing file costs one RPC).
-    2 "create" Create { path: String, record: Record, exclusive: bool } idempotent(!exclusive),
-    3 "stat" Stat { path: String } idempotent(true),
+    2 OP_CREATE "create" Create { path: String, record: Record, exclusive: bool } idempotent(!exclusive) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
+    3 OP_STAT "stat" Stat { path: String } idempotent(true) copies(First) recovering(Refuses) trace(MdRead) dir(Some(crate::path::parent(path))),
     /// Answered with `Removed`. A second try would fail with ENOENT (or remove what
     /// replaced it).
-    4 "remove" Remove { path: String, kind: RemoveKind } idempotent(false),
+    4 OP_REMOVE "remove" Remove { path: String, kind: RemoveKind } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
     /// Grow the size to at least `end` (a merge, never a read-modify-write).
     /// With `append_len`, atomically reserve `append_len` bytes at the current end
     /// and return the reserved offset (O_APPEND). ENOENT if the path is gone,
     /// ESTALE if it now names another file than `file_id`, so a write through a
     /// stale descriptor fails instead of growing the wrong file. An append
     /// reservation applied twice reserves twice.
-    5 "update_size" UpdateSize { path: String, file_id: u128, end: u64, append_len: Option<u64>, mtime_ns: i64 }
-        idempotent(append_len.is_none()),
+    5 OP_UPDATE_SIZE "update_size" UpdateSize { path: String, file_id: u128, end: u64, append_len: Option<u64>, mtime_ns: i64 }
+        idempotent(append_len.is_none()) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
     /// Set the size exactly; returns the record as it was before.
-    6 "truncate" Truncate { path: String, size: u64, mtime_ns: i64 } idempotent(true),
-    7 "set_attr" SetAttr { path: String, mode: Option<u32>, atime_ns: Option<i64>, mtime_ns: Option<i64>, ctime_ns: i64 }
-        idempotent(false),
+    6 OP_TRUNCATE "truncate" Truncate { path: String, size: u64, mtime_ns: i64 } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
+    7 OP_SET_ATTR "set_attr" SetAttr { path: String, mode: Option<u32>, atime_ns: Option<i64>, mtime_ns: Option<i64>, ctime_ns: i64 }
+        idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
     /// Put a full record (rename). `replace`: overwrite a non-directory or an empty
     /// directory target of a compatible kind; returns the replaced record.
-    8 "put_record" PutRecord { path: String, record: Record, replace: bool } idempotent(false),
+    8 OP_PUT_RECORD "put_record" PutRecord { path: String, record: Record, replace: bool } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
     /// One page of the direct children of `dir` held by this daemon, names > `after`.
-    9 "readdir" ReadDir { dir: String, after: Option<String>, max_entries: u32 } idempotent(true),
+    9 OP_READDIR "readdir" ReadDir { dir: String, after: Option<String>, max_entries: u32 } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdRead) dir(Some(dir.as_str())),
     /// Whether this daemon holds any direct child of `dir` (rmdir's emptiness check).
-    10 "has_children" HasChildren { dir: String } idempotent(true),
+    10 OP_HAS_CHILDREN "has_children" HasChildren { dir: String } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdRead) dir(Some(dir.as_str())),
     /// One page of all descendant records of `dir` held by this daemon, keys > `after`.
-    11 "scan_tree" ScanTree { dir: String, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true),
+    11 OP_SCAN_TREE "scan_tree" ScanTree { dir: String, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdRead),
     /// Remove these records if present (directory rename's second phase).
-    12 "remove_records" RemoveRecords { paths: Vec<String> } idempotent(true),
+    12 OP_REMOVE_RECORDS "remove_records" RemoveRecords { paths: Vec<String> } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate),
     /// Write the bulk section: spans in order, their bytes concatenated.
-    13 "write" Write { file_id: u128, spans: Vec<Span> } idempotent(true),
+    13 OP_WRITE "write" Write { file_id: u128, spans: Vec<Span> } idempotent(true) copies(All) recovering(Refuses) trace(ChunkWrite),
     /// Read spans; the response bulk holds their bytes concatenated (holes as zeros).
-    14 "read" Read { file_id: u128, spans: Vec<Span> } idempotent(true),
+    14 OP_READ "read" Read { file_id: u128, spans: Vec<Span> } idempotent(true) copies(First) recovering(Refuses) trace(ChunkRead),
     /// Cut this daemon's local file of `file_id` to `size` bytes if longer.
-    15 "truncate_chunks" TruncateChunks { file_id: u128, size: u64 } idempotent(true),
-    16 "remove_chunks" RemoveChunks { file_id: u128 } idempotent(true),
+    15 OP_TRUNCATE_CHUNKS "truncate_chunks" TruncateChunks { file_id: u128, size: u64 } idempotent(true) copies(All) recovering(Refuses) trace(ChunkOther),
+    16 OP_REMOVE_CHUNKS "remove_chunks" RemoveChunks { file_id: u128 } idempotent(true) copies(All) recovering(Refuses) trace(ChunkOther),
     /// Make chunks of `file_id` (if given) and the metadata log durable.
-    17 "fsync" Fsync { file_id: Option<u128> } idempotent(true),
-    18 "statfs" StatFs idempotent(true),
-    19 "stats" Stats idempotent(true),
+    17 OP_FSYNC "fsync" Fsync { file_id: Option<u128> } idempotent(true) copies(All) recovering(Refuses) trace(ChunkOther),
+    18 OP_STATFS "statfs" StatFs idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    19 OP_STATS "stats" Stats idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Put records that must not exist yet, all or none (directory rename's first
     /// phase). EEXIST if any is present, so a second try fails.
-    20 "put_records" PutRecords { records: Vec<(String, Record)> } idempotent(false),
+    20 OP_PUT_RECORDS "put_records" PutRecords { records: Vec<(String, Record)> } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate),
     /// Stop this daemon (`gust stop`, whatever launched it). Unless `keep`, it
     /// removes its root directory after stopping. Answered before it stops; a second
     /// one finds the daemon gone or stopping, which is what the first asked for.
-    21 "shutdown" Shutdown { keep: bool } idempotent(true),
+    21 OP_SHUTDOWN "shutdown" Shutdown { keep: bool } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Create a file record with its data inline (the bulk section, at most
     /// INLINE_BYTES_MAX bytes; `record.size` is its length). EEXIST if the path
     /// exists, whatever it is, so a client that deferred an open(O_CREAT) decides
     /// itself what an existing file means. A second try would find its own record.
-    22 "create_inline" CreateInline { path: String, record: Record } idempotent(false),
+    22 OP_CREATE_INLINE "create_inline" CreateInline { path: String, record: Record } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate),
     /// The record of `path` and, if the file's data is inline, that data (reply
     /// `RecordData`, data in the bulk section): an open or a read in one request.
-    23 "stat_data" StatData { path: String } idempotent(true),
+    23 OP_STAT_DATA "stat_data" StatData { path: String } idempotent(true) copies(First) recovering(Refuses) trace(MdRead),
     /// Forget the inline data of `path` if the record there is still `file_id` (the
     /// client wrote it to chunks first): the file is then an ordinary chunked file.
     /// ENOENT if the path is gone, ESTALE if it names another file: the file was
     /// removed meanwhile, and its remover, who saw inline data, left the chunks just
     /// written to the client that wrote them (see `Response::Removed`).
-    24 "drop_inline" DropInline { path: String, file_id: u128 } idempotent(true),
+    24 OP_DROP_INLINE "drop_inline" DropInline { path: String, file_id: u128 } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate),
     /// `readdir` with each entry's record (`DirPagePlus`): a listing and the stats
     /// that follow it (`ls -l`, READDIRPLUS) in one request per daemon per page.
-    25 "readdir_plus" ReadDirPlus { dir: String, after: Option<String>, max_entries: u32 } idempotent(true),
+    25 OP_READDIR_PLUS "readdir_plus" ReadDirPlus { dir: String, after: Option<String>, max_entries: u32 } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdRead),
     /// Create many file records with their data inline, each on its own exactly as
     /// `create_inline` would (a client's batched deferred creates): the bulk section
     /// holds the entries' data in order, `record.size` bytes each. Answered with one
@@ -267,71 +371,71 @@ requests! {
     /// errno EEXIST if the path exists). EINVAL for the whole request if it has more
     /// than `CREATE_BATCH_ENTRIES_MAX` entries or the sizes do not add up to the bulk
     /// section. A second try finds its own records (EEXIST).
-    26 "create_inline_batch" CreateInlineBatch { entries: Vec<(String, Record)> } idempotent(false),
+    26 OP_CREATE_INLINE_BATCH "create_inline_batch" CreateInlineBatch { entries: Vec<(String, Record)> } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate),
     /// `stat_data` of many files at once (a data loader's batch): answered with
     /// `Files`, one `WholeFile` per path in order, each file failing on its own; the
     /// inline data of the files that have it follows in the bulk section, in order,
     /// `inline_len` bytes each. EINVAL for the whole request past
     /// `READ_MANY_ENTRIES_MAX` paths.
-    27 "read_many" ReadMany { paths: Vec<String> } idempotent(true),
+    27 OP_READ_MANY "read_many" ReadMany { paths: Vec<String> } idempotent(true) copies(First) recovering(Refuses) trace(MdRead),
     /// chown: set the owner and/or group (the client checked the caller may). On a
     /// non-directory it clears S_ISUID, and S_ISGID when the group may execute, as
     /// Linux does (even when both ids are `None`). Returns the record after it.
-    30 "set_owner" SetOwner { path: String, uid: Option<u32>, gid: Option<u32>, ctime_ns: i64 } idempotent(true),
+    30 OP_SET_OWNER "set_owner" SetOwner { path: String, uid: Option<u32>, gid: Option<u32>, ctime_ns: i64 } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate),
     /// A subdirectory of directory `path` was made (+1) or removed (-1), or moved in
     /// or out: its link count changes by `subdirs_delta` (a merge, never below 2) and
     /// its mtime and ctime become at least `time_ns`. ENOENT if it is gone, ENOTDIR
     /// if it is not a directory. Applied twice, a nonzero delta counts twice.
-    31 "dir_changed" DirChanged { path: String, subdirs_delta: i32, time_ns: i64 } idempotent(*subdirs_delta == 0),
+    31 OP_DIR_CHANGED "dir_changed" DirChanged { path: String, subdirs_delta: i32, time_ns: i64 } idempotent(*subdirs_delta == 0) copies(All) recovering(Refuses) trace(MdUpdate),
     /// Daemon to daemon, in replicated instances only: daemon `from` asks a peer (a
     /// daemon it shares a replica group with) whether it may go on serving. Answered
     /// with `Response::Lease`: `fenced` true if a client fenced `from` on this peer
     /// (it missed changes), which then stops serving until repaired. Changes nothing.
-    32 "heartbeat" Heartbeat { from: u32 } idempotent(true),
+    32 OP_HEARTBEAT "heartbeat" Heartbeat { from: u32 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// A client skipped `daemon` for a change: this peer records the fence (in its
     /// metadata store, so it outlives a restart) and answers `daemon`'s heartbeats
     /// with `fenced` from now on. Answered with `Response::Fenced`: how long the lease
     /// this peer last granted `daemon` may still run. EINVAL for an id outside the
     /// instance or this daemon's own.
-    33 "fence" Fence { daemon: u32 } idempotent(true),
+    33 OP_FENCE "fence" Fence { daemon: u32 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// `gust repair` rebuilt `daemon`: forget its fence. Answered with `Ok`.
-    34 "unfence" Unfence { daemon: u32 } idempotent(true),
+    34 OP_UNFENCE "unfence" Unfence { daemon: u32 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Everything the daemon counts and knows about its stores (`gust status`,
     /// `gust stop --stats`, the Prometheus page): answered with `Response::Metrics`.
-    38 "metrics" Metrics idempotent(true),
+    38 OP_METRICS "metrics" Metrics idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// One page of the descendants of `dir` held by this daemon that match `query`,
     /// keys > `after`: answered with `Response::Tree`. A page holds at most
     /// `max_entries` records and stops after `FIND_SCAN_PAGE_KEYS_MAX` keys examined,
     /// so a selective query returns short (even empty) pages with `done` false and a
     /// `last_key` to go on from, never one long request.
-    39 "find" Find { dir: String, query: FindQuery, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true),
+    39 OP_FIND "find" Find { dir: String, query: FindQuery, after: Option<Vec<u8>>, max_entries: u32 } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdRead),
     /// A client closed a descriptor of `path` through which it wrote: recorded as
     /// IN_CLOSE_WRITE in the event log of the path's metadata daemon. Changes nothing
     /// else; sent again it records a second close, which a watcher tolerates.
-    40 "close_write" CloseWrite { path: String } idempotent(true),
+    40 OP_CLOSE_WRITE "close_write" CloseWrite { path: String } idempotent(true) copies(First) recovering(Refuses) trace(Untraced) dir(Some(crate::path::parent(path))),
     /// Events of this daemon's log with sequence numbers > `after_seq` whose path
     /// starts with `prefix` (a path prefix: "/a" matches "/a" and "/a/...", not
     /// "/ab"): answered with `Response::Events`.
-    41 "events" Events { after_seq: u64, prefix: String, max_entries: u32 } idempotent(true),
+    41 OP_EVENTS "events" Events { after_seq: u64, prefix: String, max_entries: u32 } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
     /// Create these records (`gust stage in`), each on its own: answered with one
     /// `StageOutcome` per entry, in order (`Staged`). Small files get their data
     /// from their external source here. A second try finds its own records (EEXIST).
-    42 "stage_create" StageCreate { entries: Vec<StageEntry> } idempotent(false),
+    42 OP_STAGE_CREATE "stage_create" StageCreate { entries: Vec<StageEntry> } idempotent(false) copies(All) recovering(Refuses) trace(Untraced),
     /// Copy each item's spans from its external file into this daemon's chunks of
     /// the file (`Staged`; `bytes` short of the spans' total if the external file
     /// ended early).
-    43 "stage_pull" StagePull { items: Vec<StageChunks> } idempotent(true),
+    43 OP_STAGE_PULL "stage_pull" StagePull { items: Vec<StageChunks> } idempotent(true) copies(All) recovering(Refuses) trace(Untraced),
     /// Write each item's spans of this daemon's chunks into its external file, which
     /// must exist (`Staged`; holes are not written: the file was sized by its creator).
-    44 "stage_push" StagePush { items: Vec<StageChunks> } idempotent(true),
+    44 OP_STAGE_PUSH "stage_push" StagePush { items: Vec<StageChunks> } idempotent(true) copies(First) recovering(Refuses) trace(Untraced),
     /// Write inline files to external files (`Staged`).
-    45 "stage_export" StageExportFiles { items: Vec<StageExport> } idempotent(true),
+    45 OP_STAGE_EXPORT "stage_export" StageExportFiles { items: Vec<StageExport> } idempotent(true) copies(First) recovering(Refuses) trace(Untraced),
     /// Hash spans of chunks, inline data or external files (`Hashes`): `--verify`.
-    46 "stage_hash" StageHashSpans { items: Vec<StageHash> } idempotent(true),
+    46 OP_STAGE_HASH "stage_hash" StageHashSpans { items: Vec<StageHash> } idempotent(true) copies(First) recovering(Refuses) trace(Untraced),
     /// Give staged-in files their size and times once their chunks are in (`Staged`).
-    47 "stage_commit" StageCommitFiles { items: Vec<StageCommit> } idempotent(true),
+    47 OP_STAGE_COMMIT "stage_commit" StageCommitFiles { items: Vec<StageCommit> } idempotent(true) copies(All) recovering(Refuses) trace(Untraced),
     /// One page of what this daemon served reads of (`ReadLog`), file ids > `after`.
-    48 "read_log" ReadLog { after: Option<u128>, max_entries: u32 } idempotent(true),
+    48 OP_READ_LOG "read_log" ReadLog { after: Option<u128>, max_entries: u32 } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
     /// The node proxy (docs/DESIGN.md, "The node proxy"): the receiving daemon sends
     /// request `op` with body `body` and this frame's bulk to daemon `target` on
     /// one of its multiplexed connections, and answers with that daemon's reply
@@ -340,19 +444,19 @@ requests! {
     /// (daemons never answer it themselves), also for a target the hosts file does
     /// not list; EPROTO for an inner request that does not decode or is itself a
     /// forward or multiplex; EINVAL for a target that is the receiving daemon.
-    49 "forward" Forward { target: u32, op: u16, timeout_ms: u32, body: Vec<u8> }
-        idempotent(decode_request(*op, body).is_ok_and(|r| r.is_idempotent())),
+    49 OP_FORWARD "forward" Forward { target: u32, op: u16, timeout_ms: u32, body: Vec<u8> }
+        idempotent(decode_request(*op, body).is_ok_and(|r| r.is_idempotent())) copies(Addressed) recovering(Refuses) trace(Untraced),
     /// Sent first on a daemon-to-daemon connection of the node proxy: from now on
     /// the receiving daemon may answer this connection's requests out of order
     /// (each by its request id), serving them in parallel. Answered with `Ok`.
-    50 "multiplex" Multiplex idempotent(true),
+    50 OP_MULTIPLEX "multiplex" Multiplex idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Switch this daemon's tracepoints named by `names` (comma-separated names or
     /// groups of gust-trace's registry, or `all`) on or off. With `dir`, trace files
     /// go to that directory on the daemon's node from now on (else to the one given
     /// at start). Off flushes what the daemon buffered. EINVAL for an unknown name,
     /// for `on` without any directory, or for names or a dir over `PATH_BYTES_MAX`;
     /// the errno of creating the directory if that fails. Answered with `Ok`.
-    58 "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true),
+    58 OP_TRACE "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).
@@ -482,45 +586,83 @@ pub const EVENTS_PAGE_BYTES_MAX: usize = 512 * 1024;
 /// seq, time, kind, is_dir, file id).
 pub const EVENT_OVERHEAD_BYTES: usize = 64;
 
-/// A daemon's answer. Unlike a request, a response is encoded with its bincode
-/// variant tag (u32), which is this declaration order, 0-based: add new variants at
-/// the end only. The golden tests below pin every tag.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    Ok,
-    Record(Record),
-    MaybeRecord(Option<Record>),
-    Offset(u64),
-    DirPage {
+/// Declares every response once, each with its tag: the enum (bincode encodes a
+/// response with its variant tag, a u32, which is the declaration order, 0-based;
+/// new variants go at the end only, and the tags written here must be that order),
+/// `RESPONSES` (tag, name) and `Response::name`. The golden tests below pin every
+/// tag's bytes; docs/PROTOCOL.md's table is checked against `RESPONSES`.
+macro_rules! responses {
+    ($(
+        $(#[$doc:meta])*
+        $tag:literal $variant:ident $(($($tty:ty),* $(,)?))? $({ $($field:ident : $fty:ty),* $(,)? })?
+    ),* $(,)?) => {
+        /// A daemon's answer (see `responses!`).
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum Response {
+            $(
+                $(#[$doc])*
+                $variant $(($($tty),*))? $({ $($field: $fty),* })?,
+            )*
+        }
+
+        /// Every response as (tag, name), in tag order.
+        pub const RESPONSES: &[(u32, &str)] = &[$(($tag, stringify!($variant))),*];
+
+        // The tags written are the declaration order, which is what bincode sends.
+        const _: () = {
+            let mut i = 0;
+            while i < RESPONSES.len() {
+                assert!(RESPONSES[i].0 == i as u32, "response tags must be 0, 1, 2, ... in order");
+                i += 1;
+            }
+        };
+
+        impl Response {
+            /// The response's name, as docs/PROTOCOL.md gives it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Response::$variant { .. } => stringify!($variant),)*
+                }
+            }
+        }
+    };
+}
+
+responses! {
+    0 Ok,
+    1 Record(Record),
+    2 MaybeRecord(Option<Record>),
+    3 Offset(u64),
+    4 DirPage {
         entries: Vec<DirEntry>,
         done: bool,
     },
-    Bool(bool),
-    Tree {
+    5 Bool(bool),
+    6 Tree {
         records: Vec<(String, Record)>,
         last_key: Option<Vec<u8>>,
         done: bool,
     },
-    Written(u64),
+    7 Written(u64),
     /// Data follows in the bulk section: for each requested span, `span_lens[i]`
     /// bytes (fewer than asked where the daemon's local file ends; the client fills
     /// the rest with zeros, so holes and short chunks never cross the wire).
-    Data {
+    8 Data {
         span_lens: Vec<u32>,
     },
-    StatFs {
+    9 StatFs {
         total_bytes: u64,
         free_bytes: u64,
         avail_bytes: u64,
         files: u64,
     },
-    Stats(DaemonStats),
-    Metrics(DaemonMetrics),
+    10 Stats(DaemonStats),
+    11 Metrics(DaemonMetrics),
     /// A page of the event log: the events, the last sequence number examined (the
     /// cursor to ask after next time), the oldest sequence number still held (events
     /// after the cursor but before it were dropped: the log is bounded) and the next
     /// sequence number to be given. `first_seq` = `next_seq` means an empty log.
-    Events {
+    12 Events {
         events: Vec<Event>,
         last_seq: u64,
         first_seq: u64,
@@ -528,44 +670,44 @@ pub enum Response {
     },
     /// A record and, with `inline`, its file's inline data in the bulk section
     /// (which may be shorter than `record.size`: the rest reads as zeros).
-    RecordData {
+    13 RecordData {
         record: Record,
         inline: bool,
     },
     /// A readdir page with each entry's record (name, record), in name order.
-    DirPagePlus {
+    14 DirPagePlus {
         entries: Vec<(String, Record)>,
         done: bool,
     },
     /// One outcome per entry or item of a staging request, in order.
-    Staged(Vec<StageOutcome>),
+    15 Staged(Vec<StageOutcome>),
     /// One result per item of a hash request, in order.
-    Hashes(Vec<SpanHashes>),
+    16 Hashes(Vec<SpanHashes>),
     /// A page of the read log; `dropped` counts files the log had no room for
     /// (their reads are not in it).
-    ReadLog {
+    17 ReadLog {
         entries: Vec<ReadLogEntry>,
         done: bool,
         dropped: u64,
     },
     /// Answer to a heartbeat: whether the asking daemon is fenced.
-    Lease {
+    18 Lease {
         fenced: bool,
     },
     /// Answer to a fence: the longest the fenced daemon's lease from this peer may
     /// still run (0: it has none), in milliseconds of this peer's clock.
-    Fenced {
+    19 Fenced {
         lease_left_ms: u64,
     },
     /// Answer to `read_many`: per path, its record and the length of its inline data
     /// in the bulk section, or its errno.
-    Files(Vec<WholeFile>),
+    20 Files(Vec<WholeFile>),
     /// Answer to `remove`: the record as it was, and whether the file's data was
     /// inline. A file whose data was inline has no chunks: a client moving inline
     /// data to chunks writes them before it drops the inline copy, and removes them
     /// itself if that drop finds the file gone (`drop_inline`). So the remover of
     /// such a file asks no data daemon.
-    Removed {
+    21 Removed {
         record: Record,
         inline: bool,
     },

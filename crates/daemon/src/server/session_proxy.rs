@@ -5,11 +5,8 @@
 use super::{Bulk, Flow, Outcome, Session, Worker, BUFFER_KEEP_BYTES_MAX};
 use crate::state::State;
 use gust_proto::frame::Header;
-use gust_proto::{decode_request, encode, Reply, Request};
+use gust_proto::{decode_request, encode, Reply, Request, OP_FORWARD, OP_MULTIPLEX};
 use tracing::warn;
-
-const OP_FORWARD: u16 = 49;
-const OP_MULTIPLEX: u16 = 50;
 
 impl Session {
     /// Whether this frame may be served now: a forward waits (the connection
