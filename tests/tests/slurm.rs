@@ -174,3 +174,36 @@ gust status > $SLURM_JOB_NAME.repaired 2>&1; echo "status-repaired-exit=$?"
     }
     j.assert_clean_soon("after gust stop with dead daemons");
 }
+
+/// Options of `gust start` that were once `--local` only work through srun too
+/// (issue 27, part 3): cache mode of a shared directory (read through, written back
+/// by `gust flush`), one declared capacity for every daemon, daemon tracepoints
+/// from the start into a directory, and `--force` over a stale hosts file.
+#[test]
+fn start_options_on_many_nodes() {
+    let Some(j) = Jobs::setup(16, NODES, false) else { return };
+    fs::create_dir_all(j.work.join("shared")).unwrap();
+    fs::write(j.work.join("shared/in.txt"), "from the shared file system\n").unwrap();
+    fs::create_dir_all(j.work.join("trace")).unwrap();
+    Jobs::chown_nobody(&j.work);
+    let body = r#"set -e
+eval "$(gust start --cache-of shared --declare-capacity 64MiB --trace md --trace-dir $PWD/trace)"
+gust status | grep -c ' up ' | sed 's/^/daemons up: /'
+gust run -- sh -c 'cat /gustfs/in.txt; echo written in GustFS > /gustfs/out.txt'
+gust flush
+gust stop --keep
+eval "$(gust start --force)"
+gust stop
+echo options-done"#;
+    let id = j.submit("options", &[&format!("-N{NODES}"), "-t", "5"], body);
+    let st = j.wait_done(&id, Duration::from_secs(120));
+    let out = j.output("options");
+    assert_eq!(st, "COMPLETED", "{out}");
+    assert!(out.contains("daemons up: 3") && out.contains("from the shared file system"), "{out}");
+    assert!(out.contains("options-done"), "{out}");
+    let back = fs::read_to_string(j.work.join("shared/out.txt")).unwrap_or_default();
+    assert_eq!(back, "written in GustFS\n", "{out}");
+    let traces = fs::read_dir(j.work.join("trace")).unwrap().filter(|e| e.is_ok()).count();
+    assert_eq!(traces, NODES as usize, "one trace file per daemon: {out}");
+    j.assert_clean_soon("after a job with cache mode, traces and a forced start");
+}

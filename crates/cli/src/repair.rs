@@ -217,7 +217,7 @@ fn spawn_detached(hp: &Path, h: &HostsFile, id: u32, log_path: &Path) -> Result<
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(&log_path)
+        .open(log_path)
         .map_err(|err| format!("cannot open {}: {err}", log_path.display()))?;
     let exe = std::env::current_exe().map_err(|err| format!("cannot find the gust binary: {err}"))?;
     let mut cmd = std::process::Command::new(exe);

@@ -527,6 +527,19 @@ pub fn clean_node(base: &Path) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
+/// Removes the files named after the hosts file beside it (`gust.hosts.*`: secret,
+/// lock, and those of tools that keep their state there, such as cache mode's
+/// write-back log), so that the instance directory can go.
+pub fn remove_hosts_side_files(hp: &Path) {
+    let (Some(dir), Some(name)) = (hp.parent(), hp.file_name()) else { return };
+    let prefix = format!("{}.", name.to_string_lossy());
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Whether `pid` is a `gust node-agent` (the pid file may be stale, and a pid reused).
 fn is_agent(pid: u32) -> bool {
     crate::proc::running(pid)
@@ -721,6 +734,7 @@ impl Node {
         ] {
             let _ = fs::remove_file(p);
         }
+        remove_hosts_side_files(&hp);
         let _ = fs::remove_dir(&self.base);
         let _ = fs::remove_dir(&self.data_base);
     }

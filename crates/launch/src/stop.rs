@@ -60,9 +60,12 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
                         if d.host == me && running(d.pid) {
                             // SAFETY: signalling a daemon of this instance by its pid.
                             unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
-                        } else if d.host == me {
-                            // Not running: nothing to stop, but say so.
+                        } else if d.host == me && !d.rootdir.join(gust_hosts::KEPT_MARKER).exists() {
+                            // Not running, and not stopped by `gust stop --keep`
+                            // either: it died. Nothing to stop, but say so.
                             dead_here.lock().unwrap().push(d.id);
+                        } else if d.host == me {
+                            // Kept by an earlier `gust stop --keep`: removed below.
                         } else {
                             unreachable.lock().unwrap().push((d.id, d.host.clone(), why));
                         }
@@ -122,9 +125,8 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
                 let _ = fs::remove_dir(parent);
             }
         }
-        for suffix in ["", ".secret", ".lock"] {
-            let _ = fs::remove_file(format!("{}{suffix}", hosts_path.display()));
-        }
+        let _ = fs::remove_file(hosts_path);
+        crate::agent::remove_hosts_side_files(hosts_path);
         if let Some(dir) = hosts_path.parent() {
             // A multi-node instance directory: srun's log, then the directory if empty.
             let _ = fs::remove_file(dir.join(crate::agent::SRUN_LOG_NAME));
