@@ -19,12 +19,12 @@
 //! Cost: one heartbeat per peer per interval, 2(R-1) peers: 8 requests per second
 //! per daemon with R = 2, 16 with R = 3, each a 12-byte body and a 12-byte reply.
 //!
-//! Not for: the peer's answers (fence.rs), the connection (peer.rs).
+//! Not for: the peer's answers (fence.rs), the connection (gust-rpc).
 
-use crate::peer::{lease_answer, PeerAnswer, PeerLink};
 use crate::state::State;
-use gust_hosts::HostsFile;
-use gust_proto::Request;
+use gust_hosts::{DaemonEntry, HostsFile};
+use gust_proto::{Reply, Request, Response};
+use gust_rpc::{Connection, Options};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -103,6 +103,47 @@ struct Heartbeats {
     links: HashMap<u32, PeerLink>,
 }
 
+/// The connection to one peer, opened on first use and again after a failure.
+struct PeerLink {
+    entry: DaemonEntry,
+    conn: Option<Connection>,
+}
+
+impl PeerLink {
+    fn new(entry: DaemonEntry) -> Self {
+        PeerLink { entry, conn: None }
+    }
+
+    /// Sends `req` and waits for its reply, `timeout` at most per step (connect,
+    /// handshake, the reply). Over the network endpoint always: a peer on the same
+    /// host answers there too, and the Unix socket may be another test host's path.
+    fn call(&mut self, secret: &[u8], req: &Request, timeout: Duration) -> Result<Reply, gust_rpc::Error> {
+        let conn = match self.conn.take().filter(Connection::alive) {
+            Some(c) => c,
+            None => {
+                let Some(ep) = self.entry.network() else {
+                    return Err(gust_rpc::Error::Connect("no network endpoint in the hosts file".into()));
+                };
+                Connection::open(ep, secret, Options { name: "lease-peer", ..Options::new(timeout) })?
+            }
+        };
+        // A failed call closed the connection; the next opens a new one.
+        let (reply, _) = conn.call(req, &[], timeout)?;
+        self.conn = Some(conn);
+        Ok(reply)
+    }
+}
+
+/// Whether a reply says the peer considers the asking daemon fenced; None if the
+/// reply is no heartbeat answer (the peer is recovering from an older build, or
+/// refused the request).
+fn lease_answer(reply: &Reply) -> Option<bool> {
+    match reply {
+        Ok(Response::Lease { fenced }) => Some(*fenced),
+        _ => None,
+    }
+}
+
 impl Heartbeats {
     /// Re-reads the hosts file when it changed (daemons register during a start,
     /// and a restarted daemon may listen elsewhere) and keeps one link per peer.
@@ -118,7 +159,7 @@ impl Heartbeats {
         self.links.retain(|id, _| peers.contains(id));
         for p in peers {
             let Some(e) = h.daemons.iter().find(|d| d.id == p) else { continue };
-            if self.links.get(&p).map(|l| l.entry() != e).unwrap_or(true) {
+            if self.links.get(&p).map(|l| &l.entry != e).unwrap_or(true) {
                 self.links.insert(p, PeerLink::new(e.clone()));
             }
         }
@@ -130,7 +171,7 @@ impl Heartbeats {
         let asked = std::time::Instant::now();
         let me = self.state.daemon_id;
         let secret = &self.state.secret;
-        let mut answers: Vec<(u32, PeerAnswer)> = std::thread::scope(|s| {
+        let mut answers: Vec<(u32, Result<Reply, gust_rpc::Error>)> = std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .links
                 .iter_mut()
@@ -147,18 +188,18 @@ impl Heartbeats {
         let mut failure = String::new();
         for (id, a) in &answers {
             match a {
-                PeerAnswer::Reply(r) => match lease_answer(r) {
+                Ok(r) => match lease_answer(r) {
                     Some(true) => return Round::Fenced(*id),
                     Some(false) => answered += 1,
                     None if failure.is_empty() => failure = format!("daemon {id} gave no heartbeat answer"),
                     None => {}
                 },
-                PeerAnswer::Refused => {
+                Err(gust_rpc::Error::Refused(_)) => {
                     self.state.fences.peer_refused(*id, asked);
                     refused += 1;
                 }
-                PeerAnswer::Failed(e) if failure.is_empty() => failure = format!("daemon {id}: {e}"),
-                PeerAnswer::Failed(_) => {}
+                Err(e) if failure.is_empty() => failure = format!("daemon {id}: {e}"),
+                Err(_) => {}
             }
         }
         if answered > 0 || refused == answers.len() {

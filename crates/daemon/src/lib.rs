@@ -22,7 +22,6 @@ pub mod lease;
 mod log_budget;
 pub mod metadata;
 pub mod metrics;
-pub mod peer;
 pub mod proxy;
 pub mod read_log;
 mod read_many;

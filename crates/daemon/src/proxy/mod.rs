@@ -1,7 +1,8 @@
 //! The node proxy (docs/DESIGN.md, "The node proxy"): client processes of a node
 //! hand requests for remote daemons to their own node's daemon in a `Forward`
 //! envelope; this daemon sends each on one of a few multiplexed connections it
-//! keeps to every remote daemon (`link`), with a request id of its own, and answers
+//! keeps to every remote daemon (gust-rpc's `Connection`, here called a link), with
+//! a request id of its own, and answers
 //! the client with the remote reply as it came. A remote daemon serves such a
 //! connection out of order on a small pool of its own (`mux`), so one slow request
 //! does not hold up the others on it.
@@ -19,12 +20,11 @@
 //! Not for: the client's side (gust-client's rpc.rs picks the proxy with
 //! `GUST_PROXY=1`), placement, replicas (the client still addresses every copy).
 
-mod link;
 mod mux;
 
 use crate::state::State;
 use gust_proto::{decode_request, Request};
-use link::Link;
+use gust_rpc::{Connection as Link, Options};
 pub(crate) use mux::MuxWriter;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -134,9 +134,9 @@ impl Proxy {
                     return Err(libc::EHOSTUNREACH);
                 }
             };
-            match link.call(op, body, bulk, timeout) {
+            match link.call_raw(op, body, bulk, timeout) {
                 Ok(r) => return Ok(r),
-                Err(link::CallError::Lost(_)) if attempt == 0 && idempotent && !fresh => continue,
+                Err(gust_rpc::Error::Lost(_)) if attempt == 0 && idempotent && !fresh => continue,
                 Err(e) => {
                     if state.refusals_logged.admit().is_some() {
                         warn!(daemon = state.daemon_id, "proxy: daemon {target}: {e}");
@@ -168,7 +168,8 @@ impl Proxy {
         let hosts = gust_hosts::HostsFile::load(&self.hosts_file).map_err(|e| format!("hosts file: {e}"))?;
         let entry = hosts.daemons.iter().find(|d| d.id == target).ok_or_else(|| format!("no daemon {target}"))?;
         let ep = entry.network().ok_or_else(|| format!("daemon {target} has no network endpoint"))?;
-        let l = Arc::new(Link::open(ep, &state.secret, timeout)?);
+        let opts = Options { multiplex: true, name: "proxy-link", ..Options::new(timeout) };
+        let l = Arc::new(Link::open(ep, &state.secret, opts).map_err(|e| e.to_string())?);
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(peer) = links.get_mut(&target) {
             peer.slots[slot] = Some(l.clone());
