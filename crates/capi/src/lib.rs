@@ -17,7 +17,7 @@
 
 #![allow(non_camel_case_types, clippy::missing_safety_doc)]
 
-use gust_client::{Client, ClientOptions, DirStream, Errno, Kind, Stat};
+use gust_client::{now_ns, Client, ClientOptions, DirStream, Errno, Kind, Stat};
 use libc::{c_char, c_int, c_uchar, mode_t, off_t, size_t, ssize_t};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString};
@@ -422,10 +422,6 @@ pub unsafe extern "C" fn gust_chmod(fs: *mut gust_fs, path: *const c_char, mode:
         fs.client.chmod(&p, mode).map_err(|e| fs.fail(&p, e))?;
         Ok(0)
     })
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 /// (atime, mtime) from a utimensat-style array: NULL means now for both,

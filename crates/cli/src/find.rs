@@ -8,7 +8,7 @@
 
 use crate::instance::InstanceArgs;
 use clap::Args;
-use gust_client::{Cmp, FindQuery, Kind};
+use gust_client::{now_ns, Cmp, FindQuery, Kind};
 use std::io::Write;
 
 #[derive(Args)]
@@ -45,10 +45,6 @@ fn parse_size(s: &str) -> Result<(Cmp, u64, u64), String> {
         _ => return Err(format!("-size {s}: unknown unit (use c, w, b, k, M or G)")),
     };
     Ok((cmp, n, unit))
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 /// The modification time of `-newer FILE`: a GustFS path through the client, any

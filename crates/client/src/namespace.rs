@@ -15,9 +15,7 @@ use gust_proto::{path, FileKind, Record, RemoveKind, Request, Response, PATH_BYT
 /// Symlinks followed before ELOOP (Linux's limit).
 pub(crate) const SYMLINK_HOPS_MAX: u32 = 40;
 
-pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
-}
+pub(crate) use gust_proto::now_ns;
 
 fn new_file_id() -> u128 {
     use rand::Rng;

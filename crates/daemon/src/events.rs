@@ -12,7 +12,7 @@
 //!
 //! Not for: merging daemons' logs or inotify names (gust events), durability.
 
-use gust_proto::{Event, EventKind, EVENTS_PAGE_BYTES_MAX, EVENT_OVERHEAD_BYTES};
+use gust_proto::{now_ns, Event, EventKind, EVENTS_PAGE_BYTES_MAX, EVENT_OVERHEAD_BYTES};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -32,10 +32,6 @@ struct Log {
 pub struct EventLog {
     cap_bytes: usize,
     log: Mutex<Log>,
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 /// Whether `path` is `prefix` or below it.

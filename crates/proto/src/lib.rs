@@ -17,6 +17,12 @@ pub use frame::{read_frame, write_frame, Frame, FrameError, Header};
 pub use msg::*;
 pub use stage::*;
 
+/// Now, as the times of records carry it: nanoseconds since the Unix epoch by the
+/// wall clock (0 before 1970, where a clock is that wrong).
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.

@@ -15,7 +15,7 @@ use crate::report::{Failure, Progress};
 use crate::tree::{Existing, Item};
 use crate::{reason, Moved, Options};
 use gust_client::stage_types::{entry_bytes, StageCommit, StageEntry, STAGE_BATCH_BYTES_MAX};
-use gust_client::{Client, Kind, INLINE_BYTES_MAX};
+use gust_client::{now_ns, Client, Kind, INLINE_BYTES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -200,8 +200,4 @@ pub(crate) fn copy(
         staged: sh.staged.into_inner().unwrap_or_else(|e| e.into_inner()),
         failures: sh.failures.into_inner().unwrap_or_else(|e| e.into_inner()),
     }
-}
-
-pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }

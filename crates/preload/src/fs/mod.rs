@@ -31,6 +31,7 @@ pub(crate) mod stat;
 pub(crate) mod statfs;
 
 use crate::{call, ours, reentrant, ret, route, set_errno, Failed, Route};
+pub(crate) use gust_client::now_ns;
 use gust_client::Stat;
 use libc::{c_char, c_int, c_void, size_t};
 
@@ -126,8 +127,4 @@ pub(crate) unsafe fn out_str(s: &str, b: *mut c_char, n: size_t, alloc_min: bool
     std::ptr::copy_nonoverlapping(s.as_ptr(), dst.cast::<u8>(), s.len());
     *dst.add(s.len()) = 0;
     dst
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
