@@ -21,33 +21,23 @@
 //! Not for: choosing daemons (gust_placement), connections (rpc.rs).
 
 use crate::error::unexpected;
+use crate::routing::{group_spans, Placed};
 use crate::rpc::{Call, Dest};
 use crate::{Client, Errno, Result};
 use gust_proto::{Request, Response, Span};
 use std::collections::BTreeMap;
 
-/// A span of a write or read and where its bytes sit in the caller's buffer.
-type Placed = (Span, usize);
-
 impl Client {
-    /// The daemon that is `rank`-th in the order of the chunk holding `offset`.
-    fn ranked_daemon(&self, file_id: u128, offset: u64, rank: u32, order: &mut Vec<u32>) -> u32 {
-        let chunk = offset / self.chunk_size;
-        if rank == 0 {
-            return self.dist.locate_chunk(file_id, chunk);
-        }
-        self.dist.chunk_order(file_id, chunk, order);
-        order[rank as usize]
-    }
-
     /// Spans grouped by the `rank`-th daemon of their chunk's order.
     fn group_by_rank(&self, file_id: u128, spans: Vec<Placed>, rank: u32) -> BTreeMap<u32, Vec<Placed>> {
         let mut order = Vec::new();
-        let mut out: BTreeMap<u32, Vec<Placed>> = BTreeMap::new();
-        for p in spans {
-            out.entry(self.ranked_daemon(file_id, p.0.offset, rank, &mut order)).or_default().push(p);
-        }
-        out
+        group_spans(spans, self.chunk_size, |chunk| {
+            if rank == 0 {
+                return self.dist.locate_chunk(file_id, chunk);
+            }
+            self.dist.chunk_order(file_id, chunk, &mut order);
+            order[rank as usize]
+        })
     }
 
     /// Writes `data` at file offset `at` through chunks, together with `extra` calls

@@ -7,8 +7,8 @@
 //! Not for: copying through this process (data.rs does that for every front end).
 
 use crate::error::unexpected;
+use crate::routing::join_adjacent;
 use crate::{Client, Result};
-use gust_placement::chunk_spans;
 use gust_proto::{
     FileKind, ReadLogEntry, Record, Request, Response, Span, SpanHashes, StageChunks, StageCommit, StageEntry,
     StageExport, StageHash, StageOutcome, READ_LOG_PAGE_ENTRIES_MAX,
@@ -32,20 +32,7 @@ impl Client {
     /// The whole of a file of `size` bytes as spans per daemon that holds them (one
     /// span per run of consecutive chunks on one daemon; offsets are file offsets).
     pub fn chunk_spans_by_daemon(&self, file_id: u128, size: u64) -> BTreeMap<u32, Vec<Span>> {
-        let mut out: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
-        for s in chunk_spans(0, size, self.chunk_size) {
-            let d = self.dist.locate_chunk(file_id, s.chunk);
-            let spans = out.entry(d).or_default();
-            match spans.last_mut() {
-                Some(l)
-                    if l.offset + l.len as u64 == s.file_offset && (l.len as u64 + s.len) <= u32::MAX as u64 / 2 =>
-                {
-                    l.len += s.len as u32
-                }
-                _ => spans.push(Span { offset: s.file_offset, len: s.len as u32 }),
-            }
-        }
-        out
+        self.spans_by_daemon(file_id, 0, size).into_iter().map(|(d, spans)| (d, join_adjacent(spans))).collect()
     }
 
     /// A new record for a staged file or symlink, owned by the caller, with a fresh
