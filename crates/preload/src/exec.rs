@@ -18,7 +18,7 @@ extern "C" {
     static environ: *const *const c_char;
 }
 
-fn hex(s: &str) -> String {
+pub(crate) fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
 

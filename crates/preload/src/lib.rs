@@ -35,6 +35,8 @@ mod exit;
 mod fs;
 mod real;
 mod stdio;
+#[cfg(test)]
+mod tests;
 
 use gust_client::{Client, Errno};
 use libc::{c_char, c_int};

@@ -102,7 +102,7 @@ unsafe fn cookie_file(fd: c_int, mode: *const c_char, std: bool) -> *mut FILE {
 }
 
 /// Open flags of an fopen mode string ("r", "w+", "ae", "wx", ...).
-fn mode_flags(m: &[u8]) -> Option<c_int> {
+pub(crate) fn mode_flags(m: &[u8]) -> Option<c_int> {
     let plus = m.contains(&b'+');
     let mut f = match m.first()? {
         b'r' => {
