@@ -79,6 +79,17 @@ impl Instance {
         self.dir.path()
     }
 
+    /// What daemon `id` has logged so far (`gust start` and `restart_daemon` send
+    /// its output to d<id>.log in the root directory); empty if nothing yet.
+    pub fn daemon_log(&self, id: u32) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("d{id}.log"))).unwrap_or_default()
+    }
+
+    /// Whether daemon `id`'s process is gone: its TCP address refuses connections.
+    pub fn daemon_gone(&self, id: u32) -> bool {
+        refuses_connections(&self.hosts_file().daemons[id as usize].tcp_addr())
+    }
+
     /// Runs `gust ARGS` with this instance's hosts file in the environment.
     pub fn gust(&self, args: &[&str]) -> std::process::Output {
         Command::new(gust_bin()).args(args).env("GUST_HOSTS_FILE", &self.hosts).output().expect("run gust")
@@ -164,14 +175,34 @@ pub fn with_umask(cmd: &mut Command, umask: u32) -> &mut Command {
     }
 }
 
-/// Waits until `f` is true or the timeout passes.
+/// Waits until `f` is true, asking every 20 ms, for at most `timeout`; returns
+/// whether it became true. The one way the tests wait for a condition: call it as
+/// `assert!(wait_until(generous, || condition), "what did not happen")`, never a
+/// fixed sleep that stands for the condition. The deadline only bounds a failing
+/// run: make it generous (many times the usual wait) so that a loaded machine
+/// does not fail the test.
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = std::time::Instant::now() + timeout;
-    while std::time::Instant::now() < end {
+    loop {
+        // Asked once more at the deadline: a condition that became true while this
+        // thread slept past it counts.
+        let last = std::time::Instant::now() >= end;
         if f() {
             return true;
         }
+        if last {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    false
+}
+
+/// Whether nothing accepts connections at `addr` (a killed daemon's TCP address:
+/// its process is gone and its port free once the connection is refused). A
+/// connection not answered within a second counts as refused too (a host that is
+/// cut off).
+pub fn refuses_connections(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let Some(a) = addr.to_socket_addrs().ok().and_then(|mut a| a.next()) else { return true };
+    std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_err()
 }

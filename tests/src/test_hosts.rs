@@ -108,6 +108,11 @@ impl TestHosts {
             .expect("run gust in a test host")
     }
 
+    /// What host `i`'s daemon has logged so far (empty if nothing yet).
+    pub fn daemon_log(&self, i: u32) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("d{i}.log"))).unwrap_or_default()
+    }
+
     pub fn hosts_file(&self) -> std::path::PathBuf {
         self.dir.path().join("gust.hosts")
     }

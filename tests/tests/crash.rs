@@ -78,6 +78,8 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
                         Ok(_) => acked.lock().unwrap().records.push((w, i)),
                         Err(_) => {
                             failures.fetch_add(1, Ordering::Relaxed);
+                            // Not a wait for anything: a pause between failed
+                            // appends so that the outage is not a busy loop.
                             std::thread::sleep(Duration::from_millis(5));
                         }
                     }
@@ -98,7 +100,11 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
         wait_until(Duration::from_secs(10), || failures.load(Ordering::Relaxed) >= 5),
         "no write failed while the daemon was dead"
     );
-    std::thread::sleep(Duration::from_millis(200));
+    // The restart listens on the same address: the killed process must have let go of it.
+    assert!(
+        wait_until(Duration::from_secs(10), || inst.daemon_gone(VICTIM)),
+        "daemon {VICTIM} still accepts connections after kill -9"
+    );
 
     let log_path = inst.restart_daemon(VICTIM);
     let up = wait_until(Duration::from_secs(20), || {

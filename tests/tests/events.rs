@@ -95,7 +95,18 @@ fn concurrent_writers_complete_in_order_and_resumable() {
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(500)); // the follower has its "now"
+    // The follower has its "now" before the writers start: it asks each daemon for
+    // the end of its log, then starts its rounds with daemon 0, so a second events
+    // request at daemon 0 means every "now" was answered.
+    let probe = inst.client();
+    let events_served = || {
+        let s = probe.daemon_stats(0).expect("stats of daemon 0");
+        s.ops.iter().find(|(op, _)| op == "events").expect("an events counter").1
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || events_served() >= 2),
+        "gust events --follow --since now never began to follow"
+    );
     std::thread::scope(|s| {
         for w in 0..2 {
             let inst = &inst;

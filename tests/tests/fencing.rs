@@ -11,7 +11,7 @@ mod common;
 
 use common::{try_get, try_put as put};
 use gust_client::{Client, ClientOptions, Errno};
-use gust_e2e::Instance;
+use gust_e2e::{wait_until, Instance};
 use std::time::{Duration, Instant};
 
 const DAEMONS: u32 = 3;
@@ -75,15 +75,25 @@ fn a_resumed_daemon_is_fenced_and_serves_no_stale_bytes() {
     check(&c, &files, 2, "writer, daemon stopped");
 
     signal(&inst, STOPPED, libc::SIGCONT);
-    // At once and after its heartbeats had time to renew a lease: nobody reads the
+    // At once and after its heartbeats asked for a lease again: nobody reads the
     // old bytes, not the writer, not a fresh client whose first member it is.
     check(&inst.client_with(opts()), &files, 2, "fresh client, just resumed");
     check(&c, &files, 2, "writer, just resumed");
-    std::thread::sleep(LEASE * 2);
+    let fenced = format!("daemon {STOPPED}: fenced (");
+    assert!(
+        wait_until(LEASE * 10, || inst.daemon_log(STOPPED).contains(&fenced)),
+        "the resumed daemon's heartbeats were never answered `fenced`; its log:\n{}",
+        inst.daemon_log(STOPPED)
+    );
     let fresh = inst.client_with(opts());
     assert_eq!(fresh.daemon_recovering(STOPPED), Ok(true), "the resumed daemon answers EHOSTDOWN");
     check(&fresh, &files, 2, "fresh client, later");
-    std::thread::sleep(gust_client::DOWN_SKIP);
+    // The writer skipped the stopped daemon since its RPC timeout; once the skip
+    // ends (DOWN_SKIP after it), it asks the resumed daemon first again.
+    assert!(
+        wait_until(gust_client::DOWN_SKIP * 3, || !c.daemon_down(STOPPED)),
+        "the writer still skips daemon {STOPPED}"
+    );
     check(&c, &files, 2, "writer, later");
     let out = inst.gust(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -99,7 +109,10 @@ fn a_resumed_daemon_is_fenced_and_serves_no_stale_bytes() {
     for d in [0, 2] {
         signal(&inst, d, libc::SIGKILL);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        wait_until(Duration::from_secs(10), || inst.daemon_gone(0) && inst.daemon_gone(2)),
+        "daemons 0 and 2 still accept connections after kill -9"
+    );
     let alone = inst.client_with(opts());
     // Every record of the files is on group {1, 2}; a chunk may be on group {2, 0},
     // gone now (EIO). No read returns other bytes, and the files whose chunks are

@@ -17,10 +17,11 @@ mod common;
 use common::{try_get, try_put as put};
 use gust_client::{Client, ClientOptions, Errno};
 use gust_e2e::test_hosts::{ip, TestHosts, HOSTS};
+use gust_e2e::wait_until;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,10 +69,12 @@ fn acknowledged_writes_survive_a_seeded_schedule_of_host_faults() {
         };
         log.push(format!("round {round}: {fault:?} on host {host}"));
         let ctx = format!("seed {seed}, {}", log.join("; "));
-        // The writer: its own client and its own seeded bytes, writing until told.
+        // The writer: its own client and its own seeded bytes, writing until told;
+        // `acked` counts its acknowledged writes.
         let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(AtomicUsize::new(0));
         let writer = {
-            let (stop, model, hf) = (stop.clone(), model.clone(), hosts.hosts_file());
+            let (stop, acked, model, hf) = (stop.clone(), acked.clone(), model.clone(), hosts.hosts_file());
             let mut wrng = StdRng::seed_from_u64(seed ^ ((round as u64 + 1) * 0x9e37_79b9));
             std::thread::spawn(move || {
                 let c = Client::open_instance(&hf, opts()).unwrap();
@@ -88,19 +91,38 @@ fn acknowledged_writes_survive_a_seeded_schedule_of_host_faults() {
                     r.map_err(|e| format!("write {p}: {e} ({:?})", c.last_transport_error()))?;
                     model.lock().unwrap().insert(p, data);
                     k += 1;
-                    // About 150 writes a second: the schedule's faults land among them.
+                    acked.store(k, Ordering::Relaxed);
+                    // Not a wait for anything: the writer's pace, about 150 writes
+                    // a second, so that the schedule's faults land among them.
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Ok::<usize, String>(k)
             })
         };
-        std::thread::sleep(Duration::from_millis(200));
+        // `n` more writes acknowledged than now: the writer goes on through what
+        // the schedule did.
+        let writes_go_on = |n: usize, when: &str| {
+            let from = acked.load(Ordering::Relaxed);
+            let on = wait_until(Duration::from_secs(60), || {
+                acked.load(Ordering::Relaxed) >= from + n || writer.is_finished()
+            });
+            assert!(
+                on,
+                "{ctx}: {when}: the writer made {} of {n} writes in 60 s",
+                acked.load(Ordering::Relaxed) - from
+            );
+        };
+        writes_go_on(20, "before the fault");
+        // What the host had logged before the fault: a "fenced" line after it is news.
+        let log_before = hosts.daemon_log(host).len();
         let ns_pid = hosts.daemon_pid(host) as i32;
+        // The Stop, LinkDown and ClientsCutOff faults last the schedule's time: that
+        // is the fault. A kill lasts until the repair below.
         match fault {
             Fault::Kill => {
                 // SAFETY: signals to a daemon of this test.
                 unsafe { libc::kill(ns_pid, libc::SIGKILL) };
-                std::thread::sleep(Duration::from_millis(800));
+                writes_go_on(100, "with the host killed");
             }
             Fault::Stop(ms) => {
                 unsafe { libc::kill(ns_pid, libc::SIGSTOP) };
@@ -118,7 +140,7 @@ fn acknowledged_writes_survive_a_seeded_schedule_of_host_faults() {
                 hosts.reconnect_clients(host);
             }
         }
-        std::thread::sleep(Duration::from_millis(300));
+        writes_go_on(20, "after the fault");
         stop.store(true, Ordering::Relaxed);
         let wrote = writer.join().unwrap().unwrap_or_else(|e| panic!("{ctx}: a write failed: {e}"));
         assert!(wrote > 0, "{ctx}: nothing written");
@@ -137,9 +159,16 @@ fn acknowledged_writes_survive_a_seeded_schedule_of_host_faults() {
             }
         };
         check("after the fault");
-        // Bring the host back whole if it missed writes (fenced) or died.
-        std::thread::sleep(Duration::from_millis(600));
+        // Bring the host back whole if it missed writes (fenced) or died. First
+        // the host has to know which: it serves (its heartbeats renewed its lease),
+        // it is dead, or its peers told it it is fenced.
         let c = Client::open_instance(&hosts.hosts_file(), opts()).unwrap();
+        let told_fenced = || hosts.daemon_log(host).get(log_before..).unwrap_or("").contains("fenced (daemon");
+        let settled = wait_until(Duration::from_secs(30), || match c.daemon_recovering(host) {
+            Ok(true) => told_fenced(),
+            Ok(false) | Err(_) => true,
+        });
+        assert!(settled, "{ctx}: host {host} neither serves nor was told it is fenced");
         if c.daemon_recovering(host) != Ok(false) {
             let out = hosts.gust_on(host, &["repair", "--id", &host.to_string()]);
             assert!(out.status.success(), "{ctx}: repair: {}", String::from_utf8_lossy(&out.stderr));

@@ -51,6 +51,7 @@ fn stats_after_a_listing_ask_no_daemon() {
     assert_eq!(c.rpcs_sent() - sent, 1);
     // So does time: past the TTL a stat asks again.
     c.read_dir_plus("/d").unwrap();
+    // Not a wait for an event: the passing of the TTL is what is under test.
     std::thread::sleep(gust_client::LISTING_ATTRS_TTL + std::time::Duration::from_millis(100));
     let sent = c.rpcs_sent();
     c.lstat("/d/f4").unwrap();

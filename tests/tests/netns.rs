@@ -126,7 +126,11 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     // Back, host 1 does not serve what it held before: the writes above fenced it
     // on its peers, and its first heartbeat says so (docs/DESIGN.md, Fencing).
     ip(&["link", "set", &hosts.link(1), "up"]);
-    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        wait_until(Duration::from_secs(30), || hosts.daemon_log(1).contains("daemon 1: fenced (")),
+        "host 1 was never told it is fenced; its log:\n{}",
+        hosts.daemon_log(1)
+    );
     let fresh = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
     assert_eq!(fresh.daemon_recovering(1), Ok(true), "host 1 answers EHOSTDOWN once back");
     for i in 0..20 {
@@ -170,18 +174,28 @@ fn a_daemon_cut_off_from_clients_only_is_fenced() {
     }
     // Its peers still reach it: they told it it is fenced, so it has no lease to
     // lose and nothing to wait for.
-    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        wait_until(Duration::from_secs(30), || hosts.daemon_log(1).contains("daemon 1: fenced (")),
+        "host 1 was never told it is fenced; its log:\n{}",
+        hosts.daemon_log(1)
+    );
     hosts.reconnect_clients(1);
     for who in ["fresh client", "fresh client, later"] {
+        if who.ends_with("later") {
+            // Not a wait for an event: what is checked is that it stays fenced
+            // through heartbeat rounds (every 250 ms) for longer than a lease (2 s).
+            std::thread::sleep(Duration::from_secs(3));
+        }
         let fresh = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
         assert_eq!(fresh.daemon_recovering(1), Ok(true), "{who}: host 1 answers EHOSTDOWN");
         for p in &files {
             let got = get(&fresh, p, 20_000).unwrap_or_else(|e| panic!("{who}: {p}: {e}"));
             assert!(got == version(p, 2), "{who}: {p} reads back old bytes (stale copy served)");
         }
-        std::thread::sleep(Duration::from_secs(3));
     }
-    std::thread::sleep(gust_client::DOWN_SKIP);
+    // The writer skipped host 1 since it met the cut; once the skip ends
+    // (DOWN_SKIP after it), it asks host 1 first again.
+    assert!(wait_until(gust_client::DOWN_SKIP * 3, || !c.daemon_down(1)), "the writer still skips host 1");
     for p in &files {
         assert!(get(&c, p, 20_000).unwrap() == version(p, 2), "writer: {p} after the partition");
     }

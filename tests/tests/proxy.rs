@@ -79,6 +79,7 @@ impl Instance {
         self.c.on_node(i, &self.run_cmd_with(0, script))
     }
 
+    /// `run` in the background, its standard input a pipe the test holds.
     fn spawn(&self, i: u32, script: &str) -> Child {
         Command::new("bash")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/testcluster.sh"))
@@ -86,6 +87,7 @@ impl Instance {
             .arg(&self.c.dir)
             .arg(i.to_string())
             .args(["sh", "-c", &self.run_cmd(script)])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -135,19 +137,47 @@ fn proxy_connections_data_and_bad_frames() {
     let m = inst.mountdir();
 
     // P processes on every node stat every file (each of them reaches every
-    // daemon), then hold their connections while the counts are read.
+    // daemon), say "ready", then hold their connections (reading their standard
+    // input, a shell builtin: no new process, no new connection) while the counts
+    // are read, until their input closes.
     // This test's own client holds connections to every daemon: counted before.
     let open = || (0..NODES).map(|d| c.daemon_stats(d).unwrap().connections_open).collect::<Vec<u64>>();
     let before = open();
-    let script = format!("for i in $(seq 0 29); do [ -e {m}/f$i ] || echo missing $i; done; echo ready; sleep 12");
+    let script = format!("for i in $(seq 0 29); do [ -e {m}/f$i ] || echo missing $i; done; echo ready; read x; true");
     let mut procs: Vec<Child> =
         (0..NODES).flat_map(|i| (0..PROCS).map(move |_| i)).map(|i| inst.spawn(i, &script)).collect();
-    std::thread::sleep(Duration::from_secs(8));
+    let ready = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let readers: Vec<_> = procs
+        .iter_mut()
+        .map(|p| {
+            let (out, ready) = (p.stdout.take().unwrap(), ready.clone());
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                let mut text = String::new();
+                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    if line == "ready" {
+                        ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    text += &line;
+                    text.push('\n');
+                }
+                text
+            })
+        })
+        .collect();
+    let all_ready = gust_e2e::wait_until(Duration::from_secs(120), || {
+        ready.load(std::sync::atomic::Ordering::Relaxed) == NODES * PROCS
+    });
     let counts: Vec<u64> = open().iter().zip(&before).map(|(now, b)| now - b).collect();
     for p in procs.iter_mut() {
-        let out = p.wait_with_output_ref();
-        assert!(out.0.success() && out.1 == "ready\n", "client process: {} {}", out.1, out.2);
+        drop(p.stdin.take());
     }
+    for (p, r) in procs.iter_mut().zip(readers) {
+        let stdout = r.join().unwrap();
+        let out = p.wait_with_output_ref();
+        assert!(out.0.success() && stdout == "ready\n", "client process: {} {} {}", out.0, stdout, out.2);
+    }
+    assert!(all_ready, "not every client process got ready in 120 s");
     // Each daemon: its node's P processes and k links from each other daemon.
     // Without the proxy it would be N·P.
     let want = PROCS as u64 + (NODES as u64 - 1) * LINKS;
@@ -234,7 +264,11 @@ fn proxy_and_a_killed_remote_daemon() {
         let names = make_files(&c, 30);
         let m = inst.mountdir();
         unsafe { libc::kill(inst.pid(2), libc::SIGKILL) };
-        std::thread::sleep(Duration::from_millis(300));
+        let addr2 = gust_hosts::HostsFile::load(Path::new(&inst.hp)).unwrap().daemons[2].tcp_addr();
+        assert!(
+            gust_e2e::wait_until(Duration::from_secs(10), || gust_e2e::refuses_connections(&addr2)),
+            "daemon 2 still accepts connections after kill -9"
+        );
         let on2: Vec<&String> = names.iter().filter(|p| c.record_holders(p)[0] == 2).collect();
         let others: Vec<&String> = names.iter().filter(|p| c.record_holders(p)[0] != 2).collect();
         for p in on2.iter().take(3).chain(others.iter().take(3)) {

@@ -128,9 +128,20 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     // Back on its root directory it missed everything written meanwhile: it must
     // not answer for it. It refuses (EHOSTDOWN) and clients keep to the copies.
     inst.restart_daemon(VICTIM);
-    assert!(gust_e2e::wait_until(Duration::from_secs(20), || c.daemon_recovering(VICTIM).is_ok()));
+    // Asked through a client of its own: each refused connection would make `c`
+    // skip the daemon for DOWN_SKIP again.
+    let probe = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    assert!(
+        gust_e2e::wait_until(Duration::from_secs(20), || probe.daemon_recovering(VICTIM).is_ok()),
+        "the restarted daemon {VICTIM} never answered"
+    );
     assert_eq!(c.daemon_recovering(VICTIM), Ok(true));
-    std::thread::sleep(gust_client::DOWN_SKIP);
+    // `c` skips the daemon it found dead until DOWN_SKIP after it last did; then it
+    // meets the restarted daemon, which refuses, below.
+    assert!(
+        gust_e2e::wait_until(gust_client::DOWN_SKIP * 3, || !c.daemon_down(VICTIM)),
+        "the writer still skips daemon {VICTIM}"
+    );
     let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
     exercise(&fresh, &mut model, 3);
     exercise(&c, &mut model, 4);

@@ -156,13 +156,16 @@ fn a_client_killed_mid_request_costs_the_daemon_nothing() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Writing (1 MiB writes go to both daemons), a second of it, then the kill:
-    // frames are in flight in the rings.
+    // Writing (1 MiB writes go to both daemons), several MiB of it on each, then
+    // the kill: frames are in flight in the rings.
     assert!(
         wait_until(Duration::from_secs(60), || all_shm_connections(&inst) >= 2),
         "dd never wrote to both daemons over shared memory"
     );
-    std::thread::sleep(Duration::from_secs(1));
+    // Asked over TCP: a shared-memory client would hold rings of its own.
+    let probe = inst.client_with(gust_client::ClientOptions { force_tcp: true, ..Default::default() });
+    let streaming = || (0..inst.daemons).all(|d| probe.daemon_stats(d).unwrap().bytes_written >= 8 << 20);
+    assert!(wait_until(Duration::from_secs(60), streaming), "dd did not stream 8 MiB to each daemon");
     assert!(dd.try_wait().unwrap().is_none(), "dd still writing when killed");
     dd.kill().unwrap();
     dd.wait().unwrap();

@@ -26,6 +26,7 @@ fn sizes_are_sent_in_batches_and_seen_at_the_flush_points() {
     assert_eq!(other.stat("/shared").unwrap().size, 200 * 8192);
     // The interval: a write 100 ms after the oldest unsent one sends it.
     w.pwrite(fd, b"x", 200 * 8192).unwrap();
+    // Not a wait for an event: the passing of the interval is what is under test.
     std::thread::sleep(gust_client::SIZE_FLUSH_INTERVAL + std::time::Duration::from_millis(20));
     w.pwrite(fd, b"y", 200 * 8192 + 1).unwrap();
     assert_eq!(other.stat("/shared").unwrap().size, 200 * 8192 + 2);

@@ -332,8 +332,12 @@ fn inline_replies_the_peer_does_not_take_at_once_arrive_whole() {
     for (i, (p, _)) in files.iter().enumerate() {
         op = send_request(&mut s, i as u64, &Request::StatData { path: p.clone() });
     }
-    // Let the daemon fill the socket and keep the rest.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The daemon has filled the socket and keeps the rest: its side holds replies
+    // we have not taken (our receive window is closed).
+    assert!(
+        gust_e2e::wait_until(std::time::Duration::from_secs(30), || unsent_replies(&s) > 0),
+        "the daemon never had more replies than the socket holds"
+    );
     for (i, (p, data)) in files.iter().enumerate() {
         let (reply, bulk_len) = read_reply_head(&mut s, i as u64, op);
         let mut bulk = vec![0u8; bulk_len];
@@ -346,6 +350,29 @@ fn inline_replies_the_peer_does_not_take_at_once_arrive_whole() {
     }
     drop(s);
     assert_eq!(get(&c, &files[0].0), files[0].1, "the daemon serves on");
+}
+
+/// Bytes the daemon at the other end of `s` has written to its socket that `s` has
+/// not taken yet (the send queue of the daemon's side, from /proc/net/tcp and tcp6:
+/// local port the daemon's, remote port ours). On loopback they stay queued only
+/// while our receive window is closed.
+fn unsent_replies(s: &std::net::TcpStream) -> u64 {
+    let (daemon_port, our_port) = (s.peer_addr().unwrap().port(), s.local_addr().unwrap().port());
+    let port = |field: &str| field.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .flat_map(|text| text.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx_queue:rx_queue ...
+            if f.len() > 4 && port(f[1]) == Some(daemon_port) && port(f[2]) == Some(our_port) {
+                u64::from_str_radix(f[4].split(':').next()?, 16).ok()
+            } else {
+                None
+            }
+        })
+        .sum()
 }
 
 /// Client::read_whole_into: an inline file's data goes into the caller's buffer
@@ -427,13 +454,17 @@ fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
     let old = inst.daemon_pid(0);
     // SAFETY: plain kill(2) of the daemon's pid.
     assert_eq!(unsafe { libc::kill(old as i32, libc::SIGKILL) }, 0);
-    std::thread::sleep(Duration::from_millis(200));
+    // The restart listens on the same address: the killed process must have let go of it.
+    assert!(
+        gust_e2e::wait_until(Duration::from_secs(10), || inst.daemon_gone(0)),
+        "daemon 0 still accepts connections after kill -9"
+    );
     let log = inst.restart_daemon(0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while inst.daemon_pid(0) == old || inst.client().ping(0).is_err() {
-        assert!(std::time::Instant::now() < deadline, "no restart:\n{}", std::fs::read_to_string(&log).unwrap());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        gust_e2e::wait_until(Duration::from_secs(20), || inst.daemon_pid(0) != old && inst.client().ping(0).is_ok()),
+        "no restart:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
     let pid = inst.daemon_pid(0);
     let pipes_before = pipes_of(pid);
 
@@ -452,6 +483,7 @@ fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
             s.read_exact(&mut bulk[got..end]).unwrap();
             got = end;
             if slow {
+                // Not a wait for anything: the slow reader under test.
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
@@ -466,10 +498,14 @@ fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
     };
     // 12 MiB in one reply: more than the pipe (1 MiB) and the socket hold.
     let op = ask(&mut s, 1);
-    std::thread::sleep(Duration::from_millis(300));
     assert!(
-        pipes_of(pid) >= pipes_before + 2,
+        gust_e2e::wait_until(Duration::from_secs(30), || pipes_of(pid) >= pipes_before + 2),
         "the daemon made no pipe for the connection: the reply did not go by reference"
+    );
+    // A client that does not read yet: the daemon filled the socket and keeps the rest.
+    assert!(
+        gust_e2e::wait_until(Duration::from_secs(30), || unsent_replies(&s) > 0),
+        "the daemon never had more of the reply than the socket holds"
     );
     check(&mut s, 1, op, true);
     // The connection serves on, by reference again.
