@@ -129,7 +129,7 @@ impl Client {
     pub(crate) fn queue_create(&self, path: String, record: Record, flags: i32, p: Pending) -> Result<()> {
         let (data, exclusive, mode) = p.into_parts();
         let due = {
-            let mut q = self.creates.queue.lock().unwrap();
+            let mut q = self.creates.queue.lock().unwrap_or_else(|e| e.into_inner());
             let generation = crate::rpc::fork_generation();
             if q.generation != generation {
                 // Inherited from the parent, which sends them.
@@ -154,7 +154,8 @@ impl Client {
     /// Whether `path` is queued (a deferred open of it sends the queue first, so
     /// that the daemons see the creates in the order this process made them).
     pub(crate) fn create_queued(&self, path: &str) -> bool {
-        self.creates.queued.load(Ordering::Acquire) > 0 && self.creates.queue.lock().unwrap().paths.contains(path)
+        self.creates.queued.load(Ordering::Acquire) > 0
+            && self.creates.queue.lock().unwrap_or_else(|e| e.into_inner()).paths.contains(path)
     }
 
     /// The errno of the oldest failed queued create not reported yet (then forgotten).
@@ -162,7 +163,7 @@ impl Client {
         if self.creates.failed_count.load(Ordering::Acquire) == 0 {
             return Ok(());
         }
-        let mut failed = self.creates.failed.lock().unwrap();
+        let mut failed = self.creates.failed.lock().unwrap_or_else(|e| e.into_inner());
         self.creates.failed_count.store(0, Ordering::Release);
         let first = failed.drain(..).next();
         match first {
@@ -178,7 +179,7 @@ impl Client {
             return;
         }
         let items = {
-            let mut q = self.creates.queue.lock().unwrap();
+            let mut q = self.creates.queue.lock().unwrap_or_else(|e| e.into_inner());
             let generation = crate::rpc::fork_generation();
             let inherited = q.generation != generation;
             let items = std::mem::take(&mut q.items);
@@ -242,7 +243,7 @@ impl Client {
     fn create_failed(&self, path: String, e: Errno) {
         let why = std::io::Error::from_raw_os_error(e.0);
         eprintln!("gust: the create of {path} (closed, sent in a batch) failed: {why}");
-        self.creates.failed.lock().unwrap().push((path, e));
+        self.creates.failed.lock().unwrap_or_else(|e| e.into_inner()).push((path, e));
         self.creates.failed_count.fetch_add(1, Ordering::Release);
     }
 }

@@ -21,7 +21,7 @@ const TRANSFER_WINDOW_BYTES: u64 = 16 << 20;
 impl Client {
     pub(crate) fn read_impl(&self, fd: i32, buf: &mut [u8]) -> Result<usize> {
         let f = self.file(fd)?;
-        let mut off = f.offset.lock().unwrap();
+        let mut off = f.offset.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.read_file(&f, buf, *off)?;
         *off += n as u64;
         Ok(n)
@@ -37,7 +37,7 @@ impl Client {
         if let Some(n) = self.write_pending(&f, buf, None)? {
             return Ok(n);
         }
-        let mut off = f.offset.lock().unwrap();
+        let mut off = f.offset.lock().unwrap_or_else(|e| e.into_inner());
         if f.flags & libc::O_APPEND == 0 {
             if let Some(n) = self.write_behind(&f, buf, *off)? {
                 *off += n as u64;
@@ -257,7 +257,7 @@ impl Client {
         }
         // A write by a caller without privilege clears the set-id bits (once per
         // open; best effort: the data is written whatever this answers).
-        let clear = f.clear_set_id.lock().unwrap().take();
+        let clear = f.clear_set_id.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mode) = clear {
             let req = Request::SetAttr {
                 path: path.clone(),
@@ -273,7 +273,7 @@ impl Client {
 
     pub(crate) fn lseek_impl(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
         let f = self.file(fd)?;
-        let mut off = f.offset.lock().unwrap();
+        let mut off = f.offset.lock().unwrap_or_else(|e| e.into_inner());
         let size = || -> Result<u64> { Ok(self.get_record(&f.path())?.size) };
         let new: i64 = match whence {
             libc::SEEK_SET => offset,

@@ -155,14 +155,15 @@ impl Client {
     /// bytes written); otherwise the create is settled, as an ordinary chunked file,
     /// and `None` says to write the ordinary way. `offset` is None for write(2).
     pub(crate) fn write_pending(&self, f: &OpenFile, buf: &[u8], offset: Option<u64>) -> Result<Option<usize>> {
-        let mut slot = f.pending.lock().unwrap();
+        let mut slot = f.pending.lock().unwrap_or_else(|e| e.into_inner());
         let Some(p) = slot.as_mut() else {
-            if let Some(e) = *f.settle_error.lock().unwrap() {
+            if let Some(e) = *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) {
                 return Err(e);
             }
             return Ok(None);
         };
-        let mut fd_offset = if offset.is_none() { Some(f.offset.lock().unwrap()) } else { None };
+        let mut fd_offset =
+            if offset.is_none() { Some(f.offset.lock().unwrap_or_else(|e| e.into_inner())) } else { None };
         let at = if f.flags & libc::O_APPEND != 0 {
             p.data.len() as u64
         } else {
@@ -192,12 +193,12 @@ impl Client {
     /// data may go inline; otherwise the file is created as an ordinary chunked one,
     /// since later writes through the descriptor go to chunks.
     pub(crate) fn settle(&self, f: &OpenFile, last_close: bool) -> Result<()> {
-        let mut slot = f.pending.lock().unwrap();
+        let mut slot = f.pending.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_some() {
             self.settle_locked(f, &mut slot, last_close)?;
         }
         drop(slot);
-        match *f.settle_error.lock().unwrap() {
+        match *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -239,7 +240,7 @@ impl Client {
         if let Err(e) = r {
             // Later I/O on the descriptor reports this error (settle, write_pending).
             f.settle_id(template_id);
-            *f.settle_error.lock().unwrap() = Some(e);
+            *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         }
         r
     }
@@ -278,7 +279,7 @@ impl Client {
         let _ = self.close_impl(fd);
         f.settle_id(opened.file_id());
         if resolved != path {
-            *f.path.write().unwrap() = resolved;
+            *f.path.write().unwrap_or_else(|e| e.into_inner()) = resolved;
         }
         if !p.data.is_empty() {
             self.write_data(f, &p.data, 0)?;

@@ -70,10 +70,10 @@ pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
 pub use events::EventsPage;
 pub use exit::settle_at_exit;
-pub use gust_proto::{now_ns, path};
 /// What staging requests carry (see gust_proto::stage).
 pub use gust_proto::stage as stage_types;
 pub use gust_proto::Span;
+pub use gust_proto::{now_ns, path};
 pub use gust_proto::{
     Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
     INLINE_BYTES_MAX,

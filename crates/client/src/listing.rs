@@ -88,7 +88,7 @@ impl ListingAttrs {
     /// Keeps a page of `dir` fetched when the generation was `asked_at`.
     pub(crate) fn insert(&self, asked_at: u64, dir: &str, entries: &[(String, Record)]) {
         let now = Instant::now();
-        let mut m = self.map.lock().unwrap();
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let g = self.generation();
         if g != asked_at {
             return; // this client changed something while the page was on its way
@@ -127,7 +127,7 @@ impl ListingAttrs {
         if !self.filled.load(Ordering::Relaxed) {
             return None;
         }
-        let m = self.map.lock().unwrap();
+        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if m.generation != self.generation() {
             return None;
         }
@@ -244,7 +244,7 @@ mod tests {
             let page: Vec<(String, Record)> = (0..per_dir).map(|i| (format!("f{i}"), rec(i as u64))).collect();
             a.insert(0, &format!("/t/d{d}"), &page);
             assert_eq!(a.get(&format!("/t/d{d}/f7")).map(|r| r.size), Some(7), "directory {d} just listed");
-            assert!(a.map.lock().unwrap().entries <= LISTING_ATTRS_ENTRIES_MAX);
+            assert!(a.map.lock().unwrap_or_else(|e| e.into_inner()).entries <= LISTING_ATTRS_ENTRIES_MAX);
         }
         assert!(a.get("/t/d0/f7").is_none(), "the first directory made room");
         assert!(a.get(&format!("/t/d{}/f999", dirs - 2)).is_some());

@@ -80,7 +80,7 @@ impl OpenFile {
     }
 
     pub(crate) fn path(&self) -> String {
-        self.path.read().unwrap().clone()
+        self.path.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The file id. Only for settled descriptors (see `Client::file`).
@@ -114,12 +114,12 @@ impl FdTable {
     /// The one descriptor allocator: the first free number after the last one handed
     /// out, wrapping to `FD_FIRST` before i32::MAX; EMFILE when the table is full.
     fn insert(&self, f: Arc<OpenFile>) -> Result<i32> {
-        let mut files = self.files.write().unwrap();
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         if files.len() >= self.capacity {
             return Err(Errno(libc::EMFILE));
         }
         let following = |fd: i32| if fd >= i32::MAX - 1 { FD_FIRST } else { fd + 1 };
-        let mut next = self.next_fd.lock().unwrap();
+        let mut next = self.next_fd.lock().unwrap_or_else(|e| e.into_inner());
         // The table has a free number, so this ends within `capacity` steps.
         while files.contains_key(&*next) {
             *next = following(*next);
@@ -131,11 +131,11 @@ impl FdTable {
     }
 
     pub(crate) fn get(&self, fd: i32) -> Result<Arc<OpenFile>> {
-        self.files.read().unwrap().get(&fd).cloned().ok_or(Errno(libc::EBADF))
+        self.files.read().unwrap_or_else(|e| e.into_inner()).get(&fd).cloned().ok_or(Errno(libc::EBADF))
     }
 
     fn remove(&self, fd: i32) -> Result<Arc<OpenFile>> {
-        self.files.write().unwrap().remove(&fd).ok_or(Errno(libc::EBADF))
+        self.files.write().unwrap_or_else(|e| e.into_inner()).remove(&fd).ok_or(Errno(libc::EBADF))
     }
 
     pub(crate) fn insert_file(&self, f: Arc<OpenFile>) -> Result<i32> {
@@ -146,8 +146,8 @@ impl FdTable {
     /// descriptors follow the file. Other processes' descriptors keep the old path
     /// and get ENOENT or ESTALE (docs/SEMANTICS.md).
     pub(crate) fn retarget(&self, old: &str, new: &str) {
-        for f in self.files.read().unwrap().values() {
-            let mut p = f.path.write().unwrap();
+        for f in self.files.read().unwrap_or_else(|e| e.into_inner()).values() {
+            let mut p = f.path.write().unwrap_or_else(|e| e.into_inner());
             if let Some(moved) = path::rebase(&p, old, new) {
                 *p = moved;
             }
@@ -263,7 +263,7 @@ impl Client {
                 kill |= rec.mode & libc::S_ISGID;
             }
             if kill != 0 {
-                *file.clear_set_id.lock().unwrap() = Some(rec.mode & !kill);
+                *file.clear_set_id.lock().unwrap_or_else(|e| e.into_inner()) = Some(rec.mode & !kill);
             }
         }
         let fd = self.files.insert(Arc::new(file))?;
@@ -386,7 +386,7 @@ mod tests {
     fn numbers_wrap_below_i32_max() {
         let t = FdTable::new(8);
         assert_eq!(t.insert(file()), Ok(3));
-        *t.next_fd.lock().unwrap() = i32::MAX - 2;
+        *t.next_fd.lock().unwrap_or_else(|e| e.into_inner()) = i32::MAX - 2;
         assert_eq!(t.insert(file()), Ok(i32::MAX - 2));
         assert_eq!(t.insert(file()), Ok(i32::MAX - 1));
         assert_eq!(t.insert(file()), Ok(4), "3 is in use");
@@ -421,13 +421,13 @@ impl FileSet {
     }
 
     pub(crate) fn insert(&self, f: &Arc<OpenFile>) {
-        if self.files.lock().unwrap().insert(Self::key(f), Arc::downgrade(f)).is_none() {
+        if self.files.lock().unwrap_or_else(|e| e.into_inner()).insert(Self::key(f), Arc::downgrade(f)).is_none() {
             self.count.fetch_add(1, Ordering::Release);
         }
     }
 
     pub(crate) fn remove(&self, f: &OpenFile) {
-        if self.files.lock().unwrap().remove(&Self::key(f)).is_some() {
+        if self.files.lock().unwrap_or_else(|e| e.into_inner()).remove(&Self::key(f)).is_some() {
             self.count.fetch_sub(1, Ordering::Release);
         }
     }
@@ -437,6 +437,6 @@ impl FileSet {
         if self.count.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
-        self.files.lock().unwrap().values().filter_map(Weak::upgrade).collect()
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).values().filter_map(Weak::upgrade).collect()
     }
 }

@@ -238,11 +238,11 @@ impl Transport {
     }
 
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap().clone()
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(crate) fn last_error_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.last_error.lock().unwrap()
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn links_len(&self) -> u32 {
@@ -250,10 +250,10 @@ impl Transport {
     }
 
     fn fail(&self, daemon: u32, what: String) -> Errno {
-        let e = self.links[daemon as usize].entry.read().unwrap();
+        let e = self.links[daemon as usize].entry.read().unwrap_or_else(|e| e.into_inner());
         let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr());
         debug!(daemon, "{msg}");
-        *self.last_error.lock().unwrap() = Some(msg);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
         self.mark_down(daemon);
         Errno(libc::EIO)
     }
@@ -279,19 +279,19 @@ impl Transport {
         let Ok(h) = gust_hosts::HostsFile::load(path) else { return false };
         let Some(new) = h.daemons.into_iter().find(|d| d.id == daemon) else { return false };
         let link = &self.links[daemon as usize];
-        let mut e = link.entry.write().unwrap();
+        let mut e = link.entry.write().unwrap_or_else(|e| e.into_inner());
         if *e == new {
             return false;
         }
         *e = new;
         drop(e);
         // Pooled connections lead to the old address.
-        link.idle.lock().unwrap().1.clear();
+        link.idle.lock().unwrap_or_else(|e| e.into_inner()).1.clear();
         true
     }
 
     fn connect_once(&self, daemon: u32) -> Result<Conn, Errno> {
-        let entry = self.links[daemon as usize].entry.read().unwrap().clone();
+        let entry = self.links[daemon as usize].entry.read().unwrap_or_else(|e| e.into_inner()).clone();
         // The daemon's node-local endpoints when it is on this host (and their
         // sockets are there: a daemon on another node may share the host name in
         // tests): shared memory first, then the Unix socket, then the network.
@@ -325,7 +325,7 @@ impl Transport {
     /// An idle pooled connection (second value true) or a new one.
     fn take(&self, daemon: u32) -> Result<(Conn, bool), Errno> {
         {
-            let mut idle = self.links[daemon as usize].idle.lock().unwrap();
+            let mut idle = self.links[daemon as usize].idle.lock().unwrap_or_else(|e| e.into_inner());
             let generation = FORK_GENERATION.load(Ordering::Relaxed);
             if idle.0 != generation {
                 // After fork the parent's sockets are shared: never use them here.
@@ -344,7 +344,7 @@ impl Transport {
     }
 
     fn give_back(&self, daemon: u32, c: Conn) {
-        let mut idle = self.links[daemon as usize].idle.lock().unwrap();
+        let mut idle = self.links[daemon as usize].idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.0 == FORK_GENERATION.load(Ordering::Relaxed) && idle.1.len() < IDLE_CONNECTIONS_MAX {
             idle.1.push(c);
         }

@@ -58,7 +58,7 @@ impl Client {
     pub(crate) fn cache_size(&self, f: &Arc<OpenFile>, end: u64) -> Result<()> {
         let now = Instant::now();
         let due = {
-            let mut d = f.size_dirty.lock().unwrap();
+            let mut d = f.size_dirty.lock().unwrap_or_else(|e| e.into_inner());
             match d.as_mut() {
                 Some(x) => {
                     x.end = x.end.max(end);
@@ -85,7 +85,7 @@ impl Client {
     /// `flush_all_sizes` (a read of another thread) waits for it instead of reading
     /// the old size.
     pub(crate) fn flush_size(&self, f: &OpenFile) -> Result<()> {
-        let mut slot = f.size_dirty.lock().unwrap();
+        let mut slot = f.size_dirty.lock().unwrap_or_else(|e| e.into_inner());
         let Some(d) = *slot else { return Ok(()) };
         let path = f.path();
         let req = Request::UpdateSize {
@@ -126,7 +126,7 @@ impl Client {
         self.flush_all_write_buffers();
         for f in self.dirty.snapshot() {
             if let Err(e) = self.flush_size(&f) {
-                *f.settle_error.lock().unwrap() = Some(e);
+                *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
         }
     }

@@ -92,7 +92,8 @@ impl Client {
     ) -> Result<T> {
         let Some(t) = gust_trace::start(tp) else { return f() };
         let file = self.files.get(fd).ok();
-        let offset = offset.or_else(|| file.as_ref().map(|f| *f.offset.lock().unwrap())).unwrap_or(0);
+        let offset =
+            offset.or_else(|| file.as_ref().map(|f| *f.offset.lock().unwrap_or_else(|e| e.into_inner()))).unwrap_or(0);
         let r = f();
         let size = r.as_ref().map_or(0, size);
         let (path, file_id, daemon) = match &file {

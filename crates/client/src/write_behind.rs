@@ -75,11 +75,11 @@ impl Client {
             return Ok(None);
         }
         Self::check_writable(f)?;
-        if let Some(e) = *f.settle_error.lock().unwrap() {
+        if let Some(e) = *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) {
             return Err(e);
         }
         let keep = f.flags & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC) == 0 && buf.len() < cap;
-        let mut slot = f.write_buffer.lock().unwrap();
+        let mut slot = f.write_buffer.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(b) = slot.as_ref() {
             let follows = b.offset + b.data.len() as u64 == at;
             let due = b.since.elapsed() >= SIZE_FLUSH_INTERVAL;
@@ -111,7 +111,7 @@ impl Client {
 
     /// Sends the buffer of `f`, if any (close, fsync, any other use of it).
     pub(crate) fn flush_write_buffer(&self, f: &Arc<OpenFile>) -> Result<()> {
-        let mut slot = f.write_buffer.lock().unwrap();
+        let mut slot = f.write_buffer.lock().unwrap_or_else(|e| e.into_inner());
         match slot.take() {
             Some(b) => self.send_buffer(f, b),
             None => Ok(()),
@@ -123,7 +123,7 @@ impl Client {
     pub(crate) fn flush_all_write_buffers(&self) {
         for f in self.buffered.snapshot() {
             if let Err(e) = self.flush_write_buffer(&f) {
-                *f.settle_error.lock().unwrap() = Some(e);
+                *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
         }
     }

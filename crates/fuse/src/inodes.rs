@@ -104,7 +104,7 @@ impl GustFs {
     }
 
     pub(crate) fn path(&self, ino: INodeNo) -> Result<String, Errno> {
-        self.table.lock().unwrap().path(ino.0)
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).path(ino.0)
     }
 
     pub(crate) fn ino_of(path: &str, st: &Stat) -> u64 {
@@ -138,7 +138,7 @@ impl GustFs {
     /// Records that the kernel now holds one more lookup reference to `path`.
     pub(crate) fn remember(&self, path: &str, st: &Stat) -> FileAttr {
         let ino = Self::ino_of(path, st);
-        let mut t = self.table.lock().unwrap();
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         match t.nodes.get_mut(&ino) {
             Some(n) => n.lookups += 1,
             None => {
@@ -159,7 +159,7 @@ impl GustFs {
 
     /// File id and kind of `ino` if fetched within the attribute timeout.
     pub(crate) fn known(&self, ino: u64) -> Option<(u128, Kind)> {
-        let t = self.table.lock().unwrap();
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let k = t.nodes.get(&ino)?.known?;
         (k.at.elapsed() < self.opts.attr_timeout).then_some((k.file_id, k.kind))
     }
@@ -167,12 +167,12 @@ impl GustFs {
     /// Stat of an inode by its path, checking that the path still names that inode
     /// (it may have been replaced by another client).
     pub(crate) fn stat_ino(&self, ino: u64) -> Result<(String, Stat), Errno> {
-        let path = self.table.lock().unwrap().path(ino)?;
+        let path = self.table.lock().unwrap_or_else(|e| e.into_inner()).path(ino)?;
         let st = self.client.lstat(&path)?;
         if Self::ino_of(&path, &st) != ino {
             return Err(Errno(libc::ESTALE));
         }
-        if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
+        if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
             n.known = Some(Known::of(&st));
         }
         Ok((path, st))
@@ -196,7 +196,7 @@ impl GustFs {
             return Ok((caller(req), false));
         }
         let cached = {
-            let t = self.table.lock().unwrap();
+            let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
             t.nodes
                 .get(&parent.0)
                 .and_then(|n| n.known)
@@ -219,7 +219,7 @@ impl GustFs {
     }
 
     pub(crate) fn file(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
-        self.files.read().unwrap().get(&fh.0).cloned().ok_or(Errno(libc::EBADF))
+        self.files.read().unwrap_or_else(|e| e.into_inner()).get(&fh.0).cloned().ok_or(Errno(libc::EBADF))
     }
 
     pub(crate) fn fd(&self, fh: FileHandle) -> Result<(Arc<Handle>, i32), Errno> {
@@ -298,10 +298,10 @@ impl GustFs {
 
     pub(crate) fn add_handle(&self, ino: u64, fd: i32, client_flags: i32) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        if let Some(n) = self.table.lock().unwrap().nodes.get_mut(&ino) {
+        if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
             n.open_handles += 1;
         }
-        self.files.write().unwrap().insert(fh, Arc::new(Handle { client_flags, fd }));
+        self.files.write().unwrap_or_else(|e| e.into_inner()).insert(fh, Arc::new(Handle { client_flags, fd }));
         fh
     }
 
@@ -314,7 +314,7 @@ impl GustFs {
         self.client.rename(path, &hidden)?;
         self.negative.removed(path);
         // The client's rename also moves its descriptors open on `path`.
-        let mut t = self.table.lock().unwrap();
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         t.set_path(ino, &hidden);
         if let Some(n) = t.nodes.get_mut(&ino) {
             n.hidden = true;
@@ -324,7 +324,7 @@ impl GustFs {
 
     /// Inode of `path` if it is in the table and has open handles.
     pub(crate) fn open_ino(&self, path: &str) -> Option<u64> {
-        let t = self.table.lock().unwrap();
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let ino = *t.by_path.get(path)?;
         (t.nodes.get(&ino)?.open_handles > 0).then_some(ino)
     }

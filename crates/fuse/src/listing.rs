@@ -16,7 +16,7 @@ impl GustFs {
         mut emit: impl FnMut(u64, &str, Kind, Option<&str>) -> Emitted,
     ) -> Result<(), Errno> {
         let open = |p: &str| if plus { self.client.opendir_plus(p) } else { self.client.opendir(p) };
-        let mut s = d.state.lock().unwrap();
+        let mut s = d.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = s.failed.take() {
             return Err(e);
         }
@@ -104,7 +104,14 @@ impl GustFs {
             };
         };
         let Ok(st) = self.client.lstat(path) else { return Emitted::Skipped };
-        let ino = self.table.lock().unwrap().by_path.get(path).copied().unwrap_or_else(|| Self::ino_of(path, &st));
+        let ino = self
+            .table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_path
+            .get(path)
+            .copied()
+            .unwrap_or_else(|| Self::ino_of(path, &st));
         if reply.add(INodeNo(ino), next, name, &ttl, &self.attr(ino, &st), Generation(0)) {
             return Emitted::Full;
         }

@@ -68,7 +68,7 @@ impl Negative {
         if self.timeout.is_zero() {
             return;
         }
-        let mut m = self.fresh.lock().unwrap();
+        let mut m = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         if m.len() >= FRESH_DIRS_MAX {
             let timeout = self.timeout;
             m.retain(|_, d| d.made.elapsed() < timeout);
@@ -87,7 +87,7 @@ impl Negative {
             return;
         }
         let (dir, name) = split(path);
-        let mut m = self.fresh.lock().unwrap();
+        let mut m = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         let full = match m.get_mut(dir) {
             Some(d) => {
                 d.present.insert(name.to_string());
@@ -107,7 +107,7 @@ impl Negative {
             return;
         }
         let (dir, name) = split(path);
-        if let Some(d) = self.fresh.lock().unwrap().get_mut(dir) {
+        if let Some(d) = self.fresh.lock().unwrap_or_else(|e| e.into_inner()).get_mut(dir) {
             d.present.remove(name);
         }
         self.forget_dirs_under(path);
@@ -120,7 +120,7 @@ impl Negative {
             return;
         }
         let prefix = format!("{path}/");
-        self.fresh.lock().unwrap().retain(|p, _| p != path && !p.starts_with(&prefix));
+        self.fresh.lock().unwrap_or_else(|e| e.into_inner()).retain(|p, _| p != path && !p.starts_with(&prefix));
     }
 
     /// Whether `path` is known absent without asking: its directory was made through
@@ -131,7 +131,7 @@ impl Negative {
             return None;
         }
         let (dir, name) = split(path);
-        let mut m = self.fresh.lock().unwrap();
+        let mut m = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
         let d = m.get(dir)?;
         let age = d.made.elapsed();
         if age >= self.timeout {

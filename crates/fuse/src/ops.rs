@@ -55,7 +55,7 @@ impl Filesystem for GustFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let mut t = self.table.lock().unwrap();
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = t.nodes.get_mut(&ino.0) {
             n.lookups = n.lookups.saturating_sub(nlookup);
         }
@@ -154,7 +154,7 @@ impl Filesystem for GustFs {
             }
             self.client.unlink(&path)?;
             self.negative.removed(&path);
-            self.table.lock().unwrap().forget_path(&path);
+            self.table.lock().unwrap_or_else(|e| e.into_inner()).forget_path(&path);
             Ok(())
         })();
         match r {
@@ -169,7 +169,7 @@ impl Filesystem for GustFs {
             let path = child(&self.path(parent)?, name)?;
             self.client.rmdir(&path)?;
             self.negative.removed(&path);
-            self.table.lock().unwrap().forget_path(&path);
+            self.table.lock().unwrap_or_else(|e| e.into_inner()).forget_path(&path);
             Ok(())
         })();
         match r {
@@ -377,11 +377,11 @@ impl Filesystem for GustFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let h = self.files.write().unwrap().remove(&fh.0);
+        let h = self.files.write().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
         if let Some(h) = h {
             let _ = self.client.close(h.fd);
             let remove = {
-                let mut t = self.table.lock().unwrap();
+                let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
                 let r = match t.nodes.get_mut(&ino.0) {
                     Some(n) => {
                         n.open_handles = n.open_handles.saturating_sub(1);
@@ -425,7 +425,7 @@ impl Filesystem for GustFs {
                 stat: st,
                 state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }),
             };
-            self.dirs.write().unwrap().insert(fh, Arc::new(d));
+            self.dirs.write().unwrap_or_else(|e| e.into_inner()).insert(fh, Arc::new(d));
             Ok(fh)
         })();
         match r {
@@ -435,12 +435,19 @@ impl Filesystem for GustFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let d = self.dirs.read().unwrap().get(&fh.0).cloned();
+        let d = self.dirs.read().unwrap_or_else(|e| e.into_inner()).get(&fh.0).cloned();
         let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
         let r = self.do_readdir(&d, offset, false, |next, name, kind, path| {
             let ino = match path {
                 None => name_ino(&format!("{}/{name}", d.path)),
-                Some(p) => self.table.lock().unwrap().by_path.get(p).copied().unwrap_or_else(|| name_ino(p)),
+                Some(p) => self
+                    .table
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .by_path
+                    .get(p)
+                    .copied()
+                    .unwrap_or_else(|| name_ino(p)),
             };
             if reply.add(INodeNo(ino), next, file_type(kind), name) {
                 Emitted::Full
@@ -457,7 +464,7 @@ impl Filesystem for GustFs {
     /// The listing with each entry's attributes (FUSE_DO_READDIRPLUS): `ls -l` needs
     /// no LOOKUP per entry, and the attributes come with the listing's pages.
     fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let d = self.dirs.read().unwrap().get(&fh.0).cloned();
+        let d = self.dirs.read().unwrap_or_else(|e| e.into_inner()).get(&fh.0).cloned();
         let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
         let r =
             self.do_readdir(&d, offset, true, |next, name, _, path| self.emit_plus(&mut reply, next, name, &d, path));
@@ -468,7 +475,7 @@ impl Filesystem for GustFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        self.dirs.write().unwrap().remove(&fh.0);
+        self.dirs.write().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
         reply.ok();
     }
 

@@ -42,7 +42,7 @@ impl GustFs {
         // Rebase the renamed entry and every remembered descendant (the client core
         // moves its open descriptors itself).
         {
-            let mut t = self.table.lock().unwrap();
+            let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
             t.forget_path(&new);
             let prefix = format!("{old}/");
             let mut affected: Vec<(String, u64)> = Vec::new();

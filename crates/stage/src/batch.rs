@@ -267,14 +267,14 @@ mod tests {
         let in_flight = Mutex::new([0usize; 3]);
         drive(queues, 2, |d, batch| {
             {
-                let mut f = in_flight.lock().unwrap();
+                let mut f = in_flight.lock().unwrap_or_else(|e| e.into_inner());
                 f[d as usize] += 1;
                 assert!(f[d as usize] <= 2, "at most `jobs` per daemon");
             }
             assert!(batch.entries.iter().all(|&e| e % 3 == d as usize), "entries reach their daemon");
             std::thread::sleep(std::time::Duration::from_millis(2));
-            seen.lock().unwrap().extend(batch.entries);
-            in_flight.lock().unwrap()[d as usize] -= 1;
+            seen.lock().unwrap_or_else(|e| e.into_inner()).extend(batch.entries);
+            in_flight.lock().unwrap_or_else(|e| e.into_inner())[d as usize] -= 1;
         });
         let mut seen = seen.into_inner().unwrap();
         seen.sort();
