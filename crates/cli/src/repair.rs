@@ -5,11 +5,12 @@
 //!
 //! Offline and whole: D is stopped, its stores are emptied, every record and chunk
 //! whose replica group includes D is copied into them from the serving copies
-//! (through the client core, which skips D), the fences on D's peers are cleared,
-//! and D is started again on its root directory, serving. Run it on D's host while the instance is quiet (between job
-//! steps): a change made meanwhile to a group of D reaches the other copies only,
-//! and D would miss it. A chunk that spilled past a full daemon (capacity
-//! placement) is not copied.
+//! (through the client core, which skips D; into the stores through gust-store's
+//! `Rebuild`, never RocksDB directly), the fences on D's peers are cleared, and D is
+//! started again on its root directory, serving. Run it on D's host while the
+//! instance is quiet (between job steps): a change made meanwhile to a group of D
+//! reaches the other copies only, and D would miss it. A chunk that spilled past a
+//! full daemon (capacity placement) is not copied.
 //!
 //! A daemon started by `gust start` on many nodes has a node agent (the job's
 //! daemon step with srun): repair tells the agent to hold while D is stopped, and
@@ -27,10 +28,8 @@
 use crate::instance::InstanceArgs;
 use clap::Args;
 use gust_client::{Client, ClientOptions, FindQuery, Kind, Record};
-use gust_daemon::chunks::ChunkStore;
-use gust_daemon::metadata::MetadataStore;
 use gust_hosts::HostsFile;
-use gust_proto::Span;
+use gust_store::rebuild::Rebuild;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -42,9 +41,6 @@ pub struct RepairArgs {
     #[arg(long)]
     id: u32,
 }
-
-/// Records put into the store per batch.
-const RECORDS_PER_BATCH: usize = 1024;
 
 pub fn run(a: RepairArgs) -> Result<(), String> {
     let hp = a.inst.hosts_path();
@@ -116,24 +112,13 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Empties D's stores and fills them from the serving copies; returns the records
-/// and chunk bytes copied.
+/// Empties D's stores and fills them from the serving copies (gust-store's
+/// `Rebuild`); returns the records and chunk bytes copied.
 fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> {
-    let io = |what: &str, err: std::io::Error| format!("{what} in {}: {err}", rootdir.display());
-    for sub in ["metadata", "chunks"] {
-        let p = rootdir.join(sub);
-        if p.exists() {
-            std::fs::remove_dir_all(&p).map_err(|err| io("cannot empty the old store", err))?;
-        }
-    }
-    let md = MetadataStore::open(&rootdir.join("metadata"))?;
-    let chunks = ChunkStore::open(&rootdir.join("chunks")).map_err(|err| io("cannot create the chunk store", err))?;
+    let mut store = Rebuild::start(rootdir)?;
     let mut all: Vec<(String, Record)> = Vec::new();
     c.find("/", &FindQuery::default(), |p, r| all.push((p.to_string(), r.clone())))
         .map_err(|err| format!("cannot list the instance's records: {err}"))?;
-    let mut batch = Vec::new();
-    let mut records = 0;
-    let mut bytes = 0u64;
     let cs = c.chunk_size_bytes();
     let mut buf = vec![0u8; cs as usize];
     for (path, rec) in &all {
@@ -142,17 +127,11 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
                 // Small files keep their data in the record (inline).
                 let (r, data) = c.stat_data(path).map_err(|err| format!("{path}: {err}"))?;
                 if let Some(d) = data {
-                    md.create_inline(path, &r, &d).map_err(|err| format!("{path}: errno {err}"))?;
-                    records += 1;
+                    store.put_inline(path, &r, &d).map_err(|err| format!("{path}: errno {err}"))?;
                     continue;
                 }
             }
-            batch.push((path.clone(), rec.clone()));
-            if batch.len() == RECORDS_PER_BATCH {
-                md.put_records(&batch).map_err(|err| format!("storing records: errno {err}"))?;
-                records += batch.len();
-                batch.clear();
-            }
+            store.put_record(path, rec).map_err(|err| format!("storing records: errno {err}"))?;
         }
         if rec.kind != Kind::File || rec.size == 0 {
             continue;
@@ -166,19 +145,16 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
         for k in mine {
             let n = c.pread(fd, &mut buf, k * cs).map_err(|err| format!("{path}: {err}"))?;
             if n > 0 {
-                let span = Span { offset: k * cs, len: n as u32 };
-                chunks.write(rec.file_id, &[span], &buf[..n]).map_err(|err| format!("{path}: errno {err}"))?;
-                bytes += n as u64;
+                store.put_chunk(rec.file_id, k * cs, &buf[..n]).map_err(|err| format!("{path}: errno {err}"))?;
             }
         }
         let _ = c.close(fd);
     }
-    md.put_records(&batch).map_err(|err| format!("storing records: errno {err}"))?;
-    records += batch.len();
-    md.sync().map_err(|err| format!("syncing the metadata store: errno {err}"))?;
+    let copied = store.finish().map_err(|err| format!("storing and syncing records: errno {err}"))?;
     // Repaired: the next start serves.
-    std::fs::write(rootdir.join(gust_daemon::CLEAN_STOP_MARKER), b"").map_err(|err| io("cannot mark", err))?;
-    Ok((records, bytes))
+    let marker = rootdir.join(gust_daemon::CLEAN_STOP_MARKER);
+    std::fs::write(&marker, b"").map_err(|err| format!("cannot mark {}: {err}", marker.display()))?;
+    Ok(copied)
 }
 
 /// Starts D again on its root directory and address: through its node agent

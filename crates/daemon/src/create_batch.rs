@@ -5,10 +5,10 @@
 //!
 //! Not for: staged creates from external files (stage.rs).
 
-use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{Record, Response, StageOutcome, CREATE_BATCH_ENTRIES_MAX, INLINE_BYTES_MAX};
+use gust_store::Res;
 use std::sync::atomic::Ordering;
 
 /// Checks the whole request first (entry count, sizes against the bulk section), so

@@ -5,7 +5,6 @@
 //! framing and the handshake live in `server`; counters in `metrics`, which `handle`
 //! feeds with each request's latency, errno and directory.
 
-use crate::metadata::{NameFilter, Res};
 use crate::state::State;
 use gust_proto::find::{glob_literal_prefix, glob_match};
 use gust_proto::path::validate as validate_path;
@@ -15,6 +14,8 @@ use gust_proto::{
     READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX,
     SPANS_PER_REQUEST_MAX,
 };
+use gust_store::metadata::NameFilter;
+use gust_store::Res;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -42,9 +43,9 @@ fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
 /// value RocksDB holds pinned (inline data), sent from where it lies.
 pub enum BulkOut<'s> {
     Buffer,
-    Pinned(crate::inline::PinnedData<'s>),
+    Pinned(gust_store::inline::PinnedData<'s>),
     /// Values pinned in RocksDB, sent one after the other (read_many.rs).
-    PinnedBatch(crate::inline::PinnedBatch<'s>),
+    PinnedBatch(gust_store::inline::PinnedBatch<'s>),
 }
 
 impl BulkOut<'_> {

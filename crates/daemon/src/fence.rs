@@ -4,63 +4,24 @@
 //!
 //! A client that skipped daemon D for a change (D was down, hung or unreachable)
 //! fences D on D's peers before it acknowledges the change. A fence is a key in the
-//! column family `fences` of the metadata store, written with a synced WAL: it
-//! outlives this daemon's crash, since D must stay fenced until `gust repair`
-//! rebuilds it, whoever restarts in between. From then on D's heartbeats get
-//! `fenced`, and D stops serving. The answer to the fence says how long the lease
-//! this daemon last granted D may still run, which the client waits out.
+//! column family `fences` of the metadata store (gust-store, fences.rs), written with
+//! a synced WAL: it outlives this daemon's crash, since D must stay fenced until
+//! `gust repair` rebuilds it, whoever restarts in between. From then on D's
+//! heartbeats get `fenced`, and D stops serving. The answer to the fence says how
+//! long the lease this daemon last granted D may still run, which the client waits
+//! out.
 //!
 //! Not for: the asking side (lease.rs), the client's fencing (gust-client, fence.rs).
 
-use crate::metadata::{MetadataStore, Res};
-use rocksdb::{ColumnFamily, Options, WriteOptions};
+use gust_store::metadata::MetadataStore;
+use gust_store::Res;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Name of the column family holding fences: key the fenced daemon's id (u32 big
-/// endian), empty value.
-pub const FENCES_CF: &str = "fences";
-
 /// Bound on the peers whose last grant is remembered (a hostile but authenticated
 /// peer could name any id): the hosts file's own bound on daemons.
 const GRANTS_MAX: usize = gust_hosts::DAEMONS_MAX;
-
-pub fn family_options() -> Options {
-    Options::default()
-}
-
-impl MetadataStore {
-    fn fences_cf(&self) -> &ColumnFamily {
-        self.db.cf_handle(FENCES_CF).expect("the fences family is opened with the store")
-    }
-
-    /// The daemons fenced here.
-    pub fn fences(&self) -> Res<Vec<u32>> {
-        let mut v = Vec::new();
-        for kv in self.db.iterator_cf(self.fences_cf(), rocksdb::IteratorMode::Start) {
-            let (k, _) = kv.map_err(Self::db_err)?;
-            if let Ok(b) = <[u8; 4]>::try_from(&k[..]) {
-                v.push(u32::from_be_bytes(b));
-            }
-        }
-        Ok(v)
-    }
-
-    /// Records (`fenced`) or forgets a fence, durably: the WAL is synced, so a fence
-    /// survives this daemon's node crashing right after the client was told.
-    pub fn set_fence(&self, daemon: u32, fenced: bool) -> Res<()> {
-        let mut o = WriteOptions::default();
-        o.set_sync(true);
-        let k = daemon.to_be_bytes();
-        let r = if fenced {
-            self.db.put_cf_opt(self.fences_cf(), k, [], &o)
-        } else {
-            self.db.delete_cf_opt(self.fences_cf(), k, &o)
-        };
-        r.map_err(Self::db_err)
-    }
-}
 
 /// What this daemon knows as a peer: the fences (a copy of the store's, read on
 /// every heartbeat) and its last grant to each peer.

@@ -1,26 +1,24 @@
 //! The GustFS daemon: one per node (or several per node in tests).
 //!
 //! It owns a root directory on node-local storage holding a RocksDB metadata store
-//! (`metadata/`) and a chunk store (`chunks/`), registers itself in the hosts file,
-//! and serves framed requests over TCP and a Unix socket. Every decision about
-//! placement is the client's; daemons talk to each other only where a guarantee
-//! needs it: in a replicated instance they heartbeat their peers for a lease
-//! (lease.rs, fence.rs), and the node proxy forwards a node's clients' requests to
-//! other daemons (proxy/).
+//! (`metadata/`) and a chunk store (`chunks/`), both gust-store's, registers itself
+//! in the hosts file, and serves framed requests over TCP and a Unix socket. Every
+//! decision about placement is the client's; daemons talk to each other only where
+//! a guarantee needs it: in a replicated instance they heartbeat their peers for a
+//! lease (lease.rs, fence.rs), and the node proxy forwards a node's clients'
+//! requests to other daemons (proxy/).
 //!
-//! Not for: placement (gust-placement), client-side logic (gust-client).
+//! Not for: placement (gust-placement), client-side logic (gust-client), how
+//! records, inline data and chunks are stored (gust-store).
 
-pub mod chunks;
 mod create_batch;
 pub mod dirs;
 pub mod dispatch;
 pub mod events;
 pub mod exporter;
 pub mod fence;
-mod inline;
 pub mod lease;
 mod log_budget;
-pub mod metadata;
 pub mod metrics;
 pub mod proxy;
 pub mod read_log;
@@ -31,6 +29,8 @@ pub mod state;
 pub mod trace;
 
 use gust_hosts::{DaemonEntry, HostsFile};
+use gust_store::chunks::ChunkStore;
+use gust_store::metadata::MetadataStore;
 use gust_transport::{Endpoint, Listener};
 use std::fs;
 use std::io;
@@ -212,14 +212,15 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     })?;
     let Endpoint::Tcp(tcp_addr) = tcp.local().clone() else { unreachable!("bound a TCP endpoint") };
 
-    let metadata = metadata::MetadataStore::open(&rootdir.join("metadata")).map_err(|e| {
+    let metadata = MetadataStore::open(&rootdir.join(gust_store::METADATA_DIR)).map_err(|e| {
         if e.contains("lock") {
             format!("{e}\n(is another daemon already running on root directory {}?)", rootdir.display())
         } else {
             e
         }
     })?;
-    let mut chunks = ctx(chunks::ChunkStore::open(&rootdir.join("chunks")), "cannot create chunk store in", &rootdir)?;
+    let chunks_dir = rootdir.join(gust_store::CHUNKS_DIR);
+    let mut chunks = ctx(ChunkStore::open(&chunks_dir), "cannot create chunk store in", &rootdir)?;
     if let Some(c) = cfg.capacity_bytes {
         chunks.declare_capacity(c);
     }

@@ -9,7 +9,6 @@
 //! batch. An external path is absolute and opened with the daemon's own rights, the
 //! instance owner's, which the authenticated client has anyway.
 
-use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
@@ -17,6 +16,7 @@ use gust_proto::{
     StageExport, StageHash, StageOutcome, INLINE_BYTES_MAX, PATH_BYTES_MAX, SPANS_PER_REQUEST_MAX,
     STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_REQUEST_BYTES_MAX,
 };
+use gust_store::Res;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -375,9 +375,9 @@ pub(crate) fn commit(state: &State, items: Vec<StageCommit>) -> Res<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunks::ChunkStore;
-    use crate::metadata::MetadataStore;
     use gust_proto::Record;
+    use gust_store::chunks::ChunkStore;
+    use gust_store::metadata::MetadataStore;
 
     fn state(dir: &std::path::Path) -> State {
         let md = MetadataStore::open(&dir.join("metadata")).unwrap();

@@ -1,14 +1,14 @@
 //! What every request of a daemon shares: its stores, its identity and secret, its
 //! counters.
 
-use crate::chunks::ChunkStore;
 use crate::events::EventLog;
 use crate::fence::Fences;
 use crate::lease::Lease;
 use crate::log_budget::LogBudget;
-use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
 use crate::read_log::ReadLog;
+use gust_store::chunks::ChunkStore;
+use gust_store::metadata::MetadataStore;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
@@ -69,7 +69,7 @@ impl State {
 
     /// (total, free, available) bytes of the file system under the root directory,
     /// or of the declared capacity (`--capacity`) when there is one.
-    pub fn capacity(&self) -> crate::metadata::Res<(u64, u64, u64)> {
+    pub fn capacity(&self) -> gust_store::Res<(u64, u64, u64)> {
         if let Some((cap, used)) = self.chunks.declared() {
             let free = cap.saturating_sub(used);
             return Ok((cap, free, free));

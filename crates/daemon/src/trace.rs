@@ -7,9 +7,9 @@
 //!
 //! Not for: counters (metrics.rs, always on); the record format (gust-trace).
 
-use crate::metadata::Res;
 use crate::state::State;
 use gust_proto::{Reply, Request, TraceClass, PATH_BYTES_MAX};
+use gust_store::Res;
 use gust_trace::registry::{self as tp, Tracepoint};
 use gust_trace::{Record, Timer};
 use std::path::Path;

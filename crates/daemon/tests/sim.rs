@@ -8,11 +8,11 @@
 //! Reproduce a failure with GUST_TEST_SEED=<seed printed on failure>.
 
 use gust_client::{Client, ClientOptions};
-use gust_daemon::chunks::ChunkStore;
-use gust_daemon::metadata::MetadataStore;
 use gust_daemon::server::{self, ServerOptions};
 use gust_daemon::state::State;
 use gust_hosts::{DaemonEntry, Endpoint, HostsFile};
+use gust_store::chunks::ChunkStore;
+use gust_store::metadata::MetadataStore;
 use gust_transport::{mem, Listener};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -17,7 +17,10 @@
 //!
 //! Not for: deciding when a file is small (the client does), chunk data (chunks.rs).
 
-use crate::metadata::{encode_record, key_of, root_record, MetadataStore, Res};
+use crate::keys::key_of;
+use crate::metadata::MetadataStore;
+use crate::record::{decode_checked, encode_record, root_record};
+use crate::Res;
 use gust_proto::{FileKind, Record, INLINE_BYTES_MAX};
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, Options, WriteBatch, DB};
 
@@ -112,7 +115,7 @@ impl MetadataStore {
             .zip(paths.iter().zip(&keys))
             .map(|(got, (path, key))| match got {
                 _ if *path == "/" => Ok(Some(root_record())),
-                Ok(Some(v)) => crate::metadata::decode_checked(key, &v),
+                Ok(Some(v)) => decode_checked(key, &v),
                 Ok(None) => Ok(None),
                 Err(e) => Err(Self::db_err(e)),
             })

@@ -1,13 +1,15 @@
-//! The record value: its byte layout (format 2, format 1 still read), the check
-//! that turns an unreadable value into EIO, and the root directory's record.
+//! The record value: its byte layout (format 2, format 1 still read; the table is in
+//! metadata/mod.rs), the check that turns an unreadable value into EIO, and the root
+//! directory's record. Pure: no RocksDB, so the fuzz target `record` covers it.
 
-use super::*;
+use crate::Res;
+use gust_proto::{FileKind, Record};
 
 pub const VALUE_FORMAT: u8 = 2;
-pub(crate) const VALUE_FIXED_BYTES: usize = 68;
+pub const VALUE_FIXED_BYTES: usize = 68;
 /// Format 1: no uid and gid (read only).
-pub(crate) const VALUE_FORMAT_1: u8 = 1;
-pub(crate) const VALUE_FIXED_BYTES_1: usize = 60;
+pub const VALUE_FORMAT_1: u8 = 1;
+pub const VALUE_FIXED_BYTES_1: usize = 60;
 
 pub fn encode_record(r: &Record) -> Vec<u8> {
     let t = r.target.as_bytes();
@@ -79,7 +81,7 @@ pub fn daemon_owner() -> (u32, u32) {
 }
 
 /// Absent (tombstone) is `Ok(None)`; an unreadable value is EIO with a log line.
-pub(crate) fn decode_checked(key: &[u8], v: &[u8]) -> Res<Option<Record>> {
+pub fn decode_checked(key: &[u8], v: &[u8]) -> Res<Option<Record>> {
     if v.is_empty() {
         return Ok(None);
     }

@@ -21,7 +21,7 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::metadata::Res;
+use crate::Res;
 
 /// Bound on cached open local files; past it the cache is emptied (descriptors are
 /// cheap to reopen, and the bound keeps a daemon under its RLIMIT_NOFILE).

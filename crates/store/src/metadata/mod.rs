@@ -41,13 +41,14 @@
 //! that many operands, whatever the file's history (measured in docs/PERFORMANCE.md,
 //! "Writes in many pieces").
 //!
-//! Modules: `record` (the value layout and its checks), `merge` (the operands and the
-//! merge operator), `keys` (key layout and ranges), the store itself here.
+//! Modules: `merge` (the operands and the merge operator), `staged` (staging's
+//! records), the store itself here; in the crate: `record` (the value layout and its
+//! checks), `keys` (key layout and ranges).
 //!
 //! The data of a small file may live beside its record, in the column family
 //! `inline` under the same key (see `inline.rs`): every operation here that removes
 //! or replaces a record removes its inline data in the same write batch, and
-//! truncate cuts it.
+//! truncate cuts it. Fences live in the column family `fences` (`fences.rs`).
 
 use gust_proto::{FileKind, Record, DIR_ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES, SCAN_PAGE_BYTES_MAX};
 use rocksdb::{BlockBasedOptions, ColumnFamilyDescriptor, MergeOperands, Options, WriteBatch, WriteOptions, DB};
@@ -61,20 +62,14 @@ const LOCK_STRIPES: usize = 1024;
 /// after), and whether the scan is complete.
 pub type TreePage = (Vec<(String, Record)>, Option<Vec<u8>>, bool);
 
-/// errno-valued result used throughout the daemon.
-pub type Res<T> = Result<T, i32>;
-
-mod keys;
 mod merge;
-mod record;
 mod staged;
 
-use keys::*;
-pub use keys::{key_of, path_of};
+use crate::keys::*;
+use crate::record::{decode_checked, decode_record, encode_record, root_record};
+use crate::Res;
 pub use merge::MERGE_OPERANDS_PER_KEY_MAX;
 use merge::*;
-pub(crate) use record::decode_checked;
-pub use record::{daemon_owner, decode_record, encode_record, root_record, VALUE_FORMAT};
 
 pub struct MetadataStore {
     pub(crate) db: DB,
@@ -129,7 +124,7 @@ impl MetadataStore {
         let families = vec![
             ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone()),
             ColumnFamilyDescriptor::new(crate::inline::INLINE_CF, crate::inline::family_options()),
-            ColumnFamilyDescriptor::new(crate::fence::FENCES_CF, crate::fence::family_options()),
+            ColumnFamilyDescriptor::new(crate::fences::FENCES_CF, crate::fences::family_options()),
         ];
         let db = DB::open_cf_descriptors(&opts, dir, families)
             .map_err(|e| format!("cannot open RocksDB at {}: {e}", dir.display()))?;

@@ -1,5 +1,6 @@
-//! Keys: `parent | 0x00 | name`, so a directory's children are one key range, and
-//! the ranges that hold a directory's children and descendants.
+//! Keys of the metadata store: `parent | 0x00 | name`, so a directory's children are
+//! one key range, and the ranges that hold a directory's children and descendants.
+//! Pure: no RocksDB.
 
 pub fn key_of(path: &str) -> Vec<u8> {
     debug_assert!(path.starts_with('/') && path != "/");
@@ -19,6 +20,7 @@ pub fn path_of(key: &[u8]) -> Option<String> {
     Some(if parent == "/" { format!("/{name}") } else { format!("{parent}/{name}") })
 }
 
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 pub(crate) fn children_prefix(dir: &str) -> Vec<u8> {
     let mut p = dir.as_bytes().to_vec();
     p.push(0);
@@ -26,6 +28,7 @@ pub(crate) fn children_prefix(dir: &str) -> Vec<u8> {
 }
 
 /// Smallest key greater than every key with prefix `p`.
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 pub(crate) fn prefix_end(p: &[u8]) -> Vec<u8> {
     let mut e = p.to_vec();
     while let Some(last) = e.pop() {

@@ -1,7 +1,7 @@
 //! Tests of the metadata store: record layouts, merges, keys, pages.
 
-use super::record::VALUE_FORMAT_1;
 use super::*;
+use crate::record::{daemon_owner, VALUE_FORMAT, VALUE_FORMAT_1};
 
 fn rec(kind: FileKind) -> Record {
     Record {
