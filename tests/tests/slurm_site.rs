@@ -109,6 +109,24 @@ echo reuse-done"#
     assert_eq!(fs::read_to_string(j.work.join("reused/f")).unwrap_or_default(), "precious\n", "{out}");
     j.assert_clean_soon("after the kept instance was restarted, staged out and stopped");
 
+    // A job cancelled while its instance's files are still on the nodes (here its
+    // script stopped it with --keep; so it is when the daemons outlive the batch
+    // shell) gets no stage-out and no message about one: the TaskEpilog asks the
+    // controller whether the job was cancelled.
+    let body = format!("{}gust stop --keep\necho started\nsleep 300", directives(&j, &[], &[("/res", "never")]));
+    let kc = j.submit("cancel-kept", &["-N2", "-w", "gnode[0-1]", "-t", "5"], &body);
+    let started = gust_e2e::wait_until(Duration::from_secs(60), || j.output("cancel-kept").contains("started"));
+    assert!(started, "{}", j.output("cancel-kept"));
+    assert!(j.c.slurm("scancel", &[&kc]).status.success());
+    assert_eq!(j.wait_done(&kc, Duration::from_secs(60)), "CANCELLED");
+    let out = j.output("cancel-kept");
+    assert!(!out.contains("stage-out") && !out.contains("staged out"), "{out}");
+    for i in 0..2 {
+        // Kept by its script: past its deadline now, for the next Epilog.
+        let dir = format!("/tmp/gustfs-nobody-job{kc}");
+        assert!(j.c.on_node(i, &format!("[ ! -d {dir} ] || echo 0 > {dir}/keep-until")).status.success());
+    }
+
     // Kept data past its deadline: the next job's Epilog removes it.
     for i in 0..2 {
         let fake = "/tmp/gustfs-nobody-job999999";
