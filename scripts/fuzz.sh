@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(frame request reply handshake hosts path)
+TARGETS=(frame request reply handshake hosts path record trace)
 TARGET_DIR="${GUST_FUZZ_TARGET_DIR:-$HOME/.cache/gustfs-fuzz-target}"
 WORK="${GUST_FUZZ_WORK:-$HOME/.cache/gustfs-fuzz}"
 # Longest input tried: past PATH_BYTES_MAX (4096), so that the path target reaches

@@ -1,8 +1,9 @@
 //! Writes the seed corpus, fuzz/corpus/<target>/<name>: one meaningful input per kind
 //! of message (every request op, every response, whole frames, both sides of the
-//! handshake, hosts files of both formats, paths), so that fuzzing starts from valid
-//! encodings instead of discovering the formats byte by byte. Run by
-//! `scripts/fuzz.sh seeds`; the files are committed, so rerun it when a format changes.
+//! handshake, hosts files of both formats, paths, metadata record values, trace
+//! files), so that fuzzing starts from valid encodings instead of discovering the
+//! formats byte by byte. Run by `scripts/fuzz.sh seeds`; the files are committed, so
+//! rerun it when a format changes.
 
 use gust_proto::handshake::{self, HELLO_BYTES};
 use gust_proto::*;
@@ -276,5 +277,57 @@ fn main() {
     c.put("path", "rebase", b"/a/b/c\n/a/b\n/x/y");
     c.put("path", "dots", b"/../..\n/.hidden/...\n/");
     c.put("path", "long-name", format!("/{}\n/", "x".repeat(256)).as_bytes());
+
+    // Metadata record values (gust-store): each kind, a symlink's target, a format-1
+    // value, a tombstone, a value of an unknown kind.
+    use gust_store::record::{encode_record, VALUE_FIXED_BYTES_1, VALUE_FORMAT_1};
+    let link = Record { kind: FileKind::Symlink, target: "../x/y".into(), ..rec() };
+    c.put("record", "file", &encode_record(&rec()));
+    c.put("record", "dir", &encode_record(&Record { kind: FileKind::Dir, nlink: 3, ..rec() }));
+    c.put("record", "symlink", &encode_record(&link));
+    c.put("record", "fifo", &encode_record(&Record { kind: FileKind::Fifo, ..rec() }));
+    let v2 = encode_record(&link);
+    let mut v1 = vec![VALUE_FORMAT_1];
+    v1.extend_from_slice(&v2[1..VALUE_FIXED_BYTES_1 - 2]);
+    v1.extend_from_slice(&v2[VALUE_FIXED_BYTES_1 + 6..]);
+    c.put("record", "format-1-symlink", &v1);
+    c.put("record", "tombstone", b"");
+    let mut bad = encode_record(&rec());
+    bad[1] = 9;
+    c.put("record", "unknown-kind", &bad);
+
+    // Trace files (gust-trace): two threads' records, as a writer makes them, and the
+    // same cut inside its last block.
+    use gust_trace::codec::{encode_block, encode_header, encode_record as encode_trace, Header};
+    let base_ns = 1_700_000_000_000_000_000;
+    let header = Header {
+        pid: 4242,
+        base_ns,
+        role: "client tar".into(),
+        tracepoints: vec![(1, "open".into()), (2, "write".into()), (9, "md.create".into())],
+    };
+    let mut trace = encode_header(&header);
+    for (tid, n) in [(7u32, 3u64), (8, 2)] {
+        let mut payload = Vec::new();
+        for i in 0..n {
+            let r = gust_trace::Record {
+                tp: 1 + i as u16,
+                ts_ns: base_ns + 1000 * i,
+                dur_ns: 5000,
+                daemon: if i == 0 { None } else { Some(i as u32) },
+                result: if i == 2 { -2 } else { 0 },
+                arg: 0o100,
+                offset: 4096 * i,
+                size: 512,
+                file_id: (0xfeed_u128 << 64) | i as u128,
+                path: format!("/data/f{i}"),
+            };
+            encode_trace(&mut payload, &r, base_ns);
+        }
+        trace.extend_from_slice(&encode_block(tid, n as u32, &payload));
+    }
+    c.put("trace", "two-threads", &trace);
+    c.put("trace", "cut-in-a-block", &trace[..trace.len() - 5]);
+    c.put("trace", "header-only", &encode_header(&header));
     println!("seed corpus written to {}", c.0.display());
 }
