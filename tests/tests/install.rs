@@ -34,7 +34,8 @@ fn install_ships_small_binaries_with_separate_debug_information() {
         .expect("run scripts/install.sh");
     assert!(out.status.success(), "install failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let bin = prefix.path().join("bin");
-    let (gust, preload, capi) = (bin.join("gust"), bin.join("libgust_preload.so"), prefix.path().join("lib/libgust.so"));
+    let (gust, preload, capi) =
+        (bin.join("gust"), bin.join("libgust_preload.so"), prefix.path().join("lib/libgust.so"));
     // The build they come from carries its debug information inside.
     assert!(size_of(&release.join("gust")) > 100 * MIB, "the release build has no debug information to split");
     assert!(size_of(&gust) < 40 * MIB, "installed gust is {} MiB", size_of(&gust) / MIB);

@@ -509,14 +509,8 @@ fn launch(
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);
-        // Detach from our session so the daemons outlive this command.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
+        // The daemons outlive this command.
+        gust_launch::proc::own_session(&mut cmd);
         let child = cmd.spawn().map_err(|e| format!("cannot start daemon {i}: {e}"))?;
         children.push((*i, child, log_path));
     }

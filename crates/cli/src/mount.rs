@@ -150,14 +150,7 @@ fn background(a: &MountArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let mut cmd = Command::new(exe);
     cmd.args(&args).stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
-    // SAFETY: setsid is async-signal-safe; detaches from our terminal and session.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    gust_launch::proc::own_session(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("cannot start the mount process: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(BACKGROUND_WAIT_S);
     while Instant::now() < deadline {

@@ -187,7 +187,6 @@ fn restart(hp: &Path, h: &HostsFile, id: u32, agent: Option<u32>) -> Result<(), 
 /// Starts D detached from this command (no node agent looks after it).
 fn spawn_detached(hp: &Path, h: &HostsFile, id: u32, log_path: &Path) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::process::CommandExt;
     let e = &h.daemons[id as usize];
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -207,13 +206,7 @@ fn spawn_detached(hp: &Path, h: &HostsFile, id: u32, log_path: &Path) -> Result<
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().map_err(|err| err.to_string())?)
         .stderr(log);
-    // SAFETY: setsid in the child before exec, so the daemon outlives this command.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    gust_launch::proc::own_session(&mut cmd);
     cmd.spawn().map_err(|err| format!("cannot start daemon {id}: {err}"))?;
     Ok(())
 }

@@ -10,7 +10,6 @@ use crate::instance::InstanceArgs;
 use clap::Args;
 use std::fs;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,13 +47,7 @@ pub fn start(hosts: &Path, cache_of: &str) -> Result<(), String> {
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log);
-    // SAFETY: setsid in the child before exec: it outlives this command's session.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    gust_launch::proc::own_session(&mut cmd);
     let child = cmd.spawn().map_err(|e| format!("cannot start the write-back: {e}"))?;
     fs::write(side(hosts, "pid"), format!("{}\n", child.id()))
         .map_err(|e| format!("cannot record the write-back's pid: {e}"))?;

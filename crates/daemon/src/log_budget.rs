@@ -56,7 +56,7 @@ mod tests {
     #[test]
     fn log_budget_bursts_then_one_line_a_second() {
         let b = LogBudget::new();
-        let t0 = b.inner.lock().unwrap().1;
+        let t0 = b.inner.lock().unwrap_or_else(|e| e.into_inner()).1;
         for _ in 0..LOG_LINES_BURST {
             assert_eq!(b.admit_at(t0), Some(0));
         }

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
@@ -99,7 +98,7 @@ impl Channel {
         }
     }
     fn why(&self) -> String {
-        let lines = self.stderr.lock().unwrap().clone();
+        let lines = self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let t = match &self.stderr_file {
             Some(f) => tail_oneline(f, 4),
             None => lines[lines.len().saturating_sub(4)..].join(" | "),
@@ -181,15 +180,9 @@ fn spawn_channel(
             cmd.stderr(Stdio::piped());
         }
     }
-    // Own session: a terminal's Ctrl-C after `gust start` returned must not reach
-    // srun (it would end the daemons' step).
-    // SAFETY: setsid in the child before exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    // A terminal's Ctrl-C after `gust start` returned must not reach srun (it would
+    // end the daemons' step).
+    crate::proc::own_session(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("{label}: cannot run {:?}: {e}", cmd.get_program()))?;
     let stdout = child.stdout.take().expect("piped");
     let txc = tx.clone();
@@ -224,7 +217,7 @@ fn spawn_channel(
         let s = stderr.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(e).lines().map_while(Result::ok) {
-                let mut v = s.lock().unwrap();
+                let mut v = s.lock().unwrap_or_else(|e| e.into_inner());
                 if v.len() < 64 {
                     v.push(line);
                 }
@@ -555,7 +548,7 @@ pub fn ping_all(hp: &Path) -> Vec<(u32, String)> {
                 }
                 if let Err(e) = c.ping(d) {
                     let why = c.last_transport_error().unwrap_or_else(|| e.to_string());
-                    down.lock().unwrap().push((d, why));
+                    down.lock().unwrap_or_else(|e| e.into_inner()).push((d, why));
                 }
             });
         }

@@ -1,9 +1,24 @@
 //! Small process helpers shared by the launcher, the agent and `gust stop`.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+/// Makes `cmd`'s child start a session of its own (setsid before exec): it outlives
+/// this command's session, and a terminal's Ctrl-C or hang-up does not reach it
+/// (daemons, the node agent's daemon, srun and ssh launchers, a background mount,
+/// the cache's write-back).
+pub fn own_session(cmd: &mut Command) -> &mut Command {
+    // SAFETY: setsid is async-signal-safe, the only call made between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        })
+    }
+}
 
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks for existence.

@@ -55,7 +55,7 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
                     Err(_) => Err(no_client.clone().unwrap_or_default()),
                 };
                 match r {
-                    Ok(()) => asked.lock().unwrap().push(d.id),
+                    Ok(()) => asked.lock().unwrap_or_else(|e| e.into_inner()).push(d.id),
                     Err(why) => {
                         if d.host == me && running(d.pid) {
                             // SAFETY: signalling a daemon of this instance by its pid.
@@ -63,11 +63,11 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
                         } else if d.host == me && !d.rootdir.join(gust_hosts::KEPT_MARKER).exists() {
                             // Not running, and not stopped by `gust stop --keep`
                             // either: it died. Nothing to stop, but say so.
-                            dead_here.lock().unwrap().push(d.id);
+                            dead_here.lock().unwrap_or_else(|e| e.into_inner()).push(d.id);
                         } else if d.host == me {
                             // Kept by an earlier `gust stop --keep`: removed below.
                         } else {
-                            unreachable.lock().unwrap().push((d.id, d.host.clone(), why));
+                            unreachable.lock().unwrap_or_else(|e| e.into_inner()).push((d.id, d.host.clone(), why));
                         }
                     }
                 }
