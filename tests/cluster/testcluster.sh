@@ -13,6 +13,9 @@
 set -euo pipefail
 
 cmd=${1:?command}; dir=${2:?dir}
+# The machine's one munged and the test clusters using it (see `slurm`).
+munge_lock=/run/lock/gust-testcluster-munge.lock
+munge_users=/run/gust-testcluster-munge
 
 state() { . "$dir/state"; }
 ns() { echo "gc${tag}n$1"; }
@@ -95,15 +98,23 @@ CONF
   ;;
 slurm)
   state
-  # munged: one per machine, its socket works across network namespaces. Start it
-  # (as the munge user) only if none answers; remember that we did.
-  if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
-    mkdir -p /run/munge && chown munge:munge /run/munge && chmod 755 /run/munge
-    [ -f /etc/munge/munge.key ] || { mungekey -c 2>/dev/null || /usr/sbin/create-munge-key -f; chown munge:munge /etc/munge/munge.key; }
-    runuser -u munge -- /usr/sbin/munged
-    cat /run/munge/munged.pid > "$dir/munged.pid"
-    for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
-  fi
+  # munged: one per machine, its socket works across network namespaces, shared by
+  # every test cluster up at once (tests run in parallel). Under a lock: start it
+  # (as the munge user) only if none answers, and count this cluster as a user, so
+  # that the last cluster to go stops the munged a cluster started (`down`).
+  (
+    flock 9
+    if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+      mkdir -p /run/munge && chown munge:munge /run/munge && chmod 755 /run/munge
+      [ -f /etc/munge/munge.key ] || { mungekey -c 2>/dev/null || /usr/sbin/create-munge-key -f; chown munge:munge /etc/munge/munge.key; }
+      # Not holding the lock: munged keeps the descriptors it was given.
+      runuser -u munge -- /usr/sbin/munged 9>&-
+      mkdir -p "$munge_users"
+      cat /run/munge/munged.pid > "$munge_users/started.pid"
+      for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
+    fi
+    mkdir -p "$munge_users" && touch "$munge_users/user-$tag"
+  ) 9>"$munge_lock"
   mkdir -p "$dir/etc" "$dir/ctld" "$dir/log"
   chmod 755 "$dir/log"
   ctl=$(hostname)
@@ -158,9 +169,15 @@ exec)
 down)
   [ -f "$dir/state" ] || exit 0
   state
-  for pf in slurmctld.pid munged.pid; do
-    if [ -f "$dir/$pf" ]; then kill -9 "$(cat "$dir/$pf")" 2>/dev/null || true; fi
-  done
+  if [ -f "$dir/slurmctld.pid" ]; then kill -9 "$(cat "$dir/slurmctld.pid")" 2>/dev/null || true; fi
+  (
+    flock 9
+    rm -f "$munge_users/user-$tag"
+    if [ -f "$munge_users/started.pid" ] && ! compgen -G "$munge_users/user-*" >/dev/null; then
+      kill "$(cat "$munge_users/started.pid")" 2>/dev/null || true
+      rm -f "$munge_users/started.pid"
+    fi
+  ) 9>"$munge_lock"
   for ((i = 0; i < n; i++)); do
     # Every process of the node: sshd, slurmd, daemons, agents, job steps.
     for p in $(ip netns pids "$(ns "$i")" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done

@@ -159,6 +159,26 @@ pub struct Jobs {
     pub c: TestCluster,
     /// Shared with the nodes (not under /tmp), owned by the job user.
     pub work: PathBuf,
+    /// One SLURM cluster on the machine at a time (see `machine_lock`); released
+    /// after `c` went down (fields drop in order).
+    _machine: fs::File,
+}
+
+/// Held while a test's SLURM cluster is up. Every cluster numbers its jobs from 1
+/// and runs them as the same user, and the nodes share the machine's /dev/shm, where
+/// `gust start` puts root directories (`/dev/shm/gustfs-USER-job1`): two clusters
+/// at once would start in each other's directories. Across test binaries too.
+fn machine_lock() -> fs::File {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/run/lock/gust-testcluster-slurm.lock")
+        .expect("open /run/lock/gust-testcluster-slurm.lock");
+    // SAFETY: flock on a descriptor this function owns; blocks until it is ours.
+    let r = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
+    assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
+    f
 }
 
 impl Jobs {
@@ -285,6 +305,7 @@ impl Jobs {
                 return None;
             }
         }
+        let machine = machine_lock();
         let c = TestCluster::up(k, nodes);
         let work = c.dir.join("work");
         fs::create_dir_all(work.join("bin")).unwrap();
@@ -309,6 +330,6 @@ impl Jobs {
         }
         let _ = fs::set_permissions(&c.dir, fs::Permissions::from_mode(0o755));
         c.start_slurm();
-        Some(Jobs { c, work, nodes })
+        Some(Jobs { c, work, nodes, _machine: machine })
     }
 }
