@@ -81,15 +81,11 @@ fn assert_serving(inst: &Instance, c: &Client) {
     assert_eq!(common::get(c, "/alive"), b"still here");
 }
 
-fn log_of(inst: &Instance, d: u32) -> String {
-    std::fs::read_to_string(inst.rootdir().join(format!("d{d}.log"))).unwrap()
-}
-
 /// Waits for `needle` to appear in daemon `d`'s log (it is written as the
 /// connection closes, which may trail our read of the close by a moment).
 fn assert_logged(inst: &Instance, d: u32, needle: &str) {
-    let ok = wait_until(Duration::from_secs(5), || log_of(inst, d).contains(needle));
-    assert!(ok, "daemon {d} did not log {needle:?}; log:\n{}", log_of(inst, d));
+    let ok = wait_until(Duration::from_secs(5), || inst.daemon_log(d).contains(needle));
+    assert!(ok, "daemon {d} did not log {needle:?}; log:\n{}", inst.daemon_log(d));
 }
 
 fn frames_refused(c: &Client, d: u32) -> u64 {

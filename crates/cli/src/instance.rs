@@ -532,7 +532,7 @@ fn launch(
                     hosts_path,
                     ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false },
                 ) {
-                    if (0..n as u32).all(|d| c.ping(d).is_ok()) {
+                    if c.unanswered().is_empty() {
                         break;
                     }
                 }

@@ -116,13 +116,8 @@ pub fn mount(a: MountArgs) -> Result<(), String> {
     };
     let client = Client::open_instance(&hosts, copts)?;
     // Fail early and clearly if the daemons are not there, rather than at first use.
-    for d in 0..client.daemon_count() {
-        client.ping(d).map_err(|e| {
-            format!(
-                "daemon {d} does not answer ({e}; {}); is the instance running? `gust status`",
-                client.last_transport_error().unwrap_or_default()
-            )
-        })?;
+    if let Some((d, why)) = client.unanswered().into_iter().next() {
+        return Err(format!("daemon {d} does not answer ({why}); is the instance running? `gust status`"));
     }
     let mp = a.mountpoint.clone();
     gust_fuse::run(client, &a.mountpoint, opts, || {

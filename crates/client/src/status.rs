@@ -9,6 +9,9 @@ use crate::stat::StatFs;
 use crate::{Client, DaemonMetrics, DaemonStats, Result};
 use gust_proto::{Request, Response};
 
+/// Bound on threads pinging daemons at once ([`Client::unanswered`]).
+pub const PING_THREADS_MAX: usize = 64;
+
 impl Client {
     pub(crate) fn statfs_impl(&self) -> Result<StatFs> {
         let mut s = StatFs {
@@ -77,6 +80,34 @@ impl Client {
 
     pub fn ping(&self, daemon: u32) -> Result<()> {
         self.transport.call(daemon, Request::Ping).map(|_| ())
+    }
+
+    /// The daemons that do not answer a ping, each with why (the transport's
+    /// words, naming the address), in id order: empty when all answer. Pings go out
+    /// from at most [`PING_THREADS_MAX`] threads at once, so a thousand daemons, or
+    /// hosts that let a connect hang, take a few RPC timeouts, not one each. The one
+    /// way `gust start`, `gust mount` and readiness checks ask.
+    pub fn unanswered(&self) -> Vec<(u32, String)> {
+        let n = self.daemon_count();
+        let down = std::sync::Mutex::new(Vec::new());
+        let next = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..(n as usize).min(PING_THREADS_MAX) {
+                s.spawn(|| loop {
+                    let d = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if d >= n {
+                        return;
+                    }
+                    if let Err(e) = self.ping(d) {
+                        let why = self.last_transport_error().unwrap_or_else(|| e.to_string());
+                        down.lock().unwrap_or_else(|e| e.into_inner()).push((d, why));
+                    }
+                });
+            }
+        });
+        let mut v = down.into_inner().unwrap_or_else(|e| e.into_inner());
+        v.sort();
+        v
     }
 
     /// Asks one daemon to stop; unless `keep`, it removes its root directory.

@@ -27,8 +27,6 @@ pub const SSH_PARALLEL_MAX: usize = 512;
 /// How long agents get to clean up after the launcher gives up, before their ssh
 /// clients (or srun) are signalled.
 const ABORT_GRACE: Duration = Duration::from_secs(5);
-/// Bound on threads pinging daemons at once.
-const PING_THREADS_MAX: usize = 64;
 
 pub enum Method {
     /// One ssh per host; `ssh` is the command and its options (e.g. ["ssh", "-F", cfg]).
@@ -529,31 +527,12 @@ fn remove_local(hp: &Path) {
     }
 }
 
-/// Pings every daemon of the hosts file at `hp`, PING_THREADS_MAX at a time;
+/// Pings every daemon of the hosts file at `hp` (`Client::unanswered`);
 /// returns the ones that did not answer.
 pub fn ping_all(hp: &Path) -> Vec<(u32, String)> {
     let c = match Client::open_instance(hp, ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: false }) {
         Ok(c) => c,
         Err(e) => return vec![(0, e)],
     };
-    let n = c.daemon_count();
-    let down = Mutex::new(Vec::new());
-    let next = std::sync::atomic::AtomicU32::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..(n as usize).min(PING_THREADS_MAX) {
-            s.spawn(|| loop {
-                let d = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if d >= n {
-                    return;
-                }
-                if let Err(e) = c.ping(d) {
-                    let why = c.last_transport_error().unwrap_or_else(|| e.to_string());
-                    down.lock().unwrap_or_else(|e| e.into_inner()).push((d, why));
-                }
-            });
-        }
-    });
-    let mut v = down.into_inner().unwrap();
-    v.sort();
-    v
+    c.unanswered()
 }
