@@ -18,7 +18,7 @@
 
 use crate::instance::InstanceArgs;
 use clap::Args;
-use gust_client::{Client, Event, EventKind};
+use gust_client::{Client, Event, EventKind, Gap};
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::io::Write;
@@ -109,28 +109,24 @@ impl Merger<'_> {
                 }
                 Err(e) => return Err(format!("daemon {d}: {e}")),
             };
-            if after >= p.next_seq && after > 0 {
+            match p.gap(after) {
+                Gap::None => {}
                 // The daemon restarted (its log starts afresh): what it held is gone.
-                self.line(
+                Gap::Restarted => self.line(
                     out,
                     json!({"event": "IN_Q_OVERFLOW", "mask": ["IN_Q_OVERFLOW"], "daemon": d,
                     "missed": null, "reason": "daemon restarted; its event log started afresh"}),
-                )?;
-                self.cursor[d] = 0;
-            } else if p.first_seq > after + 1 {
-                self.cursor[d] = p.first_seq - 1;
-                self.line(
+                )?,
+                Gap::Dropped(missed) => self.line(
                     out,
                     json!({"event": "IN_Q_OVERFLOW", "mask": ["IN_Q_OVERFLOW"], "daemon": d,
-                    "missed": p.first_seq - 1 - after, "reason": "dropped from the daemon's bounded event log"}),
-                )?;
+                    "missed": missed, "reason": "dropped from the daemon's bounded event log"}),
+                )?,
             }
-            if p.last_seq + 1 < p.next_seq {
-                caught_up = false;
-            }
-            pending.push(p.events.into());
+            caught_up &= p.caught_up();
             // Events come below; the cursor moves past what the page examined.
-            self.cursor[d] = self.cursor[d].max(p.last_seq);
+            self.cursor[d] = p.cursor_after(after);
+            pending.push(p.events.into());
         }
         // A file rename puts the new record before it deletes the old one, so the
         // IN_MOVED_TO of a delete that is a rename's is in this round or an earlier

@@ -11,7 +11,7 @@
 
 use crate::report::Summary;
 use crate::{run as run_once, run_throttled, Options};
-use gust_client::{Client, EventKind};
+use gust_client::{Client, EventKind, Gap};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,7 +85,9 @@ impl Cursors {
                         lost = true; // a daemon that did not answer: look again in full
                         break;
                     };
-                    if page.first_seq > after + 1 {
+                    // Dropped from a full log, or gone with a restarted daemon's:
+                    // a full pass finds what they were.
+                    if page.gap(after) != Gap::None {
                         lost = true;
                     }
                     for e in &page.events {
@@ -93,8 +95,8 @@ impl Cursors {
                             paths.insert(e.path.clone());
                         }
                     }
-                    self.after[d as usize][k] = page.last_seq.max(after);
-                    if page.events.is_empty() || page.last_seq + 1 >= page.next_seq {
+                    self.after[d as usize][k] = page.cursor_after(after);
+                    if page.events.is_empty() || page.caught_up() {
                         break;
                     }
                 }
