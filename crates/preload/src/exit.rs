@@ -33,14 +33,15 @@ pub(crate) fn ending() -> bool {
     ENDING.load(Ordering::Acquire)
 }
 
-/// At load: the exit handler and the fork handler that keeps [`PID`].
+/// At load: the exit handler, and the fork handlers: before, what the client holds
+/// back goes out (a no-op until a client is built); in the child, [`PID`].
 pub(crate) fn install_hooks() {
     // SAFETY: getpid has no preconditions; the handlers have none either.
     unsafe {
         PID.store(libc::getpid(), Ordering::Release);
         NEXT_EXIT.store(libc::dlsym(libc::RTLD_NEXT, c"_exit".as_ptr()) as usize, Ordering::Release);
         libc::atexit(at_exit);
-        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+        libc::pthread_atfork(Some(crate::send_creates_before_fork), None, Some(after_fork_in_child));
     }
 }
 

@@ -159,10 +159,6 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
                     if exit::ending() {
                         c.begin_exit();
                     }
-                    // A child (a shell's `cat f` after `echo > f`) must find the
-                    // files its parent closed: batched creates go out before fork.
-                    // SAFETY: registers a handler; it runs in the forking thread.
-                    unsafe { libc::pthread_atfork(Some(send_creates_before_fork), None, None) };
                     Some(c)
                 }
                 Err(e) => {
@@ -180,7 +176,10 @@ pub(crate) fn built_client() -> Option<&'static Client> {
     CLIENT.get().and_then(Option::as_ref)
 }
 
-extern "C" fn send_creates_before_fork() {
+/// Before fork (registered at load, exit.rs): a child (a shell's `cat f` after
+/// `echo > f`) must find the files its parent wrote, and a deferred create must not
+/// be held by both.
+pub(crate) extern "C" fn send_creates_before_fork() {
     if let Some(c) = built_client() {
         let _g = Guard::enter();
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.send_before_fork()));
