@@ -39,6 +39,7 @@ mod events;
 mod exit;
 mod fence;
 mod find;
+mod grants;
 mod inline;
 mod listing;
 mod namespace;
@@ -191,6 +192,7 @@ impl Client {
             opts.force_tcp,
             hosts.replicas,
             false,
+            hosts.cache_of.is_none(),
         );
         let dist: Box<dyn Distributor> = match hosts.placement {
             gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),

@@ -30,9 +30,19 @@ fn new_file_id() -> u128 {
 }
 
 impl Client {
+    /// The record of `path`: from a grant this process holds (grants.rs), else one
+    /// request, which may bring a grant.
     pub(crate) fn get_record(&self, path: &str) -> Result<Record> {
-        match self.call_md(path, Request::Stat { path: path.to_string() })? {
-            Response::Record(r) => Ok(r),
+        if let Some((r, _)) = self.granted_record(path, false) {
+            return Ok(r);
+        }
+        let daemon = self.md_daemon(path);
+        let ticket = self.lookup_ticket(daemon);
+        match self.transport.call(daemon, Request::Stat { path: path.to_string() })? {
+            Response::Record(r) => {
+                self.lookup_answered(ticket, daemon, path, &r, None);
+                Ok(r)
+            }
             r => Err(unexpected(r)),
         }
     }

@@ -194,10 +194,13 @@ impl Client {
                 let fresh = Self::new_record(FileKind::File, mode, String::new());
                 let fresh_id = fresh.file_id;
                 let req = Request::Create { path: p.clone(), record: fresh, exclusive: flags & libc::O_EXCL != 0 };
-                let r = match self.call_md(&p, req)? {
+                let daemon = self.md_daemon(&p);
+                let ticket = self.lookup_ticket(daemon);
+                let r = match self.transport.call(daemon, req)? {
                     Response::Record(r) => r,
                     r => return Err(crate::error::unexpected(r)),
                 };
+                self.lookup_answered(ticket, daemon, &p, &r, None);
                 // An existing file with data may hold it inline: writers move it,
                 // unless they truncate it (which drops the data, below).
                 let truncates = flags & libc::O_TRUNC != 0;

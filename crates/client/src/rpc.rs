@@ -8,7 +8,7 @@
 
 use crate::Errno;
 use gust_hosts::DaemonEntry;
-use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT, REPLY_FLAGS};
 use gust_proto::{decode, encode, handshake, FrameError, Reply, Request, Response};
 use gust_transport::{Endpoint, Stream};
 use std::io::{self, BufRead, BufReader, Read};
@@ -118,6 +118,8 @@ pub(crate) struct Transport {
     /// The daemon of this node that forwards requests for the others (the node
     /// proxy), if in use.
     proxy: Option<u32>,
+    /// What this process caches under the daemons' grants (grants.rs).
+    pub(crate) grants: crate::grants::Cache,
 }
 
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
@@ -197,6 +199,7 @@ impl Transport {
         force_tcp: bool,
         replicas: u32,
         proxy: bool,
+        grants: bool,
     ) -> Self {
         register_fork_handler();
         // This node's daemon: on this host, with its socket here (test hosts in one
@@ -210,6 +213,7 @@ impl Transport {
             })
             .flatten()
             .map(|i| i as u32);
+        let links_len = entries.len();
         let down_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
         let fenced_until_ms = entries.iter().map(|_| AtomicU64::new(0)).collect();
         let links = entries
@@ -233,6 +237,7 @@ impl Transport {
             down_until_ms,
             fenced_until_ms,
             epoch: std::time::Instant::now(),
+            grants: crate::grants::Cache::new(links_len, grants && proxy.is_none() && replicas == 1),
             proxy,
         }
     }
@@ -318,6 +323,14 @@ impl Transport {
         };
         stream.set_timeout(Some(self.timeout)).map_err(|e| self.fail(daemon, format!("{e}")))?;
         handshake::client(&mut stream, &self.secret).map_err(|e| self.fail(daemon, e.to_string()))?;
+        if self.grants.on() {
+            // Who sends this connection's requests (never answered; grants.rs).
+            let hello = Request::Hello { client: self.grants.client_id() };
+            let body = encode(&hello);
+            let head = Header::new(hello.op(), 0, body.len(), 0).encode();
+            gust_transport::write_parts(&mut stream, &[&head, &body])
+                .map_err(|e| self.fail(daemon, format!("send: {e}")))?;
+        }
         let writer = stream.try_clone().map_err(|e| self.fail(daemon, format!("{e}")))?;
         Ok(Conn { reader: BufReader::with_capacity(READ_BUFFER_BYTES, stream), writer })
     }
@@ -417,7 +430,7 @@ impl Transport {
         dest: Option<&Dest>,
         buf: &mut [u8],
         place: Option<(usize, BatchPlacer<'_>)>,
-    ) -> Result<(Reply, Bulk), (bool, String)> {
+    ) -> Result<(Reply, Bulk, u16), (bool, String)> {
         let mut hb = [0u8; HEADER_BYTES];
         let spin = spin_us();
         if spin > 0 && c.reader.buffer().is_empty() {
@@ -434,7 +447,9 @@ impl Transport {
         }
         c.reader.read_exact(&mut hb).map_err(|e| (false, format!("truncated reply: {e}")))?;
         let h = Header::decode(&hb).map_err(|e: FrameError| (false, e.to_string()))?;
-        if h.request_id != id || h.op != op | OP_RESPONSE_BIT {
+        let flags = h.op & REPLY_FLAGS;
+        crate::grants::note_flags(flags);
+        if h.request_id != id || h.op & !REPLY_FLAGS != op | OP_RESPONSE_BIT {
             return Err((
                 false,
                 format!("reply for request {} op {:#x}, expected {id} op {op:#x}", h.request_id, h.op),
@@ -456,13 +471,13 @@ impl Transport {
                 c.reader.read_exact(&mut buf[at..at + got]).map_err(|e| (false, format!("truncated reply: {e}")))?;
                 buf[at + got..at + len].fill(0);
             }
-            return Ok((reply, Bulk::Vec(Vec::new())));
+            return Ok((reply, Bulk::Vec(Vec::new()), flags));
         }
         let want = h.bulk_len as usize;
         if let (Some((index, place)), Ok(r)) = (place, &reply) {
             let mut from = (&mut c.reader).take(want as u64);
             match place(index, r, &mut from, want) {
-                Ok(true) if from.limit() == 0 => return Ok((reply, Bulk::Placed(want))),
+                Ok(true) if from.limit() == 0 => return Ok((reply, Bulk::Placed(want), flags)),
                 Ok(true) => return Err((false, format!("{} bulk bytes of the reply left unread", from.limit()))),
                 Ok(false) => {}
                 Err(e) => return Err((false, format!("reply: {e}"))),
@@ -473,10 +488,35 @@ impl Transport {
         let mut bulk = Vec::with_capacity(want);
         let got = (&mut c.reader).take(want as u64).read_to_end(&mut bulk);
         match got {
-            Ok(n) if n == want => Ok((reply, Bulk::Vec(bulk))),
+            Ok(n) if n == want => Ok((reply, Bulk::Vec(bulk), flags)),
             Ok(n) => Err((false, format!("truncated reply: {n} of {want} bulk bytes"))),
             Err(e) => Err((false, format!("truncated reply: {e}"))),
         }
+    }
+
+    /// A reply came to `req`, sent at `sent_ms` on a connection to `via`: this
+    /// process's cached copies of what it changed go (again: a lookup may have
+    /// overtaken the change), and a leased reply renews `via`'s grants (grants.rs).
+    fn replied(&self, via: u32, req: &Request, sent_ms: u64, flags: u16) {
+        self.grants.changing(req);
+        self.grants.replied(via, sent_ms, flags);
+    }
+
+    /// Where a callback connection to `daemon` goes: its Unix socket on this node,
+    /// else the network (never shared memory: the daemon's reader is a socket's).
+    pub(crate) fn callback_endpoint(&self, daemon: u32) -> Option<Endpoint> {
+        let entry = self.links.get(daemon as usize)?.entry.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let on_this_node = !self.force_tcp && entry.host == self.this_host;
+        let local = entry.node_local().filter(|e| on_this_node && matches!(e, Endpoint::Unix(p) if p.exists()));
+        local.or_else(|| entry.network()).cloned()
+    }
+
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.secret
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// One call on a fresh connection (the retry of a call whose pooled connection
@@ -498,11 +538,14 @@ impl Transport {
             }
             r => r?,
         };
+        self.grants.changing(&call.req);
+        let sent_ms = self.grants.clock_ms();
         let op = self
             .send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk)
             .map_err(|e| self.fail(call.daemon, format!("send: {e}")))?;
         match self.recv_placed(&mut c, id, op, dest, buf, place) {
-            Ok((reply, bulk)) => {
+            Ok((reply, bulk, flags)) => {
+                self.replied(via, &call.req, sent_ms, flags);
                 self.give_back(via, c);
                 self.unwrap_forwarded(call.daemon, op, reply)?.map(|r| (r, bulk)).map_err(Errno)
             }
@@ -521,6 +564,8 @@ impl Transport {
             None => Ok(false),
         };
         let (mut c, reused) = self.take(call.daemon)?;
+        self.grants.changing(&call.req);
+        let sent_ms = self.grants.clock_ms();
         let mut sent = self.send(&mut c, id, &call.req, &call.bulk);
         if sent.is_err() && reused {
             c = self.connect(call.daemon)?;
@@ -540,7 +585,8 @@ impl Transport {
             r => r,
         };
         match r {
-            Ok((reply, bulk)) => {
+            Ok((reply, bulk, flags)) => {
+                self.replied(call.daemon, &call.req, sent_ms, flags);
                 self.give_back(call.daemon, c);
                 reply.map(|r| (r, bulk)).map_err(Errno)
             }
@@ -579,8 +625,8 @@ impl Transport {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {
             /// Waiting for the reply on this connection (id, op, pooled?, the
-            /// daemon it leads to).
-            Pending(Conn, u64, u16, bool, u32),
+            /// daemon it leads to, when it was sent).
+            Pending(Conn, u64, u16, bool, u32, u64),
             /// Sending on a pooled connection failed: send again on a fresh one.
             Resend,
             Done(PlacedAnswer),
@@ -589,13 +635,15 @@ impl Transport {
         for call in &calls {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
+            self.grants.changing(&call.req);
+            let sent_ms = self.grants.clock_ms();
             sent.push(match self.take_for(call.daemon) {
                 Ok((mut c, reused, via)) => match self.send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk) {
                     Ok(op) => {
                         // Events, not spans: the calls of a batch interleave. With the
                         // default filter (info) a disabled event costs an atomic load.
                         debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
-                        Sent::Pending(c, id, op, reused, via)
+                        Sent::Pending(c, id, op, reused, via, sent_ms)
                     }
                     Err(_) if reused => Sent::Resend,
                     Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
@@ -610,9 +658,10 @@ impl Transport {
             answers.push(match st {
                 Sent::Done(a) => a,
                 Sent::Resend => self.call_fresh(call, dest, buf, for_call(&mut place, i)),
-                Sent::Pending(mut c, id, op, reused, via) => {
+                Sent::Pending(mut c, id, op, reused, via, sent_ms) => {
                     match self.recv_placed(&mut c, id, op, dest, buf, for_call(&mut place, i)) {
-                        Ok((reply, bulk)) => {
+                        Ok((reply, bulk, flags)) => {
+                            self.replied(via, &call.req, sent_ms, flags);
                             debug!(
                                 daemon = call.daemon,
                                 op = call.req.name(),

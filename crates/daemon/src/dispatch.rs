@@ -5,7 +5,9 @@
 //! framing and the handshake live in `server`; counters in `metrics`, which `handle`
 //! feeds with each request's latency, errno and directory.
 
+use crate::grants::Holder;
 use crate::state::State;
+use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED};
 use gust_proto::find::{glob_literal_prefix, glob_match};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
@@ -84,23 +86,64 @@ pub(crate) fn out_of_service(state: &State) -> bool {
 /// Serves one request and counts it: its latency, its errno if any, its directory.
 /// Bulk bytes of the reply are in `bulk_out`, unless the returned BulkOut holds them.
 pub fn handle<'s>(state: &'s State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> (Reply, BulkOut<'s>) {
+    let (reply, out, _) = handle_for(state, None, req, bulk_in, bulk_out);
+    (reply, out)
+}
+
+/// `handle` for a request of a client that said `hello` (`caller`): changes recall
+/// other clients' grants first, and a stat, `stat_data` or create may grant the
+/// caller its record (crate::grants). Returns the reply flags too
+/// (`REPLY_GRANTED`, `REPLY_LEASED`).
+pub fn handle_for<'s>(
+    state: &'s State,
+    caller: Option<&Holder>,
+    req: Request,
+    bulk_in: &[u8],
+    bulk_out: &mut Vec<u8>,
+) -> (Reply, BulkOut<'s>, u16) {
     let started = Instant::now();
     let op = req.op();
     if let Some(d) = req.dir() {
         state.metrics.dirs.note(d);
     }
     let traced = crate::trace::start(&req);
+    let change = state.grants.begin_change(&req, caller.map(|h| h.id));
+    // Registered before the record is read: a change starting after the read finds it.
+    let granted = match (&req, caller) {
+        (
+            Request::Stat { path }
+            | Request::StatData { path }
+            | Request::Create { path, .. }
+            | Request::CreateInline { path, .. },
+            Some(h),
+        ) if validate_path(path).is_ok() && state.grants.grant(path, h) => Some(path.clone()),
+        _ => None,
+    };
     let (reply, out) = match req {
         Request::StatData { path } => stat_data(state, &path),
         Request::ReadMany { paths } => crate::read_many::serve(state, &paths),
         req => (serve(state, req, bulk_in, bulk_out), BulkOut::Buffer),
     };
+    if let Some(c) = change {
+        state.grants.end_change(c);
+    }
+    let mut flags = 0;
+    if let (Some(path), Some(h)) = (granted, caller) {
+        if reply.is_ok() {
+            flags |= REPLY_GRANTED;
+        } else {
+            state.grants.ungrant(&path, h);
+        }
+    }
+    if caller.is_some_and(|h| h.leased()) {
+        flags |= REPLY_LEASED;
+    }
     state.metrics.finish(op, started.elapsed(), reply.as_ref().err().copied());
     if let Some(t) = traced {
         let out_len = out.parts(bulk_out).iter().map(|p| p.len()).sum();
         t.finish(state, &reply, bulk_in.len(), out_len);
     }
-    (reply, out)
+    (reply, out, flags)
 }
 
 /// A record and its inline data, if any (see `BulkOut`).
@@ -383,5 +426,8 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         // multiplexed service itself (proxy/); here only where it could not.
         Request::Multiplex => Ok(Response::Ok),
         Request::Forward { .. } => Err(libc::EPROTO),
+        // A session serves `hello` and `callback` itself (server/session.rs); over a
+        // forward or a multiplexed link they mean nothing. A recall goes to clients.
+        Request::Hello { .. } | Request::Callback { .. } | Request::Recall { .. } => Err(libc::EPROTO),
     }
 }

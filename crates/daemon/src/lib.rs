@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod events;
 pub mod exporter;
 pub mod fence;
+pub mod grants;
 pub mod lease;
 mod log_budget;
 pub mod metrics;
@@ -343,6 +344,11 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     // was killed). With copies elsewhere, its own may be stale: fence it.
     let clean = rootdir.join(CLEAN_STOP_MARKER);
     let crashed = identity.is_some() && !clean.exists();
+    if identity.is_some() {
+        // Clients of the previous incarnation may still use its grants until their
+        // leases run out (grants.rs).
+        state.grants.start_grace();
+    }
     let _ = fs::remove_file(&clean);
     if crashed && hosts.replicas > 1 {
         state.recovering.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -35,6 +35,8 @@ pub struct State {
     pub fences: Fences,
     pub(crate) refusals_logged: LogBudget,
     pub(crate) accept_errors_logged: LogBudget,
+    /// Grants to clients and their recalls (grants.rs).
+    pub grants: std::sync::Arc<crate::grants::Grants>,
     /// The node proxy (proxy/), set at start.
     pub proxy: std::sync::OnceLock<crate::proxy::Proxy>,
 }
@@ -63,6 +65,7 @@ impl State {
             fences: Fences::new(),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
+            grants: std::sync::Arc::new(crate::grants::Grants::new()),
             proxy: std::sync::OnceLock::new(),
         }
     }

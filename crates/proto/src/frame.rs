@@ -18,6 +18,17 @@ use std::io::{self, Read, Write};
 pub const HEADER_BYTES: usize = 24;
 /// Bit set in `op` of every response frame.
 pub const OP_RESPONSE_BIT: u16 = 0x8000;
+/// Set in a response's `op` when the daemon granted the caller the right to cache
+/// the record (and inline data) this reply carries, until it recalls it (only on
+/// connections that said `hello`; docs/DESIGN.md, "Grants").
+pub const REPLY_GRANTED: u16 = 0x4000;
+/// Set in a response's `op` when the daemon holds the caller's `callback`
+/// connection: the caller's grants from this daemon run on for one lease from the
+/// time the request was sent.
+pub const REPLY_LEASED: u16 = 0x2000;
+/// The flag bits a response's `op` may carry besides `OP_RESPONSE_BIT`; request op
+/// codes stay below them.
+pub const REPLY_FLAGS: u16 = REPLY_GRANTED | REPLY_LEASED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {

@@ -170,7 +170,7 @@ macro_rules! requests {
         const _: () = {
             let mut i = 0;
             while i < OPS.len() {
-                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::OP_RESPONSE_BIT, "op code out of range");
+                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_LEASED, "op code out of range");
                 let mut j = i + 1;
                 while j < OPS.len() {
                     assert!(OPS[i].0 != OPS[j].0, "duplicate op code");
@@ -456,7 +456,56 @@ requests! {
     /// at start). Off flushes what the daemon buffered. EINVAL for an unknown name,
     /// for `on` without any directory, or for names or a dir over `PATH_BYTES_MAX`;
     /// the errno of creating the directory if that fails. Answered with `Ok`.
+    /// Sent first on each connection of a client that takes grants (docs/DESIGN.md,
+    /// "Grants"): the requests that follow on this connection come from client
+    /// process `client` (a random id per process). The only request never answered:
+    /// it costs no round trip. Grants go only to clients whose `callback` connection
+    /// is open; a change by `client` itself recalls nothing from it.
+    51 OP_HELLO "hello" Hello { client: u64 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// Sent first on the connection a client keeps open for the daemon's calls: the
+    /// daemon sends `recall` requests on it from now on, and the client only answers
+    /// them. Answered with `Ok`. Any further request from the client ends it.
+    52 OP_CALLBACK "callback" Callback { client: u64 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// Daemon to client, on its `callback` connection: forget the cached records of
+    /// `paths` (another client is about to change them). Answered with `Ok` once
+    /// they are forgotten; until then the change waits (at most the client's lease).
+    53 OP_RECALL "recall" Recall { paths: Vec<String> } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     58 OP_TRACE "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
+}
+
+impl Request {
+    /// Calls `f` with each path whose record this request may change (create,
+    /// remove, size, attributes, data kept inline, a rename's steps, staging's
+    /// creates and commits). A daemon recalls the grants on these paths before it
+    /// applies the request, and a client forgets its own cached copies of them when
+    /// it sends one and when the reply comes (docs/DESIGN.md, "Grants").
+    pub fn changed_paths(&self, mut f: impl FnMut(&str)) {
+        match self {
+            Request::Create { path, .. }
+            | Request::Remove { path, .. }
+            | Request::UpdateSize { path, .. }
+            | Request::Truncate { path, .. }
+            | Request::SetAttr { path, .. }
+            | Request::PutRecord { path, .. }
+            | Request::CreateInline { path, .. }
+            | Request::DropInline { path, .. }
+            | Request::SetOwner { path, .. }
+            | Request::DirChanged { path, .. } => f(path),
+            Request::RemoveRecords { paths } => paths.iter().for_each(|p| f(p)),
+            Request::PutRecords { records } => records.iter().for_each(|(p, _)| f(p)),
+            Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
+            Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
+            Request::StageCommitFiles { items } => items.iter().for_each(|i| f(&i.path)),
+            _ => {}
+        }
+    }
+
+    /// Whether this request changes any record ([`Request::changed_paths`]).
+    pub fn changes_records(&self) -> bool {
+        let mut any = false;
+        self.changed_paths(|_| any = true);
+        any
+    }
 }
 
 /// Highest op code; codes are 1..=OP_MAX (arrays indexed by op code use it).

@@ -90,11 +90,17 @@ pub struct Options {
     pub handler: Option<Handler>,
     /// The reader thread's name, for stack dumps and profiles.
     pub name: &'static str,
+    /// Called by the reader thread when the connection ends, with whether the other
+    /// side closed it (an end of stream, not an error or a close from this side).
+    pub on_end: Option<EndHandler>,
 }
+
+/// What runs when a connection ends (see [`Options::on_end`]).
+pub type EndHandler = Arc<dyn Fn(bool) + Send + Sync>;
 
 impl Options {
     pub fn new(timeout: Duration) -> Options {
-        Options { timeout, multiplex: false, handler: None, name: "gust-rpc" }
+        Options { timeout, multiplex: false, handler: None, name: "gust-rpc", on_end: None }
     }
 }
 
@@ -157,6 +163,13 @@ impl Connection {
         Connection::start(s, opts)
     }
 
+    /// Serves a stream whose handshake is done already (a daemon's session handing
+    /// a client's `callback` connection over): from now on frames go both ways
+    /// through this connection.
+    pub fn established(s: Box<dyn Stream>, opts: Options) -> Result<Connection, Error> {
+        Connection::start(s, opts)
+    }
+
     fn start(s: Box<dyn Stream>, opts: Options) -> Result<Connection, Error> {
         // Writes are bounded by the caller's timeout; the reader waits between
         // frames as long as it takes (a timeout there only means "nothing yet").
@@ -166,7 +179,13 @@ impl Connection {
         let writer = Arc::new(Mutex::new(s));
         let waiting = Arc::new(Mutex::new(Waiting { callers: Some(HashMap::new()) }));
         let dead = Arc::new(AtomicBool::new(false));
-        let ends = Ends { writer: writer.clone(), waiting: waiting.clone(), dead: dead.clone(), handler: opts.handler };
+        let ends = Ends {
+            writer: writer.clone(),
+            waiting: waiting.clone(),
+            dead: dead.clone(),
+            handler: opts.handler,
+            on_end: opts.on_end,
+        };
         std::thread::Builder::new()
             .name(opts.name.into())
             .spawn(move || ends.read(reader))
@@ -253,12 +272,16 @@ fn ask_multiplex(s: &mut Box<dyn Stream>) -> Result<(), String> {
     }
 }
 
+/// Why a connection ended when the other side closed it.
+const PEER_CLOSED: &str = "connection closed by the other side";
+
 /// What the reader thread holds of its connection.
 struct Ends {
     writer: Arc<Mutex<Box<dyn Stream>>>,
     waiting: Arc<Mutex<Waiting>>,
     dead: Arc<AtomicBool>,
     handler: Option<Handler>,
+    on_end: Option<EndHandler>,
 }
 
 impl Ends {
@@ -278,12 +301,15 @@ impl Ends {
             let _ = tx.send(Err(why.clone()));
         }
         r.get_ref().shutdown();
+        if let Some(f) = &self.on_end {
+            f(why == PEER_CLOSED);
+        }
     }
 
     fn next_frame(&self, r: &mut BufReader<Box<dyn Stream>>) -> Result<(), String> {
         // Between frames a read timeout only means that nothing is due yet.
         match r.fill_buf() {
-            Ok([]) => return Err("connection closed by the other side".into()),
+            Ok([]) => return Err(PEER_CLOSED.into()),
             Ok(_) => {}
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 return if self.dead.load(Ordering::Relaxed) { Err("connection closed".into()) } else { Ok(()) };
@@ -293,7 +319,7 @@ impl Ends {
         let mut bulk = Vec::new();
         let f = match read_frame(r, &mut bulk) {
             Ok(f) => f,
-            Err(FrameError::Closed) => return Err("connection closed by the other side".into()),
+            Err(FrameError::Closed) => return Err(PEER_CLOSED.into()),
             Err(e) => return Err(e.to_string()),
         };
         if f.header.op & OP_RESPONSE_BIT != 0 {

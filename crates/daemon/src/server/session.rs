@@ -15,16 +15,18 @@
 //! writes when large; what the socket does not take is kept until it does.
 
 use super::budget::Budget;
-use crate::dispatch::{carries_bulk, handle, BulkOut};
+use crate::dispatch::{carries_bulk, handle_for, BulkOut};
 use crate::state::State;
 use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
 use gust_proto::handshake::{self, DaemonHandshake, CLIENT_MAC_BYTES, HELLO_BYTES};
-use gust_proto::{decode_request, encode, FrameError, Reply};
+use gust_proto::{decode_request, encode, FrameError, Reply, Request};
 use gust_transport::{Stream, COALESCE_BYTES_MAX};
 use std::io::{self, IoSlice, Write};
 use std::time::{Duration, Instant};
 use tracing::{debug_span, warn};
 
+#[path = "session_callback.rs"]
+mod callback;
 #[path = "session_proxy.rs"]
 mod proxied;
 
@@ -144,6 +146,11 @@ pub(crate) struct Session {
     forward_place: bool,
     /// A forward ended in this turn: connections parked for a place may go on.
     pub forward_ended: bool,
+    /// The client process that said `hello` on this connection (crate::grants).
+    client: Option<std::sync::Arc<crate::grants::Holder>>,
+    /// The stream went to a client's callback connection (session_callback.rs): it
+    /// is not shut down when the session ends.
+    detached: bool,
 }
 
 enum Flow {
@@ -184,6 +191,8 @@ impl Session {
             mux: None,
             forward_place: false,
             forward_ended: false,
+            client: None,
+            detached: false,
         }
     }
 
@@ -514,8 +523,21 @@ impl Session {
         // request carries its op and id.
         let _req = debug_span!("req", op = req.name(), id).entered();
         state.metrics.count_op(op);
+        match req {
+            Request::Hello { client } => {
+                // Never answered (it costs the client no round trip).
+                self.client = state.grants.hello(client);
+                return Flow::Continue;
+            }
+            Request::Callback { client } => return self.become_callback(state, op, id, client),
+            _ => {}
+        }
+        if let Some(h) = &self.client {
+            state.grants.seen(h);
+        }
         w.bulk_out.clear();
-        let (reply, out) = handle(state, req, bulk_in, &mut w.bulk_out);
+        let (reply, out, flags) = handle_for(state, self.client.as_deref(), req, bulk_in, &mut w.bulk_out);
+        let op = op | flags;
         let bulk = match (carries_bulk(&reply), &out) {
             (false, _) => Bulk::None,
             (true, BulkOut::Buffer) => Bulk::Worker,
@@ -757,6 +779,9 @@ fn read_some(s: &mut dyn Stream, buf: &mut [u8]) -> io::Result<usize> {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         self.stream.shutdown();
     }
 }

@@ -1,0 +1,445 @@
+//! What this process caches under grants: records (and small files' inline data)
+//! that their metadata daemons let it keep until they recall them (docs/DESIGN.md,
+//! "Grants"; the daemon's half is gust-daemon's grants.rs).
+//!
+//! * Every connection to a daemon starts with `hello` (this process's random id,
+//!   new after fork). Once this process has asked a daemon `CALLBACK_AFTER`
+//!   lookups, it opens a `callback` connection to it, whose reader thread answers
+//!   the daemon's `recall`s at once, whatever the application is doing.
+//! * A stat, an open's `stat_data` or a create whose reply carries
+//!   `REPLY_GRANTED` leaves its record here; lookups of that path are then answered
+//!   from here, with no request, until a recall (another process is about to change
+//!   it), this process's own change of it (forgotten when the request is sent and
+//!   again when its reply comes), or the end of the lease.
+//! * The lease: each reply with `REPLY_LEASED` extends the daemon's grants to one
+//!   `LEASE` after its request was sent. A lookup finding less than half of it left
+//!   renews it with a ping; one finding it over (the process was stopped, the
+//!   daemon cut off) forgets all of that daemon's grants. So does the end of the
+//!   callback connection (the daemon restarted or closed it).
+//! * A reply installs its record only if nothing was forgotten since its request
+//!   was sent (`Ticket`): a recall or a change may overtake the reply it concerns.
+//!
+//! Off with `GUST_GRANTS=0`, with copies (replicas), through the node proxy and in
+//! cache mode. Bounded: `ENTRIES_MAX` records and `DATA_BYTES_MAX` bytes of data.
+
+use gust_proto::{Record, Request, Response};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+/// The daemon's lease (gust-daemon's grants::LEASE).
+pub const LEASE: Duration = Duration::from_secs(2);
+/// Lookups of a daemon before this process opens a callback connection to it: a
+/// short-lived process (`ls`, `cat`) never pays for one.
+pub const CALLBACK_AFTER: u32 = 8;
+/// Bound on records cached.
+pub const ENTRIES_MAX: usize = 1 << 17;
+/// Bound on inline data cached, in bytes.
+pub const DATA_BYTES_MAX: usize = 64 << 20;
+/// After a daemon refused a callback connection (or could not be reached), this
+/// process does not ask it again for this long.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A cached record: its daemon, and its inline data if known (`None`: not asked;
+/// `Some(None)`: the file's data is not inline).
+struct Entry {
+    daemon: u32,
+    record: Record,
+    data: Option<Option<Arc<[u8]>>>,
+}
+
+/// One daemon's side of this process's grants.
+#[derive(Default)]
+struct DaemonGrants {
+    /// The callback connection (with the fork generation that opened it).
+    link: Mutex<Option<(u64, Arc<gust_rpc::Connection>)>>,
+    /// The callback connection is open; cleared by its end.
+    up: Arc<AtomicBool>,
+    /// Grants of this daemon may be used until then (ms since `Cache::epoch`).
+    valid_until_ms: AtomicU64,
+    /// Lookups sent to this daemon (up to `CALLBACK_AFTER`).
+    lookups: AtomicU32,
+    /// No new callback connection before then (ms since `Cache::epoch`).
+    retry_at_ms: AtomicU64,
+}
+
+/// The cached records: shared with the callback connections' reader threads.
+#[derive(Default)]
+struct Records {
+    map: RwLock<FastMap<String, Entry>>,
+    data_bytes: AtomicU64,
+    /// Bumped by every forget: a reply installs its record only if this did not
+    /// move since its request was sent.
+    generation: AtomicU64,
+}
+
+impl Records {
+    fn forget(&self, p: &str) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = m.remove(p) {
+            self.release(&e);
+        }
+    }
+
+    fn forget_daemon(&self, daemon: u32) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if m.is_empty() {
+            return;
+        }
+        let mut freed = 0u64;
+        m.retain(|_, e| {
+            let keep = e.daemon != daemon;
+            if !keep {
+                freed += data_len(e);
+            }
+            keep
+        });
+        self.data_bytes.fetch_sub(freed, Ordering::Relaxed);
+    }
+
+    fn release(&self, e: &Entry) {
+        self.data_bytes.fetch_sub(data_len(e), Ordering::Relaxed);
+    }
+}
+
+fn data_len(e: &Entry) -> u64 {
+    e.data.as_ref().and_then(|d| d.as_ref()).map_or(0, |d| d.len() as u64)
+}
+
+/// What a lookup remembers of the moment its request was sent.
+#[derive(Clone, Copy)]
+pub(crate) struct Ticket {
+    generation: u64,
+}
+
+/// This process's grants, from every daemon.
+pub(crate) struct Cache {
+    on: bool,
+    records: Arc<Records>,
+    daemons: Vec<DaemonGrants>,
+    /// (fork generation, this process's id): a child after fork is another client.
+    id: Mutex<(u64, u64)>,
+    epoch: Instant,
+}
+
+fn new_id() -> u64 {
+    use rand::Rng;
+    // The OS generator: this may run at exit, after thread-locals are gone.
+    loop {
+        let id: u64 = rand::rngs::OsRng.gen();
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+impl Cache {
+    pub(crate) fn new(daemons: usize, on: bool) -> Cache {
+        let on = on && std::env::var("GUST_GRANTS").map_or(true, |v| v != "0");
+        Cache {
+            on,
+            records: Arc::new(Records::default()),
+            daemons: (0..daemons).map(|_| DaemonGrants::default()).collect(),
+            id: Mutex::new((crate::rpc::fork_generation(), new_id())),
+            epoch: Instant::now(),
+        }
+    }
+
+    pub(crate) fn on(&self) -> bool {
+        self.on
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// This process's id (`hello`, `callback`). After a fork the child starts over:
+    /// a new id, nothing cached, no callback connection (the parent's stay its own).
+    pub(crate) fn client_id(&self) -> u64 {
+        let generation = crate::rpc::fork_generation();
+        let mut id = lock(&self.id);
+        if id.0 != generation {
+            *id = (generation, new_id());
+            drop(id);
+            self.start_over(generation);
+            return lock(&self.id).1;
+        }
+        id.1
+    }
+
+    fn start_over(&self, generation: u64) {
+        for d in &self.daemons {
+            let mut link = lock(&d.link);
+            if let Some((g, c)) = link.take() {
+                if g != generation {
+                    // The parent's: closing it would shut the parent's socket.
+                    std::mem::forget(c);
+                }
+            }
+            d.up.store(false, Ordering::SeqCst);
+            d.valid_until_ms.store(0, Ordering::SeqCst);
+        }
+        self.records.generation.fetch_add(1, Ordering::SeqCst);
+        let mut m = self.records.map.write().unwrap_or_else(|e| e.into_inner());
+        m.clear();
+        self.records.data_bytes.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether grants of `daemon` may be used now; `renew` true when less than half
+    /// of the lease is left.
+    fn usable(&self, daemon: u32) -> Option<bool> {
+        let d = self.daemons.get(daemon as usize)?;
+        if !d.up.load(Ordering::Acquire) {
+            return None;
+        }
+        let now = self.now_ms();
+        let until = d.valid_until_ms.load(Ordering::Acquire);
+        if now >= until {
+            // The lease ran out: the daemon may have taken these grants back.
+            if until != 0 {
+                d.valid_until_ms.store(0, Ordering::Release);
+                self.records.forget_daemon(daemon);
+            }
+            return None;
+        }
+        Some(until - now < LEASE.as_millis() as u64 / 2)
+    }
+
+    /// The cached record of `p` (and, with `data`, only if its inline data is known
+    /// too), if its grant may be used; `renew`: ping the daemon after using it.
+    pub(crate) fn get(&self, p: &str, with_data: bool) -> Option<(Record, Option<Option<Arc<[u8]>>>, u32, bool)> {
+        if !self.on {
+            return None;
+        }
+        self.client_id();
+        let (record, data, daemon) = {
+            let m = self.records.map.read().unwrap_or_else(|e| e.into_inner());
+            let e = m.get(p)?;
+            if with_data && e.data.is_none() {
+                return None;
+            }
+            (e.record.clone(), e.data.clone(), e.daemon)
+        };
+        let renew = self.usable(daemon)?;
+        Some((record, data, daemon, renew))
+    }
+
+    /// Before a lookup's request: whether to count it toward a callback connection,
+    /// and the ticket its reply installs with.
+    pub(crate) fn ticket(&self) -> Ticket {
+        Ticket { generation: self.records.generation.load(Ordering::SeqCst) }
+    }
+
+    /// Whether `daemon` should get a callback connection now (this process looked
+    /// up enough there and has none).
+    pub(crate) fn wants_link(&self, daemon: u32) -> bool {
+        if !self.on {
+            return false;
+        }
+        self.client_id();
+        let Some(d) = self.daemons.get(daemon as usize) else { return false };
+        if d.up.load(Ordering::Acquire) {
+            return false;
+        }
+        if d.lookups.load(Ordering::Relaxed) < CALLBACK_AFTER {
+            d.lookups.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        d.retry_at_ms.load(Ordering::Relaxed) <= self.now_ms()
+    }
+
+    /// Opens the callback connection to `daemon` on `ep`: recalls are answered by
+    /// its reader thread from then on. Whatever was cached from an earlier one is
+    /// forgotten first.
+    pub(crate) fn open_link(&self, daemon: u32, ep: &gust_transport::Endpoint, secret: &[u8], timeout: Duration) {
+        let Some(d) = self.daemons.get(daemon as usize) else { return };
+        let mut link = lock(&d.link);
+        if d.up.load(Ordering::Acquire) {
+            return;
+        }
+        let generation = crate::rpc::fork_generation();
+        if let Some((g, c)) = link.take() {
+            if g == generation {
+                c.close();
+            } else {
+                std::mem::forget(c);
+            }
+        }
+        self.records.forget_daemon(daemon);
+        let records = self.records.clone();
+        let mut opts = gust_rpc::Options::new(timeout);
+        opts.name = "gust-recalls";
+        opts.handler = Some(Arc::new(move |req: Request, _bulk: Vec<u8>| match req {
+            Request::Recall { paths } => {
+                for p in &paths {
+                    records.forget(p);
+                }
+                (Ok(Response::Ok), Vec::new())
+            }
+            _ => (Err(libc::ENOSYS), Vec::new()),
+        }));
+        let up = d.up.clone();
+        let records = self.records.clone();
+        opts.on_end = Some(Arc::new(move |_| {
+            up.store(false, Ordering::SeqCst);
+            records.forget_daemon(daemon);
+        }));
+        let opened = gust_rpc::Connection::open(ep, secret, opts).and_then(|c| {
+            match c.call(&Request::Callback { client: self.client_id() }, &[], timeout) {
+                Ok((Ok(Response::Ok), _)) => Ok(c),
+                Ok((r, _)) => Err(gust_rpc::Error::Malformed(format!("callback refused: {r:?}"))),
+                Err(e) => Err(e),
+            }
+        });
+        match opened {
+            Ok(c) => {
+                d.up.store(true, Ordering::SeqCst);
+                *link = Some((generation, Arc::new(c)));
+            }
+            Err(e) => {
+                tracing::debug!(daemon, "no callback connection: {e}");
+                d.retry_at_ms.store(self.now_ms() + RETRY_AFTER.as_millis() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A reply of `daemon` to a request sent at `sent_ms` came with these flags: a
+    /// leased one extends the lease.
+    pub(crate) fn replied(&self, daemon: u32, sent_ms: u64, flags: u16) {
+        if flags & gust_proto::frame::REPLY_LEASED == 0 {
+            return;
+        }
+        let Some(d) = self.daemons.get(daemon as usize) else { return };
+        if d.up.load(Ordering::Acquire) {
+            d.valid_until_ms.fetch_max(sent_ms + LEASE.as_millis() as u64, Ordering::AcqRel);
+        }
+    }
+
+    /// Milliseconds since this cache's epoch: when a request is sent.
+    pub(crate) fn clock_ms(&self) -> u64 {
+        self.now_ms()
+    }
+
+    /// Keeps a granted record (and its inline data, if known) unless anything was
+    /// forgotten since `t` was taken, or the grants of `daemon` may not be used.
+    pub(crate) fn install(&self, t: Ticket, daemon: u32, p: &str, record: &Record, data: Option<Option<&[u8]>>) {
+        if !self.on || self.usable(daemon).is_none() {
+            return;
+        }
+        // An empty record has no inline data: what `stat_data` would say.
+        let data = if data.is_none() && record.size == 0 { Some(None) } else { data };
+        let len = data.flatten().map_or(0, |d| d.len());
+        let mut m = self.records.map.write().unwrap_or_else(|e| e.into_inner());
+        if self.records.generation.load(Ordering::SeqCst) != t.generation {
+            return;
+        }
+        if m.len() >= ENTRIES_MAX || self.records.data_bytes.load(Ordering::Relaxed) as usize + len > DATA_BYTES_MAX {
+            return;
+        }
+        let e = Entry { daemon, record: record.clone(), data: data.map(|d| d.map(Arc::from)) };
+        self.records.data_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        if let Some(old) = m.insert(p.to_string(), e) {
+            self.records.release(&old);
+        }
+    }
+
+    /// This process is about to change (or has changed) the records of `req`: its
+    /// cached copies go. A create changes no existing record (it makes a new one or
+    /// fails, or an open finds the existing one), so it forgets nothing, and its
+    /// own reply's grant can be installed.
+    pub(crate) fn changing(&self, req: &Request) {
+        if !self.on
+            || matches!(
+                req,
+                Request::Create { .. }
+                    | Request::CreateInline { .. }
+                    | Request::CreateInlineBatch { .. }
+                    | Request::PutRecords { .. }
+            )
+        {
+            return;
+        }
+        req.changed_paths(|p| self.records.forget(p));
+    }
+
+    /// Records cached now (tests, `gust bench` reports).
+    pub(crate) fn len(&self) -> usize {
+        self.records.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+thread_local! {
+    /// Flags of the last reply this thread read (gust-proto's `REPLY_*`): a
+    /// lookup's caller reads whether it was granted right after its call.
+    static LAST_FLAGS: std::cell::Cell<u16> = const { std::cell::Cell::new(0) };
+}
+
+/// Notes a reply's flags for the calling thread (rpc.rs).
+pub(crate) fn note_flags(flags: u16) {
+    let _ = LAST_FLAGS.try_with(|f| f.set(flags));
+}
+
+/// Whether the last reply this thread read granted its record.
+pub(crate) fn last_granted() -> bool {
+    LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_GRANTED != 0).unwrap_or(false)
+}
+
+impl crate::Client {
+    /// The record of `p` (with `with_data`, and its inline data) if this process
+    /// holds a usable grant on it: no request. Renews the daemon's lease when half
+    /// of it is gone.
+    pub(crate) fn granted_record(&self, p: &str, with_data: bool) -> Option<(Record, Option<Arc<[u8]>>)> {
+        let (record, data, daemon, renew) = self.transport.grants.get(p, with_data)?;
+        if renew {
+            // Any leased reply renews; if this fails, the lease runs out by itself.
+            let _ = self.transport.call(daemon, Request::Ping);
+        }
+        Some((record, data.flatten()))
+    }
+
+    /// Before a lookup or create that `daemon` may grant: opens the callback
+    /// connection when it is due, and takes the ticket the reply installs with.
+    pub(crate) fn lookup_ticket(&self, daemon: u32) -> Option<Ticket> {
+        let g = &self.transport.grants;
+        if !g.on() {
+            return None;
+        }
+        if g.wants_link(daemon) {
+            if let Some(ep) = self.transport.callback_endpoint(daemon) {
+                g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout());
+            }
+        }
+        Some(g.ticket())
+    }
+
+    /// After the reply: keeps its record (and inline data, if `data` says what it
+    /// is) if the reply this thread just read granted it.
+    pub(crate) fn lookup_answered(
+        &self,
+        t: Option<Ticket>,
+        daemon: u32,
+        p: &str,
+        record: &Record,
+        data: Option<Option<&[u8]>>,
+    ) {
+        if let Some(t) = t {
+            if last_granted() {
+                self.transport.grants.install(t, daemon, p, record, data);
+            }
+        }
+    }
+
+    /// Records this process holds under grants now (tests).
+    pub fn granted_records(&self) -> usize {
+        self.transport.grants.len()
+    }
+}

@@ -1,0 +1,390 @@
+//! Grants: the right of a client process to cache a record (and its inline data)
+//! that this daemon holds, until this daemon recalls it (docs/DESIGN.md, "Grants";
+//! CephFS's capabilities and NFSv4's delegations are the models).
+//!
+//! * A client says who it is on each connection (`hello`) and keeps one connection
+//!   open for this daemon's calls (`callback`). Only such a client gets grants.
+//! * A stat, an open's `stat_data` or a create of that client may come with a grant
+//!   (the reply's `REPLY_GRANTED` flag); the grant is registered before the record
+//!   is read, so a change that starts after the read finds it.
+//! * Before a request changes a record (`Request::changed_paths`), every other
+//!   holder of a grant on its path is sent a `recall` on its callback connection,
+//!   and the change waits for the answer. While a change is under way on a path,
+//!   nobody else gets a grant on it; a path recalled lately gets none for
+//!   `CONTENDED_FOR` (contended objects are served as before, without grants).
+//! * A holder that does not answer (stopped, cut off) loses its grants when its
+//!   lease has run out: one `LEASE` after the last request this daemon served it
+//!   (every reply on a connection of a client with a live callback renews it, and
+//!   says so with `REPLY_LEASED`; the client stops using grants of a daemon whose
+//!   lease it did not renew). A holder whose callback connection ended by its own
+//!   close (the process exited or was killed) loses them at once.
+//! * A daemon that restarts on a used root directory holds changes back for one
+//!   lease (`grace`): clients of the previous incarnation stop using its grants
+//!   within that time, since nothing renews them any more.
+//!
+//! Bounded: at most `PATHS_MAX` granted paths, `CLIENTS_MAX` clients and
+//! `CLIENT_PATHS_MAX` paths per client; past a bound, replies come without grants.
+//!
+//! Not for: what a client caches and how (gust-client's grants.rs), the wire
+//! (gust-proto's `hello`, `callback`, `recall`, reply flags).
+
+use gust_proto::{Request, Response};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tracing::warn;
+
+/// How long a grant may be used after the request that last renewed it was sent
+/// (the client's clock) or served (this daemon's). A change waits at most this long
+/// (plus `LEASE_MARGIN`) for a client that does not answer a recall.
+pub const LEASE: Duration = Duration::from_secs(2);
+/// Added to a lease before a silent holder's grants are taken back: clock rates of
+/// two nodes differ slightly.
+const LEASE_MARGIN: Duration = Duration::from_millis(200);
+/// Bound on paths with grants, per daemon.
+pub const PATHS_MAX: usize = 1 << 20;
+/// Bound on clients known (said `hello`), per daemon.
+pub const CLIENTS_MAX: usize = 1 << 16;
+/// Bound on paths granted to one client, per daemon.
+pub const CLIENT_PATHS_MAX: usize = 1 << 17;
+/// A path recalled from a holder gets no grant for this long: a file others keep
+/// changing is served as before, without recalls.
+const CONTENDED_FOR: Duration = Duration::from_secs(1);
+/// Bound on paths remembered as contended.
+const CONTENDED_MAX: usize = 1 << 14;
+
+/// One client process, as this daemon knows it.
+pub struct Holder {
+    pub id: u64,
+    /// When this daemon last served it a request: ms since the table's epoch.
+    last_seen_ms: AtomicU64,
+    /// Its callback connection, once it opened one.
+    link: Mutex<Option<Arc<gust_rpc::Connection>>>,
+}
+
+impl Holder {
+    /// Whether its callback connection is open: its replies renew its lease.
+    pub fn leased(&self) -> bool {
+        lock(&self.link).as_ref().is_some_and(|c| c.alive())
+    }
+}
+
+#[derive(Default)]
+struct PathEntry {
+    holders: Vec<u64>,
+    /// Changes under way: who makes each (None: a caller without `hello`).
+    changing: Vec<Option<u64>>,
+}
+
+#[derive(Default)]
+struct Table {
+    paths: HashMap<String, PathEntry>,
+    clients: HashMap<u64, Arc<Holder>>,
+    /// Per client, the paths it holds grants on.
+    held: HashMap<u64, HashSet<String>>,
+    granted: usize,
+    contended: HashMap<String, Instant>,
+}
+
+pub struct Grants {
+    table: Mutex<Table>,
+    epoch: Instant,
+    /// Changes wait until then (a restart; see the module's comment).
+    grace_until: Mutex<Option<Instant>>,
+    /// GUST_DEBUG_NO_RECALL=1: grant, but never recall (tests show that the history
+    /// checker catches the stale reads this gives; never for real use).
+    no_recall: bool,
+    /// Counters for `gust status`: grants given, recalls sent, holders whose lease
+    /// ran out before they answered.
+    pub given: AtomicU64,
+    pub recalls: AtomicU64,
+    pub expired: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Grants::new()
+    }
+}
+
+impl Grants {
+    pub fn new() -> Grants {
+        Grants {
+            table: Mutex::new(Table::default()),
+            epoch: Instant::now(),
+            grace_until: Mutex::new(None),
+            no_recall: std::env::var("GUST_DEBUG_NO_RECALL").is_ok_and(|v| v == "1"),
+            given: AtomicU64::new(0),
+            recalls: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// A restart on a used root directory: changes wait one lease from now.
+    pub fn start_grace(&self) {
+        *lock(&self.grace_until) = Some(Instant::now() + LEASE + LEASE_MARGIN);
+    }
+
+    /// The client that said `hello` with this id, known from now on (None past
+    /// `CLIENTS_MAX` clients with live connections: it is then served without grants).
+    pub fn hello(&self, id: u64) -> Option<Arc<Holder>> {
+        let mut t = lock(&self.table);
+        if let Some(h) = t.clients.get(&id) {
+            h.last_seen_ms.store(self.now_ms(), Ordering::Relaxed);
+            return Some(h.clone());
+        }
+        if t.clients.len() >= CLIENTS_MAX {
+            self.sweep(&mut t);
+            if t.clients.len() >= CLIENTS_MAX {
+                return None;
+            }
+        }
+        let h = Arc::new(Holder { id, last_seen_ms: AtomicU64::new(self.now_ms()), link: Mutex::new(None) });
+        t.clients.insert(id, h.clone());
+        Some(h)
+    }
+
+    /// Forgets clients whose callback connection is gone and whose lease ran out.
+    fn sweep(&self, t: &mut Table) {
+        let now = self.now_ms();
+        let lease = (LEASE + LEASE_MARGIN).as_millis() as u64;
+        let gone: Vec<u64> = t
+            .clients
+            .values()
+            .filter(|h| !h.leased() && h.last_seen_ms.load(Ordering::Relaxed) + lease < now)
+            .map(|h| h.id)
+            .collect();
+        for id in gone {
+            Self::drop_client_grants(t, id);
+            t.clients.remove(&id);
+        }
+    }
+
+    /// A request of this client is being served: its lease runs from now.
+    pub fn seen(&self, h: &Holder) {
+        h.last_seen_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The client's callback connection: recalls go there from now on. Grants it
+    /// held through an earlier one are void (it forgot them before opening this).
+    pub fn set_link(&self, h: &Arc<Holder>, link: gust_rpc::Connection) {
+        let mut t = lock(&self.table);
+        Self::drop_client_grants(&mut t, h.id);
+        if let Some(old) = lock(&h.link).replace(Arc::new(link)) {
+            old.close();
+        }
+    }
+
+    /// The callback connection of client `id` ended; `by_peer`: the client closed
+    /// it (its process ended), so its grants go at once. Otherwise they stay until
+    /// a change finds them (which then waits out the lease).
+    pub fn link_ended(&self, id: u64, by_peer: bool) {
+        if !by_peer {
+            return;
+        }
+        let mut t = lock(&self.table);
+        Self::drop_client_grants(&mut t, id);
+    }
+
+    fn drop_client_grants(t: &mut Table, id: u64) {
+        let Some(paths) = t.held.remove(&id) else { return };
+        t.granted -= paths.len();
+        for p in paths {
+            if let Some(e) = t.paths.get_mut(&p) {
+                e.holders.retain(|&c| c != id);
+                if e.holders.is_empty() && e.changing.is_empty() {
+                    t.paths.remove(&p);
+                }
+            }
+        }
+    }
+
+    /// Registers a grant on `path` for `h`, before the record is read. False (no
+    /// grant) without a live callback connection, past a bound, on a contended
+    /// path, or while another caller changes it.
+    pub fn grant(&self, path: &str, h: &Holder) -> bool {
+        if !h.leased() {
+            return false;
+        }
+        let mut t = lock(&self.table);
+        if t.granted >= PATHS_MAX {
+            return false;
+        }
+        if let Some(since) = t.contended.get(path) {
+            if since.elapsed() < CONTENDED_FOR {
+                return false;
+            }
+            t.contended.remove(path);
+        }
+        if t.held.get(&h.id).is_some_and(|s| s.len() >= CLIENT_PATHS_MAX) {
+            return false;
+        }
+        let e = t.paths.entry(path.to_string()).or_default();
+        if e.changing.iter().any(|c| *c != Some(h.id)) {
+            if e.holders.is_empty() && e.changing.is_empty() {
+                t.paths.remove(path);
+            }
+            return false;
+        }
+        if e.holders.contains(&h.id) {
+            return true;
+        }
+        e.holders.push(h.id);
+        t.held.entry(h.id).or_default().insert(path.to_string());
+        t.granted += 1;
+        self.given.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes back a grant registered for a read that then failed (no record).
+    pub fn ungrant(&self, path: &str, h: &Holder) {
+        let mut t = lock(&self.table);
+        let Some(e) = t.paths.get_mut(path) else { return };
+        let before = e.holders.len();
+        e.holders.retain(|&c| c != h.id);
+        let removed = before != e.holders.len();
+        if e.holders.is_empty() && e.changing.is_empty() {
+            t.paths.remove(path);
+        }
+        if removed {
+            t.granted -= 1;
+            if let Some(s) = t.held.get_mut(&h.id) {
+                s.remove(path);
+            }
+        }
+    }
+
+    /// Before `req` changes records: marks its paths as changing (no new grants to
+    /// others), takes every other holder's grant on them back (a recall each, in
+    /// parallel per holder) and returns what `end_change` needs. Nothing to do (and
+    /// no lock taken) for a request that changes no record.
+    pub fn begin_change(&self, req: &Request, caller: Option<u64>) -> Option<Change> {
+        let mut paths = Vec::new();
+        req.changed_paths(|p| paths.push(p.to_string()));
+        if paths.is_empty() {
+            return None;
+        }
+        let grace = *lock(&self.grace_until);
+        if let Some(until) = grace {
+            let now = Instant::now();
+            if now < until {
+                std::thread::sleep(until - now);
+            } else {
+                *lock(&self.grace_until) = None;
+            }
+        }
+        // Holders to recall from, each with its paths.
+        let mut recall: HashMap<u64, (Arc<Holder>, Vec<String>)> = HashMap::new();
+        {
+            let mut t = lock(&self.table);
+            let t = &mut *t;
+            for p in &paths {
+                let e = t.paths.entry(p.clone()).or_default();
+                e.changing.push(caller);
+                let others: Vec<u64> = e.holders.iter().copied().filter(|&c| Some(c) != caller).collect();
+                if others.is_empty() {
+                    continue;
+                }
+                e.holders.retain(|&c| Some(c) == caller);
+                for c in others {
+                    t.granted -= 1;
+                    if let Some(s) = t.held.get_mut(&c) {
+                        s.remove(p);
+                    }
+                    if let Some(h) = t.clients.get(&c) {
+                        recall.entry(c).or_insert_with(|| (h.clone(), Vec::new())).1.push(p.clone());
+                    }
+                }
+                if t.contended.len() >= CONTENDED_MAX {
+                    t.contended.retain(|_, since| since.elapsed() < CONTENDED_FOR);
+                }
+                if t.contended.len() < CONTENDED_MAX {
+                    t.contended.insert(p.clone(), Instant::now());
+                }
+            }
+        }
+        if !recall.is_empty() && !self.no_recall {
+            self.recall_all(recall.into_values().collect());
+        }
+        Some(Change { paths, caller })
+    }
+
+    /// The change is applied (or failed): its paths may be granted again.
+    pub fn end_change(&self, c: Change) {
+        let mut t = lock(&self.table);
+        for p in &c.paths {
+            if let Some(e) = t.paths.get_mut(p) {
+                if let Some(i) = e.changing.iter().position(|x| *x == c.caller) {
+                    e.changing.swap_remove(i);
+                }
+                if e.holders.is_empty() && e.changing.is_empty() {
+                    t.paths.remove(p);
+                }
+            }
+        }
+    }
+
+    /// Recalls from each holder, one thread per holder past the first, and waits for
+    /// all: every answer, or each silent holder's lease.
+    fn recall_all(&self, mut holders: Vec<(Arc<Holder>, Vec<String>)>) {
+        let first = holders.pop().expect("at least one holder");
+        std::thread::scope(|s| {
+            for (h, paths) in holders {
+                s.spawn(move || self.recall(&h, paths));
+            }
+            self.recall(&first.0, first.1);
+        });
+    }
+
+    /// One holder: a recall on its callback connection, answered within what is
+    /// left of its lease; else its lease is waited out and all its grants dropped.
+    fn recall(&self, h: &Holder, paths: Vec<String>) {
+        let lease_end = h.last_seen_ms.load(Ordering::Relaxed) + (LEASE + LEASE_MARGIN).as_millis() as u64;
+        let left = Duration::from_millis(lease_end.saturating_sub(self.now_ms()));
+        if left.is_zero() {
+            // Its lease ran out: it uses none of this daemon's grants any more.
+            return;
+        }
+        let link = lock(&h.link).clone();
+        self.recalls.fetch_add(1, Ordering::Relaxed);
+        let answered = match &link {
+            Some(c) if c.alive() => {
+                matches!(c.call(&Request::Recall { paths }, &[], left), Ok((Ok(Response::Ok), _)))
+            }
+            _ => false,
+        };
+        if answered {
+            return;
+        }
+        self.expired.fetch_add(1, Ordering::Relaxed);
+        warn!(client = format!("{:016x}", h.id), "a client did not answer a recall; waiting out its lease");
+        let left = Duration::from_millis(lease_end.saturating_sub(self.now_ms()));
+        std::thread::sleep(left);
+        let mut t = lock(&self.table);
+        Self::drop_client_grants(&mut t, h.id);
+        if let Some(c) = lock(&h.link).take() {
+            c.close();
+        }
+    }
+
+    /// (paths granted, clients known) now, for `gust status`.
+    pub fn counts(&self) -> (usize, usize) {
+        let t = lock(&self.table);
+        (t.granted, t.clients.len())
+    }
+}
+
+/// A change under way (see `Grants::begin_change`).
+pub struct Change {
+    paths: Vec<String>,
+    caller: Option<u64>,
+}

@@ -1,0 +1,48 @@
+//! A client's `callback` connection (crate::grants): the session answers the
+//! request, then hands the stream over to a gust-rpc connection, on which this
+//! daemon sends recalls and reads their answers, and leaves the event loop.
+
+use super::{Bulk, Flow, Outcome, Session, Worker};
+use crate::state::State;
+use gust_proto::frame::{Header, OP_RESPONSE_BIT};
+use gust_proto::{encode, Reply, Response};
+use std::sync::Arc;
+
+impl Session {
+    pub(super) fn become_callback(&mut self, state: &State, op: u16, id: u64, client: u64) -> Flow {
+        let refuse = |s: &mut Session, errno: i32| {
+            let reply: Reply = Err(errno);
+            let mut w = Worker::new();
+            match s.send_frame(&mut w, op, id, &encode(&reply), Bulk::None) {
+                Ok(()) => Flow::Continue,
+                Err(_) => Flow::Stop(Outcome::Close),
+            }
+        };
+        // Only a socket can leave the event loop (shared memory is served by a thread).
+        if self.stream.raw_fd().is_none() || !self.pending.is_empty() {
+            return refuse(self, libc::ENOTSUP);
+        }
+        let Some(holder) = state.grants.hello(client) else { return refuse(self, libc::EBUSY) };
+        let Ok(mut s) = self.stream.try_clone() else { return Flow::Stop(Outcome::Close) };
+        // Blocking from now on, every write bounded (a recall's caller bounds its wait).
+        if s.set_nonblocking(false).is_err() || s.set_timeout(Some(crate::grants::LEASE)).is_err() {
+            return Flow::Stop(Outcome::Close);
+        }
+        let body = encode(&Ok::<_, i32>(Response::Ok));
+        let head = Header::new(op | OP_RESPONSE_BIT, id, body.len(), 0).encode();
+        if gust_transport::write_parts(&mut s, &[&head, &body]).is_err() {
+            return Flow::Stop(Outcome::Close);
+        }
+        let grants = state.grants.clone();
+        let mut opts = gust_rpc::Options::new(crate::grants::LEASE);
+        opts.name = "gust-callback";
+        opts.on_end = Some(Arc::new(move |by_peer| grants.link_ended(client, by_peer)));
+        match gust_rpc::Connection::established(s, opts) {
+            Ok(conn) => state.grants.set_link(&holder, conn),
+            Err(_) => return Flow::Stop(Outcome::Close),
+        }
+        // The stream is the connection's now: the session ends without shutting it.
+        self.detached = true;
+        Flow::Stop(Outcome::Close)
+    }
+}
