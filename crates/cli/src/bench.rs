@@ -89,6 +89,13 @@ enum BenchKind {
     /// (internal) One worker process.
     #[command(hide = true)]
     Worker,
+    /// Linearizability: processes race create, chmod, unlink and stat on a few
+    /// shared paths; their history is checked (exit 0 linearizable, 1 violation,
+    /// 2 undecided, 3 run failed).
+    History(crate::history::HistoryArgs),
+    /// (internal) One worker process of `history`.
+    #[command(hide = true)]
+    HistoryWorker(crate::history::WorkerArgs),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -637,6 +644,8 @@ fn drive(w: Workload, c: Common) -> Result<(), String> {
 pub fn run(a: BenchArgs) -> Result<(), String> {
     match a.kind {
         BenchKind::Worker => worker(),
+        BenchKind::History(a) => crate::history::run(a),
+        BenchKind::HistoryWorker(a) => crate::history::worker(a),
         BenchKind::Md { files, size, shared_dir, no_excl, common } => {
             drive(Workload::Md { files, size, shared_dir, no_excl }, common)
         }

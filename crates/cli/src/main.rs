@@ -4,6 +4,7 @@ mod bench;
 mod cluster;
 mod events;
 mod find;
+mod history;
 mod instance;
 mod logging;
 mod mount;
@@ -145,7 +146,7 @@ enum Cmd {
     Stage(stage::StageArgs),
     /// Cache mode: write back every file changed in GustFS now, and wait.
     Flush(writeback::FlushArgs),
-    /// Benchmarks: `md` (mdtest-like) and `io` (IOR-like).
+    /// Benchmarks: `md` (mdtest-like), `io` (IOR-like), `history` (linearizability).
     Bench(bench::BenchArgs),
     /// Run a command with GustFS under the mount directory (LD_PRELOAD library):
     /// gust run -- CMD ARGS

@@ -259,11 +259,8 @@ impl Client {
             }
             let daemon = self.md_daemon(&path);
             let ticket = self.lookup_ticket(daemon);
-            let call = Call {
-                daemon,
-                req: Request::CreateInline { path: path.clone(), record: rec },
-                bulk: vec![&p.data],
-            };
+            let call =
+                Call { daemon, req: Request::CreateInline { path: path.clone(), record: rec }, bulk: vec![&p.data] };
             match self.transport.batch(vec![call]).pop().expect("one answer") {
                 Ok((Response::Record(r), _)) => {
                     // This process knows the data it just created.

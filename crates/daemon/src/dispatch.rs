@@ -7,8 +7,8 @@
 
 use crate::grants::Holder;
 use crate::state::State;
-use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED};
 use gust_proto::find::{glob_literal_prefix, glob_match};
+use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, WhileRecovering, EVENTS_PAGE_ENTRIES_MAX,

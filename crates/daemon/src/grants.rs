@@ -176,12 +176,14 @@ impl Grants {
 
     /// The client's callback connection: recalls go there from now on. Grants it
     /// held through an earlier one are void (it forgot them before opening this).
-    pub fn set_link(&self, h: &Arc<Holder>, link: gust_rpc::Connection) {
+    pub fn set_link(&self, h: &Arc<Holder>, link: gust_rpc::Connection) -> Arc<gust_rpc::Connection> {
+        let link = Arc::new(link);
         let mut t = lock(&self.table);
         Self::drop_client_grants(&mut t, h.id);
-        if let Some(old) = lock(&h.link).replace(Arc::new(link)) {
+        if let Some(old) = lock(&h.link).replace(link.clone()) {
             old.close();
         }
+        link
     }
 
     /// The callback connection of client `id` ended; `by_peer`: the client closed
@@ -363,6 +365,12 @@ impl Grants {
             _ => false,
         };
         if answered {
+            return;
+        }
+        if link.as_ref().is_some_and(|c| c.ended_by_peer()) {
+            // Its process closed the connection (it ended): nothing of it is cached.
+            let mut t = lock(&self.table);
+            Self::drop_client_grants(&mut t, h.id);
             return;
         }
         self.expired.fetch_add(1, Ordering::Relaxed);

@@ -1025,6 +1025,9 @@ mod tests {
                 "31000000  02000000  0100  09000000  0400000000000000 01000000".into(),
             ),
             (Request::Multiplex, "32000000".into()),
+            (Request::Hello { client: 0x0807060504030201 }, "33000000  0102030405060708".into()),
+            (Request::Callback { client: 9 }, "34000000  0900000000000000".into()),
+            (Request::Recall { paths: vec!["/a".into()] }, "35000000  0100000000000000 0200000000000000 2f61".into()),
             (
                 Request::Trace { on: true, names: "md".into(), dir: Some("/t".into()) },
                 "3a000000  01  0200000000000000 6d64  01 0200000000000000 2f74".into(),
@@ -1107,6 +1110,9 @@ mod tests {
                 (48, "read_log", true),
                 (49, "forward", true),
                 (50, "multiplex", true),
+                (51, "hello", true),
+                (52, "callback", true),
+                (53, "recall", true),
                 (58, "trace", true),
             ]
         );
@@ -1292,16 +1298,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0700 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0800 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0700 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0800 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0700 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0800 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }

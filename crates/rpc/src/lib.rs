@@ -118,6 +118,9 @@ pub struct Connection {
     waiting: Arc<Mutex<Waiting>>,
     next_id: AtomicU64,
     dead: Arc<AtomicBool>,
+    /// The other side closed the connection (an end of stream, or a write refused
+    /// because its end is gone).
+    peer_closed: Arc<AtomicBool>,
     peer: String,
 }
 
@@ -179,7 +182,9 @@ impl Connection {
         let writer = Arc::new(Mutex::new(s));
         let waiting = Arc::new(Mutex::new(Waiting { callers: Some(HashMap::new()) }));
         let dead = Arc::new(AtomicBool::new(false));
+        let peer_closed = Arc::new(AtomicBool::new(false));
         let ends = Ends {
+            peer_closed: peer_closed.clone(),
             writer: writer.clone(),
             waiting: waiting.clone(),
             dead: dead.clone(),
@@ -190,12 +195,18 @@ impl Connection {
             .name(opts.name.into())
             .spawn(move || ends.read(reader))
             .map_err(|e| Error::Connect(format!("cannot start a reader thread: {e}")))?;
-        Ok(Connection { writer, waiting, next_id: AtomicU64::new(1), dead, peer })
+        Ok(Connection { writer, waiting, next_id: AtomicU64::new(1), dead, peer_closed, peer })
     }
 
     /// Whether the connection may still carry calls.
     pub fn alive(&self) -> bool {
         !self.dead.load(Ordering::Relaxed)
+    }
+
+    /// Whether the other side closed the connection (its process ended, or it
+    /// closed it on purpose), as opposed to an error, a timeout or a close here.
+    pub fn ended_by_peer(&self) -> bool {
+        self.peer_closed.load(Ordering::SeqCst)
     }
 
     /// Who is at the other end, for messages.
@@ -207,6 +218,15 @@ impl Connection {
     pub fn close(&self) {
         self.dead.store(true, Ordering::Relaxed);
         lock(&self.writer).shutdown();
+    }
+
+    /// Answers request `id` of op `op` that arrived before this connection took
+    /// the stream over (a daemon's session handing over a `callback` connection).
+    pub fn reply(&self, op: u16, id: u64, reply: &Reply) -> Result<(), Error> {
+        send(&self.writer, op | OP_RESPONSE_BIT, id, &encode(reply), &[]).map_err(|e| {
+            self.close();
+            Error::Lost(format!("send: {e}"))
+        })
     }
 
     /// Sends `req` with `bulk` and waits up to `timeout` for the reply and its bulk.
@@ -227,6 +247,9 @@ impl Connection {
             None => return Err(Error::Lost("connection closed".into())),
         };
         if let Err(e) = send(&self.writer, op, id, body, bulk) {
+            if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+                self.peer_closed.store(true, Ordering::SeqCst);
+            }
             // Part of a frame may have gone: the connection cannot carry more.
             self.close();
             return Err(Error::Lost(format!("send: {e}")));
@@ -280,6 +303,7 @@ struct Ends {
     writer: Arc<Mutex<Box<dyn Stream>>>,
     waiting: Arc<Mutex<Waiting>>,
     dead: Arc<AtomicBool>,
+    peer_closed: Arc<AtomicBool>,
     handler: Option<Handler>,
     on_end: Option<EndHandler>,
 }
@@ -295,6 +319,9 @@ impl Ends {
                 Err(why) => break why,
             }
         };
+        if why == PEER_CLOSED {
+            self.peer_closed.store(true, Ordering::SeqCst);
+        }
         self.dead.store(true, Ordering::Relaxed);
         let callers = lock(&self.waiting).callers.take().unwrap_or_default();
         for (_, tx) in callers {

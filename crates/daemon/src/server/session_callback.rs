@@ -4,7 +4,6 @@
 
 use super::{Bulk, Flow, Outcome, Session, Worker};
 use crate::state::State;
-use gust_proto::frame::{Header, OP_RESPONSE_BIT};
 use gust_proto::{encode, Reply, Response};
 use std::sync::Arc;
 
@@ -23,24 +22,20 @@ impl Session {
             return refuse(self, libc::ENOTSUP);
         }
         let Some(holder) = state.grants.hello(client) else { return refuse(self, libc::EBUSY) };
-        let Ok(mut s) = self.stream.try_clone() else { return Flow::Stop(Outcome::Close) };
+        let Ok(s) = self.stream.try_clone() else { return Flow::Stop(Outcome::Close) };
         // Blocking from now on, every write bounded (a recall's caller bounds its wait).
         if s.set_nonblocking(false).is_err() || s.set_timeout(Some(crate::grants::LEASE)).is_err() {
-            return Flow::Stop(Outcome::Close);
-        }
-        let body = encode(&Ok::<_, i32>(Response::Ok));
-        let head = Header::new(op | OP_RESPONSE_BIT, id, body.len(), 0).encode();
-        if gust_transport::write_parts(&mut s, &[&head, &body]).is_err() {
             return Flow::Stop(Outcome::Close);
         }
         let grants = state.grants.clone();
         let mut opts = gust_rpc::Options::new(crate::grants::LEASE);
         opts.name = "gust-callback";
         opts.on_end = Some(Arc::new(move |by_peer| grants.link_ended(client, by_peer)));
-        match gust_rpc::Connection::established(s, opts) {
-            Ok(conn) => state.grants.set_link(&holder, conn),
-            Err(_) => return Flow::Stop(Outcome::Close),
-        }
+        let Ok(conn) = gust_rpc::Connection::established(s, opts) else { return Flow::Stop(Outcome::Close) };
+        // The link is the client's before the answer leaves: its next request, on
+        // another connection, may be granted.
+        let conn = state.grants.set_link(&holder, conn);
+        let _ = conn.reply(op, id, &Ok(Response::Ok));
         // The stream is the connection's now: the session ends without shutting it.
         self.detached = true;
         Flow::Stop(Outcome::Close)

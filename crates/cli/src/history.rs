@@ -1,0 +1,718 @@
+//! `gust bench history`: real client processes race on a few shared paths, each
+//! records what it called and what came back, and the history is checked for
+//! linearizability (gust-history).
+//!
+//! The coordinator starts P worker processes (`gust bench history-worker`, this same
+//! binary), each with its own client core. A worker makes seeded random create
+//! (O_CREAT|O_EXCL, then close), chmod, unlink and stat calls, mostly stats, three in
+//! four on the K shared paths of the run and the rest on two paths of its own, and
+//! writes each call to its history file twice: the invocation before the call, the
+//! completion after, one whole line each, so a worker killed at any point leaves
+//! every completed call and at most one call of unknown outcome. Times are
+//! CLOCK_MONOTONIC, which every process of the machine shares.
+//!
+//! Faults (`--faults kill,stop`): every 50-800 ms the coordinator SIGKILLs a running
+//! worker and starts a replacement under a new process number (with what remains of
+//! the killed one's operations), or SIGSTOPs one for 0.5-3 s. A stopped worker holds
+//! whatever its client holds (connections, and grants once they exist) while others
+//! go on, which is the case a recall must handle.
+//!
+//! A run counted in seconds goes in rounds of at most --round-seconds, each in a
+//! fresh directory, checked and dropped before the next: at ~30,000 operations a
+//! second (2 cores), ten minutes make 18 million operations and a few GB of history,
+//! which one round at a time never holds.
+//!
+//! Exit status: 0 linearizable, 1 a violation, 2 undecided (the checker reached its
+//! limits), 3 the run itself failed (a worker could not start, failed, or did not
+//! finish in time) with no violation found.
+//!
+//! Bounds: every loop ends by itself: a worker after its operations or at its
+//! deadline, a round at a hard deadline (the coordinator then kills what is left),
+//! faults at most 5 a second of round (64 in a round counted in operations), the
+//! checker at --check-seconds a round.
+
+use crate::instance::InstanceArgs;
+use clap::{Args, ValueEnum};
+use gust_client::{Client, ClientOptions, Errno};
+use gust_history::{Limits, Line, Op, OpKind, Outcome, Report, Verdict};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXIT_VIOLATION: i32 = 1;
+const EXIT_UNDECIDED: i32 = 2;
+const EXIT_RUN_FAILED: i32 = 3;
+
+/// Paths of its own each worker uses besides the shared ones.
+const PRIVATE_PATHS: u32 = 2;
+/// Modes of creates and chmods: distinct, so a stale stat shows.
+const MODES: [u32; 8] = [0o600, 0o604, 0o640, 0o644, 0o660, 0o664, 0o700, 0o755];
+const WORKERS_MAX: u32 = 256;
+const PATHS_MAX: u32 = 100_000;
+const SECONDS_MAX: f64 = 7.0 * 86_400.0;
+/// Faults come at random gaps in this range (ms).
+const FAULT_GAP_MS: (u64, u64) = (50, 800);
+/// A stopped worker is continued after a time in this range (ms).
+const STOP_MS: (u64, u64) = (500, 3000);
+/// How often the coordinator looks at its workers.
+const POLL: Duration = Duration::from_millis(10);
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Fault {
+    /// SIGKILL a worker, start a replacement.
+    Kill,
+    /// SIGSTOP a worker for 0.5-3 s, then SIGCONT it.
+    Stop,
+}
+
+#[derive(Args)]
+pub struct HistoryArgs {
+    /// Worker processes at any time.
+    #[arg(long, default_value_t = 4)]
+    workers: u32,
+    /// Run this long, in rounds of at most --round-seconds.
+    #[arg(long, conflicts_with = "ops")]
+    seconds: Option<f64>,
+    /// Longest round of a --seconds run: each round has a fresh directory and its
+    /// history is checked and dropped before the next, so memory and disk stay
+    /// bounded (~30,000 operations a second on 2 cores: ~40 MB of history a round).
+    #[arg(long, default_value_t = 10.0)]
+    round_seconds: f64,
+    /// Operations per worker, in one round [default: 1000, unless --seconds].
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Shared paths (few paths: more contention).
+    #[arg(long, default_value_t = 8)]
+    paths: u32,
+    /// Seed of the operation sequences (and of the faults' times and victims).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// GustFS directory under which each round makes its own (run.PID.SEED.ROUND).
+    #[arg(long, default_value = "/history")]
+    dir: String,
+    /// Faults to inject while the workers run: kill, stop, or kill,stop.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    faults: Vec<Fault>,
+    /// Print JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
+    /// Write the merged history (one operation a line) of the last round checked
+    /// to this file: the round of the violation, if any (a run stops at the first).
+    #[arg(long, value_name = "FILE")]
+    keep_history: Option<PathBuf>,
+    /// Check a history file (one kept with --keep-history, or workers' files) and
+    /// run nothing.
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
+    /// Seconds the checker may take on a round before it calls it undecided.
+    #[arg(long, default_value_t = 300.0)]
+    check_seconds: f64,
+    #[command(flatten)]
+    inst: InstanceArgs,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Process number in the history.
+    #[arg(long)]
+    process: u32,
+    #[arg(long)]
+    seed: u64,
+    /// Directory of the run in GustFS.
+    #[arg(long)]
+    base: String,
+    /// Shared paths.
+    #[arg(long)]
+    paths: u32,
+    /// Operations to make.
+    #[arg(long)]
+    ops: Option<u64>,
+    /// CLOCK_MONOTONIC nanoseconds at which to stop.
+    #[arg(long)]
+    until_ns: Option<u64>,
+    /// History file to append to.
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long)]
+    hosts_file: PathBuf,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the machine.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC exists
+    // on every Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The seed of one worker's operations: the run's seed and its process number.
+fn worker_seed(seed: u64, process: u32) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (process as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+/// The next operation: 50% stat, 15% create, 20% chmod, 15% unlink; three in four
+/// on a shared path.
+fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
+    let kind = match rng.gen_range(0..100) {
+        0..=49 => OpKind::Stat,
+        50..=64 => OpKind::Create,
+        65..=84 => OpKind::Chmod,
+        _ => OpKind::Unlink,
+    };
+    let path = if rng.gen_range(0..4) != 0 {
+        format!("{}/s{}", a.base, rng.gen_range(0..a.paths))
+    } else {
+        format!("{}/p{}.{}", a.base, a.process, rng.gen_range(0..PRIVATE_PATHS))
+    };
+    let arg = match kind {
+        OpKind::Create | OpKind::Chmod => MODES[rng.gen_range(0..MODES.len())],
+        OpKind::Unlink | OpKind::Stat => 0,
+    };
+    (kind, path, arg)
+}
+
+/// Makes one call through the client core and says what it returned.
+fn call(c: &Client, kind: OpKind, path: &str, arg: u32) -> Outcome {
+    let r: Result<Outcome, Errno> = match kind {
+        OpKind::Create => c.open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, arg).map(|fd| {
+            // The create took effect with the open; a failed close changes nothing
+            // of what the model sees, but a person should know.
+            if let Err(e) = c.close(fd) {
+                eprintln!("gust bench history-worker: close after creating {path}: {e}");
+            }
+            Outcome::Ok
+        }),
+        OpKind::Chmod => c.chmod(path, arg).map(|_| Outcome::Ok),
+        OpKind::Unlink => c.unlink(path).map(|_| Outcome::Ok),
+        OpKind::Stat => c.stat(path).map(|s| Outcome::Mode(s.mode & 0o7777)),
+    };
+    r.unwrap_or_else(|e| Outcome::Errno(e.0))
+}
+
+/// Appends one line with one write, so that a kill leaves it whole or absent.
+fn write_line(out: &mut std::fs::File, l: &Line, path: &Path) -> Result<(), String> {
+    let mut s = l.to_json();
+    s.push('\n');
+    out.write_all(s.as_bytes()).map_err(|e| format!("cannot write history file {}: {e}", path.display()))
+}
+
+/// Entry point of `gust bench history-worker`.
+pub fn worker(a: WorkerArgs) -> Result<(), String> {
+    if a.ops.is_none() && a.until_ns.is_none() {
+        return Err("history-worker needs --ops or --until-ns".into());
+    }
+    let client = Client::open_instance(&a.hosts_file, ClientOptions::from_env())?;
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&a.out)
+        .map_err(|e| format!("cannot open history file {}: {e}", a.out.display()))?;
+    let mut rng = StdRng::seed_from_u64(worker_seed(a.seed, a.process));
+    let mut seq = 0u64;
+    while a.ops.is_none_or(|n| seq < n) && a.until_ns.is_none_or(|t| monotonic_ns() < t) {
+        let (kind, path, arg) = pick(&mut rng, &a);
+        let inv = Line::invocation(a.process, seq, kind, &path, arg, monotonic_ns());
+        write_line(&mut out, &inv, &a.out)?;
+        let result = call(&client, kind, &path, arg);
+        write_line(&mut out, &inv.completed(monotonic_ns(), result), &a.out)?;
+        seq += 1;
+    }
+    Ok(())
+}
+
+/// Entry point of `gust bench history`: exits with the verdict's status.
+pub fn run(a: HistoryArgs) -> Result<(), String> {
+    let code = drive(&a).unwrap_or_else(|e| {
+        eprintln!("gust: {e}");
+        EXIT_RUN_FAILED
+    });
+    if code != 0 {
+        let _ = std::io::stdout().flush();
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// What the workers did, over all rounds.
+#[derive(Default)]
+struct RunStats {
+    rounds: u32,
+    processes: u32,
+    kills: u32,
+    stops: u32,
+    /// Workers that exited with an error, or could not be started.
+    failed: Vec<String>,
+    /// Workers still running at a round's hard deadline (killed then).
+    timed_out: u32,
+    seconds: f64,
+}
+
+/// What the checker found, over all rounds.
+#[derive(Default)]
+struct Totals {
+    operations: usize,
+    never_returned: usize,
+    indeterminate: usize,
+    cut_lines: usize,
+    paths: usize,
+    violations: usize,
+    undecided: usize,
+    check_seconds: f64,
+    /// Each path not shown linearizable: round, path, verdict, explanation.
+    problems: Vec<serde_json::Value>,
+    /// None for --check.
+    run: Option<RunStats>,
+}
+
+impl Totals {
+    fn add(&mut self, round: u32, r: &Report, cut_lines: usize, check_seconds: f64) {
+        self.operations += r.operations;
+        self.never_returned += r.never_returned;
+        self.indeterminate += r.indeterminate;
+        self.cut_lines += cut_lines;
+        self.paths += r.paths.len();
+        self.violations += r.violations();
+        self.undecided += r.undecided();
+        self.check_seconds += check_seconds;
+        for p in &r.paths {
+            let mut v =
+                serde_json::json!({"round": round, "path": p.path, "operations": p.operations, "steps": p.steps});
+            match &p.verdict {
+                Verdict::Linearizable => continue,
+                Verdict::TooBig => v["verdict"] = "undecided".into(),
+                Verdict::Violation(x) => {
+                    v["verdict"] = "violation".into();
+                    v["explanation"] = x.explain(&p.path, r.t0_ns).into();
+                    v["culprit"] = serde_json::to_value(x.culprit.to_line()).expect("a history line serializes");
+                }
+            }
+            self.problems.push(v);
+        }
+    }
+
+    fn run_failed(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| !r.failed.is_empty() || r.timed_out > 0)
+    }
+
+    fn verdict(&self) -> &'static str {
+        if self.violations > 0 {
+            "violation"
+        } else if self.undecided > 0 {
+            "undecided"
+        } else {
+            "linearizable"
+        }
+    }
+}
+
+/// Runs the workload (or reads --check) and checks it; returns the exit status.
+fn drive(a: &HistoryArgs) -> Result<i32, String> {
+    let mut t = Totals::default();
+    match &a.check {
+        Some(f) => {
+            let (lines, cut) = read_history(f)?;
+            check_round(a, 0, &gust_history::merge(lines)?, cut, &mut t)?;
+        }
+        None => run_rounds(a, &mut t)?,
+    }
+    if a.json {
+        print_json(a, &t);
+    } else {
+        print_summary(a, &t);
+    }
+    Ok(if t.violations > 0 {
+        EXIT_VIOLATION
+    } else if t.run_failed() {
+        EXIT_RUN_FAILED
+    } else if t.undecided > 0 {
+        EXIT_UNDECIDED
+    } else {
+        0
+    })
+}
+
+/// Checks one round's history (and keeps it if asked: the last round checked is
+/// the one kept, and a run stops at its first violation).
+fn check_round(a: &HistoryArgs, round: u32, ops: &[Op], cut: usize, t: &mut Totals) -> Result<(), String> {
+    if let Some(f) = &a.keep_history {
+        keep(f, ops)?;
+    }
+    let start = Instant::now();
+    let limits = Limits {
+        deadline: Some(start + Duration::from_secs_f64(a.check_seconds.clamp(0.001, SECONDS_MAX))),
+        ..Limits::default()
+    };
+    let report = gust_history::check(ops, &limits);
+    t.add(round, &report, cut, start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Lines of one history file; the second value counts cut last lines.
+fn read_history(f: &Path) -> Result<(Vec<Line>, usize), String> {
+    let text = std::fs::read_to_string(f).map_err(|e| format!("cannot read history {}: {e}", f.display()))?;
+    gust_history::parse_lines(&text).map_err(|e| format!("{}: {e}", f.display()))
+}
+
+fn keep(f: &Path, ops: &[Op]) -> Result<(), String> {
+    let mut text = String::with_capacity(ops.len() * 128);
+    for o in ops {
+        text += &o.to_line().to_json();
+        text.push('\n');
+    }
+    std::fs::write(f, text).map_err(|e| format!("cannot write {}: {e}", f.display()))
+}
+
+/// One round: its directory in GustFS (every path of the model starts absent), the
+/// local directory of its workers' history files, and how long it runs.
+struct Round {
+    base: String,
+    local: PathBuf,
+    /// Operations per worker, or None: until `until_ns`.
+    ops: Option<u64>,
+    until_ns: Option<u64>,
+    seconds: f64,
+}
+
+fn validate(a: &HistoryArgs) -> Result<(), String> {
+    if a.workers == 0 || a.workers > WORKERS_MAX {
+        return Err(format!("--workers must be 1 to {WORKERS_MAX}"));
+    }
+    if a.paths == 0 || a.paths > PATHS_MAX {
+        return Err(format!("--paths must be 1 to {PATHS_MAX}"));
+    }
+    if a.seconds.is_some_and(|s| !(s > 0.0 && s <= SECONDS_MAX)) {
+        return Err(format!("--seconds must be above 0 and at most {SECONDS_MAX}"));
+    }
+    if !(a.round_seconds >= 1.0 && a.round_seconds <= SECONDS_MAX) {
+        return Err("--round-seconds must be at least 1".into());
+    }
+    if !a.dir.starts_with('/') {
+        return Err(format!("--dir {}: give a GustFS path from the root (/...)", a.dir));
+    }
+    Ok(())
+}
+
+/// Runs the rounds one after the other, checking each; stops at a violation or a
+/// failed round.
+fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
+    validate(a)?;
+    let client = a.inst.client()?;
+    let dir = a.dir.trim_end_matches('/');
+    match client.mkdir(if dir.is_empty() { "/" } else { dir }, 0o755) {
+        Ok(()) => {}
+        Err(e) if e.0 == libc::EEXIST => {}
+        Err(e) => return Err(format!("cannot make {dir} in GustFS: {e}")),
+    }
+    let local = std::env::temp_dir().join(format!("gust-history.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&local);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&local)
+        .map_err(|e| format!("cannot make {} for the workers' histories: {e}", local.display()))?;
+    // Rounds of equal length, at most --round-seconds each: memory and disk for
+    // the histories stay bounded however long the run.
+    let lengths: Vec<(Option<u64>, f64)> = match a.seconds {
+        None => vec![(Some(a.ops.unwrap_or(1000)), 0.0)],
+        Some(s) => {
+            let n = (s / a.round_seconds).ceil().max(1.0) as u32;
+            vec![(None, s / n as f64); n as usize]
+        }
+    };
+    let mut c = Coordinator { a, rng: StdRng::seed_from_u64(worker_seed(a.seed, u32::MAX)), st: RunStats::default() };
+    let start = Instant::now();
+    let mut r = Ok(());
+    for (number, (ops, seconds)) in lengths.into_iter().enumerate() {
+        let number = number as u32;
+        let round = Round {
+            base: format!("{dir}/run.{}.{}.{number}", std::process::id(), a.seed),
+            local: local.join(format!("round.{number}")),
+            ops,
+            until_ns: ops.is_none().then(|| monotonic_ns() + (seconds * 1e9) as u64),
+            seconds,
+        };
+        r = c.round(&client, &round).and_then(|(ops, cut)| check_round(a, number, &ops, cut, t));
+        if r.is_err() || t.violations > 0 || !c.st.failed.is_empty() || c.st.timed_out > 0 {
+            break;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&local);
+    c.st.seconds = start.elapsed().as_secs_f64();
+    t.run = Some(c.st);
+    r
+}
+
+/// Starts, faults and waits for the workers, round after round.
+struct Coordinator<'a> {
+    a: &'a HistoryArgs,
+    /// Times and victims of faults.
+    rng: StdRng,
+    st: RunStats,
+}
+
+/// One worker process of a round.
+struct Running {
+    process: u32,
+    child: Child,
+    out: PathBuf,
+    /// Operations it was given (None: it runs to the round's deadline).
+    ops: Option<u64>,
+    stopped_until: Option<Instant>,
+}
+
+impl Coordinator<'_> {
+    /// Runs one round and returns its merged history and cut lines, leaving
+    /// nothing of it in GustFS or in the local directory.
+    fn round(&mut self, client: &Client, r: &Round) -> Result<(Vec<Op>, usize), String> {
+        client.mkdir(&r.base, 0o755).map_err(|e| format!("cannot make {} in GustFS: {e}", r.base))?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&r.local)
+            .map_err(|e| format!("cannot make {}: {e}", r.local.display()))?;
+        let files = self.run_workers(r);
+        let mut lines = Vec::new();
+        let mut cut = 0;
+        let mut read = Ok(());
+        for f in files.iter().filter(|f| f.exists()) {
+            match read_history(f) {
+                Ok((l, c)) => {
+                    lines.extend(l);
+                    cut += c;
+                }
+                Err(e) => read = Err(e),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&r.local);
+        self.st.rounds += 1;
+        read?;
+        let ops = gust_history::merge(lines)?;
+        let mut paths: Vec<&str> = ops.iter().map(|o| o.path.as_str()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        for p in paths {
+            let _ = client.unlink(p);
+        }
+        let _ = client.rmdir(&r.base);
+        Ok((ops, cut))
+    }
+
+    /// Starts the workers, injects faults, and waits for all of them (at most until
+    /// a hard deadline); returns their history files.
+    fn run_workers(&mut self, r: &Round) -> Vec<PathBuf> {
+        let start = Instant::now();
+        let run_for = Duration::from_secs_f64(r.seconds);
+        // Generous: a round that overshoots this is stuck, not slow.
+        let hard_deadline = start
+            + match r.ops {
+                Some(n) => Duration::from_secs(120) + Duration::from_millis(n.saturating_mul(2)),
+                None => run_for + Duration::from_secs(60),
+            };
+        let faults_max = match r.ops {
+            Some(_) => 64,
+            None => (r.seconds * 5.0) as u32 + 1,
+        };
+        let mut faults = 0;
+        let mut next_fault = start + self.fault_gap();
+        let mut files = Vec::new();
+        let mut running: Vec<Running> = Vec::new();
+        for _ in 0..self.a.workers {
+            self.spawn(r, r.ops, &mut running, &mut files);
+        }
+        while !running.is_empty() {
+            let now = Instant::now();
+            self.reap(&mut running);
+            for w in running.iter_mut().filter(|w| w.stopped_until.is_some_and(|t| t <= now)) {
+                signal(&w.child, libc::SIGCONT);
+                w.stopped_until = None;
+            }
+            if now >= hard_deadline {
+                for mut w in running.drain(..) {
+                    signal(&w.child, libc::SIGCONT);
+                    let _ = w.child.kill();
+                    let _ = w.child.wait();
+                    self.st.timed_out += 1;
+                }
+                break;
+            }
+            let open = r.ops.is_some() || now + Duration::from_millis(500) < start + run_for;
+            if !self.a.faults.is_empty() && open && now >= next_fault && faults < faults_max {
+                next_fault = now + self.fault_gap();
+                faults += 1;
+                self.inject(r, &mut running, &mut files);
+            }
+            std::thread::sleep(POLL);
+        }
+        files
+    }
+
+    fn fault_gap(&mut self) -> Duration {
+        Duration::from_millis(self.rng.gen_range(FAULT_GAP_MS.0..=FAULT_GAP_MS.1))
+    }
+
+    /// Starts the next process number with `ops` operations (or until the round's
+    /// deadline).
+    fn spawn(&mut self, r: &Round, ops: Option<u64>, running: &mut Vec<Running>, files: &mut Vec<PathBuf>) {
+        let process = self.st.processes;
+        self.st.processes += 1;
+        let out = r.local.join(format!("history.{process}.jsonl"));
+        files.push(out.clone());
+        let mut cmd = match std::env::current_exe() {
+            Ok(exe) => Command::new(exe),
+            Err(e) => return self.st.failed.push(format!("worker {process}: cannot find the gust binary: {e}")),
+        };
+        cmd.args(["bench", "history-worker", "--process", &process.to_string(), "--seed", &self.a.seed.to_string()])
+            .args(["--base", &r.base, "--paths", &self.a.paths.to_string()])
+            .arg("--out")
+            .arg(&out)
+            .arg("--hosts-file")
+            .arg(self.a.inst.hosts_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        if let Some(n) = ops {
+            cmd.args(["--ops", &n.to_string()]);
+        }
+        if let Some(t) = r.until_ns {
+            cmd.args(["--until-ns", &t.to_string()]);
+        }
+        match cmd.spawn() {
+            Ok(child) => running.push(Running { process, child, out, ops, stopped_until: None }),
+            Err(e) => self.st.failed.push(format!("worker {process}: cannot start: {e}")),
+        }
+    }
+
+    /// Takes the workers that exited; one that exited with an error fails the run.
+    fn reap(&mut self, running: &mut Vec<Running>) {
+        let failed = &mut self.st.failed;
+        running.retain_mut(|w| match w.child.try_wait() {
+            Ok(None) => true,
+            Ok(Some(status)) => {
+                if !status.success() {
+                    failed.push(format!("worker {} exited with {status}", w.process));
+                }
+                false
+            }
+            Err(e) => {
+                failed.push(format!("worker {}: cannot wait for it: {e}", w.process));
+                false
+            }
+        });
+    }
+
+    /// Kills or stops one running worker chosen at random; a killed one is replaced
+    /// by a new process number with the operations it had left.
+    fn inject(&mut self, r: &Round, running: &mut Vec<Running>, files: &mut Vec<PathBuf>) {
+        let candidates: Vec<usize> = (0..running.len()).filter(|&i| running[i].stopped_until.is_none()).collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let i = candidates[self.rng.gen_range(0..candidates.len())];
+        match self.a.faults[self.rng.gen_range(0..self.a.faults.len())] {
+            Fault::Stop => {
+                signal(&running[i].child, libc::SIGSTOP);
+                let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
+                running[i].stopped_until = Some(Instant::now() + Duration::from_millis(ms));
+                self.st.stops += 1;
+            }
+            Fault::Kill => {
+                let mut w = running.swap_remove(i);
+                let _ = w.child.kill();
+                let _ = w.child.wait();
+                self.st.kills += 1;
+                let left = w.ops.map(|n| n.saturating_sub(completed(&w.out)));
+                if left != Some(0) && r.until_ns.is_none_or(|t| monotonic_ns() < t) {
+                    self.spawn(r, left, running, files);
+                }
+            }
+        }
+    }
+}
+
+fn signal(c: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid, which is not reaped yet.
+    unsafe { libc::kill(c.id() as i32, sig) };
+}
+
+/// Operations a (dead) worker completed, from its history file.
+fn completed(f: &Path) -> u64 {
+    read_history(f).map_or(0, |(lines, _)| lines.iter().filter(|l| l.result.is_some()).count() as u64)
+}
+
+fn print_json(a: &HistoryArgs, t: &Totals) {
+    let mut out = serde_json::json!({
+        "verdict": t.verdict(),
+        "operations": t.operations,
+        "never_returned": t.never_returned,
+        "indeterminate": t.indeterminate,
+        "cut_lines": t.cut_lines,
+        "paths": t.paths,
+        "violations": t.violations,
+        "undecided_paths": t.undecided,
+        "check_seconds": t.check_seconds,
+        "problems": t.problems,
+    });
+    if let Some(s) = &t.run {
+        out["seed"] = a.seed.into();
+        out["workers"] = a.workers.into();
+        out["shared_paths"] = a.paths.into();
+        out["rounds"] = s.rounds.into();
+        out["processes"] = s.processes.into();
+        out["run_seconds"] = s.seconds.into();
+        out["ops_per_second"] = (t.operations as f64 / s.seconds.max(1e-9)).into();
+        out["faults"] = serde_json::json!({"kill": s.kills, "stop": s.stops});
+        out["workers_failed"] = s.failed.clone().into();
+        out["workers_timed_out"] = s.timed_out.into();
+    }
+    println!("{}", serde_json::to_string_pretty(&out).expect("a report always serializes"));
+}
+
+fn print_summary(a: &HistoryArgs, t: &Totals) {
+    match &t.run {
+        Some(s) => {
+            println!(
+                "history: {} operations by {} workers ({} processes with replacements) in {} round(s), {:.1} s ({:.0} ops/s), seed {}",
+                t.operations,
+                a.workers,
+                s.processes,
+                s.rounds,
+                s.seconds,
+                t.operations as f64 / s.seconds.max(1e-9),
+                a.seed
+            );
+            if !a.faults.is_empty() {
+                println!("faults: {} kills, {} stops", s.kills, s.stops);
+            }
+            for f in &s.failed {
+                println!("worker failed: {f}");
+            }
+            if s.timed_out > 0 {
+                println!("workers stuck: {} did not finish in time and were killed", s.timed_out);
+            }
+        }
+        None => println!("history: {} operations", t.operations),
+    }
+    println!(
+        "outcomes: {} never returned, {} failed with an error outside the model (EIO, ...), {} cut lines",
+        t.never_returned, t.indeterminate, t.cut_lines
+    );
+    for p in &t.problems {
+        if let Some(e) = p["explanation"].as_str() {
+            print!("{e}");
+        }
+    }
+    let n = t.paths;
+    let secs = t.check_seconds;
+    match t.verdict() {
+        "linearizable" => println!("check: linearizable, all {n} path histories ({secs:.2} s)"),
+        "violation" => println!("check: NOT linearizable: {} of {n} path histories ({secs:.2} s)", t.violations),
+        _ => println!(
+            "check: undecided: {} of {n} path histories too big for the limits ({secs:.2} s; raise --check-seconds)",
+            t.undecided
+        ),
+    }
+}

@@ -1,0 +1,113 @@
+//! The sequential specification of one path: a register that is absent, or present
+//! with permission bits.
+//!
+//! | operation      | absent                    | present(m)                  |
+//! |----------------|---------------------------|-----------------------------|
+//! | create(c)      | ok, becomes present(c)    | EEXIST, unchanged           |
+//! | chmod(c)       | ENOENT, unchanged         | ok, becomes present(c)      |
+//! | unlink         | ENOENT, unchanged         | ok, becomes absent          |
+//! | stat           | ENOENT                    | mode m                      |
+//!
+//! Every path starts absent. Modes are compared as `mode & 0o7777`. An operation
+//! whose result is none of these (it never returned, or failed with EIO, a timeout,
+//! ...) may have taken effect or not: [`is_determinate`] says so, and the checker
+//! gives it no return time, so that it either takes effect at some instant after its
+//! invocation (with whatever result the state gives) or never.
+
+use crate::format::{OpKind, Outcome};
+
+/// Bits of a mode the model keeps (permissions, setuid, setgid, sticky).
+pub const MODE_BITS: u32 = 0o7777;
+
+/// The state of one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    Absent,
+    Present(u16),
+}
+
+impl State {
+    /// For people: "absent", "mode 0644".
+    pub fn describe(self) -> String {
+        match self {
+            State::Absent => "absent".into(),
+            State::Present(m) => format!("mode {m:04o}"),
+        }
+    }
+}
+
+fn present(mode: u32) -> State {
+    State::Present((mode & MODE_BITS) as u16)
+}
+
+/// Whether `result` is one the model can give `kind`; if not, the operation's
+/// effect is unknown.
+pub fn is_determinate(kind: OpKind, result: Outcome) -> bool {
+    match (kind, result) {
+        (OpKind::Stat, Outcome::Mode(_)) => true,
+        (OpKind::Create, Outcome::Errno(e)) => e == libc::EEXIST,
+        (_, Outcome::Errno(e)) => e == libc::ENOENT,
+        (OpKind::Stat, _) => false,
+        (_, Outcome::Ok) => true,
+        _ => false,
+    }
+}
+
+/// What `kind(arg)` does in `state`: its result and the next state.
+pub fn apply(state: State, kind: OpKind, arg: u32) -> (Outcome, State) {
+    let enoent = Outcome::Errno(libc::ENOENT);
+    match (kind, state) {
+        (OpKind::Create, State::Absent) => (Outcome::Ok, present(arg)),
+        (OpKind::Create, State::Present(_)) => (Outcome::Errno(libc::EEXIST), state),
+        (OpKind::Chmod, State::Present(_)) => (Outcome::Ok, present(arg)),
+        (OpKind::Unlink, State::Present(_)) => (Outcome::Ok, State::Absent),
+        (OpKind::Stat, State::Present(m)) => (Outcome::Mode(m as u32), state),
+        (OpKind::Chmod | OpKind::Unlink | OpKind::Stat, State::Absent) => (enoent, state),
+    }
+}
+
+/// The next state if `kind(arg)` may take effect in `state` and return `result`
+/// ([`Outcome::Unknown`]: any result); None if it may not.
+pub fn step(state: State, kind: OpKind, arg: u32, result: Outcome) -> Option<State> {
+    let (r, next) = apply(state, kind, arg);
+    let same = match (r, result) {
+        (_, Outcome::Unknown) => true,
+        (Outcome::Mode(a), Outcome::Mode(b)) => a == b & MODE_BITS,
+        (a, b) => a == b,
+    };
+    same.then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table() {
+        let a = State::Absent;
+        let p = State::Present(0o644);
+        assert_eq!(step(a, OpKind::Create, 0o600, Outcome::Ok), Some(State::Present(0o600)));
+        assert_eq!(step(p, OpKind::Create, 0o600, Outcome::Ok), None);
+        assert_eq!(step(p, OpKind::Create, 0o600, Outcome::Errno(libc::EEXIST)), Some(p));
+        assert_eq!(step(p, OpKind::Chmod, 0o100755, Outcome::Ok), Some(State::Present(0o755)));
+        assert_eq!(step(a, OpKind::Chmod, 0o755, Outcome::Errno(libc::ENOENT)), Some(a));
+        assert_eq!(step(p, OpKind::Unlink, 0, Outcome::Ok), Some(a));
+        assert_eq!(step(a, OpKind::Unlink, 0, Outcome::Ok), None);
+        assert_eq!(step(p, OpKind::Stat, 0, Outcome::Mode(0o100644)), Some(p));
+        assert_eq!(step(p, OpKind::Stat, 0, Outcome::Mode(0o600)), None);
+        assert_eq!(step(a, OpKind::Stat, 0, Outcome::Errno(libc::ENOENT)), Some(a));
+        // Unknown: takes effect, whatever it would have returned.
+        assert_eq!(step(a, OpKind::Create, 0o600, Outcome::Unknown), Some(State::Present(0o600)));
+        assert_eq!(step(p, OpKind::Create, 0o600, Outcome::Unknown), Some(p));
+    }
+
+    #[test]
+    fn only_the_models_results_are_determinate() {
+        assert!(is_determinate(OpKind::Create, Outcome::Errno(libc::EEXIST)));
+        assert!(!is_determinate(OpKind::Create, Outcome::Errno(libc::ENOENT)));
+        assert!(is_determinate(OpKind::Unlink, Outcome::Errno(libc::ENOENT)));
+        assert!(!is_determinate(OpKind::Chmod, Outcome::Errno(libc::EIO)));
+        assert!(!is_determinate(OpKind::Stat, Outcome::Errno(libc::ETIMEDOUT)));
+        assert!(!is_determinate(OpKind::Stat, Outcome::Unknown));
+    }
+}
