@@ -44,13 +44,24 @@ impl Instance {
 
     /// Starts `n` daemons with `gust start` run under `umask` (None: this process's).
     pub fn start_under_umask(n: u32, extra: &[&str], umask: Option<u32>) -> Instance {
+        Self::launch(n, extra, umask, &[])
+    }
+
+    /// Starts `n` daemons with `env` added to their environment (`gust start` passes
+    /// its own on), e.g. a daemon's debug switch.
+    pub fn start_with_env(n: u32, extra: &[&str], env: &[(&str, &str)]) -> Instance {
+        Self::launch(n, extra, None, env)
+    }
+
+    fn launch(n: u32, extra: &[&str], umask: Option<u32>, env: &[(&str, &str)]) -> Instance {
         let dir = tempfile::Builder::new().prefix("gust-e2e").tempdir_in("/tmp").expect("tempdir");
         let hosts = dir.path().join("gust.hosts");
         let mut cmd = Command::new(gust_bin());
         cmd.args(["start", "--local", &n.to_string(), "--rootdir"])
             .arg(dir.path())
             .args(["--mountdir", "/gustfs"])
-            .args(extra);
+            .args(extra)
+            .envs(env.iter().copied());
         if let Some(m) = umask {
             with_umask(&mut cmd, m);
         }

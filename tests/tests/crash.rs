@@ -173,7 +173,8 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
 #[test]
 fn client_follows_a_daemon_restarted_on_a_new_port() {
     let inst = Instance::start(2);
-    let c = inst.client_with(ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: true });
+    let c =
+        inst.client_with(ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: true, ..Default::default() });
     // Files whose metadata lives on the victim, so every stat below needs it.
     let mut on_victim = Vec::new();
     for i in 0..200 {

@@ -56,7 +56,7 @@ fn homes(c: &Client, files: usize) -> Vec<(String, u32)> {
 
 fn run(force_tcp: bool, hang: bool) {
     let inst = Instance::start_with(4, &["--chunk-size", "4k"]);
-    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp });
+    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp, ..Default::default() });
     let files = homes(&c, if hang { FILES_HUNG } else { FILES });
     assert!(files.iter().any(|f| f.1 == VICTIM) && files.iter().any(|f| f.1 != VICTIM));
     // A multi-chunk file: its chunks are spread over all four daemons.
@@ -81,7 +81,7 @@ fn run(force_tcp: bool, hang: bool) {
     eprintln!("{failed} operations failed with EIO, {worked} worked");
     assert!(c.last_transport_error().unwrap().contains(&format!("daemon {VICTIM}")));
     // A fresh client (no pooled connections) behaves the same.
-    let fresh = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp });
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp, ..Default::default() });
     check_split(&fresh, &files[..6]);
     // Creating, writing and reading files whose daemons are all alive still works,
     // while a read that needs a chunk on the dead daemon fails (never zeros).
@@ -144,7 +144,7 @@ fn hung_daemon_times_out_unix_sockets() {
 #[test]
 fn a_dead_daemon_holding_only_chunks_past_the_end_fails_no_read() {
     let inst = Instance::start_with(3, &["--chunk-size", "4k"]);
-    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp: false });
+    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp: false, ..Default::default() });
     let data: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
     // A file whose record and first chunk are on live daemons and whose second
     // chunk (past its end) is on the victim; and one whose first chunk is there.

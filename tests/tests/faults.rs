@@ -147,7 +147,7 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
     let seed: u64 = std::env::var("GUST_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("faults: seed {seed} (GUST_TEST_SEED={seed} reproduces the schedule and the operations)");
     let inst = Arc::new(Instance::start_with(DAEMONS, &["--chunk-size", "4k"]));
-    let opts = ClientOptions { rpc_timeout: Duration::from_millis(1500), force_tcp: false };
+    let opts = ClientOptions { rpc_timeout: Duration::from_millis(1500), force_tcp: false, ..Default::default() };
     let done = Arc::new(AtomicBool::new(false));
 
     // The fault schedule.
@@ -238,7 +238,7 @@ fn with_two_replicas_no_operation_fails_through_a_kill() {
     let seed: u64 = std::env::var("GUST_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("faults (replicas 2): seed {seed} (GUST_TEST_SEED={seed} reproduces the schedule and the operations)");
     let inst = Arc::new(Instance::start_with(DAEMONS, &["--chunk-size", "4k", "--replicas", "2"]));
-    let opts = ClientOptions { rpc_timeout: Duration::from_millis(1500), force_tcp: false };
+    let opts = ClientOptions { rpc_timeout: Duration::from_millis(1500), force_tcp: false, ..Default::default() };
     let done = Arc::new(AtomicBool::new(false));
     let faults = {
         let inst = inst.clone();

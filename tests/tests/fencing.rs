@@ -26,7 +26,7 @@ fn get(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
 }
 
 fn opts() -> ClientOptions {
-    ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false }
+    ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() }
 }
 
 /// Version `v` of file `i`: inline-sized for some, several 4 KiB chunks for others,

@@ -609,7 +609,13 @@ fn is_zombie(pid: i32) -> bool {
 fn daemon_requests(c: &gust_client::Client) -> u64 {
     (0..c.daemon_count())
         .map(|d| {
-            c.daemon_stats(d).expect("daemon stats").ops.iter().filter(|x| x.0 != "stats").map(|x| x.1).sum::<u64>()
+            c.daemon_stats(d)
+                .expect("daemon stats")
+                .ops
+                .iter()
+                .filter(|x| !matches!(x.0.as_str(), "stats" | "hello" | "callback"))
+                .map(|x| x.1)
+                .sum::<u64>()
         })
         .sum()
 }
@@ -768,7 +774,7 @@ fn daemon_ops(c: &gust_client::Client) -> std::collections::BTreeMap<String, u64
     let mut m = std::collections::BTreeMap::new();
     for d in 0..c.daemon_count() {
         for (op, n) in c.daemon_stats(d).expect("daemon stats").ops {
-            if op != "stats" {
+            if !matches!(op.as_str(), "stats" | "hello" | "callback") {
                 *m.entry(op).or_insert(0) += n;
             }
         }

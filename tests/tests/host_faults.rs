@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn opts() -> ClientOptions {
-    ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true }
+    ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true, ..Default::default() }
 }
 
 #[derive(Debug, Clone, Copy)]

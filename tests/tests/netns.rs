@@ -35,7 +35,7 @@ fn daemons_on_separate_hosts_and_a_network_partition() {
             d.id
         );
     }
-    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true, ..Default::default() };
     let c = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
 
     // Data spread over all hosts: 8 MiB in 512 KiB chunks, and many small files.
@@ -91,7 +91,7 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 2);
-    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true };
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true, ..Default::default() };
     let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
     assert_eq!(c.replicas(), 2);
     let big: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
@@ -154,7 +154,7 @@ fn a_daemon_cut_off_from_clients_only_is_fenced() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
     let mut hosts = TestHosts::create();
     hosts.start_instance(4096, 2);
-    let opts = ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true };
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(1), force_tcp: true, ..Default::default() };
     let c = Client::open_instance(&hosts.hosts_file(), opts.clone()).unwrap();
     let files: Vec<String> =
         (0..300).map(|i| format!("/f{i}")).filter(|p| c.record_holders(p)[0] == 1).take(12).collect();

@@ -53,7 +53,7 @@ impl Instance {
     }
 
     fn client(&self) -> Client {
-        let opts = ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: true };
+        let opts = ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: true, ..Default::default() };
         Client::open_instance(Path::new(&self.hp), opts).unwrap()
     }
 

@@ -92,7 +92,7 @@ fn exercise(c: &Client, model: &mut BTreeMap<String, Vec<u8>>, round: usize) {
 fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     let inst = Instance::start_with(4, &["--chunk-size", "4k", "--replicas", "2"]);
     assert_eq!(inst.hosts_file().replicas, 2);
-    let c = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let c = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
     c.mkdir("/d", 0o755).unwrap();
     let mut model = BTreeMap::new();
     for i in 0..40 {
@@ -117,7 +117,7 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     let creates = text.lines().filter(|l| l.contains("\"IN_CREATE\"") && l.contains("/d/new1-3\"")).count();
     assert_eq!(creates, 1, "{text}");
     // A fresh client (no daemon known down yet) pays one refusal, then skips it.
-    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
     exercise(&fresh, &mut model, 2);
     let out = inst.gust(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -130,7 +130,7 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     inst.restart_daemon(VICTIM);
     // Asked through a client of its own: each refused connection would make `c`
     // skip the daemon for DOWN_SKIP again.
-    let probe = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let probe = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
     assert!(
         gust_e2e::wait_until(Duration::from_secs(20), || probe.daemon_recovering(VICTIM).is_ok()),
         "the restarted daemon {VICTIM} never answered"
@@ -142,7 +142,7 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
         gust_e2e::wait_until(gust_client::DOWN_SKIP * 3, || !c.daemon_down(VICTIM)),
         "the writer still skips daemon {VICTIM}"
     );
-    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
     exercise(&fresh, &mut model, 3);
     exercise(&c, &mut model, 4);
     let out = inst.gust(&["status"]);
@@ -165,14 +165,14 @@ fn two_replicas_survive_a_killed_daemon_and_fence_it_when_it_returns() {
     // from it, and every operation still works ({2, 3} and {3, 0} keep daemon 3).
     kill9(&inst, 0);
     kill9(&inst, 2);
-    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
     exercise(&fresh, &mut model, 5);
 }
 
 #[test]
 fn one_replica_fails_the_lost_daemons_records_with_eio_within_the_bound() {
     let inst = Instance::start_with(4, &["--chunk-size", "4k"]);
-    let c = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false });
+    let c = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
     let place = gust_placement::WideStriping::new(4);
     use gust_placement::Distributor;
     let files: Vec<String> = (0..40).map(|i| format!("/f{i}")).collect();

@@ -1,5 +1,7 @@
 //! Metadata operations on small files cost exactly one RPC to exactly one daemon,
-//! measured by the daemons' own counters and by the client's.
+//! measured by the daemons' own counters and by the client's. Clients here take no
+//! grants (`ClientOptions::grants`): with them, a lookup of a record the process
+//! holds costs none (tests/tests/grants.rs).
 
 mod common;
 
@@ -19,7 +21,8 @@ fn snapshot(c: &Client) -> BTreeMap<(u32, String), u64> {
 }
 
 /// Runs `f` and returns the (daemon, op) counters that moved, leaving out the
-/// "stats" requests the measurement itself makes, and the client's RPC count.
+/// "stats" requests the measurement itself makes and the connection setup of grants
+/// ("hello", "callback"), and the client's RPC count.
 fn measure(c: &Client, f: impl FnOnce()) -> (Vec<(u32, String, u64)>, u64) {
     let before = snapshot(c);
     let sent = c.rpcs_sent();
@@ -28,7 +31,7 @@ fn measure(c: &Client, f: impl FnOnce()) -> (Vec<(u32, String, u64)>, u64) {
     let after = snapshot(c);
     let moved = after
         .iter()
-        .filter(|((_, op), _)| op != "stats")
+        .filter(|((_, op), _)| !matches!(op.as_str(), "stats" | "hello" | "callback"))
         .filter_map(|((d, op), n)| {
             let delta = n - before.get(&(*d, op.clone())).copied().unwrap_or(0);
             (delta > 0).then(|| (*d, op.clone(), delta))
@@ -51,7 +54,7 @@ fn create_stat_unlink_cost_one_rpc_each() {
     for n in [1u32, 4, 16] {
         eprintln!("--- {n} daemon(s)");
         let inst = Instance::start(n);
-        let c = inst.client();
+        let c = inst.client_with(gust_client::ClientOptions { grants: false, ..Default::default() });
         c.mkdir("/dir", 0o755).unwrap();
         let mut daemons_hit = BTreeSet::new();
         for i in 0..24 {
@@ -94,7 +97,7 @@ fn create_stat_unlink_cost_one_rpc_each() {
 #[test]
 fn check_parent_costs_one_more_rpc() {
     let inst = Instance::start_with(4, &["--check-parent"]);
-    let c = inst.client();
+    let c = inst.client_with(gust_client::ClientOptions { grants: false, ..Default::default() });
     c.mkdir("/d", 0o755).unwrap();
     let (moved, sent) = measure(&c, || {
         let fd = c.open("/d/f", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
@@ -111,7 +114,7 @@ fn check_parent_costs_one_more_rpc() {
 #[test]
 fn o_sync_writes_are_synced_and_plain_writes_are_not() {
     let inst = Instance::start_with(3, &["--chunk-size", "4k"]);
-    let c = inst.client();
+    let c = inst.client_with(gust_client::ClientOptions { grants: false, ..Default::default() });
     let fsyncs = |moved: &[(u32, String, u64)]| moved.iter().filter(|m| m.1 == "fsync").map(|m| m.2).sum::<u64>();
     let fd = c.open("/plain", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
     let (moved, _) = measure(&c, || {

@@ -81,7 +81,8 @@ echo job-done"#,
     let s1 = fs::read(j.work.join("one.copy/gust.hosts.secret")).unwrap();
     let s2 = fs::read(j.work.join("two.copy/gust.hosts.secret")).unwrap();
     assert_ne!(s1, s2);
-    let opts = gust_client::ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: true };
+    let opts =
+        gust_client::ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: true, ..Default::default() };
     let own = gust_client::Client::open_instance(&j.work.join("two.copy/gust.hosts"), opts.clone()).unwrap();
     own.ping(0).expect("job two's daemon with its own secret");
     // Job two's hosts file with job one's secret.

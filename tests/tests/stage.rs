@@ -157,7 +157,11 @@ fn a_lost_daemon_fails_its_files_only_and_nothing_half_copied_looks_complete() {
 
     // Each file is either complete (right size, right bytes) or shows no data:
     // a large file whose chunks did not all arrive keeps size 0.
-    let c = inst.client_with(gust_client::ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false });
+    let c = inst.client_with(gust_client::ClientOptions {
+        rpc_timeout: Duration::from_secs(2),
+        force_tcp: false,
+        ..Default::default()
+    });
     let failed: Vec<String> = failures
         .iter()
         .map(|f| Path::new(f["path"].as_str().unwrap()).file_name().unwrap().to_str().unwrap().into())

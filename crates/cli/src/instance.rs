@@ -530,7 +530,7 @@ fn launch(
             if registered {
                 if let Ok(c) = Client::open_instance(
                     hosts_path,
-                    ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false },
+                    ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false, ..Default::default() },
                 ) {
                     if c.unanswered().is_empty() {
                         break;
@@ -606,7 +606,10 @@ pub struct StopArgs {
 pub fn stop(a: StopArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
     if let Some(file) = &a.record_reads {
-        let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false })?;
+        let c = Client::open_instance(
+            &p,
+            ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false, ..Default::default() },
+        )?;
         let r = gust_stage::reads::record(&c, file)?;
         eprintln!(
             "gust: the job read {} file(s), {} in all; record written to {}{}",
@@ -623,7 +626,10 @@ pub fn stop(a: StopArgs) -> Result<(), String> {
     crate::writeback::finish(&p, a.discard)?;
     if let Some(file) = &a.stats {
         let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
-        let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
+        let c = Client::open_instance(
+            &p,
+            ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false, ..Default::default() },
+        )?;
         let v = crate::stats::job_stats(&h, &crate::stats::gather(&c, &h));
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n";
         fs::write(file, text).map_err(|e| format!("cannot write statistics to {}: {e}", file.display()))?;
@@ -665,7 +671,10 @@ use crate::human_size as human;
 pub fn status(a: InstanceArgs) -> Result<(), String> {
     let p = a.hosts_path();
     let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
-    let c = Client::open_instance(&p, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false })?;
+    let c = Client::open_instance(
+        &p,
+        ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false, ..Default::default() },
+    )?;
     println!(
         "instance {}  chunk size {}  placement {}  replicas {}  mountdir {}  hosts file {}",
         h.instance,

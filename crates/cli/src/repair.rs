@@ -53,7 +53,7 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
             a.id, e.host, e.host, a.id
         ));
     }
-    let opts = ClientOptions { rpc_timeout: Duration::from_secs(10), force_tcp: false };
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(10), force_tcp: false, ..Default::default() };
     let c = Client::open_instance(&hp, opts.clone())?;
     let base = hp.parent().unwrap_or(Path::new("."));
     let agent = gust_launch::agent::agent_of(base, a.id);
@@ -173,7 +173,10 @@ fn restart(hp: &Path, h: &HostsFile, id: u32, agent: Option<u32>) -> Result<(), 
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let c = Client::open_instance(hp, ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false })?;
+        let c = Client::open_instance(
+            hp,
+            ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false, ..Default::default() },
+        )?;
         if c.daemon_recovering(id) == Ok(false) {
             return Ok(());
         }

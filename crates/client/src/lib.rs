@@ -98,11 +98,14 @@ pub struct ClientOptions {
     pub rpc_timeout: Duration,
     /// Use TCP even to daemons on this host (benchmarks, tests).
     pub force_tcp: bool,
+    /// Take grants and answer lookups from them (grants.rs); `GUST_GRANTS=0` turns
+    /// it off (benchmarks compare, tests count requests).
+    pub grants: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false }
+        ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false, grants: true }
     }
 }
 
@@ -113,6 +116,7 @@ impl ClientOptions {
             o.rpc_timeout = Duration::from_millis(ms.max(1));
         }
         o.force_tcp = std::env::var("GUST_TRANSPORT").map(|v| v == "tcp").unwrap_or(false);
+        o.grants = std::env::var("GUST_GRANTS").map_or(true, |v| v != "0");
         o
     }
 }
@@ -192,7 +196,7 @@ impl Client {
             opts.force_tcp,
             hosts.replicas,
             false,
-            hosts.cache_of.is_none(),
+            opts.grants && hosts.cache_of.is_none(),
         );
         let dist: Box<dyn Distributor> = match hosts.placement {
             gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),

@@ -344,9 +344,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     // was killed). With copies elsewhere, its own may be stale: fence it.
     let clean = rootdir.join(CLEAN_STOP_MARKER);
     let crashed = identity.is_some() && !clean.exists();
-    if identity.is_some() {
+    if identity.is_some() && hosts.replicas == 1 {
         // Clients of the previous incarnation may still use its grants until their
-        // leases run out (grants.rs).
+        // leases run out (grants.rs; with copies, clients take no grants).
         state.grants.start_grace();
     }
     let _ = fs::remove_file(&clean);

@@ -66,7 +66,11 @@ fn start(tag: &str, daemons: u32, seed: u64, cut_after: Option<u64>) -> Sim {
 }
 
 fn client(s: &Sim) -> Client {
-    Client::open_instance(&s.hosts, ClientOptions { rpc_timeout: Duration::from_secs(10), force_tcp: false }).unwrap()
+    Client::open_instance(
+        &s.hosts,
+        ClientOptions { rpc_timeout: Duration::from_secs(10), force_tcp: false, ..Default::default() },
+    )
+    .unwrap()
 }
 
 fn data(rng: &mut StdRng) -> Vec<u8> {

@@ -530,7 +530,10 @@ fn remove_local(hp: &Path) {
 /// Pings every daemon of the hosts file at `hp` (`Client::unanswered`);
 /// returns the ones that did not answer.
 pub fn ping_all(hp: &Path) -> Vec<(u32, String)> {
-    let c = match Client::open_instance(hp, ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: false }) {
+    let c = match Client::open_instance(
+        hp,
+        ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: false, ..Default::default() },
+    ) {
         Ok(c) => c,
         Err(e) => return vec![(0, e)],
     };

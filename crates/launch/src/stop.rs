@@ -36,8 +36,10 @@ pub fn stop(hosts_path: &Path, keep: bool, wait: Duration) -> Result<Stopped, St
     let me = gust_hosts::this_host();
     // Without a usable secret no daemon can be asked; those on this host still get
     // SIGTERM below, the others are reported.
-    let client =
-        Client::open_instance(hosts_path, ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false });
+    let client = Client::open_instance(
+        hosts_path,
+        ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false, ..Default::default() },
+    );
     let no_client = client.as_ref().err().cloned();
     let asked = Mutex::new(Vec::new());
     let unreachable = Mutex::new(Vec::new());
