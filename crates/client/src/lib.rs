@@ -9,10 +9,11 @@
 //! their mount directory onto them with [`Client::internal_path`]. The rules of such
 //! paths are [`path`]'s (gust_proto), shared with the daemon.
 //!
-//! Consistency: every operation on one file goes to the daemons that own it, with no
-//! client-side caching, so operations on one file are strongly consistent. Directory
-//! listings are assembled from all daemons and are eventually consistent; there are
-//! no distributed locks (see docs/SEMANTICS.md).
+//! Consistency: every operation on one file goes to the daemons that own it, or is
+//! answered from a record the file's metadata daemon granted this process and
+//! recalls before anyone else changes it (`grants`), so operations on one file are
+//! strongly consistent. Directory listings are assembled from all daemons and are
+//! eventually consistent; there are no distributed locks (see docs/SEMANTICS.md).
 //!
 //! One module per concept: `credentials` (who calls: owners of new records, chown's
 //! and access's checks), `error` and `stat` (what calls return), `routing` (which
@@ -25,7 +26,8 @@
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
 //! file system directory, fetched on first open), `events` (the daemons' event
-//! logs), `status` (capacity, daemon counters), `exit` (what goes out when the
+//! logs), `status` (capacity, daemon counters), `grants` (records cached under the
+//! daemons' grants, answered until recalled), `exit` (what goes out when the
 //! process ends), `spill` (chunk writes and reads
 //! when a full daemon's chunks go to the next), `rpc` (connections and framing),
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
