@@ -108,6 +108,7 @@ pub fn handle_for<'s>(
     }
     let traced = crate::trace::start(&req);
     let change = state.grants.begin_change(&req, caller.map(|h| h.id));
+    let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. });
     // Registered before the record is read: a change starting after the read finds it.
     let granted = match (&req, caller) {
         (
@@ -125,7 +126,7 @@ pub fn handle_for<'s>(
         req => (serve(state, req, bulk_in, bulk_out), BulkOut::Buffer),
     };
     if let Some(c) = change {
-        state.grants.end_change(c);
+        state.grants.end_change(c, removes && reply.is_ok());
     }
     let mut flags = 0;
     if let (Some(path), Some(h)) = (granted, caller) {

@@ -320,11 +320,21 @@ impl Grants {
         Some(Change { paths, caller })
     }
 
-    /// The change is applied (or failed): its paths may be granted again.
-    pub fn end_change(&self, c: Change) {
+    /// The change is applied (or failed): its paths may be granted again. With
+    /// `removed`, their records are gone: the caller's own grants on them go too.
+    pub fn end_change(&self, c: Change, removed: bool) {
         let mut t = lock(&self.table);
+        let t = &mut *t;
         for p in &c.paths {
             if let Some(e) = t.paths.get_mut(p) {
+                if removed {
+                    for h in e.holders.drain(..) {
+                        t.granted -= 1;
+                        if let Some(s) = t.held.get_mut(&h) {
+                            s.remove(p);
+                        }
+                    }
+                }
                 if let Some(i) = e.changing.iter().position(|x| *x == c.caller) {
                     e.changing.swap_remove(i);
                 }
@@ -396,3 +406,7 @@ pub struct Change {
     paths: Vec<String>,
     caller: Option<u64>,
 }
+
+#[cfg(test)]
+#[path = "grants_tests.rs"]
+mod tests;

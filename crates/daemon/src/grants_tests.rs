@@ -1,0 +1,107 @@
+//! The grant table with real callback connections (socket pairs): who is recalled,
+//! when grants are refused, what a holder's end does.
+
+use super::*;
+use std::os::unix::net::UnixStream;
+
+/// A client's callback connection: its handler records each recall and answers.
+struct FakeClient {
+    holder: Arc<Holder>,
+    recalls: Arc<Mutex<Vec<String>>>,
+    _client_side: gust_rpc::Connection,
+}
+
+fn client(g: &Arc<Grants>, id: u64) -> FakeClient {
+    let (a, b) = UnixStream::pair().unwrap();
+    let recalls = Arc::new(Mutex::new(Vec::new()));
+    let seen = recalls.clone();
+    let mut copts = gust_rpc::Options::new(Duration::from_secs(10));
+    copts.handler = Some(Arc::new(move |req, _| match req {
+        Request::Recall { paths } => {
+            lock(&seen).extend(paths);
+            (Ok(Response::Ok), Vec::new())
+        }
+        _ => (Err(libc::ENOSYS), Vec::new()),
+    }));
+    let client_side = gust_rpc::Connection::established(Box::new(a), copts).unwrap();
+    let mut dopts = gust_rpc::Options::new(LEASE);
+    let g2 = g.clone();
+    dopts.on_end = Some(Arc::new(move |by_peer| g2.link_ended(id, by_peer)));
+    let daemon_side = gust_rpc::Connection::established(Box::new(b), dopts).unwrap();
+    let holder = g.hello(id).unwrap();
+    g.set_link(&holder, daemon_side);
+    FakeClient { holder, recalls, _client_side: client_side }
+}
+
+fn chmod(p: &str) -> Request {
+    Request::SetAttr { path: p.into(), mode: Some(0o600), atime_ns: None, mtime_ns: None, ctime_ns: 0 }
+}
+
+fn recalled(c: &FakeClient) -> Vec<String> {
+    lock(&c.recalls).clone()
+}
+
+#[test]
+fn a_change_recalls_other_holders_but_not_the_changer() {
+    let g = Arc::new(Grants::new());
+    let (a, b) = (client(&g, 1), client(&g, 2));
+    assert!(g.grant("/f", &a.holder));
+    assert!(g.grant("/f", &b.holder));
+    let c = g.begin_change(&chmod("/f"), Some(1)).unwrap();
+    g.end_change(c, false);
+    assert_eq!(recalled(&a), Vec::<String>::new());
+    assert_eq!(recalled(&b), vec!["/f".to_string()]);
+    // b no longer holds it: a second change recalls nobody.
+    let c = g.begin_change(&chmod("/f"), None).unwrap();
+    g.end_change(c, false);
+    assert_eq!(recalled(&b).len(), 1);
+    assert_eq!(recalled(&a), vec!["/f".to_string()], "a change without a caller recalls every holder");
+}
+
+#[test]
+fn no_grant_to_others_while_a_change_is_under_way_nor_on_a_contended_path() {
+    let g = Arc::new(Grants::new());
+    let (a, b) = (client(&g, 1), client(&g, 2));
+    let c = g.begin_change(&chmod("/x"), Some(1)).unwrap();
+    assert!(!g.grant("/x", &b.holder), "granted during another's change");
+    assert!(g.grant("/x", &a.holder), "the changer itself may be granted (its create's reply)");
+    g.end_change(c, false);
+    // Recalled from a: the path is contended for a while.
+    let c = g.begin_change(&chmod("/x"), Some(2)).unwrap();
+    g.end_change(c, false);
+    assert_eq!(recalled(&a), vec!["/x".to_string()]);
+    assert!(!g.grant("/x", &a.holder), "granted again right after a recall");
+    assert!(g.grant("/y", &a.holder), "another path is not contended");
+}
+
+#[test]
+fn changes_that_touch_no_record_take_no_lock_and_removes_forget_the_path() {
+    let g = Arc::new(Grants::new());
+    let a = client(&g, 1);
+    assert!(g.begin_change(&Request::Stat { path: "/f".into() }, Some(1)).is_none());
+    assert!(g.grant("/f", &a.holder));
+    let c = g.begin_change(&Request::Remove { path: "/f".into(), kind: gust_proto::RemoveKind::NotDir }, Some(1));
+    g.end_change(c.unwrap(), true);
+    assert_eq!(g.counts().0, 0, "a removed path keeps no grant");
+}
+
+#[test]
+fn a_holder_that_closed_its_connection_delays_nothing() {
+    let g = Arc::new(Grants::new());
+    let a = client(&g, 1);
+    assert!(g.grant("/f", &a.holder));
+    drop(a); // the client's end closes: its process ended
+    let t = Instant::now();
+    let c = g.begin_change(&chmod("/f"), Some(2)).unwrap();
+    g.end_change(c, false);
+    assert!(t.elapsed() < LEASE, "waited {:?} for a holder that is gone", t.elapsed());
+    assert_eq!(g.expired.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_client_without_a_callback_connection_gets_no_grant() {
+    let g = Grants::new();
+    let h = g.hello(7).unwrap();
+    assert!(!g.grant("/f", &h));
+    assert!(!h.leased());
+}
