@@ -2,6 +2,8 @@
  * reads commands on stdin, one per line, answers each on one line of stdout.
  *   stat PATH   -> "mode OCTAL size N" or "errno N"
  *   read PATH   -> "data TEXT" (the first 64 bytes) or "errno N"
+ *   fork        -> "child": the child answers the commands from now on; at its
+ *                  "quit" it exits, and the parent answers "parent" and goes on
  *   quit        -> exits
  * Prints "ready" first. */
 #include <errno.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int main(void) {
@@ -39,6 +42,17 @@ int main(void) {
             }
             buf[n] = 0;
             printf("data %s\n", buf);
+        } else if (strcmp(line, "fork") == 0) {
+            pid_t pid = fork();
+            if (pid < 0) {
+                printf("errno %d\n", errno);
+            } else if (pid == 0) {
+                printf("child\n");
+            } else {
+                int status;
+                waitpid(pid, &status, 0);
+                printf("parent\n");
+            }
         } else if (strcmp(line, "quit") == 0) {
             return 0;
         } else {

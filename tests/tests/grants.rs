@@ -134,6 +134,26 @@ fn another_process_sees_every_change_at_once() {
     assert_eq!(h.ask("quit"), "");
 }
 
+/// A child of fork is another client: it does not answer from the copies it
+/// inherited (the daemon recalls the parent's grants, not the child's memory).
+#[test]
+fn a_forked_child_does_not_use_its_parents_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = holder_bin(&dir);
+    let inst = Instance::start(2);
+    let c = inst.client();
+    write_file(&c, "/k", b"x");
+    let mut h = Holder::start(&inst, &bin);
+    assert_eq!(warm(&mut h, &c, "stat /gustfs/k"), "mode 644 size 1");
+    assert_eq!(h.ask("fork"), "child");
+    c.chmod("/k", 0o620).unwrap();
+    assert_eq!(h.ask("stat /gustfs/k"), "mode 620 size 1", "the child");
+    c.chmod("/k", 0o602).unwrap();
+    assert_eq!(h.ask("stat /gustfs/k"), "mode 602 size 1", "the child, again");
+    assert_eq!(h.ask("quit"), "parent");
+    assert_eq!(h.ask("stat /gustfs/k"), "mode 602 size 1", "the parent");
+}
+
 /// A stopped holder delays a change by at most its lease, and sees the change when
 /// it goes on; a killed one delays nothing (its connection's end frees the grant).
 #[test]
