@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Linearizability soak: a fresh 4-daemon instance (on /dev/shm) and `gust bench
+# history` with 4 worker processes on 8 shared paths for SECONDS (default 600), with
+# workers SIGKILLed (and replaced) and SIGSTOPped for 0.5-3 s at random, fixed seed.
+# The run goes in rounds of 10 s, each checked as it ends; it stops at the first
+# violation. This build's `gust` ($GUST, scripts/env.sh).
+# Usage: bench/run_history.sh [SECONDS]
+# Output: the JSON report in bench/results/history-YYYYMMDD-HHMM.json, and on a
+# violation the history of the round that broke in history-YYYYMMDD-HHMM.jsonl
+# beside it (`gust bench history --check FILE` explains it again); one line of
+# summary on stdout. Exit status as gust bench history's: 0 linearizable, 1 a
+# violation, 2 undecided, 3 the run failed.
+# Storage: BENCH_DIR (default /dev/shm). Seed: SEED (default 20261126).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+seconds=${1:-600}
+seed=${SEED:-20261126}
+root=${BENCH_DIR:-/dev/shm}/gust-history.$$
+stamp=$(date +%Y%m%d-%H%M)
+out=bench/results/history-$stamp.json
+kept=bench/results/history-$stamp.jsonl
+mkdir -p bench/results
+cleanup() {
+  "$GUST" stop --rootdir "$root" >/dev/null 2>&1 || true
+  rm -rf "$root"
+}
+trap cleanup EXIT
+"$GUST" start --local 4 --rootdir "$root" >/dev/null
+rc=0
+GUST_HOSTS_FILE="$root/gust.hosts" "$GUST" bench history --workers 4 --seconds "$seconds" --paths 8 \
+  --seed "$seed" --dir /history --faults kill,stop --json --keep-history "$kept" > "$out" || rc=$?
+[ "$rc" = 1 ] || rm -f "$kept"
+python3 - "$out" "$rc" <<'PY'
+import json, sys
+path, rc = sys.argv[1], int(sys.argv[2])
+try:
+    r = json.load(open(path))
+except ValueError:
+    sys.exit(f"history: no report in {path} (exit {rc}); see the messages above")
+f = r.get("faults", {})
+print(f"history: {r['verdict']}: {r['operations']} operations in {r.get('rounds', 0)} round(s), "
+      f"{r.get('run_seconds', 0):.0f} s ({r.get('ops_per_second', 0):.0f} ops/s), "
+      f"{f.get('kill', 0)} kills, {f.get('stop', 0)} stops, {r['never_returned']} never returned, "
+      f"{r['indeterminate']} errors outside the model, {r['violations']} violations, "
+      f"checked in {r['check_seconds']:.1f} s; report {path}")
+PY
+exit "$rc"
