@@ -613,7 +613,7 @@ fn daemon_requests(c: &gust_client::Client) -> u64 {
                 .expect("daemon stats")
                 .ops
                 .iter()
-                .filter(|x| !matches!(x.0.as_str(), "stats" | "hello" | "callback"))
+                .filter(|x| !matches!(x.0.as_str(), "stats" | "callback"))
                 .map(|x| x.1)
                 .sum::<u64>()
         })
@@ -774,7 +774,7 @@ fn daemon_ops(c: &gust_client::Client) -> std::collections::BTreeMap<String, u64
     let mut m = std::collections::BTreeMap::new();
     for d in 0..c.daemon_count() {
         for (op, n) in c.daemon_stats(d).expect("daemon stats").ops {
-            if !matches!(op.as_str(), "stats" | "hello" | "callback") {
+            if !matches!(op.as_str(), "stats" | "callback") {
                 *m.entry(op).or_insert(0) += n;
             }
         }

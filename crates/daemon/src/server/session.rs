@@ -522,15 +522,18 @@ impl Session {
         // Disabled (free) unless GUST_LOG asks for debug: then every event of this
         // request carries its op and id.
         let _req = debug_span!("req", op = req.name(), id).entered();
-        state.metrics.count_op(op);
         match req {
             Request::Hello { client } => {
-                // Never answered (it costs the client no round trip).
+                // Never answered (it costs the client no round trip), nor counted:
+                // it is part of setting a connection up, like the handshake.
                 self.client = state.grants.hello(client);
                 return Flow::Continue;
             }
-            Request::Callback { client } => return self.become_callback(state, op, id, client),
-            _ => {}
+            Request::Callback { client } => {
+                state.metrics.count_op(op);
+                return self.become_callback(state, op, id, client);
+            }
+            _ => state.metrics.count_op(op),
         }
         if let Some(h) = &self.client {
             state.grants.seen(h);
