@@ -68,9 +68,7 @@ fn linearizable_while_workers_are_killed_and_stopped() {
 /// keeps answering stat from its cache after another client's chmod or unlink
 /// returned: the checker must find it.
 #[test]
-#[ignore = "enabled once grants land"]
 fn the_checker_catches_stale_cached_stats() {
-    // enabled once grants land
     let inst = Instance::start_with_env(4, &[], &[("GUST_DEBUG_NO_RECALL", "1")]);
     let (code, report) =
         history(&inst, &["--workers", "4", "--ops", "2000", "--paths", "4", "--seed", "3", "--dir", "/h"]);

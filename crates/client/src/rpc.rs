@@ -441,7 +441,15 @@ impl Transport {
         }
         // The first byte separately: "nothing came" (the daemon died before the
         // reply) is what makes a retry safe for idempotent requests.
-        let first = c.reader.fill_buf().map_err(|e| (true, format!("no reply: {e}")))?;
+        // A read with a timeout is interrupted by a stop and continue (SIGSTOP,
+        // SIGCONT) even with SA_RESTART (signal(7)): that is no failure.
+        let first = loop {
+            match c.reader.fill_buf() {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        let first = first.map_err(|e| (true, format!("no reply: {e}")))?;
         if first.is_empty() {
             return Err((true, "no reply: connection closed by the daemon".into()));
         }

@@ -5,7 +5,7 @@
 //! framing and the handshake live in `server`; counters in `metrics`, which `handle`
 //! feeds with each request's latency, errno and directory.
 
-use crate::grants::Holder;
+use crate::grants::{Grant, Holder};
 use crate::state::State;
 use gust_proto::find::{glob_literal_prefix, glob_match};
 use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED};
@@ -117,7 +117,10 @@ pub fn handle_for<'s>(
             | Request::Create { path, .. }
             | Request::CreateInline { path, .. },
             Some(h),
-        ) if validate_path(path).is_ok() && state.grants.grant(path, h) => Some(path.clone()),
+        ) if validate_path(path).is_ok() => match state.grants.grant(path, h) {
+            Grant::No => None,
+            g => Some((path.clone(), g)),
+        },
         _ => None,
     };
     let (reply, out) = match req {
@@ -129,10 +132,11 @@ pub fn handle_for<'s>(
         state.grants.end_change(c, removes && reply.is_ok());
     }
     let mut flags = 0;
-    if let (Some(path), Some(h)) = (granted, caller) {
+    if let (Some((path, g)), Some(h)) = (granted, caller) {
         if reply.is_ok() {
             flags |= REPLY_GRANTED;
-        } else {
+        } else if g == Grant::New {
+            // Held before this request: the caller keeps what it cached under it.
             state.grants.ungrant(&path, h);
         }
     }

@@ -75,6 +75,9 @@ struct PathEntry {
     holders: Vec<u64>,
     /// Changes under way: who makes each (None: a caller without `hello`).
     changing: Vec<Option<u64>>,
+    /// Recalls sent and not answered yet: a later change of the path waits for
+    /// them too (the holders they go to are off `holders` already).
+    recalling: u32,
 }
 
 #[derive(Default)]
@@ -89,6 +92,8 @@ struct Table {
 
 pub struct Grants {
     table: Mutex<Table>,
+    /// Signalled when recalls end (`PathEntry::recalling`).
+    recalls_ended: std::sync::Condvar,
     epoch: Instant,
     /// Changes wait until then (a restart; see the module's comment).
     grace_until: Mutex<Option<Instant>>,
@@ -116,6 +121,7 @@ impl Grants {
     pub fn new() -> Grants {
         Grants {
             table: Mutex::new(Table::default()),
+            recalls_ended: std::sync::Condvar::new(),
             epoch: Instant::now(),
             grace_until: Mutex::new(None),
             no_recall: std::env::var("GUST_DEBUG_NO_RECALL").is_ok_and(|v| v == "1"),
@@ -210,41 +216,47 @@ impl Grants {
         }
     }
 
-    /// Registers a grant on `path` for `h`, before the record is read. False (no
-    /// grant) without a live callback connection, past a bound, on a contended
-    /// path, or while another caller changes it.
-    pub fn grant(&self, path: &str, h: &Holder) -> bool {
+    /// Registers a grant on `path` for `h`, before the record is read. `No` without
+    /// a live callback connection, past a bound, on a contended path, or while
+    /// another caller changes it; `Held` if `h` held it already (a failed request
+    /// must then leave it: the client still keeps what it cached under it).
+    pub fn grant(&self, path: &str, h: &Holder) -> Grant {
         if !h.leased() {
-            return false;
+            return Grant::No;
         }
         let mut t = lock(&self.table);
+        if let Some(e) = t.paths.get(path) {
+            if e.holders.contains(&h.id) && e.changing.iter().all(|c| *c == Some(h.id)) {
+                return Grant::Held;
+            }
+        }
         if t.granted >= PATHS_MAX {
-            return false;
+            return Grant::No;
         }
         if let Some(since) = t.contended.get(path) {
             if since.elapsed() < CONTENDED_FOR {
-                return false;
+                return Grant::No;
             }
             t.contended.remove(path);
         }
         if t.held.get(&h.id).is_some_and(|s| s.len() >= CLIENT_PATHS_MAX) {
-            return false;
+            return Grant::No;
         }
         let e = t.paths.entry(path.to_string()).or_default();
         if e.changing.iter().any(|c| *c != Some(h.id)) {
             if e.holders.is_empty() && e.changing.is_empty() {
                 t.paths.remove(path);
             }
-            return false;
+            return Grant::No;
         }
         if e.holders.contains(&h.id) {
-            return true;
+            return Grant::Held;
         }
         e.holders.push(h.id);
         t.held.entry(h.id).or_default().insert(path.to_string());
         t.granted += 1;
         self.given.fetch_add(1, Ordering::Relaxed);
-        true
+        Grant::New
     }
 
     /// Takes back a grant registered for a read that then failed (no record).
@@ -286,17 +298,28 @@ impl Grants {
         }
         // Holders to recall from, each with its paths.
         let mut recall: HashMap<u64, (Arc<Holder>, Vec<String>)> = HashMap::new();
+        // Paths with recalls this change sends, and how many.
+        let mut sent: Vec<(String, u32)> = Vec::new();
         {
-            let mut t = lock(&self.table);
-            let t = &mut *t;
+            let mut guard = lock(&self.table);
             for p in &paths {
-                let e = t.paths.entry(p.clone()).or_default();
-                e.changing.push(caller);
+                guard.paths.entry(p.clone()).or_default().changing.push(caller);
+            }
+            // A change that started earlier may still wait for its recalls: this one
+            // must not return before those holders forgot the path either.
+            while paths.iter().any(|p| guard.paths.get(p).is_some_and(|e| e.recalling > 0)) {
+                guard = self.recalls_ended.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
+            let t = &mut *guard;
+            for p in &paths {
+                let e = t.paths.get_mut(p).expect("marked above");
                 let others: Vec<u64> = e.holders.iter().copied().filter(|&c| Some(c) != caller).collect();
                 if others.is_empty() {
                     continue;
                 }
                 e.holders.retain(|&c| Some(c) == caller);
+                e.recalling += others.len() as u32;
+                sent.push((p.clone(), others.len() as u32));
                 for c in others {
                     t.granted -= 1;
                     if let Some(s) = t.held.get_mut(&c) {
@@ -316,6 +339,15 @@ impl Grants {
         }
         if !recall.is_empty() && !self.no_recall {
             self.recall_all(recall.into_values().collect());
+        }
+        if !sent.is_empty() {
+            let mut t = lock(&self.table);
+            for (p, n) in sent {
+                if let Some(e) = t.paths.get_mut(&p) {
+                    e.recalling -= n;
+                }
+            }
+            self.recalls_ended.notify_all();
         }
         Some(Change { paths, caller })
     }
@@ -399,6 +431,17 @@ impl Grants {
         let t = lock(&self.table);
         (t.granted, t.clients.len())
     }
+}
+
+/// What `Grants::grant` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// No grant: the reply says nothing.
+    No,
+    /// Registered for this request.
+    New,
+    /// The caller held it already.
+    Held,
 }
 
 /// A change under way (see `Grants::begin_change`).

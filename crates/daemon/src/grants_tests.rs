@@ -45,8 +45,9 @@ fn recalled(c: &FakeClient) -> Vec<String> {
 fn a_change_recalls_other_holders_but_not_the_changer() {
     let g = Arc::new(Grants::new());
     let (a, b) = (client(&g, 1), client(&g, 2));
-    assert!(g.grant("/f", &a.holder));
-    assert!(g.grant("/f", &b.holder));
+    assert_eq!(g.grant("/f", &a.holder), Grant::New);
+    assert_eq!(g.grant("/f", &b.holder), Grant::New);
+    assert_eq!(g.grant("/f", &a.holder), Grant::Held, "a failed request must not take it back");
     let c = g.begin_change(&chmod("/f"), Some(1)).unwrap();
     g.end_change(c, false);
     assert_eq!(recalled(&a), Vec::<String>::new());
@@ -63,15 +64,15 @@ fn no_grant_to_others_while_a_change_is_under_way_nor_on_a_contended_path() {
     let g = Arc::new(Grants::new());
     let (a, b) = (client(&g, 1), client(&g, 2));
     let c = g.begin_change(&chmod("/x"), Some(1)).unwrap();
-    assert!(!g.grant("/x", &b.holder), "granted during another's change");
-    assert!(g.grant("/x", &a.holder), "the changer itself may be granted (its create's reply)");
+    assert_eq!(g.grant("/x", &b.holder), Grant::No, "granted during another's change");
+    assert_ne!(g.grant("/x", &a.holder), Grant::No, "the changer itself may be granted (its create's reply)");
     g.end_change(c, false);
     // Recalled from a: the path is contended for a while.
     let c = g.begin_change(&chmod("/x"), Some(2)).unwrap();
     g.end_change(c, false);
     assert_eq!(recalled(&a), vec!["/x".to_string()]);
-    assert!(!g.grant("/x", &a.holder), "granted again right after a recall");
-    assert!(g.grant("/y", &a.holder), "another path is not contended");
+    assert_eq!(g.grant("/x", &a.holder), Grant::No, "granted again right after a recall");
+    assert_ne!(g.grant("/y", &a.holder), Grant::No, "another path is not contended");
 }
 
 #[test]
@@ -79,7 +80,7 @@ fn changes_that_touch_no_record_take_no_lock_and_removes_forget_the_path() {
     let g = Arc::new(Grants::new());
     let a = client(&g, 1);
     assert!(g.begin_change(&Request::Stat { path: "/f".into() }, Some(1)).is_none());
-    assert!(g.grant("/f", &a.holder));
+    assert_eq!(g.grant("/f", &a.holder), Grant::New);
     let c = g.begin_change(&Request::Remove { path: "/f".into(), kind: gust_proto::RemoveKind::NotDir }, Some(1));
     g.end_change(c.unwrap(), true);
     assert_eq!(g.counts().0, 0, "a removed path keeps no grant");
@@ -89,7 +90,7 @@ fn changes_that_touch_no_record_take_no_lock_and_removes_forget_the_path() {
 fn a_holder_that_closed_its_connection_delays_nothing() {
     let g = Arc::new(Grants::new());
     let a = client(&g, 1);
-    assert!(g.grant("/f", &a.holder));
+    assert_eq!(g.grant("/f", &a.holder), Grant::New);
     drop(a); // the client's end closes: its process ended
     let t = Instant::now();
     let c = g.begin_change(&chmod("/f"), Some(2)).unwrap();
@@ -102,6 +103,6 @@ fn a_holder_that_closed_its_connection_delays_nothing() {
 fn a_client_without_a_callback_connection_gets_no_grant() {
     let g = Grants::new();
     let h = g.hello(7).unwrap();
-    assert!(!g.grant("/f", &h));
+    assert_eq!(g.grant("/f", &h), Grant::No);
     assert!(!h.leased());
 }
