@@ -115,6 +115,16 @@ fn data_len(e: &Entry) -> u64 {
     e.data.as_ref().and_then(|d| d.as_ref()).map_or(0, |d| d.len() as u64)
 }
 
+/// A record answered from a grant.
+pub(crate) struct Held {
+    pub record: Record,
+    /// Its inline data if known (see `Entry`).
+    pub data: Option<Option<Arc<[u8]>>>,
+    pub daemon: u32,
+    /// Less than half of the lease is left: ping the daemon after using it.
+    pub renew: bool,
+}
+
 /// What a lookup remembers of the moment its request was sent.
 #[derive(Clone, Copy)]
 pub(crate) struct Ticket {
@@ -214,8 +224,8 @@ impl Cache {
     }
 
     /// The cached record of `p` (and, with `data`, only if its inline data is known
-    /// too), if its grant may be used; `renew`: ping the daemon after using it.
-    pub(crate) fn get(&self, p: &str, with_data: bool) -> Option<(Record, Option<Option<Arc<[u8]>>>, u32, bool)> {
+    /// too), if its grant may be used.
+    pub(crate) fn get(&self, p: &str, with_data: bool) -> Option<Held> {
         if !self.on {
             return None;
         }
@@ -229,7 +239,7 @@ impl Cache {
             (e.record.clone(), e.data.clone(), e.daemon)
         };
         let renew = self.usable(daemon)?;
-        Some((record, data, daemon, renew))
+        Some(Held { record, data, daemon, renew })
     }
 
     /// Before a lookup's request: whether to count it toward a callback connection,
@@ -397,12 +407,12 @@ impl crate::Client {
     /// holds a usable grant on it: no request. Renews the daemon's lease when half
     /// of it is gone.
     pub(crate) fn granted_record(&self, p: &str, with_data: bool) -> Option<(Record, Option<Arc<[u8]>>)> {
-        let (record, data, daemon, renew) = self.transport.grants.get(p, with_data)?;
-        if renew {
+        let held = self.transport.grants.get(p, with_data)?;
+        if held.renew {
             // Any leased reply renews; if this fails, the lease runs out by itself.
-            let _ = self.transport.call(daemon, Request::Ping);
+            let _ = self.transport.call(held.daemon, Request::Ping);
         }
-        Some((record, data.flatten()))
+        Some((held.record, held.data.flatten()))
     }
 
     /// Before a lookup or create that `daemon` may grant: opens the callback

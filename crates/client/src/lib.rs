@@ -194,11 +194,13 @@ impl Client {
             hosts.daemons.clone(),
             Some(hosts_path.to_path_buf()),
             secret,
-            opts.rpc_timeout,
-            opts.force_tcp,
-            hosts.replicas,
-            false,
-            opts.grants && hosts.cache_of.is_none(),
+            rpc::TransportOptions {
+                timeout: opts.rpc_timeout,
+                force_tcp: opts.force_tcp,
+                replicas: hosts.replicas,
+                proxy: false,
+                grants: opts.grants && hosts.cache_of.is_none(),
+            },
         );
         let dist: Box<dyn Distributor> = match hosts.placement {
             gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),

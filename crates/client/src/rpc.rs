@@ -122,6 +122,21 @@ pub(crate) struct Transport {
     pub(crate) grants: crate::grants::Cache,
 }
 
+/// How a transport works (`Transport::new`).
+pub(crate) struct TransportOptions {
+    /// Bound on any one call.
+    pub timeout: Duration,
+    /// TCP even to daemons on this host.
+    pub force_tcp: bool,
+    /// Copies of every record and chunk (replica.rs).
+    pub replicas: u32,
+    /// Requests for other nodes' daemons go through this node's (when the hosts
+    /// file says so; `GUST_PROXY` decides otherwise).
+    pub proxy: bool,
+    /// Take grants (grants.rs; off with copies and through the proxy anyway).
+    pub grants: bool,
+}
+
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
 pub(crate) struct Call<'a> {
     pub daemon: u32,
@@ -191,16 +206,8 @@ impl Bulk {
 }
 
 impl Transport {
-    pub fn new(
-        entries: Vec<DaemonEntry>,
-        hosts_path: Option<PathBuf>,
-        secret: Vec<u8>,
-        timeout: Duration,
-        force_tcp: bool,
-        replicas: u32,
-        proxy: bool,
-        grants: bool,
-    ) -> Self {
+    pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, o: TransportOptions) -> Self {
+        let TransportOptions { timeout, force_tcp, replicas, proxy, grants } = o;
         register_fork_handler();
         // This node's daemon: on this host, with its socket here (test hosts in one
         // machine share host names only when they share the file system too).
