@@ -66,6 +66,10 @@ enum BenchKind {
         /// O_CREAT|O_EXCL|O_WRONLY.
         #[arg(long)]
         no_excl: bool,
+        /// mdtest's -N: the stat, read and remove phases of process r work on the
+        /// files of process (r + N) mod P (another process's: the contended case).
+        #[arg(long, default_value_t = 0)]
+        shift: u32,
         #[command(flatten)]
         common: Common,
     },
@@ -106,6 +110,8 @@ enum Workload {
         shared_dir: bool,
         #[serde(default)]
         no_excl: bool,
+        #[serde(default)]
+        shift: u32,
     },
     Io {
         block_size: u64,
@@ -119,7 +125,7 @@ impl Workload {
     /// One line for the table's heading, for people.
     fn describe(&self) -> String {
         match self {
-            Workload::Md { files, size, shared_dir, no_excl } => format!(
+            Workload::Md { files, size, shared_dir, no_excl, .. } => format!(
                 "md: {files} files of {} per process, {}{}",
                 crate::human_size(*size),
                 if *shared_dir { "one shared directory" } else { "a directory per process" },
@@ -284,11 +290,12 @@ struct PhaseReport {
     errors: u64,
 }
 
-fn md_dir(s: &WorkerSpec, shared: bool) -> String {
+/// The directory of process `rank`'s files.
+fn md_dir_of(s: &WorkerSpec, shared: bool, rank: u32) -> String {
     if shared {
         format!("{}/md", s.base)
     } else {
-        format!("{}/md/p{}", s.base, s.rank)
+        format!("{}/md/p{}", s.base, rank)
     }
 }
 
@@ -302,14 +309,16 @@ fn phases(w: &Workload) -> &'static [&'static str] {
 fn run_phase(t: &dyn Target, s: &WorkerSpec, phase: &str) -> PhaseReport {
     let mut r = PhaseReport::default();
     match s.workload {
-        Workload::Md { files, size, shared_dir, no_excl } => {
-            let dir = md_dir(s, shared_dir);
+        Workload::Md { files, size, shared_dir, no_excl, shift } => {
+            // mdtest -N: after the create phase, another process's files.
+            let owner = if phase == "create" { s.rank } else { (s.rank + shift) % s.procs.max(1) };
+            let dir = md_dir_of(s, shared_dir, owner);
             let create_flags = libc::O_CREAT | libc::O_WRONLY | if no_excl { 0 } else { libc::O_EXCL };
             let mut data = vec![0u8; size as usize];
             fill_pattern(&mut data, 0, s.seed);
             let mut buf = vec![0u8; size as usize];
             for i in 0..files {
-                let p = if shared_dir { format!("{dir}/f{}.{i}", s.rank) } else { format!("{dir}/f{i}") };
+                let p = if shared_dir { format!("{dir}/f{owner}.{i}") } else { format!("{dir}/f{i}") };
                 let ok = match phase {
                     "create" => t
                         .open(&p, create_flags, 0o644)
@@ -646,8 +655,8 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         BenchKind::Worker => worker(),
         BenchKind::History(a) => crate::history::run(a),
         BenchKind::HistoryWorker(a) => crate::history::worker(a),
-        BenchKind::Md { files, size, shared_dir, no_excl, common } => {
-            drive(Workload::Md { files, size, shared_dir, no_excl }, common)
+        BenchKind::Md { files, size, shared_dir, no_excl, shift, common } => {
+            drive(Workload::Md { files, size, shared_dir, no_excl, shift }, common)
         }
         BenchKind::Io { block_size, transfer_size, shared_file, random, common } => {
             if transfer_size == 0 || block_size % transfer_size != 0 {

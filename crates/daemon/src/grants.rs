@@ -12,6 +12,9 @@
 //!   and the change waits for the answer. While a change is under way on a path,
 //!   nobody else gets a grant on it; a path recalled lately gets none for
 //!   `CONTENDED_FOR` (contended objects are served as before, without grants).
+//! * A recall also takes the holder's other grants in the same directory (at most
+//!   `NEIGHBOURS_MAX`): a process that changes one of another's files there tends
+//!   to change the rest (mdtest -N), which would cost a recall each.
 //! * A holder that does not answer (stopped, cut off) loses its grants when its
 //!   lease has run out: one `LEASE` after the last request this daemon served it
 //!   (every reply on a connection of a client with a live callback renews it, and
@@ -51,6 +54,8 @@ pub const CLIENT_PATHS_MAX: usize = 1 << 17;
 /// A path recalled from a holder gets no grant for this long: a file others keep
 /// changing is served as before, without recalls.
 const CONTENDED_FOR: Duration = Duration::from_secs(1);
+/// Bound on a holder's other grants in a directory that one recall takes along.
+const NEIGHBOURS_MAX: usize = 4096;
 /// Bound on paths remembered as contended.
 const CONTENDED_MAX: usize = 1 << 14;
 
@@ -320,13 +325,35 @@ impl Grants {
                 e.holders.retain(|&c| Some(c) == caller);
                 e.recalling += others.len() as u32;
                 sent.push((p.clone(), others.len() as u32));
+                let dir = gust_proto::path::parent(p);
                 for c in others {
                     t.granted -= 1;
                     if let Some(s) = t.held.get_mut(&c) {
                         s.remove(p);
                     }
-                    if let Some(h) = t.clients.get(&c) {
-                        recall.entry(c).or_insert_with(|| (h.clone(), Vec::new())).1.push(p.clone());
+                    let Some(h) = t.clients.get(&c).cloned() else { continue };
+                    let into = &mut recall.entry(c).or_insert_with(|| (h, Vec::new())).1;
+                    into.push(p.clone());
+                    // Its other grants in this directory go in the same recall: a
+                    // process changing one of another's files there tends to change
+                    // the rest (mdtest -N), and each would cost a recall of its own.
+                    let neighbours: Vec<String> = t.held.get(&c).map_or(Vec::new(), |s| {
+                        s.iter()
+                            .filter(|q| gust_proto::path::parent(q) == dir && !paths.contains(q))
+                            .take(NEIGHBOURS_MAX)
+                            .cloned()
+                            .collect()
+                    });
+                    for q in neighbours {
+                        let Some(e) = t.paths.get_mut(&q) else { continue };
+                        e.holders.retain(|&x| x != c);
+                        e.recalling += 1;
+                        t.granted -= 1;
+                        if let Some(s) = t.held.get_mut(&c) {
+                            s.remove(&q);
+                        }
+                        sent.push((q.clone(), 1));
+                        into.push(q);
                     }
                 }
                 if t.contended.len() >= CONTENDED_MAX {

@@ -106,3 +106,22 @@ fn a_client_without_a_callback_connection_gets_no_grant() {
     assert_eq!(g.grant("/f", &h), Grant::No);
     assert!(!h.leased());
 }
+
+#[test]
+fn a_recall_takes_the_holders_other_grants_in_the_directory_along() {
+    let g = Arc::new(Grants::new());
+    let a = client(&g, 1);
+    for p in ["/d/x", "/d/y", "/d/z", "/e/w"] {
+        assert_eq!(g.grant(p, &a.holder), Grant::New);
+    }
+    let c = g.begin_change(&chmod("/d/x"), Some(2)).unwrap();
+    g.end_change(c, false);
+    let mut got = recalled(&a);
+    got.sort();
+    assert_eq!(got, vec!["/d/x", "/d/y", "/d/z"]);
+    // Only /e/w is still held: a change of /d/y recalls nothing more.
+    let c = g.begin_change(&chmod("/d/y"), Some(2)).unwrap();
+    g.end_change(c, false);
+    assert_eq!(recalled(&a).len(), 3);
+    assert_eq!(g.counts().0, 1);
+}
