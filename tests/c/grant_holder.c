@@ -4,6 +4,7 @@
  *   read PATH   -> "data TEXT" (the first 64 bytes) or "errno N"
  *   fork        -> "child": the child answers the commands from now on; at its
  *                  "quit" it exits, and the parent answers "parent" and goes on
+ *   fork-leave  -> "child": the child answers from now on, the parent exits at once
  *   quit        -> exits
  * Prints "ready" first. */
 #include <errno.h>
@@ -53,6 +54,14 @@ int main(void) {
                 waitpid(pid, &status, 0);
                 printf("parent\n");
             }
+        } else if (strcmp(line, "fork-leave") == 0) {
+            pid_t pid = fork();
+            if (pid < 0)
+                printf("errno %d\n", errno);
+            else if (pid == 0)
+                printf("child\n");
+            else
+                _exit(0);
         } else if (strcmp(line, "quit") == 0) {
             return 0;
         } else {

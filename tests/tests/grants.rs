@@ -154,6 +154,27 @@ fn a_forked_child_does_not_use_its_parents_grants() {
     assert_eq!(h.ask("stat /gustfs/k"), "mode 602 size 1", "the parent");
 }
 
+/// A parent that exits while its forked child lives delays nothing: the child
+/// closed its copies of the parent's callback connections at the fork, so the
+/// parent's exit ends them and its grants go at once.
+#[test]
+fn a_holder_that_exits_leaving_a_child_delays_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = holder_bin(&dir);
+    let inst = Instance::start(2);
+    let c = inst.client();
+    write_file(&c, "/p", b"x");
+    let mut h = Holder::start(&inst, &bin);
+    warm(&mut h, &c, "stat /gustfs/p");
+    assert_eq!(h.ask("fork-leave"), "child");
+    h.child.wait().unwrap(); // the parent exited
+    c.chmod("/p", 0o612).unwrap();
+    let waits: usize = (0..2).map(|d| inst.daemon_log(d).matches("did not answer a recall").count()).sum();
+    assert_eq!(waits, 0, "a daemon waited out the lease of a process that had exited");
+    assert_eq!(h.ask("stat /gustfs/p"), "mode 612 size 1", "the child");
+    assert_eq!(h.ask("quit"), "");
+}
+
 /// A stopped holder delays a change by at most its lease, and sees the change when
 /// it goes on; a killed one delays nothing (its connection's end frees the grant).
 #[test]

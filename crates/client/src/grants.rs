@@ -43,6 +43,43 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
 
+/// The descriptors of every callback connection of this process, so that a child
+/// after fork closes its copies at once (`close_parents_callbacks`, in the fork
+/// handler: only atomics and close(2) there). Otherwise the parent's exit would not
+/// end its callback connections while the child lives, and the daemons would wait
+/// out the parent's lease before changes of what it held. -1: a free slot.
+static CALLBACK_FDS: [std::sync::atomic::AtomicI32; CALLBACK_FDS_MAX] =
+    [const { std::sync::atomic::AtomicI32::new(-1) }; CALLBACK_FDS_MAX];
+/// Slots of `CALLBACK_FDS`: two descriptors per daemon and client (a process with
+/// more simply keeps the rest open in its children).
+const CALLBACK_FDS_MAX: usize = 512;
+
+fn register_fds(fds: &[i32]) {
+    for &fd in fds {
+        let _ = CALLBACK_FDS.iter().find(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+    }
+}
+
+fn unregister_fds(fds: &[i32]) {
+    for &fd in fds {
+        let _ = CALLBACK_FDS.iter().find(|s| s.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+    }
+}
+
+/// In a child after fork: closes its copies of the parent's callback connections
+/// (async-signal-safe: atomics and close(2)). The connections' objects are
+/// forgotten later, never dropped (`Cache::start_over`).
+pub(crate) fn close_parents_callbacks() {
+    for slot in &CALLBACK_FDS {
+        let fd = slot.swap(-1, Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: a descriptor this process inherited for a callback connection
+            // nothing in the child uses.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -190,8 +227,12 @@ impl Cache {
             let mut link = lock(&d.link);
             if let Some((g, c)) = link.take() {
                 if g != generation {
-                    // The parent's: closing it would shut the parent's socket.
-                    std::mem::forget(c);
+                    // The parent's: closing it would shut the parent's socket (the
+                    // fork handler closed this process's copies of its descriptors).
+                    match Arc::try_unwrap(c) {
+                        Ok(c) => c.abandon_after_fork(),
+                        Err(c) => std::mem::forget(c),
+                    }
                 }
             }
             d.up.store(false, Ordering::SeqCst);
@@ -278,6 +319,7 @@ impl Cache {
         let generation = crate::rpc::fork_generation();
         if let Some((g, c)) = link.take() {
             if g == generation {
+                unregister_fds(c.raw_fds());
                 c.close();
             } else {
                 std::mem::forget(c);
@@ -311,6 +353,7 @@ impl Cache {
         });
         match opened {
             Ok(c) => {
+                register_fds(c.raw_fds());
                 d.up.store(true, Ordering::SeqCst);
                 *link = Some((generation, Arc::new(c)));
             }

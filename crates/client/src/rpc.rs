@@ -65,6 +65,7 @@ static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+    crate::grants::close_parents_callbacks();
 }
 
 /// How many forks separate this process from the one that built the client (0 in

@@ -122,6 +122,7 @@ pub struct Connection {
     /// because its end is gone).
     peer_closed: Arc<AtomicBool>,
     peer: String,
+    fds: Vec<i32>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -179,6 +180,7 @@ impl Connection {
         s.set_timeout(Some(opts.timeout)).map_err(|e| Error::Connect(e.to_string()))?;
         let peer = s.peer();
         let reader = s.try_clone().map_err(|e| Error::Connect(e.to_string()))?;
+        let fds = [s.raw_fd(), reader.raw_fd()].into_iter().flatten().collect();
         let writer = Arc::new(Mutex::new(s));
         let waiting = Arc::new(Mutex::new(Waiting { callers: Some(HashMap::new()) }));
         let dead = Arc::new(AtomicBool::new(false));
@@ -195,7 +197,20 @@ impl Connection {
             .name(opts.name.into())
             .spawn(move || ends.read(reader))
             .map_err(|e| Error::Connect(format!("cannot start a reader thread: {e}")))?;
-        Ok(Connection { writer, waiting, next_id: AtomicU64::new(1), dead, peer_closed, peer })
+        Ok(Connection { writer, waiting, next_id: AtomicU64::new(1), dead, peer_closed, peer, fds })
+    }
+
+    /// The descriptors of this process that carry the connection (its own and its
+    /// reader's): a child after fork closes its copies of them (`abandon_after_fork`).
+    pub fn raw_fds(&self) -> &[i32] {
+        &self.fds
+    }
+
+    /// In a child after fork, where the connection is the parent's: forgets it
+    /// without shutting it down (that would end it for the parent too). The caller
+    /// closed the child's copies of `raw_fds` already, or does not mind keeping them.
+    pub fn abandon_after_fork(self) {
+        std::mem::forget(self);
     }
 
     /// Whether the connection may still carry calls.
