@@ -323,6 +323,13 @@ impl GustFs {
     }
 
     /// Inode of `path` if it is in the table and has open handles.
+    /// Whether directory `dir` holds a file unlinked while open, kept under a hidden
+    /// name until its last release.
+    pub(crate) fn hidden_open_in(&self, dir: &str) -> bool {
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        t.nodes.values().any(|n| n.hidden && n.open_handles > 0 && gust_client::path::parent(&n.path) == dir)
+    }
+
     pub(crate) fn open_ino(&self, path: &str) -> Option<u64> {
         let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let ino = *t.by_path.get(path)?;

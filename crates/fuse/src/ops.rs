@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// How long an rmdir waits for the release of a file unlinked while open in the
+/// directory (the kernel sends releases after close returned, asynchronously).
+const HIDDEN_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Filesystem for GustFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         if let Err(max) = config.set_max_write(MAX_WRITE_BYTES) {
@@ -167,7 +171,21 @@ impl Filesystem for GustFs {
         let r = (|| {
             self.ro()?;
             let path = child(&self.path(parent)?, name)?;
-            self.client.rmdir(&path)?;
+            let mut r = self.client.rmdir(&path);
+            // A file closed and unlinked just before (rm -r, shutil.rmtree) may still
+            // wait under a hidden name for its release, which the kernel sends
+            // asynchronously: let it go first (bounded), then try again.
+            let deadline = std::time::Instant::now() + HIDDEN_RELEASE_WAIT;
+            while r == Err(gust_client::Errno(libc::ENOTEMPTY))
+                && self.hidden_open_in(&path)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                if !self.hidden_open_in(&path) {
+                    r = self.client.rmdir(&path);
+                }
+            }
+            r?;
             self.negative.removed(&path);
             self.table.lock().unwrap_or_else(|e| e.into_inner()).forget_path(&path);
             Ok(())
