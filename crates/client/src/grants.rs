@@ -54,15 +54,34 @@ static CALLBACK_FDS: [std::sync::atomic::AtomicI32; CALLBACK_FDS_MAX] =
 /// more simply keeps the rest open in its children).
 const CALLBACK_FDS_MAX: usize = 512;
 
-fn register_fds(fds: &[i32]) {
-    for &fd in fds {
-        let _ = CALLBACK_FDS.iter().find(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok());
-    }
+/// One callback connection's entries in `CALLBACK_FDS`. They must leave it before
+/// the descriptors close (the connection's end, its replacement, the client's
+/// drop): a number left there could name another file by the next fork, and the
+/// child would close that.
+#[derive(Default)]
+struct LinkFds {
+    fds: Vec<i32>,
+    ended: bool,
 }
 
-fn unregister_fds(fds: &[i32]) {
-    for &fd in fds {
-        let _ = CALLBACK_FDS.iter().find(|s| s.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+impl LinkFds {
+    /// The connection is up: its descriptors go in, unless it ended already.
+    fn register(&mut self, fds: &[i32]) {
+        if self.ended {
+            return;
+        }
+        for &fd in fds {
+            if CALLBACK_FDS.iter().any(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok()) {
+                self.fds.push(fd);
+            }
+        }
+    }
+
+    /// Its descriptors are about to close: out they go.
+    fn unregister(&mut self) {
+        for fd in self.fds.drain(..) {
+            let _ = CALLBACK_FDS.iter().any(|s| s.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+        }
     }
 }
 
@@ -97,6 +116,8 @@ struct Entry {
 struct DaemonGrants {
     /// The callback connection (with the fork generation that opened it).
     link: Mutex<Option<(u64, Arc<gust_rpc::Connection>)>>,
+    /// Its descriptors in `CALLBACK_FDS`.
+    fds: Mutex<Option<Arc<Mutex<LinkFds>>>>,
     /// The callback connection is open; cleared by its end.
     up: Arc<AtomicBool>,
     /// Grants of this daemon may be used until then (ms since `Cache::epoch`).
@@ -235,6 +256,11 @@ impl Cache {
                     }
                 }
             }
+            // The fork handler emptied the registry: these numbers are not in it
+            // (unregistering them could take out a new connection's).
+            if let Some(f) = lock(&d.fds).take() {
+                lock(&f).fds.clear();
+            }
             d.up.store(false, Ordering::SeqCst);
             d.valid_until_ms.store(0, Ordering::SeqCst);
         }
@@ -319,13 +345,18 @@ impl Cache {
         let generation = crate::rpc::fork_generation();
         if let Some((g, c)) = link.take() {
             if g == generation {
-                unregister_fds(c.raw_fds());
+                if let Some(f) = lock(&d.fds).as_ref() {
+                    lock(f).unregister();
+                }
                 c.close();
             } else {
                 std::mem::forget(c);
             }
         }
         self.records.forget_daemon(daemon);
+        // A new connection, a new registration (the old one's end may still come).
+        let fds = Arc::new(Mutex::new(LinkFds::default()));
+        *lock(&d.fds) = Some(fds.clone());
         let records = self.records.clone();
         let mut opts = gust_rpc::Options::new(timeout);
         opts.name = "gust-recalls";
@@ -340,7 +371,13 @@ impl Cache {
         }));
         let up = d.up.clone();
         let records = self.records.clone();
+        let ended_fds = fds.clone();
         opts.on_end = Some(Arc::new(move |_| {
+            // Before the reader's descriptor closes (it runs on that thread).
+            let mut f = lock(&ended_fds);
+            f.ended = true;
+            f.unregister();
+            drop(f);
             up.store(false, Ordering::SeqCst);
             records.forget_daemon(daemon);
         }));
@@ -353,7 +390,7 @@ impl Cache {
         });
         match opened {
             Ok(c) => {
-                register_fds(c.raw_fds());
+                lock(&fds).register(c.raw_fds());
                 d.up.store(true, Ordering::SeqCst);
                 *link = Some((generation, Arc::new(c)));
             }
@@ -426,6 +463,29 @@ impl Cache {
     /// Records cached now (tests, `gust bench` reports).
     pub(crate) fn len(&self) -> usize {
         self.records.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl Drop for Cache {
+    /// The callback connections close with the cache: their descriptors leave the
+    /// registry first (in a child after fork, they were never its own).
+    fn drop(&mut self) {
+        let own = lock(&self.id).0 == crate::rpc::fork_generation();
+        for d in &self.daemons {
+            if let Some(f) = lock(&d.fds).take() {
+                let mut f = lock(&f);
+                if own {
+                    f.unregister();
+                } else {
+                    f.fds.clear();
+                }
+            }
+            if !own {
+                if let Some((_, c)) = lock(&d.link).take() {
+                    std::mem::forget(c);
+                }
+            }
+        }
     }
 }
 
