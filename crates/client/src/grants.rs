@@ -194,8 +194,12 @@ pub(crate) struct Cache {
     on: bool,
     records: Arc<Records>,
     daemons: Vec<DaemonGrants>,
-    /// (fork generation, this process's id): a child after fork is another client.
-    id: Mutex<(u64, u64)>,
+    /// This process's id, of fork generation `id_generation`: a child after fork is
+    /// another client. Every lookup checks the generation, so both are atomics; a
+    /// child's first call starts over under `starting_over`.
+    id: AtomicU64,
+    id_generation: AtomicU64,
+    starting_over: Mutex<()>,
     epoch: Instant,
 }
 
@@ -216,7 +220,9 @@ impl Cache {
             on,
             records: Arc::new(Records::default()),
             daemons: (0..daemons).map(|_| DaemonGrants::default()).collect(),
-            id: Mutex::new((crate::rpc::fork_generation(), new_id())),
+            id: AtomicU64::new(new_id()),
+            id_generation: AtomicU64::new(crate::rpc::fork_generation()),
+            starting_over: Mutex::new(()),
             epoch: Instant::now(),
         }
     }
@@ -233,14 +239,15 @@ impl Cache {
     /// a new id, nothing cached, no callback connection (the parent's stay its own).
     pub(crate) fn client_id(&self) -> u64 {
         let generation = crate::rpc::fork_generation();
-        let mut id = lock(&self.id);
-        if id.0 != generation {
-            *id = (generation, new_id());
-            drop(id);
-            self.start_over(generation);
-            return lock(&self.id).1;
+        if self.id_generation.load(Ordering::Acquire) != generation {
+            let _one = lock(&self.starting_over);
+            if self.id_generation.load(Ordering::Acquire) != generation {
+                self.start_over(generation);
+                self.id.store(new_id(), Ordering::Release);
+                self.id_generation.store(generation, Ordering::Release);
+            }
         }
-        id.1
+        self.id.load(Ordering::Acquire)
     }
 
     fn start_over(&self, generation: u64) {
@@ -470,7 +477,7 @@ impl Drop for Cache {
     /// The callback connections close with the cache: their descriptors leave the
     /// registry first (in a child after fork, they were never its own).
     fn drop(&mut self) {
-        let own = lock(&self.id).0 == crate::rpc::fork_generation();
+        let own = self.id_generation.load(Ordering::Acquire) == crate::rpc::fork_generation();
         for d in &self.daemons {
             if let Some(f) = lock(&d.fds).take() {
                 let mut f = lock(&f);
