@@ -8,8 +8,9 @@
 # fonts-dejavu-core is the font `gust trace report` draws its plots' text with; gdb
 # checks that installed binaries find their separate debug information
 # (tests/tests/install.rs); perl runs on GustFS in the preload library's tests.
+# rsync -aH copies hard links in tests/tests/posix_conformance.rs.
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar perl python3 python3-venv libc6-dev iproute2 util-linux
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar rsync perl python3 python3-venv libc6-dev iproute2 util-linux
   openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do

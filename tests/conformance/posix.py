@@ -437,6 +437,34 @@ def links():
     rec("links.link", res(os.link, J("links", "f"), J("links", "g")))
     rec("links.linkat_follow", res(os.link, J("links", "f"), J("links", "h"), follow_symlinks=True))
     rec("links.nlink", os.lstat(J("links", "f")).st_nlink)
+    f, g, h = J("links", "f"), J("links", "g"), J("links", "h")
+    rec("links.same_ino", os.lstat(f).st_ino == os.lstat(g).st_ino == os.lstat(h).st_ino)
+    # Data, size and attributes are the file's, whichever name changes them.
+    with open(g, "ab") as fh:
+        fh.write(b"more" * 3000)
+    rec("links.content_shared", (read(f) == read(h), os.lstat(h).st_size))
+    os.chmod(h, 0o640)
+    os.truncate(g, 5)
+    rec("links.attrs_shared", (oct(os.lstat(f).st_mode & 0o777), os.lstat(f).st_size))
+    before = os.lstat(f).st_ctime_ns
+    os.unlink(f)
+    rec("links.unlink_one", (os.lstat(g).st_nlink, read(g), os.lstat(g).st_ctime_ns >= before))
+    # Two names of one file: rename does nothing.
+    os.rename(g, h)
+    rec("links.rename_same_file", (os.path.exists(g), os.lstat(h).st_nlink))
+    write(J("links", "other"), b"other")
+    os.rename(J("links", "other"), g)
+    rec("links.rename_over_a_name", (read(g), os.lstat(h).st_nlink, read(h)))
+    rec("links.dir", res(os.link, d, J("links", "dl")))
+    rec("links.exists", res(os.link, h, g))
+    rec("links.missing", res(os.link, J("links", "nothing"), J("links", "n2")))
+    os.symlink("h", J("links", "s"))
+    # link(2) of a symlink links the symlink itself on Linux.
+    rec("links.of_symlink", res(os.link, J("links", "s"), J("links", "sl")))
+    for n in ("g", "h", "s", "sl"):
+        if os.path.lexists(J("links", n)):
+            os.unlink(J("links", n))
+    rec("links.all_gone", sorted(os.listdir(d)))
 
 
 ALL = {"owners": owners, "perms": perms, "times": times, "errors": errors, "special": special, "links": links}

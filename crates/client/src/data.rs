@@ -112,10 +112,11 @@ impl Client {
     fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         let len = buf.len() as u64;
         let per_daemon: Vec<_> = self.spans_by_daemon(f.file_id(), offset, len).into_iter().collect();
-        let path = f.path();
+        // Of a hard-linked file, the size is at its link path (links.rs).
+        let path = f.attrs_path();
         // The size (and inline data) from a grant this process holds (grants.rs):
         // then only the chunk reads go out.
-        let held = self.granted_record(&path, true);
+        let held = self.granted_record(&path, true).filter(|(r, _)| r.linked_to().is_none());
         if let Some((record, data)) = &held {
             if record.file_id != f.file_id() {
                 return Err(Errno(libc::ESTALE));
@@ -145,6 +146,13 @@ impl Client {
         let (size, inline) = match &held {
             Some((record, _)) => (record.size, None),
             None => match answers.next().expect("stat answer")? {
+                // Linked since its open: the name's size is not kept (links.rs).
+                (Response::RecordData { record, .. }, _) if record.linked_to().is_some() => {
+                    if record.file_id != f.file_id() {
+                        return Err(Errno(libc::ESTALE));
+                    }
+                    (self.get_stored_record(&self.learn_link(f)?)?.size, None)
+                }
                 (Response::RecordData { record, inline }, data) if record.file_id == f.file_id() => {
                     (record.size, inline.then_some(data))
                 }
@@ -220,23 +228,31 @@ impl Client {
         }
         self.listing.invalidate();
         // One snapshot of the path for the whole write: a rename through this
-        // client meanwhile cannot split its requests between two names.
-        let path = f.path();
-        let md = self.md_daemon(&path);
+        // client meanwhile cannot split its requests between two names. (Of a
+        // hard-linked file, its link path: links.rs.)
+        let mut path = f.attrs_path();
+        let mut md = self.md_daemon(&path);
         let append = f.flags & libc::O_APPEND != 0;
         let cached = cache.filter(|_| self.caches_size(f));
         let start = if append {
             // Reserve the range first: two appenders never get the same offset.
-            match self.transport.call(
-                md,
-                Request::UpdateSize {
-                    path: path.clone(),
-                    file_id: f.file_id(),
-                    end: 0,
-                    append_len: Some(buf.len() as u64),
-                    mtime_ns: now_ns(),
-                },
-            )? {
+            let reserve = |path: &str| Request::UpdateSize {
+                path: path.to_string(),
+                file_id: f.file_id(),
+                end: 0,
+                append_len: Some(buf.len() as u64),
+                mtime_ns: now_ns(),
+            };
+            let answer = match self.transport.call(md, reserve(&path)) {
+                Err(Errno(libc::EREMOTE)) => {
+                    // Linked since its open (links.rs).
+                    path = self.learn_link(f)?;
+                    md = self.md_daemon(&path);
+                    self.transport.call(md, reserve(&path))
+                }
+                r => r,
+            };
+            match answer? {
                 Response::Offset(o) => o,
                 r => return Err(unexpected(r)),
             }
@@ -267,7 +283,23 @@ impl Client {
                     bulk: Vec::new(),
                 });
             }
-            self.write_chunks(f.file_id(), at, piece, extra)?;
+            match self.write_chunks(f.file_id(), at, piece, extra) {
+                // Only the size update can say so: the file was linked since its open
+                // (links.rs). The data is written; the size goes to the link path.
+                Err(Errno(libc::EREMOTE)) => {
+                    path = self.learn_link(f)?;
+                    md = self.md_daemon(&path);
+                    let req = Request::UpdateSize {
+                        path: path.clone(),
+                        file_id: f.file_id(),
+                        end: at + window as u64,
+                        append_len: None,
+                        mtime_ns: now_ns(),
+                    };
+                    self.transport.call(md, req)?;
+                }
+                r => r?,
+            }
             if let Some(a) = cached {
                 self.cache_size(a, at + window as u64)?;
             }
@@ -354,7 +386,7 @@ impl Client {
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return Err(Errno(libc::EINVAL));
         }
-        self.truncate_resolved(&f.path(), size)
+        self.truncate_resolved(&f.attrs_path(), size)
     }
 
     /// Makes the file's data and the metadata log durable on every daemon involved.
@@ -364,7 +396,7 @@ impl Client {
     }
 
     fn sync_file(&self, f: &OpenFile) -> Result<()> {
-        let path = f.path();
+        let path = f.attrs_path();
         let r = self.get_record(&path)?;
         let mut daemons = self.chunk_daemons(f.file_id(), 0, r.size);
         let md = self.md_daemon(&path);

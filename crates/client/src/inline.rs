@@ -289,9 +289,21 @@ impl Client {
         Ok(())
     }
 
-    /// The record of a path and its inline data if it has any: from a grant this
-    /// process holds (grants.rs), else one request, which may bring a grant.
+    /// The attributes of a path and its inline data if it has any (a name of a
+    /// hard-linked file is followed to its link path: links.rs; its data is never
+    /// inline).
     pub fn stat_data(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
+        let (r, data) = self.stat_data_stored(p)?;
+        match r.linked_to() {
+            None => Ok((r, data)),
+            Some(link) => Ok((self.get_stored_record(link)?, None)),
+        }
+    }
+
+    /// The record of a path as stored and its inline data if it has any: from a
+    /// grant this process holds (grants.rs), else one request, which may bring a
+    /// grant.
+    pub(crate) fn stat_data_stored(&self, p: &str) -> Result<(Record, Option<Vec<u8>>)> {
         if let Some((r, data)) = self.granted_record(p, true) {
             return Ok((r, data.map(|d| d.to_vec())));
         }
@@ -328,6 +340,10 @@ impl Client {
         let mut placer = |r: &Response, len: usize| inline_file(r, len).and_then(&mut *place);
         match self.transport.call_placed(call, &mut placer)? {
             (Response::RecordData { record, .. }, Bulk::Placed(len)) => Ok(WholeFile::Placed { record, len }),
+            // A name of a linked file: its attributes are elsewhere (links.rs).
+            (Response::RecordData { record, .. }, Bulk::Vec(_)) if record.linked_to().is_some() => {
+                Ok(WholeFile::Other(None))
+            }
             (Response::RecordData { record, .. }, Bulk::Vec(_)) => Ok(WholeFile::Other(Some(record))),
             (r, _) => Err(unexpected(r)),
         }

@@ -43,6 +43,7 @@ mod fence;
 mod find;
 mod grants;
 mod inline;
+mod links;
 mod listing;
 mod namespace;
 mod open_files;

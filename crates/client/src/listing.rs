@@ -193,6 +193,13 @@ impl Client {
                     // With copies, each entry counts once (replica.rs); the last one
                     // stays the daemon's resume point even when another copy counts.
                     entries.retain(|(name, _)| self.keeps_child(*d, dir, name));
+                    // Names of hard-linked files carry their attributes from elsewhere
+                    // (links.rs): one more request each, for those only.
+                    for (_, r) in entries.iter_mut() {
+                        if let Some(link) = r.linked_to() {
+                            *r = self.get_stored_record(&link.to_string())?;
+                        }
+                    }
                     self.listing.insert(asked_at, dir, &entries);
                     match last {
                         Some(l) if entries.last() != Some(&l) && !done => {

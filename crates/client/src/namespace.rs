@@ -30,9 +30,20 @@ fn new_file_id() -> u128 {
 }
 
 impl Client {
-    /// The record of `path`: from a grant this process holds (grants.rs), else one
-    /// request, which may bring a grant.
+    /// The attributes of `path`: its record, or for a name of a hard-linked file the
+    /// record at the file's link path (links.rs).
     pub(crate) fn get_record(&self, path: &str) -> Result<Record> {
+        let r = self.get_stored_record(path)?;
+        match r.linked_to() {
+            None => Ok(r),
+            Some(link) => self.get_stored_record(link),
+        }
+    }
+
+    /// The record of `path` as stored (a name of a linked file is not followed): from
+    /// a grant this process holds (grants.rs), else one request, which may bring a
+    /// grant.
+    pub(crate) fn get_stored_record(&self, path: &str) -> Result<Record> {
         if let Some((r, _)) = self.granted_record(path, false) {
             return Ok(r);
         }
@@ -75,7 +86,16 @@ impl Client {
     }
 
     pub(crate) fn check_parent(&self, path: &str) -> Result<()> {
-        if !self.hosts.check_parent || path == "/" {
+        if !self.hosts.check_parent {
+            return Ok(());
+        }
+        self.check_parent_always(path)
+    }
+
+    /// `check_parent` whatever the instance's setting: for link, which programs
+    /// (git) send first and follow with a mkdir of the parent only on ENOENT.
+    pub(crate) fn check_parent_always(&self, path: &str) -> Result<()> {
+        if path == "/" {
             return Ok(());
         }
         // Not `resolve`: that would send the queue of batched creates (create_batch.rs)
@@ -285,8 +305,7 @@ impl Client {
         }
         let d = self.md_daemon(&p);
         match self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::NotDir })? {
-            Response::Removed { inline: true, .. } => Ok(()),
-            Response::Removed { record, inline: false } => self.remove_chunks(&record),
+            Response::Removed { record, inline } => self.name_removed(&record, inline),
             r => Err(unexpected(r)),
         }
     }

@@ -48,6 +48,9 @@ pub(crate) struct OpenFile {
     pub(crate) size_dirty: Mutex<Option<crate::size_cache::DirtySize>>,
     /// Adjacent writes not sent yet (write_behind.rs, opt-in).
     pub(crate) write_buffer: Mutex<Option<crate::write_behind::WriteBuffer>>,
+    /// The link path of a hard-linked file, where its size and attributes live
+    /// (links.rs): set at open, or when a daemon first says the file was linked.
+    pub(crate) linked_at: OnceLock<String>,
 }
 
 impl OpenFile {
@@ -76,11 +79,18 @@ impl OpenFile {
             write_buffer: Mutex::new(None),
             clear_set_id: Mutex::new(None),
             written: AtomicBool::new(false),
+            linked_at: OnceLock::new(),
         }
     }
 
     pub(crate) fn path(&self) -> String {
         self.path.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Where the file's size and attributes live: its link path once linked, else
+    /// its path.
+    pub(crate) fn attrs_path(&self) -> String {
+        self.linked_at.get().cloned().unwrap_or_else(|| self.path())
     }
 
     /// The file id. Only for settled descriptors (see `Client::file`).
@@ -204,15 +214,21 @@ impl Client {
                 // An existing file with data may hold it inline: writers move it,
                 // unless they truncate it (which drops the data, below).
                 let truncates = flags & libc::O_TRUNC != 0;
-                if r.file_id != fresh_id && r.kind == FileKind::File && r.size > 0 && writable && !truncates {
-                    let (r2, data) = self.stat_data(&p)?;
+                if r.file_id != fresh_id
+                    && r.kind == FileKind::File
+                    && r.size > 0
+                    && writable
+                    && !truncates
+                    && r.linked_to().is_none()
+                {
+                    let (r2, data) = self.stat_data_stored(&p)?;
                     inline = data;
                     r2
                 } else {
                     r
                 }
             } else {
-                let (r, data) = match self.stat_data(&p) {
+                let (r, data) = match self.stat_data_stored(&p) {
                     // A directory of the cached file system, not in GustFS.
                     Err(Errno(libc::ENOENT)) if self.hosts.cache_of.is_some() => (self.cached_record(&p)?, None),
                     r => r?,
@@ -231,6 +247,14 @@ impl Client {
                 return Err(Errno(libc::ELOOP));
             }
             p = self.link_target_path(&p, &r.target)?;
+        };
+        // A name of a hard-linked file: its attributes are at its link path (links.rs).
+        let (rec, linked_at) = match rec.linked_to() {
+            Some(l) => {
+                let l = l.to_string();
+                (self.get_stored_record(&l)?, Some(l))
+            }
+            None => (rec, None),
         };
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
@@ -256,6 +280,9 @@ impl Client {
         }
         let st = Stat::from_record(&rec, self.chunk_size);
         let mut file = OpenFile::new(p.clone(), rec.file_id, rec.kind, flags);
+        if let Some(l) = linked_at {
+            let _ = file.linked_at.set(l);
+        }
         if !writable && !truncating {
             file.snapshot = inline.map(|d| (rec.size, d));
         }

@@ -76,7 +76,8 @@ impl Client {
         }
         // With its inline data, if any: that stays at the old key's daemon, so it
         // moves to chunks before the record moves (inline.rs).
-        let (r, inline) = self.stat_data(&old)?;
+        // As stored: a name of a linked file moves as a name (links.rs).
+        let (r, inline) = self.stat_data_stored(&old)?;
         if old == new {
             return Ok(());
         }
@@ -108,6 +109,13 @@ impl Client {
     fn rename_file(&self, old: &str, new: &str, r: Record) -> Result<()> {
         let (old, new) = (old.to_string(), new.to_string());
         self.check_parent(&new)?;
+        if r.linked_to().is_some() {
+            // Two names of one file: rename does nothing (POSIX).
+            match self.get_stored_record(&new) {
+                Ok(t) if t.linked_to() == r.linked_to() => return Ok(()),
+                _ => {}
+            }
+        }
         let mut moved = r.clone();
         moved.ctime_ns = now_ns();
         let replaced =
@@ -119,7 +127,8 @@ impl Client {
         self.transport.call(self.md_daemon(&old), Request::Remove { path: old, kind: RemoveKind::Moved })?;
         if let Some(rep) = replaced {
             if rep.file_id != r.file_id {
-                self.remove_chunks(&rep)?;
+                // Its data may be inline, then the put dropped it with the record.
+                self.name_removed(&rep, false)?;
             }
         }
         Ok(())

@@ -14,7 +14,7 @@
 //! (rpc.rs).
 
 use crate::rpc::Call;
-use crate::{Client, Result};
+use crate::{Client, Errno, Result};
 use gust_placement::chunk_spans;
 use gust_proto::{Request, Response, Span};
 use std::collections::BTreeMap;
@@ -76,8 +76,19 @@ impl Client {
     /// One request about the record of `path`, to the daemon that holds it. (Where
     /// the request takes the path by value, callers ask `md_daemon` first instead of
     /// copying the path.)
-    pub(crate) fn call_md(&self, path: &str, req: Request) -> Result<Response> {
-        self.transport.call(self.md_daemon(path), req)
+    /// A change of attributes asked of a name of a hard-linked file is sent again to
+    /// its link path (links.rs).
+    pub(crate) fn call_md(&self, path: &str, mut req: Request) -> Result<Response> {
+        let again = req.attrs_path_mut().is_some().then(|| req.clone());
+        match self.transport.call(self.md_daemon(path), req) {
+            Err(Errno(libc::EREMOTE)) if again.is_some() => {
+                let mut req = again.expect("checked");
+                let link = self.link_path_of(path)?;
+                *req.attrs_path_mut().expect("checked") = link.clone();
+                self.transport.call(self.md_daemon(&link), req)
+            }
+            r => r,
+        }
     }
 
     /// Every daemon of the instance.

@@ -87,7 +87,7 @@ impl Client {
     pub(crate) fn flush_size(&self, f: &OpenFile) -> Result<()> {
         let mut slot = f.size_dirty.lock().unwrap_or_else(|e| e.into_inner());
         let Some(d) = *slot else { return Ok(()) };
-        let path = f.path();
+        let path = f.attrs_path();
         let req = Request::UpdateSize {
             path: path.clone(),
             file_id: f.file_id(),

@@ -240,6 +240,17 @@ impl Client {
         self.on_path(&tp::UNLINK, path, 0, || self.unlink_impl(path), |_| 0)
     }
 
+    /// A hard link: `new` becomes another name of the file at `old` (links.rs).
+    /// Recorded with the old path.
+    pub fn link(&self, old: &str, new: &str) -> Result<()> {
+        self.on_path(&tp::LINK, old, 0, || self.link_impl(old, new, false), |_| 0)
+    }
+
+    /// `link` of the file a symlink at `old` leads to (linkat's AT_SYMLINK_FOLLOW).
+    pub fn link_following(&self, old: &str, new: &str) -> Result<()> {
+        self.on_path(&tp::LINK, old, 0, || self.link_impl(old, new, true), |_| 0)
+    }
+
     /// Recorded with the link's path.
     pub fn symlink(&self, target: &str, linkpath: &str) -> Result<()> {
         self.on_path(&tp::SYMLINK, linkpath, 0, || self.symlink_impl(target, linkpath), |_| 0)

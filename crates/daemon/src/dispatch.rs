@@ -16,7 +16,7 @@ use gust_proto::{
     READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX,
     SPANS_PER_REQUEST_MAX,
 };
-use gust_store::metadata::NameFilter;
+use gust_store::metadata::{LinkCount, NameFilter};
 use gust_store::Res;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -257,6 +257,18 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::SetOwner { path, uid, gid, ctime_ns } => {
             validate_path(&path)?;
             md.set_owner(&path, uid, gid, ctime_ns).map(Response::Record)
+        }
+        Request::LinkCount { path, file_id, delta, ctime_ns } => {
+            validate_path(&path)?;
+            match md.link_count(&path, file_id, delta, ctime_ns)? {
+                LinkCount::Counted(r) => Ok(Response::Record(r)),
+                LinkCount::Removed(record) => Ok(Response::Removed { record, inline: false }),
+            }
+        }
+        Request::MarkLinked { path, file_id, link } => {
+            validate_path(&path)?;
+            validate_path(&link)?;
+            md.mark_linked(&path, file_id, &link).map(Response::Record)
         }
         Request::DirChanged { path, subdirs_delta, time_ns } => {
             validate_path(&path)?;

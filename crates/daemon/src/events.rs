@@ -51,7 +51,8 @@ impl EventLog {
     }
 
     pub fn record(&self, kind: EventKind, path: &str, file_id: u128, is_dir: bool) {
-        if !self.enabled() {
+        // A hard-linked file's attributes record is no name a watcher knows.
+        if !self.enabled() || path.starts_with(gust_proto::path::LINKS_DIR) {
             return;
         }
         let cost = path.len() + EVENT_OVERHEAD_BYTES;

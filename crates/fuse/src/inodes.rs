@@ -17,6 +17,15 @@ pub(crate) struct Node {
     /// Renamed to a hidden name because it was unlinked while open; removed at the
     /// last release.
     pub(crate) hidden: bool,
+    /// Other names of a hard-linked file that lookups found (the kernel may reach
+    /// the inode through any): one takes over when `path` is unlinked.
+    pub(crate) aliases: Vec<String>,
+}
+
+impl Node {
+    pub(crate) fn new(path: &str, lookups: u64) -> Node {
+        Node { path: path.to_string(), known: None, lookups, open_handles: 0, hidden: false, aliases: Vec::new() }
+    }
 }
 
 /// What the last lookup or getattr of an inode said, and when.
@@ -47,18 +56,38 @@ impl Table {
     }
 
     pub(crate) fn set_path(&mut self, ino: u64, path: &str) {
+        self.set_path_linked(ino, path, false);
+    }
+
+    /// `set_path`; with `linked` (the file has more than one name), the old path
+    /// stays a name of the inode.
+    pub(crate) fn set_path_linked(&mut self, ino: u64, path: &str, linked: bool) {
         let Some(n) = self.nodes.get_mut(&ino) else { return };
         if n.path != path {
-            if self.by_path.get(&n.path) == Some(&ino) {
-                self.by_path.remove(&n.path);
+            let old = std::mem::replace(&mut n.path, path.to_string());
+            n.aliases.retain(|a| a != path);
+            if linked {
+                if !n.aliases.contains(&old) {
+                    n.aliases.push(old);
+                }
+            } else if self.by_path.get(&old) == Some(&ino) {
+                self.by_path.remove(&old);
             }
-            n.path = path.to_string();
         }
         self.by_path.insert(path.to_string(), ino);
     }
 
+    /// `path` names nothing any more; an inode it named keeps another name it has.
     pub(crate) fn forget_path(&mut self, path: &str) {
-        self.by_path.remove(path);
+        let Some(ino) = self.by_path.remove(path) else { return };
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.aliases.retain(|a| a != path);
+            if n.path == path {
+                if let Some(other) = n.aliases.pop() {
+                    n.path = other;
+                }
+            }
+        }
     }
 
     pub(crate) fn drop_if_unused(&mut self, ino: u64) {
@@ -67,8 +96,10 @@ impl Table {
         }
         if let Some(n) = self.nodes.get(&ino) {
             if n.lookups == 0 && n.open_handles == 0 {
-                if self.by_path.get(&n.path) == Some(&ino) {
-                    self.by_path.remove(&n.path);
+                for p in std::iter::once(&n.path).chain(&n.aliases) {
+                    if self.by_path.get(p) == Some(&ino) {
+                        self.by_path.remove(p);
+                    }
                 }
                 self.nodes.remove(&ino);
             }
@@ -89,7 +120,7 @@ pub(crate) fn name_ino(path: &str) -> u64 {
 impl GustFs {
     pub fn new(client: &'static Client, opts: MountOptions) -> GustFs {
         let mut t = Table::default();
-        t.nodes.insert(ROOT, Node { path: "/".into(), known: None, lookups: 1, open_handles: 0, hidden: false });
+        t.nodes.insert(ROOT, Node::new("/", 1));
         t.by_path.insert("/".into(), ROOT);
         GustFs {
             client,
@@ -142,14 +173,11 @@ impl GustFs {
         match t.nodes.get_mut(&ino) {
             Some(n) => n.lookups += 1,
             None => {
-                t.nodes.insert(
-                    ino,
-                    Node { path: path.to_string(), known: None, lookups: 1, open_handles: 0, hidden: false },
-                );
+                t.nodes.insert(ino, Node::new(path, 1));
             }
         }
         // Also corrects the path if another client renamed the entry.
-        t.set_path(ino, path);
+        t.set_path_linked(ino, path, st.nlink > 1 && st.kind != Kind::Dir);
         if let Some(n) = t.nodes.get_mut(&ino) {
             n.known = Some(Known::of(st));
         }

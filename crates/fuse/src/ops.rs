@@ -228,10 +228,22 @@ impl Filesystem for GustFs {
         }
     }
 
-    /// Hard links are not stored (docs/SEMANTICS.md): EPERM, what link(2) gives on a
-    /// file system without them, and what `ln`, `cp -l`, git and tar report.
-    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
-        reply.error(FErrno::from_i32(libc::EPERM));
+    /// A hard link (the client's links.rs). The inode's path becomes the new name
+    /// (the table keeps one path per inode; either name reaches the file).
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            self.ro()?;
+            let old = self.path(ino)?;
+            let new = child(&self.path(newparent)?, newname)?;
+            self.negative.added(&new);
+            self.client.link(&old, &new)?;
+            let st = self.client.lstat(&new)?;
+            Ok((new, st))
+        })();
+        match r {
+            Ok((path, st)) => self.entry(reply, &path, &st),
+            Err(e) => reply.error(fe(e)),
+        }
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {

@@ -51,6 +51,15 @@ pub struct Record {
     pub gid: u32,
 }
 
+impl Record {
+    /// The path of the attributes of a hard-linked file, if this record is one of
+    /// its names ([`crate::path::link_path`]).
+    pub fn linked_to(&self) -> Option<&str> {
+        (self.kind != FileKind::Symlink && self.kind != FileKind::Dir && crate::path::is_link_path(&self.target))
+            .then_some(self.target.as_str())
+    }
+}
+
 /// One byte range of one file on one daemon. Offsets are file offsets, which are
 /// also offsets in the daemon's sparse local file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -471,6 +480,17 @@ requests! {
     /// they are forgotten; until then the change waits (at most the client's lease).
     53 OP_RECALL "recall" Recall { paths: Vec<String> } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     58 OP_TRACE "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
+    /// Hard links (docs/DESIGN.md, "Hard links"): changes the link count of the
+    /// attributes record at `path` (a [`crate::path::link_path`]) of file `file_id`
+    /// by `delta` and sets its ctime. Answers the record after, or `Removed` (the
+    /// record, not inline) when the count reached 0 and the record is gone: the
+    /// caller then removes the chunks.
+    60 OP_LINK_COUNT "link_count" LinkCount { path: String, file_id: u128, delta: i32, ctime_ns: i64 } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate),
+    /// Makes the record at `path` of file `file_id` a name of a hard-linked file: its
+    /// `target` becomes `link`. Answers the record before (already a name of `link`:
+    /// unchanged). ESTALE if the record is of another file, EPERM for a directory or
+    /// symlink, EEXIST if it is a name of another link path.
+    61 OP_MARK_LINKED "mark_linked" MarkLinked { path: String, file_id: u128, link: String } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
 }
 
 impl Request {
@@ -490,13 +510,28 @@ impl Request {
             | Request::CreateInline { path, .. }
             | Request::DropInline { path, .. }
             | Request::SetOwner { path, .. }
-            | Request::DirChanged { path, .. } => f(path),
+            | Request::DirChanged { path, .. }
+            | Request::LinkCount { path, .. }
+            | Request::MarkLinked { path, .. } => f(path),
             Request::RemoveRecords { paths } => paths.iter().for_each(|p| f(p)),
             Request::PutRecords { records } => records.iter().for_each(|(p, _)| f(p)),
             Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
             Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
             Request::StageCommitFiles { items } => items.iter().for_each(|i| f(&i.path)),
             _ => {}
+        }
+    }
+
+    /// The path of a change of attributes, which a daemon refuses with EREMOTE when
+    /// the path is a name of a hard-linked file: the client sends it again with the
+    /// path set to the file's link path (docs/DESIGN.md, "Hard links").
+    pub fn attrs_path_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Request::UpdateSize { path, .. }
+            | Request::Truncate { path, .. }
+            | Request::SetAttr { path, .. }
+            | Request::SetOwner { path, .. } => Some(path),
+            _ => None,
         }
     }
 
@@ -1032,6 +1067,14 @@ mod tests {
                 Request::Trace { on: true, names: "md".into(), dir: Some("/t".into()) },
                 "3a000000  01  0200000000000000 6d64  01 0200000000000000 2f74".into(),
             ),
+            (
+                Request::LinkCount { path: "/a".into(), file_id: 7, delta: -1, ctime_ns: 5 },
+                "3c000000  0200000000000000 2f61  07000000000000000000000000000000  ffffffff  0500000000000000".into(),
+            ),
+            (
+                Request::MarkLinked { path: "/a".into(), file_id: 7, link: "/b".into() },
+                "3d000000  0200000000000000 2f61  07000000000000000000000000000000  0200000000000000 2f62".into(),
+            ),
         ]
     }
 
@@ -1114,6 +1157,8 @@ mod tests {
                 (52, "callback", true),
                 (53, "recall", true),
                 (58, "trace", true),
+                (60, "link_count", false),
+                (61, "mark_linked", true),
             ]
         );
         for (code, name) in OPS {
@@ -1121,7 +1166,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 58);
+        assert_eq!(OP_MAX, 61);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1298,16 +1343,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0800 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0900 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0800 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0900 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0800 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0900 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
     }

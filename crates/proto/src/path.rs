@@ -74,7 +74,8 @@ pub fn normalize(path: &str) -> Result<String, i32> {
     Ok(out)
 }
 
-/// Checks that a path is already normalized (what a daemon accepts from a peer).
+/// Checks that a path is already normalized (what a daemon accepts from a peer), or
+/// is the path of a hard-linked file's attributes ([`link_path`]).
 #[inline]
 pub fn validate(path: &str) -> Result<(), i32> {
     if path.len() > PATH_BYTES_MAX {
@@ -83,7 +84,7 @@ pub fn validate(path: &str) -> Result<(), i32> {
     if !path.starts_with('/') || path.contains('\0') {
         return Err(libc::EINVAL);
     }
-    if path == "/" {
+    if path == "/" || is_link_path(path) {
         return Ok(());
     }
     path[1..].split('/').try_for_each(check_component)
@@ -95,6 +96,27 @@ pub fn parent(path: &str) -> &str {
         Some(0) | None => "/",
         Some(i) => &path[..i],
     }
+}
+
+/// Where the attributes of a hard-linked file live (its size, mode, owner, times
+/// and link count: the inode, in CephFS's words), keyed by its file id. Each name
+/// of the file is a record of the file's kind whose `target` is this path. It
+/// starts with "//", which no normalized path does, so no user path can name it,
+/// no directory lists it (the store's key of its parent is `//links`), and every
+/// request by path works on it unchanged (docs/DESIGN.md, "Hard links").
+pub fn link_path(file_id: u128) -> String {
+    format!("{LINKS_DIR}/{file_id:032x}")
+}
+
+/// The parent of every [`link_path`].
+pub const LINKS_DIR: &str = "//links";
+
+/// Whether `path` is a [`link_path`] (exactly: the prefix and 32 lowercase hex digits).
+pub fn is_link_path(path: &str) -> bool {
+    path.len() == LINKS_DIR.len() + 33
+        && path.starts_with(LINKS_DIR)
+        && path.as_bytes()[LINKS_DIR.len()] == b'/'
+        && path.as_bytes()[LINKS_DIR.len() + 1..].iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
 }
 
 /// `dir/name` for a normalized `dir`; `name` is not checked (see [`child`]).
@@ -136,6 +158,21 @@ pub fn rebase(path: &str, old: &str, new: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_paths_are_valid_and_no_user_path_is_one() {
+        let p = link_path(0xabc);
+        assert_eq!(p, "//links/00000000000000000000000000000abc");
+        assert!(is_link_path(&p));
+        assert_eq!(validate(&p), Ok(()));
+        assert_eq!(parent(&p), LINKS_DIR);
+        assert!(!is_link_path("//links/0000000000000000000000000000abc"), "too short");
+        assert!(!is_link_path("//links/00000000000000000000000000000ABC"), "upper case");
+        assert_eq!(validate("//links/x"), Err(libc::EINVAL));
+        assert_eq!(validate("//links"), Err(libc::EINVAL));
+        // What a user may write normalizes to an ordinary path.
+        assert_eq!(normalize(&p).unwrap(), "/links/00000000000000000000000000000abc");
+    }
 
     #[test]
     fn normalize_paths() {

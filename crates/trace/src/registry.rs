@@ -69,6 +69,7 @@ tracepoints! {
     16 READLINK "readlink" ["client", "meta"],
     17 ACCESS "access" ["client", "meta"],
     18 STATFS "statfs" ["client", "meta"],
+    19 LINK "link" ["client", "meta"],
     // Daemon: one record per request served by the metadata store or chunk store.
     32 MD_READ "md_read" ["daemon", "md"],
     33 MD_UPDATE "md_update" ["daemon", "md"],

@@ -1,4 +1,4 @@
-//! mkdir, rmdir, unlink, rename and link (hard links: EPERM), and their *at variants.
+//! mkdir, rmdir, unlink, rename and link, and their *at variants.
 
 use super::{abs_or, by_path};
 use crate::{call, real, reentrant, ret, route, umask, Route};
@@ -107,12 +107,13 @@ pub unsafe extern "C" fn renameat2(da: c_int, a: *const c_char, db: c_int, b: *c
     rename_any(da, a, db, b, f)
 }
 
-/// Hard links are not supported by GustFS: EPERM, as Linux says for such file systems.
+/// Hard links (the client's links.rs): `a` is not followed if a symlink, as Linux's
+/// link(2) does not; linkat follows it with AT_SYMLINK_FOLLOW.
 #[no_mangle]
 pub unsafe extern "C" fn link(a: *const c_char, b: *const c_char) -> c_int {
     match route2(libc::AT_FDCWD, a, libc::AT_FDCWD, b) {
         Ok(None) => real::link(a, b),
-        Ok(Some(_)) => ret(Err(libc::EPERM)),
+        Ok(Some((x, y))) => ret(call(|c| c.link(&x, &y)).map(|_| 0)),
         Err(e) => ret(Err(e)),
     }
 }
@@ -120,7 +121,9 @@ pub unsafe extern "C" fn link(a: *const c_char, b: *const c_char) -> c_int {
 pub unsafe extern "C" fn linkat(da: c_int, a: *const c_char, db: c_int, b: *const c_char, f: c_int) -> c_int {
     match route2(da, a, db, b) {
         Ok(None) => real::linkat(da, a, db, b, f),
-        Ok(Some(_)) => ret(Err(libc::EPERM)),
+        Ok(Some(_)) if f & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 => ret(Err(libc::EINVAL)),
+        Ok(Some((x, y))) if f & libc::AT_SYMLINK_FOLLOW != 0 => ret(call(|c| c.link_following(&x, &y)).map(|_| 0)),
+        Ok(Some((x, y))) => ret(call(|c| c.link(&x, &y)).map(|_| 0)),
         Err(e) => ret(Err(e)),
     }
 }

@@ -62,8 +62,12 @@ const LOCK_STRIPES: usize = 1024;
 /// after), and whether the scan is complete.
 pub type TreePage = (Vec<(String, Record)>, Option<Vec<u8>>, bool);
 
+mod links;
 mod merge;
 mod staged;
+
+pub use links::LinkCount;
+use links::refuse_name_of_linked;
 
 use crate::keys::*;
 use crate::record::{decode_checked, decode_record, encode_record, root_record};
@@ -235,6 +239,7 @@ impl MetadataStore {
                 if rec.file_id != file_id {
                     return Err(libc::ESTALE);
                 }
+                refuse_name_of_linked(&rec)?;
                 self.db.merge_opt(&key, grow_operand(end, mtime_ns), &self.write_opts).map_err(Self::db_err)?;
                 Ok(end)
             }
@@ -246,6 +251,7 @@ impl MetadataStore {
                 if rec.file_id != file_id {
                     return Err(libc::ESTALE);
                 }
+                refuse_name_of_linked(&rec)?;
                 let offset = rec.size;
                 let new_end = offset.checked_add(len).ok_or(libc::EFBIG)?;
                 self.db.merge_opt(&key, grow_operand(new_end, mtime_ns), &self.write_opts).map_err(Self::db_err)?;
@@ -279,6 +285,7 @@ impl MetadataStore {
         if old.kind == FileKind::Dir {
             return Err(libc::EISDIR);
         }
+        refuse_name_of_linked(&old)?;
         if old.kind != FileKind::File {
             return Err(libc::EINVAL);
         }
@@ -308,6 +315,7 @@ impl MetadataStore {
         let key = key_of(path);
         let _g = self.lock(&key);
         let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        refuse_name_of_linked(&rec)?;
         if let Some(m) = mode {
             rec.mode = m & 0o7777;
         }
@@ -333,6 +341,7 @@ impl MetadataStore {
         let key = key_of(path);
         let _g = self.lock(&key);
         let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
+        refuse_name_of_linked(&rec)?;
         if let Some(u) = uid {
             rec.uid = u;
         }
