@@ -88,10 +88,9 @@ impl Client {
             }
             Err(e) => return Err(e),
         }
-        let before = match self.call_md(
-            old,
-            Request::MarkLinked { path: old.to_string(), file_id: rec.file_id, link: link.clone() },
-        ) {
+        let before = match self
+            .call_md(old, Request::MarkLinked { path: old.to_string(), file_id: rec.file_id, link: link.clone() })
+        {
             Ok(Response::Record(b)) => b,
             Ok(r) => return Err(unexpected(r)),
             Err(e) => {

@@ -66,8 +66,8 @@ mod links;
 mod merge;
 mod staged;
 
-pub use links::LinkCount;
 use links::refuse_name_of_linked;
+pub use links::LinkCount;
 
 use crate::keys::*;
 use crate::record::{decode_checked, decode_record, encode_record, root_record};
