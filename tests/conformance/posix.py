@@ -389,7 +389,19 @@ def special():
     rec("special.mknod_reg_stat", kind(J("special", "nodereg")))
     rec("special.mknod_chr", res(os.mknod, J("special", "chr"), stat.S_IFCHR | 0o600, os.makedev(1, 3)))
     if os.path.lexists(J("special", "chr")):
+        st = os.lstat(J("special", "chr"))
+        rec("special.chr_stat", (stat.S_ISCHR(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev), st.st_size))
         os.unlink(J("special", "chr"))
+    rec("special.mknod_blk", res(os.mknod, J("special", "blk"), stat.S_IFBLK | 0o600, os.makedev(7, 300)))
+    if os.path.lexists(J("special", "blk")):
+        st = os.lstat(J("special", "blk"))
+        rec("special.blk_stat", (stat.S_ISBLK(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev)))
+        os.rename(J("special", "blk"), J("special", "blk2"))
+        rec("special.blk_link", res(os.link, J("special", "blk2"), J("special", "blk3")))
+        rec("special.blk_nlink", os.lstat(J("special", "blk2")).st_nlink)
+        for n in ("blk2", "blk3"):
+            if os.path.lexists(J("special", n)):
+                os.unlink(J("special", n))
     rec("special.listing", sorted(os.listdir(d)))
     rec("special.listing_types", sorted((e.name, e.is_file(), e.is_dir(), e.is_symlink()) for e in os.scandir(d)))
     rec("special.open_fifo_nonblock", res(lambda: os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))))

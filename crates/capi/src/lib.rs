@@ -605,6 +605,8 @@ pub unsafe extern "C" fn gust_readdir(dir: *mut gust_dir) -> *const gust_dirent 
             Kind::Symlink => libc::DT_LNK,
             Kind::Fifo => libc::DT_FIFO,
             Kind::Socket => libc::DT_SOCK,
+            Kind::BlockDevice => libc::DT_BLK,
+            Kind::CharDevice => libc::DT_CHR,
         };
         Ok(&d.entry as *const gust_dirent)
     })

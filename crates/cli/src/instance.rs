@@ -764,6 +764,7 @@ pub fn ls(a: InstanceArgs, path: &str) -> Result<(), String> {
             gust_client::Kind::File => ' ',
             gust_client::Kind::Fifo => '|',
             gust_client::Kind::Socket => '=',
+            gust_client::Kind::BlockDevice | gust_client::Kind::CharDevice => ' ',
         };
         names.push((e.name, k));
     }

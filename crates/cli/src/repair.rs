@@ -117,7 +117,7 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
 fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> {
     let mut store = Rebuild::start(rootdir)?;
     let mut all: Vec<(String, Record)> = Vec::new();
-    c.find("/", &FindQuery::default(), |p, r| all.push((p.to_string(), r.clone())))
+    c.find_stored("/", &FindQuery::default(), |p, r| all.push((p.to_string(), r.clone())))
         .map_err(|err| format!("cannot list the instance's records: {err}"))?;
     let cs = c.chunk_size_bytes();
     let mut buf = vec![0u8; cs as usize];

@@ -30,8 +30,32 @@ impl Client {
 
     /// Calls `each(path, record)` for every descendant of directory `dir` (an
     /// internal path, not followed if a symlink) that matches `query`, as pages
-    /// arrive from the daemons. `dir` itself is not included.
+    /// arrive from the daemons. `dir` itself is not included. A name of a
+    /// hard-linked file comes with the file's attributes (one more request each; the
+    /// daemons matched the query on the name's record: docs/SEMANTICS.md).
     pub fn find(&self, dir: &str, query: &FindQuery, mut each: impl FnMut(&str, &Record)) -> Result<()> {
+        let mut failed = None;
+        self.find_stored(dir, query, |p, r| {
+            if failed.is_some() || p.starts_with(gust_proto::path::LINKS_DIR) {
+                return;
+            }
+            match r.linked_to() {
+                None => each(p, r),
+                Some(link) => match self.get_stored_record(link) {
+                    Ok(attrs) => each(p, &attrs),
+                    // Unlinked meanwhile: as a listing that missed it.
+                    Err(Errno(libc::ENOENT)) => {}
+                    Err(e) => failed = Some(e),
+                },
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// `find` of the records as stored: names of hard-linked files as names, and
+    /// below "/" also the linked files' attributes records (`gust repair` copies
+    /// every record a daemon holds).
+    pub fn find_stored(&self, dir: &str, query: &FindQuery, mut each: impl FnMut(&str, &Record)) -> Result<()> {
         let dir = crate::normalize(dir)?;
         let n = self.daemon_count() as usize;
         std::thread::scope(|scope| {

@@ -80,7 +80,7 @@ pub use gust_proto::Span;
 pub use gust_proto::{now_ns, path};
 pub use gust_proto::{
     Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
-    INLINE_BYTES_MAX,
+    INLINE_BYTES_MAX, PATH_ARG_BYTES_MAX,
 };
 pub use inline::WholeFile;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};

@@ -23,6 +23,17 @@ use crate::open_files::OpenFile;
 use crate::{Client, Errno, Result};
 use gust_proto::path::link_path;
 use gust_proto::{now_ns, FileKind, Record, Request, Response};
+use std::sync::OnceLock;
+
+/// Test switch: `GUST_DEBUG_CRASH_IN_LINK=<step>` ends the process (abort) at that
+/// step of a link or unlink (`after-link-path`, `after-mark`, `after-remove`), so a
+/// test can check what a crash there leaves (tests/tests/links.rs).
+fn crash_point(step: &str) {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    if AT.get_or_init(|| std::env::var("GUST_DEBUG_CRASH_IN_LINK").ok()).as_deref() == Some(step) {
+        std::process::abort();
+    }
+}
 
 impl Client {
     pub(crate) fn link_impl(&self, old: &str, new: &str, follow: bool) -> Result<()> {
@@ -88,6 +99,7 @@ impl Client {
             }
             Err(e) => return Err(e),
         }
+        crash_point("after-link-path");
         let before = match self
             .call_md(old, Request::MarkLinked { path: old.to_string(), file_id: rec.file_id, link: link.clone() })
         {
@@ -100,6 +112,7 @@ impl Client {
                 return Err(e);
             }
         };
+        crash_point("after-mark");
         // Writes that grew the file after its attributes were copied: the size
         // only grows, so sending the larger one again is enough.
         if before.size > rec.size && before.linked_to().is_none() {
@@ -130,7 +143,10 @@ impl Client {
     /// the data goes with the file's last name.
     pub(crate) fn name_removed(&self, record: &Record, inline: bool) -> Result<()> {
         match record.linked_to() {
-            Some(link) => match self.link_count(link, record.file_id, -1)? {
+            Some(link) => match {
+                crash_point("after-remove");
+                self.link_count(link, record.file_id, -1)?
+            } {
                 Some(gone) => self.remove_chunks(&gone),
                 None => Ok(()),
             },

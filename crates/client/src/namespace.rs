@@ -10,7 +10,7 @@ use crate::credentials::Credentials;
 use crate::error::unexpected;
 use crate::stat::Stat;
 use crate::{normalize, Client, Errno, Result};
-use gust_proto::{path, FileKind, Record, RemoveKind, Request, Response, PATH_BYTES_MAX};
+use gust_proto::{path, FileKind, Record, RemoveKind, Request, Response, PATH_ARG_BYTES_MAX};
 
 /// Symlinks followed before ELOOP (Linux's limit).
 pub(crate) const SYMLINK_HOPS_MAX: u32 = 40;
@@ -215,19 +215,35 @@ impl Client {
     }
 
     /// mknod and mkfifo, and the name of a Unix socket (bind): a record of `kind`
-    /// (file, FIFO or socket), owned by the caller. Device nodes are not stored
-    /// (EPERM, as for a caller without CAP_MKNOD; the FUSE mount is nodev anyway).
+    /// (file, FIFO or socket), owned by the caller. Device nodes: [`Client::mknod_device`].
     pub fn mknod(&self, path: &str, kind: FileKind, mode: u32) -> Result<Stat> {
         if !matches!(kind, FileKind::File | FileKind::Fifo | FileKind::Socket) {
             return Err(Errno(libc::EINVAL));
         }
+        self.make_node(path, kind, mode, 0)
+    }
+
+    /// mknod of a block or character device: a record with its device number,
+    /// stored and never opened (the mount is nodev: docs/SEMANTICS.md). Only root
+    /// may make one (CAP_MKNOD), as on Linux.
+    pub fn mknod_device(&self, path: &str, kind: FileKind, mode: u32, rdev: u64) -> Result<Stat> {
+        if !kind.is_device() {
+            return Err(Errno(libc::EINVAL));
+        }
+        if !crate::Credentials::is_root_caller() {
+            return Err(Errno(libc::EPERM));
+        }
+        self.make_node(path, kind, mode, rdev)
+    }
+
+    fn make_node(&self, path: &str, kind: FileKind, mode: u32, rdev: u64) -> Result<Stat> {
         let p = normalize(path)?;
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
         self.check_parent(&p)?;
-        let req =
-            Request::Create { path: p.clone(), record: Self::new_record(kind, mode, String::new()), exclusive: true };
+        let record = Record { size: rdev, ..Self::new_record(kind, mode, String::new()) };
+        let req = Request::Create { path: p.clone(), record, exclusive: true };
         match self.call_md(&p, req)? {
             Response::Record(r) => Ok(Stat::from_record(&r, self.chunk_size)),
             r => Err(unexpected(r)),
@@ -316,7 +332,8 @@ impl Client {
         if target.is_empty() {
             return Err(Errno(libc::ENOENT));
         }
-        if target.len() > PATH_BYTES_MAX || target.contains('\0') {
+        // symlink(2): ENAMETOOLONG for a target of PATH_MAX bytes or more.
+        if target.len() >= PATH_ARG_BYTES_MAX || target.contains('\0') {
             return Err(Errno(libc::ENAMETOOLONG));
         }
         if p == "/" {

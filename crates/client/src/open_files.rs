@@ -259,6 +259,11 @@ impl Client {
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }
+        if rec.kind.is_device() {
+            // The mount is nodev (docs/SEMANTICS.md): what open(2) of a device node
+            // gives there.
+            return Err(Errno(libc::EACCES));
+        }
         if matches!(rec.kind, FileKind::Fifo | FileKind::Socket) {
             // A pipe or socket lives in one node's kernel; only the FUSE mount (whose
             // kernel opens them itself) gives one. ENXIO is a socket's open(2) errno.

@@ -23,12 +23,19 @@ pub struct Stat {
     pub file_id: u128,
     pub uid: u32,
     pub gid: u32,
+    /// The device number of a device node (st_rdev); 0 otherwise.
+    pub rdev: u64,
 }
 
 impl Stat {
     pub fn from_record(r: &Record, chunk_size: u64) -> Stat {
         let ino = if r.file_id == 0 { 1 } else { ((r.file_id as u64) ^ ((r.file_id >> 64) as u64)) | 2 };
-        let size = if r.kind == FileKind::Symlink { r.target.len() as u64 } else { r.size };
+        // A device node's record keeps its device number in `size`.
+        let (size, rdev) = match r.kind {
+            FileKind::Symlink => (r.target.len() as u64, 0),
+            k if k.is_device() => (0, r.size),
+            _ => (r.size, 0),
+        };
         Stat {
             kind: r.kind,
             mode: r.mode,
@@ -36,13 +43,14 @@ impl Stat {
             ino,
             nlink: r.nlink,
             blksize: chunk_size,
-            blocks: r.size.div_ceil(512),
+            blocks: size.div_ceil(512),
             atime_ns: r.atime_ns,
             mtime_ns: r.mtime_ns,
             ctime_ns: r.ctime_ns,
             file_id: r.file_id,
             uid: r.uid,
             gid: r.gid,
+            rdev,
         }
     }
 
@@ -54,6 +62,8 @@ impl Stat {
             FileKind::Symlink => libc::S_IFLNK,
             FileKind::Fifo => libc::S_IFIFO,
             FileKind::Socket => libc::S_IFSOCK,
+            FileKind::BlockDevice => libc::S_IFBLK,
+            FileKind::CharDevice => libc::S_IFCHR,
         };
         t | (self.mode & 0o7777)
     }
@@ -90,6 +100,7 @@ macro_rules! fill_libc_stat {
         st.st_uid = s.uid;
         st.st_gid = s.gid;
         st.st_size = s.size as _;
+        st.st_rdev = s.rdev as _;
         st.st_blksize = s.blksize.min(1 << 30) as _;
         st.st_blocks = s.blocks as _;
         let (a, an) = split_ns(s.atime_ns);

@@ -43,6 +43,8 @@ pub(crate) fn file_type(k: Kind) -> FileType {
         Kind::Symlink => FileType::Symlink,
         Kind::Fifo => FileType::NamedPipe,
         Kind::Socket => FileType::Socket,
+        Kind::BlockDevice => FileType::BlockDevice,
+        Kind::CharDevice => FileType::CharDevice,
     }
 }
 

@@ -160,7 +160,7 @@ impl GustFs {
             nlink: st.nlink.max(1),
             uid: st.uid,
             gid: st.gid,
-            rdev: 0,
+            rdev: st.rdev as u32,
             blksize: st.blksize.clamp(512, 1 << 20) as u32,
             flags: 0,
         }

@@ -196,16 +196,7 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        _rdev: u32,
-        reply: ReplyEntry,
-    ) {
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         let r = (|| {
             self.ro()?;
             let dir = self.path(parent)?;
@@ -214,12 +205,19 @@ impl Filesystem for GustFs {
                 0 | libc::S_IFREG => Kind::File,
                 libc::S_IFIFO => Kind::Fifo,
                 libc::S_IFSOCK => Kind::Socket,
-                // Device nodes: the mount is nodev, and GustFS stores none.
-                _ => return Err(Errno(libc::EPERM)),
+                // Stored, never opened: the mount is nodev.
+                libc::S_IFBLK => Kind::BlockDevice,
+                libc::S_IFCHR => Kind::CharDevice,
+                _ => return Err(Errno(libc::EINVAL)),
             };
             let (who, _) = self.creator(req, parent, &dir)?;
             self.negative.added(&path);
-            let st = as_caller(who, || self.client.mknod(&path, kind, mode & !umask & 0o7777))?;
+            let perm = mode & !umask & 0o7777;
+            let st = if kind.is_device() {
+                as_caller(who, || self.client.mknod_device(&path, kind, perm, u64::from(rdev)))?
+            } else {
+                as_caller(who, || self.client.mknod(&path, kind, perm))?
+            };
             Ok((path, st))
         })();
         match r {

@@ -37,6 +37,8 @@ fn dtype(k: Kind) -> u8 {
         Kind::Symlink => libc::DT_LNK,
         Kind::Fifo => libc::DT_FIFO,
         Kind::Socket => libc::DT_SOCK,
+        Kind::BlockDevice => libc::DT_BLK,
+        Kind::CharDevice => libc::DT_CHR,
     }
 }
 

@@ -486,6 +486,10 @@ unsafe fn route_unchecked(dirfd: c_int, path: *const c_char) -> Result<Route, i3
     if p.is_empty() {
         return Ok(Route::Real);
     }
+    if p.len() >= gust_client::PATH_ARG_BYTES_MAX {
+        // What the kernel says of any path argument this long, ours or not.
+        return Err(libc::ENAMETOOLONG);
+    }
     if p[0] == b'/' {
         return route_abs(p);
     }

@@ -34,8 +34,15 @@ pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 pub const BODY_BYTES_MAX: u32 = 1 << 20;
 /// Largest bulk (file data) section in one frame. Clients split larger transfers.
 pub const BULK_BYTES_MAX: u32 = 32 << 20;
-/// Largest path accepted anywhere (PATH_MAX on Linux).
-pub const PATH_BYTES_MAX: usize = 4096;
+/// Largest path inside the file system. Twice Linux's PATH_MAX: the kernel bounds
+/// each path a program hands over, not the depth of a tree (a FUSE mount sees one
+/// name at a time; the preload library joins a relative path to its working
+/// directory), so a path of PATH_MAX below the mount point's own directories must
+/// still fit (docs/SEMANTICS.md, "Long paths").
+pub const PATH_BYTES_MAX: usize = 8192;
+/// Largest path a program hands over in one argument, NUL included (PATH_MAX on
+/// Linux): the bound on a symlink's target.
+pub const PATH_ARG_BYTES_MAX: usize = 4096;
 /// Largest single path component (NAME_MAX on Linux).
 pub const NAME_BYTES_MAX: usize = 255;
 /// Bound on the spans in one read or write request.
@@ -49,7 +56,7 @@ pub const SPANS_PER_REQUEST_MAX: usize = 4096;
 pub const INLINE_BYTES_MAX: usize = 256 << 10;
 /// Most entries in one `create_inline_batch` request. With paths of at most
 /// `PATH_BYTES_MAX` the body stays under `BODY_BYTES_MAX`.
-pub const CREATE_BATCH_ENTRIES_MAX: usize = 128;
+pub const CREATE_BATCH_ENTRIES_MAX: usize = 120;
 const _: () = assert!(CREATE_BATCH_ENTRIES_MAX * (PATH_BYTES_MAX + 256) <= BODY_BYTES_MAX as usize);
 /// Most paths in one `read_many` request. The request body (paths of at most
 /// `PATH_BYTES_MAX`), the reply body (records with symlink targets of at most that)

@@ -29,6 +29,18 @@ pub enum FileKind {
     Fifo = 4,
     /// A Unix socket's name (bind, mknod S_IFSOCK): a record only, as for a FIFO.
     Socket = 5,
+    /// A block device node (mknod S_IFBLK): a record whose `size` field holds the
+    /// device number (st_rdev; its size is 0). Never opened: the mount is nodev.
+    BlockDevice = 6,
+    /// A character device node (mknod S_IFCHR), as a block device's.
+    CharDevice = 7,
+}
+
+impl FileKind {
+    /// A device node: its record's `size` is the device number (st_rdev).
+    pub fn is_device(self) -> bool {
+        matches!(self, FileKind::BlockDevice | FileKind::CharDevice)
+    }
 }
 
 /// A metadata record ("metadentry") as it travels on the wire.

@@ -132,6 +132,8 @@ fn kind_letter(k: Kind) -> &'static str {
         Kind::Symlink => "l",
         Kind::Fifo => "p",
         Kind::Socket => "s",
+        Kind::BlockDevice => "b",
+        Kind::CharDevice => "c",
     }
 }
 

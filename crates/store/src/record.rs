@@ -51,6 +51,8 @@ pub fn decode_record(v: &[u8]) -> Option<Record> {
         3 => FileKind::Symlink,
         4 => FileKind::Fifo,
         5 => FileKind::Socket,
+        6 => FileKind::BlockDevice,
+        7 => FileKind::CharDevice,
         _ => return None,
     };
     let tlen = u16::from_le_bytes([v[fixed - 2], v[fixed - 1]]) as usize;

@@ -91,33 +91,38 @@ pub unsafe extern "C" fn fchown(fd: c_int, u: libc::uid_t, g: libc::gid_t) -> c_
     by_fd(fd, || real::fchown(fd, u, g), |c| call(|cl| cl.fchown(c, id_arg(u), id_arg(g))).map(|_| 0))
 }
 
-/// mknod's kinds GustFS stores: files, FIFOs, socket names. Device nodes: EPERM.
-fn gust_mknod(p: &str, m: mode_t) -> Result<c_int, i32> {
+/// mknod's kinds GustFS stores: files, FIFOs, socket names, and device nodes (never
+/// opened: the instance is nodev).
+fn gust_mknod(p: &str, m: mode_t, dev: libc::dev_t) -> Result<c_int, i32> {
     let kind = match m & libc::S_IFMT {
         0 | libc::S_IFREG => Kind::File,
         libc::S_IFIFO => Kind::Fifo,
         libc::S_IFSOCK => Kind::Socket,
-        libc::S_IFCHR | libc::S_IFBLK => return Err(libc::EPERM),
+        libc::S_IFBLK => Kind::BlockDevice,
+        libc::S_IFCHR => Kind::CharDevice,
         _ => return Err(libc::EINVAL),
     };
     let m = m & 0o7777 & !umask();
+    if kind.is_device() {
+        return call(|c| c.mknod_device(p, kind, m, dev)).map(|_| 0);
+    }
     call(|c| c.mknod(p, kind, m)).map(|_| 0)
 }
 #[no_mangle]
 pub unsafe extern "C" fn mknod(p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int {
-    by_path(libc::AT_FDCWD, p, |p| real::mknod(p, m, dev), |p| gust_mknod(&p, m))
+    by_path(libc::AT_FDCWD, p, |p| real::mknod(p, m, dev), |p| gust_mknod(&p, m, dev))
 }
 #[no_mangle]
 pub unsafe extern "C" fn mknodat(d: c_int, p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int {
-    by_path(d, p, |p| real::mknodat(d, p, m, dev), |p| gust_mknod(&p, m))
+    by_path(d, p, |p| real::mknodat(d, p, m, dev), |p| gust_mknod(&p, m, dev))
 }
 #[no_mangle]
 pub unsafe extern "C" fn mkfifo(p: *const c_char, m: mode_t) -> c_int {
-    by_path(libc::AT_FDCWD, p, |p| real::mkfifo(p, m), |p| gust_mknod(&p, libc::S_IFIFO | (m & 0o7777)))
+    by_path(libc::AT_FDCWD, p, |p| real::mkfifo(p, m), |p| gust_mknod(&p, libc::S_IFIFO | (m & 0o7777), 0))
 }
 #[no_mangle]
 pub unsafe extern "C" fn mkfifoat(d: c_int, p: *const c_char, m: mode_t) -> c_int {
-    by_path(d, p, |p| real::mkfifoat(d, p, m), |p| gust_mknod(&p, libc::S_IFIFO | (m & 0o7777)))
+    by_path(d, p, |p| real::mkfifoat(d, p, m), |p| gust_mknod(&p, libc::S_IFIFO | (m & 0o7777), 0))
 }
 
 /// (atime, mtime) from a utimensat-style array: NULL means now, UTIME_OMIT None.

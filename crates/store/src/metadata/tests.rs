@@ -28,7 +28,7 @@ fn record_encoding_roundtrip_and_rejects_garbage() {
     let mut bad = encode_record(&rec(FileKind::File));
     bad[0] = 9;
     assert_eq!(decode_record(&bad), None);
-    for kind in [FileKind::Fifo, FileKind::Socket] {
+    for kind in [FileKind::Fifo, FileKind::Socket, FileKind::BlockDevice, FileKind::CharDevice] {
         assert_eq!(decode_record(&encode_record(&rec(kind))), Some(rec(kind)));
     }
 }
@@ -374,4 +374,59 @@ fn scan_tree_pages_are_bounded_in_bytes() {
     }
     assert_eq!(seen, n);
     assert!(pages > 1, "{n} records of ~600 bytes take more than one page");
+}
+
+/// Hard links: a name marked as linked refuses changes of attributes (EREMOTE, the
+/// client's cue to use the link path), the attributes record counts names and goes
+/// at 0, and each step checks the file id so a replaced name is never touched.
+#[test]
+fn linked_names_refuse_attribute_changes_and_counts_end_at_zero() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    let link = gust_proto::path::link_path(7);
+    s.create("/a", &rec(FileKind::File), true).unwrap();
+    s.create(&link, &Record { nlink: 2, ..rec(FileKind::File) }, true).unwrap();
+    assert_eq!(s.mark_linked("/a", 8, &link), Err(libc::ESTALE), "another file's id");
+    assert_eq!(s.mark_linked("/a", 7, "/not-a-link-path"), Err(libc::EINVAL));
+    let before = s.mark_linked("/a", 7, &link).unwrap();
+    assert_eq!(before.linked_to(), None);
+    assert_eq!(s.get("/a").unwrap().unwrap().linked_to(), Some(link.as_str()));
+    assert_eq!(s.mark_linked("/a", 7, &link).unwrap().linked_to(), Some(link.as_str()), "idempotent");
+    assert_eq!(s.update_size("/a", 7, 10, None, 5), Err(libc::EREMOTE));
+    assert_eq!(s.update_size("/a", 7, 0, Some(3), 5), Err(libc::EREMOTE));
+    assert_eq!(s.truncate("/a", 0, 5).map(|_| ()), Err(libc::EREMOTE));
+    assert_eq!(s.set_attr("/a", Some(0o600), None, None, 5).map(|_| ()), Err(libc::EREMOTE));
+    assert_eq!(s.set_owner("/a", Some(1), None, 5).map(|_| ()), Err(libc::EREMOTE));
+    // The attributes record takes them.
+    s.update_size(&link, 7, 10, None, 5).unwrap();
+    assert_eq!(s.get(&link).unwrap().unwrap().size, 10);
+    assert_eq!(s.link_count(&link, 8, 1, 9), Err(libc::ESTALE));
+    assert_eq!(s.link_count("/a", 7, 1, 9), Err(libc::EINVAL), "only link paths are counted");
+    match s.link_count(&link, 7, 1, 9).unwrap() {
+        LinkCount::Counted(r) => assert_eq!((r.nlink, r.ctime_ns), (3, 9)),
+        other => panic!("{other:?}"),
+    }
+    for n in [2, 1] {
+        assert!(matches!(s.link_count(&link, 7, -1, 9).unwrap(), LinkCount::Counted(r) if r.nlink == n));
+    }
+    match s.link_count(&link, 7, -1, 9).unwrap() {
+        LinkCount::Removed(r) => assert_eq!(r.size, 10),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.get(&link).unwrap(), None);
+    // Directories and symlinks are never names of a linked file.
+    s.create("/d", &rec(FileKind::Dir), true).unwrap();
+    assert_eq!(s.mark_linked("/d", 7, &link), Err(libc::EPERM));
+}
+
+/// No directory lists the attributes records of linked files: their keys are
+/// outside every directory's children range, the root's included.
+#[test]
+fn link_paths_are_in_no_listing() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create(&gust_proto::path::link_path(7), &rec(FileKind::File), true).unwrap();
+    s.create("/a", &rec(FileKind::File), true).unwrap();
+    let (names, _) = s.read_dir("/", None, 100, 1 << 20).unwrap();
+    assert_eq!(names.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["a"]);
 }
