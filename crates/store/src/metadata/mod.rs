@@ -15,7 +15,8 @@
 //! 68 target bytes
 //! ```
 //!
-//! Kinds: 1 file, 2 directory, 3 symlink, 4 FIFO, 5 socket. Format 1 (before owners
+//! Kinds: 1 file, 2 directory, 3 symlink, 4 FIFO, 5 socket, 6 block device, 7
+//! character device (its `size` field holds the device number). Format 1 (before owners
 //! were stored) is the same without uid and gid (target length at 58, target at 60);
 //! it is still read, as owned by the daemon's user, who owned everything then.
 //!
