@@ -21,7 +21,7 @@ if [ -z "$src" ]; then
     (cd "$src" && autoreconf -ifs >/dev/null 2>&1 && ./configure -q >/dev/null && make -s pjdfstest >/dev/null)
   fi
 fi
-cargo build --release -p gust-cli -p gust-preload >/dev/null
+cargo build --release >/dev/null
 base=${BENCH_DIR:-/dev/shm}/gust-pjd.$$
 mnt=$base/mnt
 mkdir -p "$mnt" bench/results
