@@ -522,6 +522,13 @@ impl Client {
         py.detach(|| core.rename(&a, &b)).map_err(|e| self.err2(e, src, dst))
     }
 
+    /// A hard link: `dst` becomes another name of the file at `src` (os.link).
+    fn link(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        let (a, b) = (self.map(src)?, self.map(dst)?);
+        let core = &self.core;
+        py.detach(|| core.link(&a, &b)).map_err(|e| self.err2(e, src, dst))
+    }
+
     fn truncate(&self, py: Python<'_>, path: &str, size: u64) -> PyResult<()> {
         let p = self.map(path)?;
         let core = &self.core;

@@ -417,6 +417,23 @@ def test_rename_replace_remove_rmtree(d):
     gustfs.rmtree(d + "/none", ignore_errors=True)
 
 
+def test_hard_links_share_data_and_attributes(d):
+    gustfs.write_bytes(d + "/a", b"one")
+    gustfs.link(d + "/a", d + "/b")
+    assert gustfs.stat(d + "/a").st_nlink == 2
+    assert gustfs.stat(d + "/a").st_ino == gustfs.stat(d + "/b").st_ino
+    gustfs.write_bytes(d + "/b", b"two, longer")
+    assert gustfs.read_bytes(d + "/a") == b"two, longer"
+    gustfs.chmod(d + "/a", 0o600)
+    assert gustfs.stat(d + "/b").st_mode & 0o777 == 0o600
+    gustfs.remove(d + "/a")
+    assert gustfs.stat(d + "/b").st_nlink == 1 and gustfs.read_bytes(d + "/b") == b"two, longer"
+    with pytest.raises(FileExistsError):
+        gustfs.link(d + "/b", d + "/b")
+    with pytest.raises(FileNotFoundError):
+        gustfs.link(d + "/none", d + "/c")
+
+
 # ----- concurrency: threads and processes ----------------------------------------------
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "unlink",
     "rename",
     "replace",
+    "link",
     "rmtree",
     "truncate",
     "symlink",
@@ -667,6 +668,11 @@ class Client:
 
     replace = rename
 
+    def link(self, src, dst):
+        """A hard link: ``dst`` becomes another name of the file at ``src`` (os.link;
+        a symlink at ``src`` is not followed, and cannot be linked: EPERM)."""
+        self._c.link(_fspath(src), _fspath(dst))
+
     def rmtree(self, path, ignore_errors=False, onerror=None):
         """shutil.rmtree for GustFS. ``onerror(function, path, excinfo)`` as in
         shutil; a symlink to a directory is an error, as there."""
@@ -766,7 +772,7 @@ def _module_function(name):
 
 for _name in (
     "open stat lstat exists isdir isfile islink getsize listdir scandir walk mkdir makedirs rmdir remove "
-    "unlink rename replace rmtree truncate symlink readlink chmod utime access statvfs read_bytes read_many write_bytes"
+    "unlink rename replace link rmtree truncate symlink readlink chmod utime access statvfs read_bytes read_many write_bytes"
 ).split():
     globals()[_name] = _module_function(_name)
 del _name
