@@ -390,3 +390,43 @@ print(sorted(os.listdir(d)))";
         .unwrap();
     assert_eq!(ok("device node through the preload library", pre).trim(), want);
 }
+
+/// Paths as long as the kernel allows in one argument work below a directory of
+/// the mount (the path inside the file system is then longer than PATH_MAX), and
+/// one byte more is ENAMETOOLONG, through FUSE and the preload library
+/// (docs/SEMANTICS.md, "Long paths").
+#[test]
+fn paths_as_long_as_the_kernel_allows() {
+    let inst = Instance::start(2);
+    let m = Mount::new(&inst, &[]);
+    // From the working directory: components of 255 bytes, then one that makes
+    // the relative path 4,095 bytes (PATH_MAX with its NUL).
+    let script = "import os, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+os.chdir(sys.argv[1])
+parts = []
+while len('/'.join(parts)) + 1 + 255 < 4095:
+    parts.append('d' * 255)
+dirs = '/'.join(parts)
+os.makedirs(dirs)
+last = 'f' * (4095 - len(dirs) - 1)
+p = dirs + '/' + last
+assert len(p) == 4095
+with open(p, 'w') as f:
+    f.write('deep')
+print(open(p).read(), len(os.path.abspath(p)) > 4096)
+try:
+    os.stat(p + 'x')
+except OSError as e:
+    print(os.strerror(e.errno))
+os.unlink(p)";
+    let want = "deep True\nFile name too long";
+    let fuse = Command::new("python3").args(["-c", script]).arg(m.path().join("long/below/here")).output().unwrap();
+    assert_eq!(ok("long paths through FUSE", fuse).trim(), want);
+    let pre = Command::new(gust_bin())
+        .args(["run", "--", "python3", "-c", script, "/gustfs/pre/long/below/here"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .output()
+        .unwrap();
+    assert_eq!(ok("long paths through the preload library", pre).trim(), want);
+}

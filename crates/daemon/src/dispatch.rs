@@ -12,9 +12,9 @@ use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, WhileRecovering, EVENTS_PAGE_ENTRIES_MAX,
-    FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX,
-    READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX,
-    SPANS_PER_REQUEST_MAX,
+    FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_ARG_BYTES_MAX, PATH_BYTES_MAX,
+    READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX,
+    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
 };
 use gust_store::metadata::{LinkCount, NameFilter};
 use gust_store::Res;
@@ -217,7 +217,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::Create { path, record, exclusive } => {
             validate_path(&path)?;
-            if record.target.len() > PATH_BYTES_MAX {
+            if record.target.len() >= PATH_ARG_BYTES_MAX {
                 return Err(libc::ENAMETOOLONG);
             }
             let r = md.create(&path, &record, exclusive)?;
@@ -276,7 +276,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         }
         Request::PutRecord { path, record, replace } => {
             validate_path(&path)?;
-            if record.target.len() > PATH_BYTES_MAX {
+            if record.target.len() >= PATH_ARG_BYTES_MAX {
                 return Err(libc::ENAMETOOLONG);
             }
             let old = md.put_record(&path, &record, replace)?;
@@ -308,7 +308,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             }
             for (p, r) in &records {
                 validate_path(p)?;
-                if r.target.len() > PATH_BYTES_MAX {
+                if r.target.len() >= PATH_ARG_BYTES_MAX {
                     return Err(libc::ENAMETOOLONG);
                 }
             }

@@ -13,7 +13,7 @@ use crate::state::State;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     entry_bytes, EventKind, FileKind, HashSource, Response, Span, SpanHashes, StageChunks, StageCommit, StageEntry,
-    StageExport, StageHash, StageOutcome, INLINE_BYTES_MAX, PATH_BYTES_MAX, SPANS_PER_REQUEST_MAX,
+    StageExport, StageHash, StageOutcome, INLINE_BYTES_MAX, PATH_ARG_BYTES_MAX, PATH_BYTES_MAX, SPANS_PER_REQUEST_MAX,
     STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_REQUEST_BYTES_MAX,
 };
 use gust_store::Res;
@@ -156,7 +156,7 @@ pub(crate) fn create(state: &State, entries: Vec<StageEntry>) -> Res<Response> {
 
 fn create_one(state: &State, e: StageEntry) -> Res<StageOutcome> {
     validate_path(&e.path)?;
-    if e.record.target.len() > PATH_BYTES_MAX {
+    if e.record.target.len() >= PATH_ARG_BYTES_MAX {
         return Err(libc::ENAMETOOLONG);
     }
     let data = match &e.source {
