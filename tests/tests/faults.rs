@@ -291,7 +291,10 @@ fn with_two_replicas_no_operation_fails_through_a_kill() {
     eprintln!("faults (replicas 2): {log}");
     let failed: Vec<&String> = models.iter().flat_map(|m| m.uncertain.iter()).collect();
     let errors: Vec<&String> = models.iter().flat_map(|m| m.errors.iter()).collect();
-    assert!(failed.is_empty(), "seed {seed}: operations failed with a replica left: {failed:?}; first errors: {errors:#?}");
+    assert!(
+        failed.is_empty(),
+        "seed {seed}: operations failed with a replica left: {failed:?}; first errors: {errors:#?}"
+    );
     let c = inst.client_with(opts);
     let mut checked = 0;
     for m in &models {
