@@ -48,6 +48,8 @@ pub(crate) struct OpenFile {
     pub(crate) size_dirty: Mutex<Option<crate::size_cache::DirtySize>>,
     /// Adjacent writes not sent yet (write_behind.rs, opt-in).
     pub(crate) write_buffer: Mutex<Option<crate::write_behind::WriteBuffer>>,
+    /// The owner of this description's OFD and flock locks (locks.rs).
+    pub(crate) lock_owner: u64,
 }
 
 impl OpenFile {
@@ -76,6 +78,7 @@ impl OpenFile {
             write_buffer: Mutex::new(None),
             clear_set_id: Mutex::new(None),
             written: AtomicBool::new(false),
+            lock_owner: crate::locks::next_description_owner(),
         }
     }
 
@@ -336,7 +339,11 @@ impl Client {
         let sized = self.flush_descriptor(&f);
         // A dup of it (or a call in flight on another thread) may still write:
         // then only the last close settles, or a path operation, or exit.
-        if Arc::strong_count(&f) > 1 {
+        let last = Arc::strong_count(&f) == 1;
+        // Any close ends the process's POSIX locks on the file; the last one the
+        // description's OFD and flock locks (POSIX, flock(2)).
+        self.release_locks_at_close(&f, last);
+        if !last {
             return sized;
         }
         let r = sized.and(self.settle(&f, true));
