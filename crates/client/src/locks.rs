@@ -45,8 +45,9 @@ pub type LockDone = Box<dyn FnOnce(Result<()>) + Send>;
 pub enum LockState {
     /// Held (or released) now.
     Held,
-    /// Waiting: its `LockDone` is called when the wait ends.
-    Queued,
+    /// Waiting under this token: its `LockDone` is called when the wait ends
+    /// (`cancel_lock_wait` ends it early).
+    Queued(u64),
 }
 
 /// A number for a new open file description's OFD and flock locks.
@@ -152,9 +153,9 @@ impl LockTable {
     }
 
     /// Tokens of `owner`'s waits on `file_id`.
-    fn waits_of(&self, file_id: u128, owner: u64) -> Vec<(u64, u32)> {
+    fn waits_of(&self, file_id: u128, owner: u64) -> Vec<u64> {
         let w = lock(&self.waits);
-        w.iter().filter(|(_, p)| p.file_id == file_id && p.owner == owner).map(|(t, p)| (*t, p.daemon)).collect()
+        w.iter().filter(|(_, p)| p.file_id == file_id && p.owner == owner).map(|(t, _)| *t).collect()
     }
 }
 
@@ -222,11 +223,10 @@ impl Client {
             // SAFETY: writes 8 bytes from a local to the eventfd the Wakeup keeps open.
             unsafe { libc::write(woken.fd, (&one as *const u64).cast(), 8) };
         });
-        let (state, token) = self.lock_request_token(&t, mode, start, end, Some(done))?;
-        if state == LockState::Held {
-            return Ok(());
+        match self.lock_request(&t, mode, start, end, Some(done))? {
+            LockState::Held => Ok(()),
+            LockState::Queued(token) => self.wait_for(&t, token, &w),
         }
-        self.wait_for(&t, token, &w)
     }
 
     /// F_GETLK: a lock of another owner that a `mode` lock of `start..end` through
@@ -290,15 +290,10 @@ impl Client {
     pub fn release_locks_as(&self, fd: i32, owner: u64) -> Result<()> {
         let f = self.file_unsettled(fd)?;
         let Some(file_id) = f.file_id_if_known() else { return Ok(()) };
-        let client = self.transport.grants.client_id();
-        for (token, daemon) in self.transport.grants.locks.waits_of(file_id, owner) {
-            // Cancelled: it ends here. Not waiting any more: it was granted, and the
-            // unlock below takes it back.
-            if let Ok(Response::Bool(true)) = self.transport.call(daemon, Request::LockCancel { client, token }) {
-                if let Some(p) = self.transport.grants.locks.take(token) {
-                    (p.done)(Err(Errno(libc::EINTR)));
-                }
-            }
+        for token in self.transport.grants.locks.waits_of(file_id, owner) {
+            // Cancelled: it ends here with EINTR. Not waiting any more: it was
+            // granted, and the unlock below takes it back.
+            let _ = self.cancel_lock_wait(token);
         }
         self.release(file_id, owner)
     }
@@ -342,6 +337,8 @@ impl Client {
         Target { daemon: self.first_live(self.md_daemon(&f.path())), file_id: f.file_id(), owner, pid, kind }
     }
 
+    /// Sends one `lock`; with `wait`, registered under a token first (the grant may
+    /// come before the reply says `Queued`).
     fn lock_request(
         &self,
         t: &Target,
@@ -350,23 +347,10 @@ impl Client {
         end: u64,
         wait: Option<LockDone>,
     ) -> Result<LockState> {
-        self.lock_request_token(t, mode, start, end, wait).map(|(s, _)| s)
-    }
-
-    /// Sends one `lock`; with `wait`, registered under a token first (the grant may
-    /// come before the reply says `Queued`).
-    fn lock_request_token(
-        &self,
-        t: &Target,
-        mode: LockMode,
-        start: u64,
-        end: u64,
-        wait: Option<LockDone>,
-    ) -> Result<(LockState, u64)> {
         let locks = &self.transport.grants.locks;
         if mode == LockMode::Unlock && !self.transport.grants.link_up(t.daemon) {
             // No callback connection: the daemon holds nothing of this process.
-            return Ok((LockState::Held, 0));
+            return Ok(LockState::Held);
         }
         self.lock_link(t.daemon)?;
         let token = wait.map(|done| locks.wait(t.daemon, t.file_id, t.owner, done));
@@ -395,12 +379,12 @@ impl Client {
         }
         let r = match r {
             Ok(Response::Ok) => Ok(LockState::Held),
-            Ok(Response::Queued) if token.is_some() => Ok(LockState::Queued),
+            Ok(Response::Queued) if token.is_some() => Ok(LockState::Queued(token.unwrap_or(0))),
             Ok(r) => Err(crate::error::unexpected(r)),
             Err(Errno(libc::ENOTCONN)) => Err(Errno(libc::ENOLCK)),
             Err(e) => Err(e),
         };
-        if r != Ok(LockState::Queued) {
+        if !matches!(r, Ok(LockState::Queued(_))) {
             if let Some(token) = token {
                 locks.take(token);
             }
@@ -410,7 +394,27 @@ impl Client {
             // Stats under the lock come from the daemons, not an older listing.
             self.listing.invalidate();
         }
-        r.map(|s| (s, token.unwrap_or(0)))
+        r
+    }
+
+    /// Ends queued wait `token` early (its `LockDone` gets EINTR): true if it was
+    /// still waiting; false if it ended meanwhile (its `LockDone` is called, or
+    /// was, with what it came to). The FUSE mount answers a long wait with EINTR
+    /// this way, so that the kernel asks again (and a killed waiter can die).
+    pub fn cancel_lock_wait(&self, token: u64) -> Result<bool> {
+        let locks = &self.transport.grants.locks;
+        let Some(daemon) = lock(&locks.waits).get(&token).map(|p| p.daemon) else { return Ok(false) };
+        let req = Request::LockCancel { client: self.transport.grants.client_id(), token };
+        match self.transport.call(daemon, req)? {
+            Response::Bool(true) => {
+                if let Some(p) = locks.take(token) {
+                    (p.done)(Err(Errno(libc::EINTR)));
+                }
+                Ok(true)
+            }
+            Response::Bool(false) => Ok(false),
+            r => Err(crate::error::unexpected(r)),
+        }
     }
 
     fn test_request(&self, t: &Target, mode: LockMode, start: u64, end: u64) -> Result<Option<LockInfo>> {
