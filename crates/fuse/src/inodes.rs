@@ -94,6 +94,7 @@ impl GustFs {
         GustFs {
             client,
             negative: negative::Negative::new(opts.negative_timeout),
+            slices: Box::leak(Box::default()),
             opts,
             table: Mutex::new(t),
             files: RwLock::new(HashMap::new()),

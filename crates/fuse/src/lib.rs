@@ -142,6 +142,8 @@ pub struct GustFs {
     next_fh: AtomicU64,
     hidden_seq: AtomicU64,
     negative: negative::Negative,
+    /// SETLKW waits, answered EINTR after a while (locks.rs).
+    slices: &'static locks::Slices,
 }
 
 mod convert;

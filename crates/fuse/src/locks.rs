@@ -9,8 +9,12 @@
 //!   Linux's NFS client does: it conflicts with other owners' fcntl locks too.
 //! * Waiting (SETLKW) holds no request thread: the request is answered from the
 //!   callback connection's reader thread when the daemon grants the lock. fuser
-//!   answers FUSE_INTERRUPT with ENOSYS, so only SIGKILL ends such a wait early;
-//!   the killed process's close then cancels it.
+//!   answers FUSE_INTERRUPT with ENOSYS, and the kernel then waits for the answer
+//!   even for a process being killed. So a wait is answered EINTR after
+//!   `WAIT_SLICE` (`Slices`), which the kernel turns into a restart of the
+//!   syscall (fuse_setlk: "locking is restartable"): a process with no signal
+//!   pending asks again (at the back of the queue), a killed one dies, and one
+//!   whose signal handler ran gets EINTR or a restart, as its SA_RESTART says.
 //! * Release: the kernel sends FLUSH with the closing process's owner at every
 //!   close (POSIX: any close ends the process's locks on the file), and RELEASE at
 //!   the last close of an open file, which ends its OFD and flock locks: the
@@ -20,6 +24,7 @@
 
 use super::*;
 use gust_client::{LockDone, LockMode, LockState, LOCK_END_EOF};
+use std::time::Instant;
 
 /// The kernel's "to the end of the file" (OFFSET_MAX), inclusive ends.
 const KERNEL_EOF: u64 = i64::MAX as u64;
@@ -98,7 +103,8 @@ impl GustFs {
             });
             self.client.lock_as(fd, owner, pid as i32, mode, range, done)
         })();
-        if r == Ok(LockState::Queued) {
+        if let Ok(LockState::Queued(token)) = r {
+            self.slices.waiting(self.client, token);
             return;
         }
         let reply = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -122,5 +128,48 @@ impl GustFs {
         for o in owners {
             let _ = self.client.release_locks_as(h.fd, o);
         }
+    }
+}
+
+/// How long the mount lets a SETLKW wait before it answers EINTR (the kernel then
+/// restarts the call): a waiter being killed dies within this (plus `SLICE_TICK`).
+const WAIT_SLICE: Duration = Duration::from_secs(1);
+const SLICE_TICK: Duration = Duration::from_millis(250);
+
+/// The SETLKW waits of this mount, answered EINTR once older than `WAIT_SLICE`.
+pub(crate) struct Slices {
+    waits: Mutex<Vec<(u64, Instant)>>,
+    started: std::sync::Once,
+}
+
+impl Default for Slices {
+    fn default() -> Self {
+        Slices { waits: Mutex::new(Vec::new()), started: std::sync::Once::new() }
+    }
+}
+
+impl Slices {
+    /// A wait began: its slice runs from now (the thread starts at the first).
+    fn waiting(&'static self, client: &'static Client, token: u64) {
+        self.waits.lock().unwrap_or_else(|e| e.into_inner()).push((token, Instant::now()));
+        self.started.call_once(|| {
+            let spawned = std::thread::Builder::new().name("gust-lock-slices".into()).spawn(move || loop {
+                std::thread::sleep(SLICE_TICK);
+                let due: Vec<u64> = {
+                    let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+                    let (due, keep) = w.drain(..).partition(|(_, since)| since.elapsed() >= WAIT_SLICE);
+                    *w = keep;
+                    due.into_iter().map(|(t, _)| t).collect()
+                };
+                for token in due {
+                    // Still waiting: answered EINTR now. Granted or failed meanwhile:
+                    // answered with that already (or about to be).
+                    let _ = client.cancel_lock_wait(token);
+                }
+            });
+            if let Err(e) = spawned {
+                eprintln!("gust mount: cannot start the lock wait thread ({e}); waits last until granted");
+            }
+        });
     }
 }
