@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
     /* Locks: the file's metadata daemon keeps them. This process's POSIX lock and
      * an OFD lock of another open file conflict; its own locks do not. */
     fd = gust_open(fs, "/capi/small", O_RDWR, 0);
-    int fd2 = gust_open(fs, "/capi/small", O_RDWR, 0);
+    fd2 = gust_open(fs, "/capi/small", O_RDWR, 0);
     CHECK(fd >= 0 && fd2 >= 0);
     CHECK(gust_flock(fs, fd, LOCK_EX | LOCK_NB) == 0);
     FAILS(gust_flock(fs, fd2, LOCK_SH | LOCK_NB), EWOULDBLOCK);
@@ -292,6 +292,7 @@ int main(int argc, char **argv) {
     fd2 = gust_open(fs, "/capi/small", O_RDONLY, 0);
     fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     CHECK(gust_lock(fs, fd2, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK);
+    fl.l_type = F_WRLCK;
     FAILS(gust_lock(fs, fd2, F_OFD_SETLK, &fl), EBADF); /* a write lock, read-only */
     CHECK(gust_close(fs, fd2) == 0 && gust_close(fs, fd) == 0);
     /* Bad descriptors. */
