@@ -63,7 +63,8 @@ fn a_waiting_lock_is_granted_when_the_holder_unlocks() {
     let (fa, fb) = (a.open("/gustfs/w"), b.open("/gustfs/w"));
     assert_eq!(a.ask(&format!("lock {fa} wr 0 0")), "ok");
     send_waiting(&mut b, &c, &format!("lock {fb} wr 100 10 wait"));
-    assert_eq!(a.ask(&format!("lock {fa} un 0 0")), "ok");
+    // The unlock as F_SETLKW (Python's lockf sends it so): it never waits.
+    assert_eq!(a.ask(&format!("lock {fa} un 0 0 wait")), "ok");
     assert_eq!(b.answer(), "ok", "F_SETLKW granted after the unlock");
     assert_eq!(a.ask(&format!("lock {fa} wr 105 1")), eagain(), "b holds it now");
     // A blocking flock waits the same way.

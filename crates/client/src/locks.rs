@@ -274,6 +274,9 @@ impl Client {
     ) -> Result<LockState> {
         let f = self.locked_file(fd)?;
         let t = Target { owner, pid, ..self.target(&f, LockKind::Posix) };
+        // An unlock never waits, whatever the call (F_SETLKW with F_UNLCK, as
+        // Python's lockf sends it).
+        let wait = if mode == LockMode::Unlock { None } else { wait };
         self.lock_request(&t, mode, start, end, wait)
     }
 
