@@ -250,3 +250,83 @@ impl LockService {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(kind: LockKind, mode: LockMode, start: u64, end: u64, wait: Option<u64>) -> Request {
+        Request::Lock { file_id: 1, client: 7, owner: 0, pid: 1, kind, mode, start, end, wait }
+    }
+
+    /// What a peer sends is checked before anything reaches the table: malformed
+    /// ranges and combinations are EINVAL, a client without a callback connection
+    /// ENOTCONN, a request that only goes to clients EPROTO. Nothing panics.
+    #[test]
+    fn bad_requests_get_errnos() {
+        let s = LockService::new(Arc::new(Grants::new()));
+        let eof = gust_proto::LOCK_END_EOF;
+        let cases = [
+            (lock(LockKind::Posix, LockMode::Write, 5, 5, None), libc::EINVAL),
+            (lock(LockKind::Posix, LockMode::Write, 6, 5, None), libc::EINVAL),
+            (lock(LockKind::Flock, LockMode::Write, 0, 10, None), libc::EINVAL),
+            (lock(LockKind::Flock, LockMode::Read, 1, eof, None), libc::EINVAL),
+            (lock(LockKind::Ofd, LockMode::Unlock, 0, eof, Some(3)), libc::EINVAL),
+            (lock(LockKind::Posix, LockMode::Write, 0, eof, Some(3)), libc::ENOTCONN),
+            (lock(LockKind::Posix, LockMode::Unlock, 0, eof, None), libc::ENOTCONN),
+            (
+                Request::LockTest {
+                    file_id: 1,
+                    client: 7,
+                    owner: 0,
+                    kind: LockKind::Flock,
+                    mode: LockMode::Read,
+                    start: 0,
+                    end: eof,
+                },
+                libc::EINVAL,
+            ),
+            (
+                Request::LockTest {
+                    file_id: 1,
+                    client: 7,
+                    owner: 0,
+                    kind: LockKind::Posix,
+                    mode: LockMode::Unlock,
+                    start: 0,
+                    end: 1,
+                },
+                libc::EINVAL,
+            ),
+            (
+                Request::LockTest {
+                    file_id: 1,
+                    client: 7,
+                    owner: 0,
+                    kind: LockKind::Posix,
+                    mode: LockMode::Read,
+                    start: 1,
+                    end: 0,
+                },
+                libc::EINVAL,
+            ),
+            (Request::LockGranted { token: 1, errno: 0 }, libc::EPROTO),
+        ];
+        for (req, errno) in cases {
+            assert_eq!(s.serve(req.clone()), Err(errno), "{req:?}");
+        }
+        assert_eq!(s.serve(Request::LockCancel { client: 7, token: 3 }), Ok(Response::Bool(false)));
+        let test = Request::LockTest {
+            file_id: 1,
+            client: 7,
+            owner: 0,
+            kind: LockKind::Ofd,
+            mode: LockMode::Write,
+            start: 0,
+            end: eof,
+        };
+        assert_eq!(s.serve(test), Ok(Response::LockHeld(None)));
+        assert_eq!(s.counts(), (0, 0));
+        assert!(s.inbox.get().is_none(), "no thread for a daemon whose clients took no lock");
+    }
+}
