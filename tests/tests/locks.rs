@@ -7,7 +7,8 @@
 
 mod common;
 
-use common::locker::{eagain, locker_bin, send_waiting, sqlite_two_writers, Locker};
+use common::locker::{eagain, locker_bin, send_waiting, sqlite_two_writers, Locker, WAIT};
+use gust_e2e::wait_until;
 use gust_e2e::Instance;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -186,4 +187,25 @@ fn locks_with_copies() {
     send_waiting(&mut b, &c, &format!("flock {fb} ex"));
     assert_eq!(a.ask(&format!("close {fa}")), "ok");
     assert_eq!(b.answer(), "ok");
+}
+
+/// Locks live in the daemon's memory: a daemon killed and restarted on its root
+/// directory has none. A waiter learns it at once (ENOLCK: its callback connection
+/// ended); afterwards every process locks afresh against the new daemon.
+#[test]
+fn a_restarted_daemon_has_no_locks_and_its_waiters_are_told() {
+    let (_d, bin, inst) = setup(1);
+    let c = inst.client();
+    let (mut a, mut b) = (Locker::preloaded(&inst, &bin), Locker::preloaded(&inst, &bin));
+    let (fa, fb) = (a.open("/gustfs/d"), b.open("/gustfs/d"));
+    assert_eq!(a.ask(&format!("lock {fa} wr 0 0")), "ok");
+    send_waiting(&mut b, &c, &format!("lock {fb} wr 0 0 wait"));
+    // SAFETY: signalling the instance's daemon, a process of this test.
+    assert_eq!(unsafe { libc::kill(inst.daemon_pid(0) as i32, libc::SIGKILL) }, 0);
+    assert_eq!(b.answer(), format!("errno {}", libc::ENOLCK), "the wait ended with the daemon");
+    assert!(wait_until(WAIT, || inst.daemon_gone(0)), "the daemon did not die");
+    inst.restart_daemon(0);
+    assert!(wait_until(WAIT, || inst.client().stat("/").is_ok()), "the daemon did not come back");
+    assert_eq!(b.ask(&format!("lock {fb} wr 0 0")), "ok", "a's lock died with the daemon");
+    assert_eq!(a.ask(&format!("lock {fa} wr 0 1")), eagain(), "a asks the new daemon, where b holds it");
 }

@@ -437,10 +437,18 @@ impl Client {
     }
 
     /// The callback connection to `daemon` that this process's locks there live by.
+    /// A daemon that cannot be reached at its address may have restarted elsewhere:
+    /// its line of the hosts file is read again, once.
     fn lock_link(&self, daemon: u32) -> Result<()> {
-        let ep = self.transport.callback_endpoint(daemon).ok_or(Errno(libc::ENOLCK))?;
         let g = &self.transport.grants;
-        if g.link_up(daemon) || g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout()) {
+        if g.link_up(daemon) {
+            return Ok(());
+        }
+        let open = || {
+            let ep = self.transport.callback_endpoint(daemon);
+            ep.is_some_and(|ep| g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout()))
+        };
+        if open() || (self.transport.refresh_entry(daemon) && open()) {
             Ok(())
         } else {
             Err(Errno(libc::ENOLCK))
