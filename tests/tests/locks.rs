@@ -209,3 +209,28 @@ fn a_restarted_daemon_has_no_locks_and_its_waiters_are_told() {
     assert_eq!(b.ask(&format!("lock {fb} wr 0 0")), "ok", "a's lock died with the daemon");
     assert_eq!(a.ask(&format!("lock {fa} wr 0 1")), eagain(), "a asks the new daemon, where b holds it");
 }
+
+/// Through the node proxy (`GUST_PROXY=1`) the lock requests are forwarded by this
+/// node's daemon, and the callback connection goes straight to the record's daemon.
+#[test]
+fn locks_through_the_node_proxy() {
+    let (_d, bin, inst) = setup(3);
+    let c = inst.client();
+    let lib = common::locker::preload_lib();
+    let env =
+        [("LD_PRELOAD", lib.as_os_str()), ("GUST_HOSTS_FILE", inst.hosts.as_os_str()), ("GUST_PROXY", "1".as_ref())];
+    let (mut a, mut b) = (Locker::start(&bin, &env), Locker::start(&bin, &env));
+    let forwards = || common::op_total(&c, "forward");
+    let before = forwards();
+    // Files on every daemon: some are not the proxy's own.
+    for name in ["p0", "p1", "p2", "p3", "p4", "p5"] {
+        let path = format!("/gustfs/{name}");
+        let (fa, fb) = (a.open(&path), b.open(&path));
+        assert_eq!(a.ask(&format!("lock {fa} wr 0 0")), "ok", "{path}");
+        send_waiting(&mut b, &c, &format!("lock {fb} wr 0 0 wait"));
+        assert_eq!(a.ask(&format!("close {fa}")), "ok");
+        assert_eq!(b.answer(), "ok", "{path}: the wait granted through the proxy");
+        assert_eq!(b.ask(&format!("close {fb}")), "ok");
+    }
+    assert!(forwards() > before, "nothing went through the node proxy");
+}
