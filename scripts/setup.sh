@@ -7,7 +7,8 @@
 # promtool and a real Prometheus server for the metrics test (tests/tests/observe.rs);
 # fonts-dejavu-core is the font `gust trace report` draws its plots' text with; gdb
 # checks that installed binaries find their separate debug information
-# (tests/tests/install.rs); perl runs on GustFS in the preload library's tests.
+# (tests/tests/install.rs); perl runs on GustFS in the preload library's tests;
+# the lock tests run SQLite through python3's sqlite3 module (its standard library);
 # rsync -aH copies hard links in tests/tests/posix_conformance.rs.
 set -euo pipefail
 pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar rsync perl python3 python3-venv libc6-dev iproute2 util-linux

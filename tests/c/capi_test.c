@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #define CHECK(c)                                                                                    \
@@ -269,6 +270,31 @@ int main(int argc, char **argv) {
     fd = gust_open(fs, "/capi/small", O_RDWR | O_TRUNC, 0);
     CHECK(fd >= 0 && gust_fstat(fs, fd, &st) == 0 && st.st_size == 0);
     CHECK(gust_close(fs, fd) == 0);
+    /* Locks: the file's metadata daemon keeps them. This process's POSIX lock and
+     * an OFD lock of another open file conflict; its own locks do not. */
+    fd = gust_open(fs, "/capi/small", O_RDWR, 0);
+    fd2 = gust_open(fs, "/capi/small", O_RDWR, 0);
+    CHECK(fd >= 0 && fd2 >= 0);
+    CHECK(gust_flock(fs, fd, LOCK_EX | LOCK_NB) == 0);
+    FAILS(gust_flock(fs, fd2, LOCK_SH | LOCK_NB), EWOULDBLOCK);
+    CHECK(gust_flock(fs, fd, LOCK_UN) == 0);
+    CHECK(gust_flock(fs, fd2, LOCK_SH | LOCK_NB) == 0);
+    FAILS(gust_flock(fs, fd, 77), EINVAL);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10};
+    CHECK(gust_lock(fs, fd, F_SETLK, &fl) == 0);
+    fl.l_type = F_WRLCK;
+    CHECK(gust_lock(fs, fd2, F_GETLK, &fl) == 0 && fl.l_type == F_UNLCK); /* its own */
+    fl = (struct flock){.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 5, .l_len = 1};
+    FAILS(gust_lock(fs, fd2, F_OFD_SETLK, &fl), EAGAIN);
+    CHECK(gust_lock(fs, fd2, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_WRLCK && fl.l_start == 0 && fl.l_len == 10);
+    FAILS(gust_lock(fs, fd, F_SETLK, NULL), EINVAL);
+    CHECK(gust_close(fs, fd2) == 0); /* POSIX: any close ends the process's locks */
+    fd2 = gust_open(fs, "/capi/small", O_RDONLY, 0);
+    fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    CHECK(gust_lock(fs, fd2, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK);
+    fl.l_type = F_WRLCK;
+    FAILS(gust_lock(fs, fd2, F_OFD_SETLK, &fl), EBADF); /* a write lock, read-only */
+    CHECK(gust_close(fs, fd2) == 0 && gust_close(fs, fd) == 0);
     /* Bad descriptors. */
     FAILS(gust_read(fs, 99999, buf, 1), EBADF);
     FAILS(gust_write(fs, 99999, buf, 1), EBADF);

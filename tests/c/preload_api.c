@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -104,10 +105,20 @@ int main(int argc, char **argv) {
     CHECK(fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 && fcntl(fd, F_GETFD) == FD_CLOEXEC);
     int d4 = fcntl(fd, F_DUPFD, 200);
     CHECK(d4 >= 200 && lseek(d4, 0, SEEK_CUR) == 2);
-    if (gust) {
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        FAILS(fcntl(fd, F_SETLK, &fl), ENOLCK);
-    }
+    /* Record locks, as on the local file system: the process's own lock is no
+     * conflict for it; an OFD lock of another open file description is. */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    CHECK(fcntl(fd, F_SETLK, &fl) == 0);
+    fl.l_type = F_WRLCK;
+    CHECK(fcntl(d1, F_GETLK, &fl) == 0 && fl.l_type == F_UNLCK);
+    int other = open(P("d/f"), O_RDWR);
+    struct flock ofd = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1};
+    FAILS(fcntl(other, F_OFD_SETLK, &ofd), EAGAIN);
+    CHECK(flock(other, LOCK_EX | LOCK_NB) == 0); /* flock's locks are apart */
+    FAILS(flock(fd, LOCK_SH | LOCK_NB), EWOULDBLOCK);
+    CHECK(close(other) == 0); /* POSIX: this close ends the process's fcntl lock too */
+    other = open(P("d/f"), O_RDWR);
+    CHECK(fcntl(other, F_OFD_SETLK, &ofd) == 0 && close(other) == 0);
     CHECK(close(d1) == 0 && close(d2) == 0 && close(d3) == 0 && close(d4) == 0);
     FAILS(close(d1), EBADF);
     FAILS(read(d2, buf, 1), EBADF);

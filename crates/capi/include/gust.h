@@ -30,8 +30,9 @@
  *  - Descriptors are GustFS descriptors, not kernel ones: pass them only to the
  *    gust_* functions of the gust_fs that issued them.
  *
- * What is relaxed compared with POSIX (no distributed locks, eventually
- * consistent directory listings, one owner for every file): docs/SEMANTICS.md.
+ * What is relaxed compared with POSIX (eventually consistent directory
+ * listings, one owner for every file, locks that end with the process's
+ * connection): docs/SEMANTICS.md.
  */
 #ifndef GUST_H
 #define GUST_H
@@ -188,6 +189,33 @@ off_t gust_lseek(gust_fs *fs, int fd, off_t offset, int whence);
  * Returns 0, or -1 with errno EBADF, EINVAL or EIO.
  */
 int gust_fsync(gust_fs *fs, int fd);
+
+/*
+ * gust_flock - flock(2) on a GustFS descriptor: operation LOCK_SH, LOCK_EX or
+ * LOCK_UN, with LOCK_NB not to wait. The lock belongs to the open file (shared
+ * by gust_dup) and is kept by the file's metadata daemon, so it holds between
+ * processes on every node (docs/SEMANTICS.md, "File locks").
+ *
+ * Returns 0, or -1 with errno: EWOULDBLOCK (LOCK_NB and another owner holds a
+ * conflicting lock), EINTR (a signal handler ran while waiting), EBADF, EINVAL,
+ * ENOLCK (no room, or the daemon cannot be reached for locks), EIO.
+ */
+int gust_flock(gust_fs *fs, int fd, int operation);
+
+/*
+ * gust_lock - fcntl(2)'s record locks on a GustFS descriptor: cmd F_GETLK,
+ * F_SETLK, F_SETLKW (owner: this process; all its locks on the file end when it
+ * closes any descriptor of the file) or F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
+ * (owner: the open file; l_pid must be 0), with struct flock as fcntl takes it.
+ *
+ * Returns 0 (F_GETLK: *lock describes a conflicting lock, or l_type is
+ * F_UNLCK), or -1 with errno: EAGAIN (F_SETLK and a conflicting lock),
+ * EDEADLK (F_SETLKW would deadlock), EINTR, EBADF (also a read lock through a
+ * descriptor not open for reading, a write lock through one not open for
+ * writing), EINVAL (lock NULL, a bad type, whence or range), EOVERFLOW, ENOLCK,
+ * EIO.
+ */
+int gust_lock(gust_fs *fs, int fd, int cmd, struct flock *lock);
 
 /*
  * gust_ftruncate - set the size of an open file; data past length is dropped,

@@ -621,6 +621,8 @@ pub unsafe extern "C" fn gust_closedir(dir: *mut gust_dir) -> c_int {
     })
 }
 
+mod locks;
+
 #[cfg(test)]
 mod tests {
     use super::*;

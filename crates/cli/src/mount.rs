@@ -52,6 +52,11 @@ pub struct MountArgs {
     /// directory several times slower).
     #[arg(long, value_enum, default_value = "always")]
     readdirplus: ReaddirplusArg,
+    /// Leave file locks (flock, fcntl) to this node's kernel, as before GustFS had
+    /// locks: they then hold between processes of this node only, and a close of a
+    /// read-only file costs no request to the mount.
+    #[arg(long)]
+    local_locks: bool,
     /// Seconds before an RPC to an unresponsive daemon fails with EIO
     /// [default: $GUST_RPC_TIMEOUT_MS, else 10].
     #[arg(long)]
@@ -91,6 +96,7 @@ pub fn mount(a: MountArgs) -> Result<(), String> {
             ReaddirplusArg::Always => gust_fuse::Readdirplus::Always,
             ReaddirplusArg::Never => gust_fuse::Readdirplus::Never,
         },
+        local_locks: a.local_locks,
     };
     let hosts = a.inst.hosts_path();
     if !hosts.exists() {

@@ -192,6 +192,9 @@ pub(crate) struct Ticket {
 /// This process's grants, from every daemon.
 pub(crate) struct Cache {
     on: bool,
+    /// This process's locks and their waits (locks.rs): they live by the callback
+    /// connections too, whether grants are on or not.
+    pub(crate) locks: Arc<crate::locks::LockTable>,
     records: Arc<Records>,
     daemons: Vec<DaemonGrants>,
     /// This process's id, of fork generation `id_generation`: a child after fork is
@@ -218,6 +221,7 @@ impl Cache {
     pub(crate) fn new(daemons: usize, on: bool) -> Cache {
         Cache {
             on,
+            locks: Arc::new(crate::locks::LockTable::default()),
             records: Arc::new(Records::default()),
             daemons: (0..daemons).map(|_| DaemonGrants::default()).collect(),
             id: AtomicU64::new(new_id()),
@@ -275,6 +279,7 @@ impl Cache {
         let mut m = self.records.map.write().unwrap_or_else(|e| e.into_inner());
         m.clear();
         self.records.data_bytes.store(0, Ordering::Relaxed);
+        self.locks.forget_all();
     }
 
     /// Whether grants of `daemon` may be used now; `renew` true when less than half
@@ -340,14 +345,48 @@ impl Cache {
         d.retry_at_ms.load(Ordering::Relaxed) <= self.now_ms()
     }
 
-    /// Opens the callback connection to `daemon` on `ep`: recalls are answered by
-    /// its reader thread from then on. Whatever was cached from an earlier one is
-    /// forgotten first.
-    pub(crate) fn open_link(&self, daemon: u32, ep: &gust_transport::Endpoint, secret: &[u8], timeout: Duration) {
+    /// Whether the callback connection to `daemon` is open (in this process).
+    pub(crate) fn link_up(&self, daemon: u32) -> bool {
+        self.client_id();
+        self.daemons.get(daemon as usize).is_some_and(|d| d.up.load(Ordering::Acquire))
+    }
+
+    /// The daemon says it holds no callback connection of this process (it ended
+    /// it: this process was silent too long; the end may not have reached the
+    /// reader thread yet): the connection is closed here too, and what lived by it
+    /// goes now, so that `open_link` opens a new one.
+    pub(crate) fn drop_link(&self, daemon: u32) {
         let Some(d) = self.daemons.get(daemon as usize) else { return };
         let mut link = lock(&d.link);
+        if let Some((g, c)) = link.take() {
+            if g == crate::rpc::fork_generation() {
+                if let Some(f) = lock(&d.fds).as_ref() {
+                    lock(f).unregister();
+                }
+                c.close();
+            } else {
+                std::mem::forget(c);
+            }
+        }
+        d.up.store(false, Ordering::SeqCst);
+        self.records.forget_daemon(daemon);
+        self.locks.daemon_lost(daemon);
+    }
+
+    /// Opens the callback connection to `daemon` on `ep`: recalls and lock grants
+    /// are answered by its reader thread from then on. Whatever was cached from an
+    /// earlier one is forgotten first. Whether it is open now.
+    pub(crate) fn open_link(
+        &self,
+        daemon: u32,
+        ep: &gust_transport::Endpoint,
+        secret: &[u8],
+        timeout: Duration,
+    ) -> bool {
+        let Some(d) = self.daemons.get(daemon as usize) else { return false };
+        let mut link = lock(&d.link);
         if d.up.load(Ordering::Acquire) {
-            return;
+            return true;
         }
         let generation = crate::rpc::fork_generation();
         if let Some((g, c)) = link.take() {
@@ -364,7 +403,7 @@ impl Cache {
         // A new connection, a new registration (the old one's end may still come).
         let fds = Arc::new(Mutex::new(LinkFds::default()));
         *lock(&d.fds) = Some(fds.clone());
-        let records = self.records.clone();
+        let (records, locks) = (self.records.clone(), self.locks.clone());
         let mut opts = gust_rpc::Options::new(timeout);
         opts.name = "gust-recalls";
         opts.handler = Some(Arc::new(move |req: Request, _bulk: Vec<u8>| match req {
@@ -374,10 +413,16 @@ impl Cache {
                 }
                 (Ok(Response::Ok), Vec::new())
             }
+            Request::LockGranted { token, errno } => {
+                locks.granted(token, errno);
+                (Ok(Response::Ok), Vec::new())
+            }
+            // The daemon asks whether this process is alive (it holds locks others want).
+            Request::Ping => (Ok(Response::Ok), Vec::new()),
             _ => (Err(libc::ENOSYS), Vec::new()),
         }));
         let up = d.up.clone();
-        let records = self.records.clone();
+        let (records, locks) = (self.records.clone(), self.locks.clone());
         let ended_fds = fds.clone();
         opts.on_end = Some(Arc::new(move |_| {
             // Before the reader's descriptor closes (it runs on that thread).
@@ -387,6 +432,8 @@ impl Cache {
             drop(f);
             up.store(false, Ordering::SeqCst);
             records.forget_daemon(daemon);
+            // The daemon dropped this process's locks with the connection.
+            locks.daemon_lost(daemon);
         }));
         let opened = gust_rpc::Connection::open(ep, secret, opts).and_then(|c| {
             match c.call(&Request::Callback { client: self.client_id() }, &[], timeout) {
@@ -400,10 +447,12 @@ impl Cache {
                 lock(&fds).register(c.raw_fds());
                 d.up.store(true, Ordering::SeqCst);
                 *link = Some((generation, Arc::new(c)));
+                true
             }
             Err(e) => {
                 tracing::debug!(daemon, "no callback connection: {e}");
                 d.retry_at_ms.store(self.now_ms() + RETRY_AFTER.as_millis() as u64, Ordering::Relaxed);
+                false
             }
         }
     }
@@ -534,7 +583,7 @@ impl crate::Client {
         }
         if g.wants_link(daemon) {
             if let Some(ep) = self.transport.callback_endpoint(daemon) {
-                g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout());
+                let _ = g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout());
             }
         }
         Some(g.ticket())

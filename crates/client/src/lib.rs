@@ -13,7 +13,8 @@
 //! answered from a record the file's metadata daemon granted this process and
 //! recalls before anyone else changes it (`grants`), so operations on one file are
 //! strongly consistent. Directory listings are assembled from all daemons and are
-//! eventually consistent; there are no distributed locks (see docs/SEMANTICS.md).
+//! eventually consistent. File locks (flock, fcntl) are kept by each file's
+//! metadata daemon (`locks`; docs/SEMANTICS.md).
 //!
 //! One module per concept: `credentials` (who calls: owners of new records, chown's
 //! and access's checks), `error` and `stat` (what calls return), `routing` (which
@@ -27,7 +28,8 @@
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
 //! file system directory, fetched on first open), `events` (the daemons' event
 //! logs), `status` (capacity, daemon counters), `grants` (records cached under the
-//! daemons' grants, answered until recalled), `exit` (what goes out when the
+//! daemons' grants, answered until recalled), `locks` (flock and fcntl locks,
+//! kept by the files' metadata daemons), `exit` (what goes out when the
 //! process ends), `spill` (chunk writes and reads
 //! when a full daemon's chunks go to the next), `rpc` (connections and framing),
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
@@ -45,6 +47,7 @@ mod grants;
 mod inline;
 mod links;
 mod listing;
+mod locks;
 mod namespace;
 mod open_files;
 mod read_many;
@@ -79,11 +82,12 @@ pub use gust_proto::stage as stage_types;
 pub use gust_proto::Span;
 pub use gust_proto::{now_ns, path};
 pub use gust_proto::{
-    Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, OpMetrics, Record,
-    INLINE_BYTES_MAX, PATH_ARG_BYTES_MAX,
+    Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, LockInfo, LockKind,
+    LockMode, OpMetrics, Record, INLINE_BYTES_MAX, LOCK_END_EOF, PATH_ARG_BYTES_MAX,
 };
 pub use inline::WholeFile;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
+pub use locks::{LockDone, LockState, PROCESS_OWNER};
 pub use open_files::OPEN_FILES_MAX;
 pub use read_many::READ_MANY_IN_FLIGHT;
 pub use readdir::DirStream;

@@ -51,6 +51,8 @@ pub(crate) struct OpenFile {
     /// The link path of a hard-linked file, where its size and attributes live
     /// (links.rs): set at open, or when a daemon first says the file was linked.
     pub(crate) linked_at: OnceLock<String>,
+    /// The owner of this description's OFD and flock locks (locks.rs).
+    pub(crate) lock_owner: u64,
 }
 
 impl OpenFile {
@@ -80,6 +82,7 @@ impl OpenFile {
             clear_set_id: Mutex::new(None),
             written: AtomicBool::new(false),
             linked_at: OnceLock::new(),
+            lock_owner: crate::locks::next_description_owner(),
         }
     }
 
@@ -368,7 +371,11 @@ impl Client {
         let sized = self.flush_descriptor(&f);
         // A dup of it (or a call in flight on another thread) may still write:
         // then only the last close settles, or a path operation, or exit.
-        if Arc::strong_count(&f) > 1 {
+        let last = Arc::strong_count(&f) == 1;
+        // Any close ends the process's POSIX locks on the file; the last one the
+        // description's OFD and flock locks (POSIX, flock(2)).
+        self.release_locks_at_close(&f, last);
+        if !last {
             return sized;
         }
         let r = sized.and(self.settle(&f, true));

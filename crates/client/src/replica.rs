@@ -209,8 +209,16 @@ impl Client {
         if self.transport.replicas <= 1 {
             return true;
         }
-        let primary = self.md_daemon(path);
-        self.transport.group(primary).find(|m| !self.transport.is_down(*m)).unwrap_or(primary) == daemon
+        self.first_live(self.md_daemon(path)) == daemon
+    }
+
+    /// The first member of `primary`'s group not found down: where a record's locks
+    /// live (locks.rs), and the member whose copy of it counts (`keeps`).
+    pub(crate) fn first_live(&self, primary: u32) -> u32 {
+        if self.transport.replicas <= 1 {
+            return primary;
+        }
+        self.transport.group(primary).find(|m| !self.transport.is_down(*m)).unwrap_or(primary)
     }
 
     /// `keeps` for entry `name` of directory `dir`: the path is joined only when

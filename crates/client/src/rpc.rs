@@ -287,7 +287,7 @@ impl Transport {
     }
 
     /// Re-reads this daemon's line of the hosts file; true if it changed.
-    fn refresh_entry(&self, daemon: u32) -> bool {
+    pub(crate) fn refresh_entry(&self, daemon: u32) -> bool {
         let Some(path) = &self.hosts_path else { return false };
         let Ok(h) = gust_hosts::HostsFile::load(path) else { return false };
         let Some(new) = h.daemons.into_iter().find(|d| d.id == daemon) else { return false };

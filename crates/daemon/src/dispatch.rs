@@ -443,8 +443,12 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         // multiplexed service itself (proxy/); here only where it could not.
         Request::Multiplex => Ok(Response::Ok),
         Request::Forward { .. } => Err(libc::EPROTO),
+        Request::Lock { .. } | Request::LockTest { .. } | Request::LockCancel { .. } => state.locks.serve(req),
         // A session serves `hello` and `callback` itself (server/session.rs); over a
-        // forward or a multiplexed link they mean nothing. A recall goes to clients.
-        Request::Hello { .. } | Request::Callback { .. } | Request::Recall { .. } => Err(libc::EPROTO),
+        // forward or a multiplexed link they mean nothing. Recalls and lock grants go
+        // to clients.
+        Request::Hello { .. } | Request::Callback { .. } | Request::Recall { .. } | Request::LockGranted { .. } => {
+            Err(libc::EPROTO)
+        }
     }
 }

@@ -73,6 +73,12 @@ impl Holder {
     pub fn leased(&self) -> bool {
         lock(&self.link).as_ref().is_some_and(|c| c.alive())
     }
+
+    /// Its callback connection, if open (lock_service.rs tells it of granted locks
+    /// and asks it whether it is alive there).
+    pub fn link(&self) -> Option<Arc<gust_rpc::Connection>> {
+        lock(&self.link).clone().filter(|c| c.alive())
+    }
 }
 
 #[derive(Default)]
@@ -183,6 +189,17 @@ impl Grants {
     /// A request of this client is being served: its lease runs from now.
     pub fn seen(&self, h: &Holder) {
         h.last_seen_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The client `id`, if this daemon knows it (it said `hello` or opened a
+    /// callback connection).
+    pub fn holder(&self, id: u64) -> Option<Arc<Holder>> {
+        lock(&self.table).clients.get(&id).cloned()
+    }
+
+    /// How long ago this daemon last served `h` a request (or heard it answer).
+    pub fn silent_for(&self, h: &Holder) -> Duration {
+        Duration::from_millis(self.now_ms().saturating_sub(h.last_seen_ms.load(Ordering::Relaxed)))
     }
 
     /// The client's callback connection: recalls go there from now on. Grants it

@@ -19,6 +19,8 @@ pub mod exporter;
 pub mod fence;
 pub mod grants;
 pub mod lease;
+pub mod lock_service;
+pub mod locks;
 mod log_budget;
 pub mod metrics;
 pub mod proxy;

@@ -37,6 +37,8 @@ pub struct State {
     pub(crate) accept_errors_logged: LogBudget,
     /// Grants to clients and their recalls (grants.rs).
     pub grants: std::sync::Arc<crate::grants::Grants>,
+    /// File locks of the files whose records this daemon holds (lock_service.rs).
+    pub locks: std::sync::Arc<crate::lock_service::LockService>,
     /// The node proxy (proxy/), set at start.
     pub proxy: std::sync::OnceLock<crate::proxy::Proxy>,
 }
@@ -50,6 +52,7 @@ impl State {
         secret: Vec<u8>,
         events_cap_bytes: usize,
     ) -> Self {
+        let grants = std::sync::Arc::new(crate::grants::Grants::new());
         State {
             daemon_id,
             rootdir,
@@ -65,7 +68,8 @@ impl State {
             fences: Fences::new(),
             refusals_logged: LogBudget::new(),
             accept_errors_logged: LogBudget::new(),
-            grants: std::sync::Arc::new(crate::grants::Grants::new()),
+            locks: crate::lock_service::LockService::new(grants.clone()),
+            grants,
             proxy: std::sync::OnceLock::new(),
         }
     }

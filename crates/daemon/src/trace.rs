@@ -79,6 +79,11 @@ pub fn start(req: &Request) -> Option<Traced> {
             record.offset = *size;
         }
         Request::RemoveChunks { file_id } | Request::Fsync { file_id: Some(file_id) } => record.file_id = *file_id,
+        Request::Lock { file_id, start, end, .. } | Request::LockTest { file_id, start, end, .. } => {
+            record.file_id = *file_id;
+            record.offset = *start;
+            record.size = end.saturating_sub(*start);
+        }
         _ => {}
     }
     Some(Traced { timer, record })

@@ -123,6 +123,11 @@ fn stated_limits_match_the_code() {
         format!("`CREATE_BATCH_ENTRIES_MAX` = {CREATE_BATCH_ENTRIES_MAX}"),
         format!("`READ_MANY_ENTRIES_MAX` = {READ_MANY_ENTRIES_MAX}"),
         format!("at most {SPANS_PER_REQUEST_MAX} spans per"),
+        format!(
+            "at most {} locks and waits per daemon, {} per client",
+            thousands(gust_daemon::locks::ENTRIES_MAX as u64),
+            thousands(gust_daemon::locks::CLIENT_ENTRIES_MAX as u64)
+        ),
     ];
     // Spacing aside: the frame diagram aligns its columns.
     let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -7,6 +7,9 @@ use super::*;
 pub(crate) struct Handle {
     pub(crate) client_flags: i32,
     pub(crate) fd: i32,
+    /// Lock owners that locked through this handle and did not flush it since:
+    /// its RELEASE ends their locks (locks.rs).
+    pub(crate) lock_owners: Mutex<Vec<u64>>,
 }
 
 pub(crate) struct DirState {

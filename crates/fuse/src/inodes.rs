@@ -125,6 +125,7 @@ impl GustFs {
         GustFs {
             client,
             negative: negative::Negative::new(opts.negative_timeout),
+            slices: Box::leak(Box::default()),
             opts,
             table: Mutex::new(t),
             files: RwLock::new(HashMap::new()),
@@ -299,7 +300,10 @@ impl GustFs {
         if self.opts.direct_io {
             f |= FopenFlags::FOPEN_DIRECT_IO;
         }
-        if !self.opts.writeback_cache && client_flags & libc::O_ACCMODE == libc::O_RDONLY {
+        // Without it every close of a read-only handle sends FLUSH, which is where the
+        // kernel has a file system drop the closing process's POSIX locks
+        // (locks.rs): a mount that serves locks needs every FLUSH.
+        if !self.opts.writeback_cache && self.opts.local_locks && client_flags & libc::O_ACCMODE == libc::O_RDONLY {
             // A read-only handle's flush has nothing to do, so the kernel may skip
             // the request at close(). A writable one's flush sends the size its
             // writes reached (the client batches it, size_cache.rs): without the
@@ -329,7 +333,10 @@ impl GustFs {
         if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
             n.open_handles += 1;
         }
-        self.files.write().unwrap_or_else(|e| e.into_inner()).insert(fh, Arc::new(Handle { client_flags, fd }));
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fh, Arc::new(Handle { client_flags, fd, lock_owners: Mutex::new(Vec::new()) }));
         fh
     }
 

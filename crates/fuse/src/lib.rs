@@ -5,7 +5,8 @@
 //! path-based client core ([`gust_client::Client`]). What it is not for: caching or
 //! policy of its own beyond what the kernel's attribute/entry/page caches give (their
 //! timeouts are mount options), and anything the client core does not offer (hard
-//! links: EPERM; xattrs, locks, device nodes).
+//! links: EPERM; xattrs, device nodes). File locks are the daemons' (locks.rs), so
+//! they hold between nodes.
 //!
 //! Owners: every request runs as its caller ([`gust_client::as_caller`] with the
 //! request's uid and gid), so what it creates is the caller's, and chown is checked
@@ -24,6 +25,7 @@
 //!
 //! Modules: `ops` (one method per kernel request), `inodes` (the inode table,
 //! attributes, handles, owners of new files), `listing` (READDIR/READDIRPLUS),
+//! `locks` (GETLK, SETLK, SETLKW and the releases at FLUSH and RELEASE),
 //! `rename`, `handles` (open files and directories), `negative` (names known
 //! absent, so the LOOKUP before a CREATE need not ask), `convert` (errno, times,
 //! types, credentials).
@@ -37,7 +39,7 @@
 use fuser::{
     AccessFlags, Config, Errno as FErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
     SessionACL, TimeOrNow, WriteFlags,
 };
 use gust_client::path::{join, parent, rebase};
@@ -90,6 +92,9 @@ pub struct MountOptions {
     pub threads: usize,
     /// When the kernel asks for listings with attributes (READDIRPLUS).
     pub readdirplus: Readdirplus,
+    /// Leave flock and fcntl locks to the kernel of this node (locks.rs): they then
+    /// hold between this node's processes only.
+    pub local_locks: bool,
 }
 
 /// When the kernel lists a directory with each entry's attributes (READDIRPLUS)
@@ -120,6 +125,7 @@ impl Default for MountOptions {
             read_only: false,
             threads: 8,
             readdirplus: Readdirplus::Always,
+            local_locks: false,
         }
     }
 }
@@ -136,12 +142,15 @@ pub struct GustFs {
     next_fh: AtomicU64,
     hidden_seq: AtomicU64,
     negative: negative::Negative,
+    /// SETLKW waits, answered EINTR after a while (locks.rs).
+    slices: &'static locks::Slices,
 }
 
 mod convert;
 mod handles;
 mod inodes;
 mod listing;
+mod locks;
 mod negative;
 mod ops;
 mod rename;

@@ -35,6 +35,15 @@ impl Filesystem for GustFs {
             // Lets programs mmap files even though their handles bypass the page cache.
             let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         }
+        if !self.opts.local_locks {
+            // The kernel sends fcntl and flock locks here instead of keeping them
+            // itself (locks.rs): the daemons hold them, between nodes.
+            for cap in [InitFlags::FUSE_POSIX_LOCKS, InitFlags::FUSE_FLOCK_LOCKS] {
+                if config.add_capabilities(cap).is_err() {
+                    eprintln!("gust mount: this kernel does not offer {cap:?}; such locks stay node-local");
+                }
+            }
+        }
         Ok(())
     }
 
@@ -385,11 +394,15 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock: LockOwner, reply: ReplyEmpty) {
         // Every acknowledged write's data is on the daemons; its size is sent now
         // (the client batches it, see gust-client size_cache.rs), so other clients
-        // see it once close(2) returns.
-        match self.fd(fh).and_then(|(_, fd)| self.client.flush(fd)) {
+        // see it once close(2) returns. Then the closing process's locks go.
+        let r = self.fd(fh).and_then(|(h, fd)| {
+            let sized = self.client.flush(fd);
+            sized.and(self.locks_at_flush(&h, lock.0))
+        });
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fe(e)),
         }
@@ -401,12 +414,13 @@ impl Filesystem for GustFs {
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock: Option<LockOwner>,
+        lock: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         let h = self.files.write().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
         if let Some(h) = h {
+            self.locks_at_release(&h, lock.map(|l| l.0));
             let _ = self.client.close(h.fd);
             let remove = {
                 let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
@@ -431,6 +445,37 @@ impl Filesystem for GustFs {
             }
         }
         reply.ok();
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        self.do_getlk(fh, lock_owner.0, start, end, typ, reply)
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.do_setlk(fh, lock_owner.0, start, end, typ, pid, sleep, reply)
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {

@@ -8,12 +8,14 @@
 pub mod find;
 pub mod frame;
 pub mod handshake;
+pub mod lock;
 pub mod msg;
 pub mod path;
 pub mod stage;
 
 pub use find::{Cmp, FindQuery, FIND_PATTERN_BYTES_MAX};
 pub use frame::{read_frame, write_frame, Frame, FrameError, Header};
+pub use lock::*;
 pub use msg::*;
 pub use stage::*;
 

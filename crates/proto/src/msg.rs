@@ -12,6 +12,7 @@
 
 use crate::find::FindQuery;
 use crate::frame::FrameError;
+use crate::lock::{LockInfo, LockKind, LockMode};
 use crate::stage::{
     ReadLogEntry, SpanHashes, StageChunks, StageCommit, StageEntry, StageExport, StageHash, StageOutcome,
 };
@@ -491,6 +492,31 @@ requests! {
     /// `paths` (another client is about to change them). Answered with `Ok` once
     /// they are forgotten; until then the change waits (at most the client's lease).
     53 OP_RECALL "recall" Recall { paths: Vec<String> } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// Takes, changes or releases (`mode` Unlock) a lock of file `file_id` for owner
+    /// (`client`, `owner`) on `start..end` (docs/DESIGN.md, "Locks"; `lock.rs`). `pid`
+    /// is what a `lock_test` of another owner reports. Answered `Ok` once held (or
+    /// released). A conflict answers EAGAIN, unless `wait` names a token: then the
+    /// request is queued and answered `Queued` at once, and the daemon sends
+    /// `lock_granted` with that token on the client's `callback` connection when it
+    /// holds the lock. EDEADLK: a POSIX wait that would close a cycle of waiting
+    /// owners on this daemon. ENOLCK: the table is full. ENOTCONN: the client has
+    /// no callback connection (locks end with it; it opens one and asks again). EINVAL: an empty range, a flock
+    /// range that is not the whole file, `wait` with Unlock. Sent again it gives the
+    /// same locks (a queued wait with the same token replaces the first).
+    54 OP_LOCK "lock" Lock { file_id: u128, client: u64, owner: u64, pid: i32, kind: LockKind, mode: LockMode, start: u64, end: u64, wait: Option<u64> }
+        idempotent(true) copies(Addressed) recovering(Refuses) trace(MdUpdate),
+    /// F_GETLK: a lock of another owner that conflicts with `mode` (Read or Write)
+    /// on `start..end` (`LockHeld`). EINVAL for Unlock, flock or an empty range.
+    55 OP_LOCK_TEST "lock_test" LockTest { file_id: u128, client: u64, owner: u64, kind: LockKind, mode: LockMode, start: u64, end: u64 }
+        idempotent(true) copies(Addressed) recovering(Refuses) trace(MdRead),
+    /// Gives up the queued wait `token` of `client` (a signal interrupted it):
+    /// `Bool(true)` if it was waiting and is gone, `Bool(false)` if it is not waiting
+    /// (granted or failed already: its `lock_granted` is on its way).
+    56 OP_LOCK_CANCEL "lock_cancel" LockCancel { client: u64, token: u64 } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
+    /// Daemon to client, on its `callback` connection: the queued wait `token` ended,
+    /// with the lock held (`errno` 0) or failed (ENOLCK: no room to hold it).
+    /// Answered `Ok`; the daemon does not wait for the answer.
+    57 OP_LOCK_GRANTED "lock_granted" LockGranted { token: u64, errno: i32 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     58 OP_TRACE "trace" Trace { on: bool, names: String, dir: Option<String> } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
     /// Hard links (docs/DESIGN.md, "Hard links"): changes the link count of the
     /// attributes record at `path` (a [`crate::path::link_path`]) of file `file_id`
@@ -807,6 +833,11 @@ responses! {
         record: Record,
         inline: bool,
     },
+    /// Answer to a `lock` that must wait: queued under its token; `lock_granted`
+    /// follows on the client's callback connection.
+    22 Queued,
+    /// Answer to `lock_test`: a conflicting lock of another owner, or none.
+    23 LockHeld(Option<LockInfo>),
 }
 
 /// One file of a `read_many` reply.
@@ -1076,6 +1107,40 @@ mod tests {
             (Request::Callback { client: 9 }, "34000000  0900000000000000".into()),
             (Request::Recall { paths: vec!["/a".into()] }, "35000000  0100000000000000 0200000000000000 2f61".into()),
             (
+                Request::Lock {
+                    file_id: 7,
+                    client: 9,
+                    owner: 1,
+                    pid: 42,
+                    kind: LockKind::Posix,
+                    mode: LockMode::Write,
+                    start: 10,
+                    end: crate::LOCK_END_EOF,
+                    wait: Some(5),
+                },
+                // file id, client, owner, pid, kind (u32: 0 posix), mode (u32: 2 write),
+                // start, end (to the end of the file), wait token.
+                "36000000  07000000000000000000000000000000  0900000000000000  0100000000000000  2a000000  \
+                 00000000  02000000  0a00000000000000  ffffffffffffffff  01 0500000000000000"
+                    .into(),
+            ),
+            (
+                Request::LockTest {
+                    file_id: 7,
+                    client: 9,
+                    owner: 1,
+                    kind: LockKind::Ofd,
+                    mode: LockMode::Read,
+                    start: 0,
+                    end: 4,
+                },
+                "37000000  07000000000000000000000000000000  0900000000000000  0100000000000000  01000000  \
+                 01000000  0000000000000000  0400000000000000"
+                    .into(),
+            ),
+            (Request::LockCancel { client: 9, token: 5 }, "38000000  0900000000000000  0500000000000000".into()),
+            (Request::LockGranted { token: 5, errno: 0 }, "39000000  0500000000000000  00000000".into()),
+            (
                 Request::Trace { on: true, names: "md".into(), dir: Some("/t".into()) },
                 "3a000000  01  0200000000000000 6d64  01 0200000000000000 2f74".into(),
             ),
@@ -1168,6 +1233,10 @@ mod tests {
                 (51, "hello", true),
                 (52, "callback", true),
                 (53, "recall", true),
+                (54, "lock", true),
+                (55, "lock_test", true),
+                (56, "lock_cancel", true),
+                (57, "lock_granted", true),
                 (58, "trace", true),
                 (60, "link_count", false),
                 (61, "mark_linked", true),
@@ -1340,6 +1409,13 @@ mod tests {
                 ),
             ),
             (Ok(Response::Removed { record: rec(), inline: true }), format!("{ok} 15000000  {REC}  01")),
+            (Ok(Response::Queued), format!("{ok} 16000000")),
+            (
+                Ok(Response::LockHeld(Some(LockInfo { mode: LockMode::Write, start: 1, end: 2, pid: -1 }))),
+                // Some, mode (u32: 2 write), start, end, pid.
+                format!("{ok} 17000000  01 02000000 0100000000000000 0200000000000000 ffffffff"),
+            ),
+            (Ok(Response::LockHeld(None)), format!("{ok} 17000000  00")),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1366,6 +1442,33 @@ mod tests {
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
         let want = hex("47555354 0900 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
+        assert_eq!(show(&out), show(&want));
+        // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
+        let req = Request::Lock {
+            file_id: 7,
+            client: 9,
+            owner: 1,
+            pid: 42,
+            kind: LockKind::Posix,
+            mode: LockMode::Write,
+            start: 10,
+            end: crate::LOCK_END_EOF,
+            wait: Some(5),
+        };
+        out.clear();
+        crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
+        let want = hex("47555354 0900 3600 0300000000000000 49000000 00000000  \
+             36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
+             00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
+        assert_eq!(show(&out), show(&want));
+        out.clear();
+        let reply: Reply = Ok(Response::Queued);
+        crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
+        assert_eq!(show(&out), show(&hex("47555354 0900 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        out.clear();
+        let granted = Request::LockGranted { token: 5, errno: 0 };
+        crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
+        let want = hex("47555354 0900 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

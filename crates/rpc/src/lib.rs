@@ -244,6 +244,24 @@ impl Connection {
         })
     }
 
+    /// Sends `req` and does not wait: its reply, when it comes, is dropped by the
+    /// reader (no caller waits for its id). For a message whose sender must not be
+    /// held by a slow receiver (a daemon telling a client its lock is granted); the
+    /// write itself is bounded by the connection's timeout.
+    pub fn notify(&self, req: &Request) -> Result<(), Error> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if !self.alive() {
+            return Err(Error::Lost("connection closed".into()));
+        }
+        send(&self.writer, req.op(), id, &encode(req), &[]).map_err(|e| {
+            if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+                self.peer_closed.store(true, Ordering::SeqCst);
+            }
+            self.close();
+            Error::Lost(format!("send: {e}"))
+        })
+    }
+
     /// Sends `req` with `bulk` and waits up to `timeout` for the reply and its bulk.
     pub fn call(&self, req: &Request, bulk: &[u8], timeout: Duration) -> Result<(Reply, Vec<u8>), Error> {
         let (body, bulk) = self.call_raw(req.op(), &encode(req), bulk, timeout)?;

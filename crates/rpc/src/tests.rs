@@ -136,3 +136,35 @@ fn nothing_listening_is_refused() {
     assert!(matches!(e, Error::Refused(_) | Error::Connect(_)), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A notification reaches the other side's handler, and its reply, which nobody
+/// waits for, is dropped without disturbing the calls that follow.
+#[test]
+fn a_notification_is_handled_and_its_reply_dropped() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    let seen: Handler = Arc::new(move |req, _bulk| {
+        let _ = lock(&tx).send(req);
+        (Ok(Response::Ok), Vec::new())
+    });
+    // The daemon's side notifies the client's, as a daemon grants a lock.
+    let (_c, d) = pair(Some(seen), None);
+    d.notify(&Request::LockGranted { token: 7, errno: 0 }).unwrap();
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), Request::LockGranted { token: 7, errno: 0 });
+    assert!(d.alive(), "the reply nobody waited for was dropped, not taken for an error");
+    let (c, d) = pair(Some(echo()), Some(echo()));
+    c.notify(&Request::Heartbeat { from: 1 }).unwrap();
+    let (reply, _) = heartbeat(&c, 2).unwrap();
+    assert_eq!(reply, Ok(Response::Fenced { lease_left_ms: 4 }), "the next call gets its own reply");
+    d.close();
+    assert!(wait_dead(&c), "the other side closed");
+    assert!(c.notify(&Request::Ping).is_err(), "a notification on an ended connection fails");
+}
+
+fn wait_dead(c: &Connection) -> bool {
+    let end = std::time::Instant::now() + WAIT;
+    while c.alive() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    !c.alive()
+}

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use gust_client::{Client, Result};
+
+pub mod locker;
 use gust_e2e::Instance;
 
 /// Instance sizes every POSIX scenario runs on: one daemon, a few, and more daemons

@@ -27,11 +27,18 @@ impl Session {
         if s.set_nonblocking(false).is_err() || s.set_timeout(Some(crate::grants::LEASE)).is_err() {
             return Flow::Stop(Outcome::Close);
         }
-        let grants = state.grants.clone();
+        let (grants, locks) = (state.grants.clone(), state.locks.clone());
         let mut opts = gust_rpc::Options::new(crate::grants::LEASE);
         opts.name = "gust-callback";
-        opts.on_end = Some(Arc::new(move |by_peer| grants.link_ended(client, by_peer)));
+        opts.on_end = Some(Arc::new(move |by_peer| {
+            grants.link_ended(client, by_peer);
+            // Locks last as long as the connection, whoever ended it.
+            locks.link_ended(client);
+        }));
         let Ok(conn) = gust_rpc::Connection::established(s, opts) else { return Flow::Stop(Outcome::Close) };
+        // A client opens a new callback connection only once it lost the old one,
+        // and forgot its locks with it: whatever the old one still holds goes.
+        state.locks.release_client(client);
         // The link is the client's before the answer leaves: its next request, on
         // another connection, may be granted.
         let conn = state.grants.set_link(&holder, conn);

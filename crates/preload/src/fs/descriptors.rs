@@ -7,7 +7,7 @@ use libc::{c_int, c_ulong, off64_t, off_t};
 
 /// fcntl on our descriptor. Descriptor flags live on the placeholder (so
 /// close-on-exec is the kernel's); status flags are the open flags; record locks
-/// are not implemented (no distributed locks) and say so with ENOLCK.
+/// are the file's metadata daemon's (locks.rs).
 unsafe fn gust_fcntl(fd: c_int, c: i32, cmd: c_int, arg: usize) -> Result<c_int, i32> {
     match cmd {
         // libc's answer, errno and all.
@@ -30,7 +30,7 @@ unsafe fn gust_fcntl(fd: c_int, c: i32, cmd: c_int, arg: usize) -> Result<c_int,
             }
         }
         libc::F_GETLK | libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_GETLK | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
-            Err(libc::ENOLCK)
+            super::locks::fcntl_lock(c, cmd, arg)
         }
         _ => Err(libc::EINVAL),
     }
@@ -89,15 +89,15 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
-    by_fd(fd, || real::flock(fd, op), |_| Err(libc::ENOLCK))
+    by_fd(fd, || real::flock(fd, op), |c| super::locks::flock(c, op))
 }
 #[no_mangle]
 pub unsafe extern "C" fn lockf(fd: c_int, op: c_int, l: off_t) -> c_int {
-    by_fd(fd, || real::lockf(fd, op, l), |_| Err(libc::ENOLCK))
+    by_fd(fd, || real::lockf(fd, op, l), |c| super::locks::lockf(c, op, l))
 }
 #[no_mangle]
 pub unsafe extern "C" fn lockf64(fd: c_int, op: c_int, l: off64_t) -> c_int {
-    by_fd(fd, || real::lockf64(fd, op, l), |_| Err(libc::ENOLCK))
+    by_fd(fd, || real::lockf64(fd, op, l), |c| super::locks::lockf(c, op, l))
 }
 /// isatty says "no" with 0 (not -1) and errno ENOTTY.
 #[no_mangle]

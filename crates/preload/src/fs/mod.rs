@@ -22,6 +22,7 @@ pub(crate) mod attrs;
 pub(crate) mod cwd;
 pub(crate) mod data;
 pub(crate) mod descriptors;
+pub(crate) mod locks;
 pub(crate) mod mkstemp;
 pub(crate) mod mmap;
 pub(crate) mod namespace;

@@ -1,0 +1,194 @@
+//! A process answering lock commands (tests/c/lock_holder.c), under the preload
+//! library or on a FUSE mount, for the lock tests (locks.rs, locks_fuse.rs).
+
+use gust_e2e::{gust_bin, wait_until, Instance};
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+/// Bound on waits that must end (generous: a loaded machine adds its delay).
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// A process answering lock commands (tests/c/lock_holder.c) under the library.
+pub struct Locker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+pub fn locker_bin(dir: &Path) -> PathBuf {
+    let bin = dir.join("lock_holder");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/lock_holder.c");
+    let cc = Command::new("cc").args(["-O1", "-o"]).arg(&bin).arg(&src).output().expect("cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    bin
+}
+
+pub fn preload_lib() -> PathBuf {
+    gust_bin().parent().unwrap().join("libgust_preload.so")
+}
+
+impl Locker {
+    /// Under the preload library, on `inst`.
+    pub fn preloaded(inst: &Instance, bin: &Path) -> Locker {
+        Locker::start(bin, &[("LD_PRELOAD", preload_lib().as_os_str()), ("GUST_HOSTS_FILE", inst.hosts.as_os_str())])
+    }
+
+    /// With `env` added (none: a plain process, for a FUSE mount).
+    pub fn start(bin: &Path, env: &[(&str, &OsStr)]) -> Locker {
+        let mut child = Command::new(bin)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start a lock holder");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        // Lines arrive on a thread: a command that blocks (a waiting lock) must not
+        // block the test, which checks that it has not answered yet.
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in stdout.lines().map_while(|l| l.ok()) {
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut l = Locker { child, stdin, lines };
+        assert_eq!(l.answer(), "ready");
+        l
+    }
+
+    pub fn send(&mut self, cmd: &str) {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub fn answer(&mut self) -> String {
+        self.lines.recv_timeout(WAIT).unwrap_or_else(|e| panic!("no answer within {WAIT:?}: {e}"))
+    }
+
+    pub fn ask(&mut self, cmd: &str) -> String {
+        self.send(cmd);
+        self.answer()
+    }
+
+    /// Opens `path` read-write; its descriptor number.
+    pub fn open(&mut self, path: &str) -> i32 {
+        let a = self.ask(&format!("open {path}"));
+        a.strip_prefix("fd ").unwrap_or_else(|| panic!("open {path}: {a}")).parse().unwrap()
+    }
+
+    pub fn pid(&mut self) -> i32 {
+        self.ask("pid").strip_prefix("pid ").unwrap().parse().unwrap()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling a child of ours.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+
+    /// Whether an answer came (without waiting for one).
+    pub fn answered(&self) -> Option<String> {
+        self.lines.try_recv().ok()
+    }
+}
+
+impl Drop for Locker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn eagain() -> String {
+    format!("errno {}", libc::EAGAIN)
+}
+
+/// `lock` requests the daemons served so far: a waiting request has been answered
+/// `Queued` once this counts it.
+pub fn lock_requests(c: &gust_client::Client) -> u64 {
+    super::op_total(c, "lock")
+}
+
+/// Sends `cmd` (a lock that must wait) to `l` and returns once the daemon queued
+/// it: the `lock` count moved and no answer came.
+pub fn send_waiting(l: &mut Locker, c: &gust_client::Client, cmd: &str) {
+    let before = lock_requests(c);
+    l.send(cmd);
+    assert!(wait_until(WAIT, || lock_requests(c) > before), "{cmd}: the daemon never saw it");
+    assert_eq!(l.answered(), None, "{cmd} answered although the lock is held by another process");
+}
+
+/// Runs the two writers on database `dir/db.sqlite`, under the library if
+/// `preload`, and checks the rows.
+pub fn sqlite_two_writers(inst: &Instance, dir: &Path, preload: bool) {
+    const ROWS: usize = 200;
+    let db = dir.join("db.sqlite");
+    // An empty file first: what "database is locked" came from before locks.
+    let script = r#"
+import sqlite3, sys
+db, who, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+con = sqlite3.connect(db, timeout=60, isolation_level=None)
+con.execute("create table if not exists t (who text, i integer, unique (who, i))")
+for i in range(rows):
+    con.execute("begin immediate")
+    (n,) = con.execute("select count(*) from t").fetchone()
+    con.execute("insert into t values (?, ?)", (who, i))
+    con.execute("commit")
+con.close()
+print("done", who)
+"#;
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new("python3");
+        cmd.arg("-c").arg(script).args(args).env("GUST_HOSTS_FILE", &inst.hosts);
+        if preload {
+            cmd.env("LD_PRELOAD", preload_lib());
+        }
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python3")
+    };
+    let touch = {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", "import sys; open(sys.argv[1], 'w').close()"]).arg(&db).env("GUST_HOSTS_FILE", &inst.hosts);
+        if preload {
+            cmd.env("LD_PRELOAD", preload_lib());
+        }
+        cmd.output().unwrap()
+    };
+    assert!(touch.status.success(), "create the empty database: {}", String::from_utf8_lossy(&touch.stderr));
+    let db_s = db.to_str().unwrap();
+    let rows = ROWS.to_string();
+    let t = Instant::now();
+    let writers = [run(&[db_s, "a", &rows]), run(&[db_s, "b", &rows])];
+    for w in writers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "a writer failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!("2 x {ROWS} transactions in {:?}", t.elapsed());
+    // Through the daemons' locks (SQLite locks the database file for every
+    // transaction), not a node's kernel.
+    let locks = super::op_total(&inst.client(), "lock");
+    assert!(locks >= 2 * ROWS as u64, "{locks} lock requests reached the daemons for {} transactions", 2 * ROWS);
+    let check = r#"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+rows = con.execute("select who, i from t").fetchall()
+print(len(rows), len(set(rows)), con.execute("pragma integrity_check").fetchone()[0])
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", check]).arg(&db).env("GUST_HOSTS_FILE", &inst.hosts);
+    if preload {
+        cmd.env("LD_PRELOAD", preload_lib());
+    }
+    let out = cmd.output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(got.trim(), format!("{} {} ok", 2 * ROWS, 2 * ROWS), "{}", String::from_utf8_lossy(&out.stderr));
+}
