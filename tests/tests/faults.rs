@@ -149,6 +149,36 @@ fn read(c: &Client, p: &str) -> Result<Vec<u8>, Errno> {
     r.map(|_| out)
 }
 
+/// Runs the writers, each with its own client, until `done` (within their bounds).
+fn run_writers(inst: &Arc<Instance>, opts: &ClientOptions, seed: u64, done: &Arc<AtomicBool>) -> Vec<Model> {
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (inst, opts, done) = (inst.clone(), opts.clone(), done.clone());
+            std::thread::spawn(move || writer(&inst.client_with(opts), w, seed, &done))
+        })
+        .collect();
+    writers.into_iter().map(|t| t.join().expect("writer panicked")).collect()
+}
+
+/// Every path the model is certain of reads back as acknowledged (or is absent);
+/// returns how many were checked.
+fn check_oracle(c: &Client, models: &[Model], seed: u64) -> usize {
+    let mut checked = 0;
+    for m in models {
+        for (p, want) in &m.certain {
+            match want {
+                Some(want) => {
+                    let got = read(c, p).unwrap_or_else(|e| panic!("seed {seed}: acknowledged {p} unreadable: {e}"));
+                    assert!(&got == want, "seed {seed}: {p} holds {} bytes, acknowledged {}", got.len(), want.len());
+                }
+                None => assert_eq!(c.stat(p).map(|_| ()), Err(Errno(libc::ENOENT)), "seed {seed}: removed {p} is back"),
+            }
+            checked += 1;
+        }
+    }
+    checked
+}
+
 #[test]
 fn acknowledged_state_survives_a_seeded_fault_schedule() {
     let seed: u64 = std::env::var("GUST_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
@@ -189,18 +219,7 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
             log
         })
     };
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let inst = inst.clone();
-            let opts = opts.clone();
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let c = inst.client_with(opts);
-                writer(&c, w, seed, &done)
-            })
-        })
-        .collect();
-    let models: Vec<Model> = writers.into_iter().map(|t| t.join().expect("writer panicked")).collect();
+    let models = run_writers(&inst, &opts, seed, &done);
     let log = faults.join().expect("fault thread panicked");
     assert_eq!(log.len(), FAULTS, "the whole schedule ran while the writers worked");
     eprintln!("faults: {}", log.join("; "));
@@ -211,24 +230,7 @@ fn acknowledged_state_survives_a_seeded_fault_schedule() {
         wait_until(Duration::from_secs(20), || (0..DAEMONS).all(|d| c.ping(d).is_ok())),
         "seed {seed}: daemons not all up"
     );
-    let mut checked = 0;
-    for m in &models {
-        for (p, want) in &m.certain {
-            match want {
-                Some(want) => {
-                    let got = read(&c, p).unwrap_or_else(|e| panic!("seed {seed}: acknowledged {p} unreadable: {e}"));
-                    assert!(
-                        &got == want,
-                        "seed {seed}: {p} holds {} bytes, acknowledged content {} bytes",
-                        got.len(),
-                        want.len()
-                    );
-                }
-                None => assert_eq!(c.stat(p).map(|_| ()), Err(Errno(libc::ENOENT)), "seed {seed}: removed {p} is back"),
-            }
-            checked += 1;
-        }
-    }
+    let checked = check_oracle(&c, &models, seed);
     let uncertain: usize = models.iter().map(|m| m.uncertain.len()).sum();
     eprintln!("faults: {checked} paths checked against the model, {uncertain} left out after failed operations");
     assert!(checked >= 10, "seed {seed}: too few certain paths ({checked}) for the oracle to mean anything");
@@ -275,18 +277,7 @@ fn with_two_replicas_no_operation_fails_through_a_kill() {
             format!("kill -9 daemon {d}{}", if restart { ", restarted (fenced)" } else { "" })
         })
     };
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let inst = inst.clone();
-            let opts = opts.clone();
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let c = inst.client_with(opts);
-                writer(&c, w, seed, &done)
-            })
-        })
-        .collect();
-    let models: Vec<Model> = writers.into_iter().map(|t| t.join().expect("writer panicked")).collect();
+    let models = run_writers(&inst, &opts, seed, &done);
     let log = faults.join().expect("fault thread panicked");
     eprintln!("faults (replicas 2): {log}");
     let failed: Vec<&String> = models.iter().flat_map(|m| m.uncertain.iter()).collect();
@@ -296,19 +287,7 @@ fn with_two_replicas_no_operation_fails_through_a_kill() {
         "seed {seed}: operations failed with a replica left: {failed:?}; first errors: {errors:#?}"
     );
     let c = inst.client_with(opts);
-    let mut checked = 0;
-    for m in &models {
-        for (p, want) in &m.certain {
-            match want {
-                Some(want) => {
-                    let got = read(&c, p).unwrap_or_else(|e| panic!("seed {seed}: acknowledged {p} unreadable: {e}"));
-                    assert!(&got == want, "seed {seed}: {p} holds {} bytes, acknowledged {}", got.len(), want.len());
-                }
-                None => assert_eq!(c.stat(p).map(|_| ()), Err(Errno(libc::ENOENT)), "seed {seed}: removed {p} is back"),
-            }
-            checked += 1;
-        }
-    }
+    let checked = check_oracle(&c, &models, seed);
     eprintln!("faults (replicas 2): {checked} paths checked against the model");
     assert!(checked >= 10, "seed {seed}: too few paths ({checked})");
 }

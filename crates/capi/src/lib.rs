@@ -17,7 +17,7 @@
 
 #![allow(non_camel_case_types, clippy::missing_safety_doc)]
 
-use gust_client::{now_ns, Client, ClientOptions, DirStream, Errno, Kind, Stat};
+use gust_client::{now_ns, Client, ClientOptions, DirStream, Errno, Stat};
 use libc::{c_char, c_int, c_uchar, mode_t, off_t, size_t, ssize_t};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString};
@@ -599,15 +599,7 @@ pub unsafe extern "C" fn gust_readdir(dir: *mut gust_dir) -> *const gust_dirent 
             *dst = *src as c_char;
         }
         d.entry.name[name.len()] = 0;
-        d.entry.r#type = match e.kind {
-            Kind::File => libc::DT_REG,
-            Kind::Dir => libc::DT_DIR,
-            Kind::Symlink => libc::DT_LNK,
-            Kind::Fifo => libc::DT_FIFO,
-            Kind::Socket => libc::DT_SOCK,
-            Kind::BlockDevice => libc::DT_BLK,
-            Kind::CharDevice => libc::DT_CHR,
-        };
+        d.entry.r#type = gust_client::d_type(e.kind);
         Ok(&d.entry as *const gust_dirent)
     })
 }

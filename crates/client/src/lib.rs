@@ -95,7 +95,7 @@ pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};
 pub use replica::{degraded_primaries, DOWN_SKIP};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use staging::ReadLogPage;
-pub use stat::{split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
+pub use stat::{d_type, split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
 pub use traced::flush_trace;
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.

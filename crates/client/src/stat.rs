@@ -79,6 +79,19 @@ impl Stat {
     }
 }
 
+/// A directory entry's `d_type` for a kind (readdir's, in every C-facing front end).
+pub fn d_type(k: FileKind) -> u8 {
+    match k {
+        FileKind::File => libc::DT_REG,
+        FileKind::Dir => libc::DT_DIR,
+        FileKind::Symlink => libc::DT_LNK,
+        FileKind::Fifo => libc::DT_FIFO,
+        FileKind::Socket => libc::DT_SOCK,
+        FileKind::BlockDevice => libc::DT_BLK,
+        FileKind::CharDevice => libc::DT_CHR,
+    }
+}
+
 /// Device number every GustFS file reports (st_dev), so tools that compare devices
 /// (du, find -xdev, cp) see one file system.
 pub const GUST_DEV: u64 = 0x6775;

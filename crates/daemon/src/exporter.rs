@@ -93,34 +93,11 @@ fn respond(s: &mut TcpStream, status: &str, content_type: &str, body: &str) -> s
 
 /// Errno names for the error label (Linux numbering); others show their number.
 fn errno_name(e: i32) -> String {
-    let name = match e {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EIO => "EIO",
-        libc::EBADF => "EBADF",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EEXIST => "EEXIST",
-        libc::EXDEV => "EXDEV",
-        libc::ENOTDIR => "ENOTDIR",
-        libc::EISDIR => "EISDIR",
-        libc::EINVAL => "EINVAL",
-        libc::EFBIG => "EFBIG",
-        libc::ENOSPC => "ENOSPC",
-        libc::EROFS => "EROFS",
-        libc::EMLINK => "EMLINK",
-        libc::ENAMETOOLONG => "ENAMETOOLONG",
-        libc::ENOSYS => "ENOSYS",
-        libc::ENOTEMPTY => "ENOTEMPTY",
-        libc::ELOOP => "ELOOP",
-        libc::EPROTO => "EPROTO",
-        libc::EOVERFLOW => "EOVERFLOW",
-        libc::EDQUOT => "EDQUOT",
-        -1 => "other",
-        _ => return format!("E{e}"),
-    };
-    name.to_string()
+    match (e, gust_proto::errno::name(e)) {
+        (-1, _) => "other".into(),
+        (_, Some(n)) => n.into(),
+        (_, None) => format!("E{e}"),
+    }
 }
 
 /// A bucket bound in seconds for the `le` label ("0.00001", "0.25", "1").

@@ -231,36 +231,9 @@ pub fn describe_outcome(r: Outcome) -> String {
     }
 }
 
-/// The symbolic name of a Linux errno (the common ones), else "errno N".
+/// The symbolic name of a Linux errno (gust-proto's table), else "errno N".
 pub fn errno_name(e: i32) -> String {
-    let name = match e {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EINTR => "EINTR",
-        libc::EIO => "EIO",
-        libc::EBADF => "EBADF",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EEXIST => "EEXIST",
-        libc::ENOTDIR => "ENOTDIR",
-        libc::EISDIR => "EISDIR",
-        libc::EINVAL => "EINVAL",
-        libc::EMFILE => "EMFILE",
-        libc::ENOSPC => "ENOSPC",
-        libc::ENAMETOOLONG => "ENAMETOOLONG",
-        libc::ENOTEMPTY => "ENOTEMPTY",
-        libc::EPROTO => "EPROTO",
-        libc::ECONNREFUSED => "ECONNREFUSED",
-        libc::ECONNRESET => "ECONNRESET",
-        libc::ENOTCONN => "ENOTCONN",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        libc::EHOSTUNREACH => "EHOSTUNREACH",
-        libc::ESTALE => "ESTALE",
-        libc::ENOTSUP => "ENOTSUP",
-        _ => return format!("errno {e}"),
-    };
-    name.to_string()
+    gust_proto::errno::name(e).map_or_else(|| format!("errno {e}"), str::to_string)
 }
 
 #[cfg(test)]

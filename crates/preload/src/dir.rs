@@ -31,15 +31,7 @@ struct Cursor {
 }
 
 fn dtype(k: Kind) -> u8 {
-    match k {
-        Kind::File => libc::DT_REG,
-        Kind::Dir => libc::DT_DIR,
-        Kind::Symlink => libc::DT_LNK,
-        Kind::Fifo => libc::DT_FIFO,
-        Kind::Socket => libc::DT_SOCK,
-        Kind::BlockDevice => libc::DT_BLK,
-        Kind::CharDevice => libc::DT_CHR,
-    }
+    gust_client::d_type(k)
 }
 
 /// A stable, non-zero inode number for an entry (some programs skip d_ino == 0).

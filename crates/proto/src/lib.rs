@@ -5,6 +5,7 @@
 //! not know what a daemon does with a request or how a client picks a daemon.
 //! The format is written down byte by byte in docs/PROTOCOL.md; keep the two in step.
 
+pub mod errno;
 pub mod find;
 pub mod frame;
 pub mod handshake;

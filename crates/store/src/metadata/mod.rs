@@ -313,20 +313,28 @@ impl MetadataStore {
             // The root's attributes are fixed; accept the call as a no-op.
             return Ok(root_record());
         }
+        self.update(path, |rec| {
+            if let Some(m) = mode {
+                rec.mode = m & 0o7777;
+            }
+            if let Some(a) = atime {
+                rec.atime_ns = a;
+            }
+            if let Some(m) = mtime {
+                rec.mtime_ns = m;
+            }
+            rec.ctime_ns = ctime;
+        })
+    }
+
+    /// Changes the attributes of the record at `path` under its key's lock (a name
+    /// of a linked file refuses: links.rs); returns the record after.
+    fn update(&self, path: &str, change: impl FnOnce(&mut Record)) -> Res<Record> {
         let key = key_of(path);
         let _g = self.lock(&key);
         let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
         refuse_name_of_linked(&rec)?;
-        if let Some(m) = mode {
-            rec.mode = m & 0o7777;
-        }
-        if let Some(a) = atime {
-            rec.atime_ns = a;
-        }
-        if let Some(m) = mtime {
-            rec.mtime_ns = m;
-        }
-        rec.ctime_ns = ctime;
+        change(&mut rec);
         self.put_key(&key, &rec)?;
         Ok(rec)
     }
@@ -339,26 +347,22 @@ impl MetadataStore {
             // The root's attributes are fixed; accept the call as a no-op.
             return Ok(root_record());
         }
-        let key = key_of(path);
-        let _g = self.lock(&key);
-        let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
-        refuse_name_of_linked(&rec)?;
-        if let Some(u) = uid {
-            rec.uid = u;
-        }
-        if let Some(g) = gid {
-            rec.gid = g;
-        }
-        // Linux clears them on every chown of a non-directory, even chown(f, -1, -1).
-        if rec.kind != FileKind::Dir {
-            rec.mode &= !libc::S_ISUID;
-            if rec.mode & libc::S_IXGRP != 0 {
-                rec.mode &= !libc::S_ISGID;
+        self.update(path, |rec| {
+            if let Some(u) = uid {
+                rec.uid = u;
             }
-        }
-        rec.ctime_ns = ctime;
-        self.put_key(&key, &rec)?;
-        Ok(rec)
+            if let Some(g) = gid {
+                rec.gid = g;
+            }
+            // Linux clears them on every chown of a non-directory, even chown(f, -1, -1).
+            if rec.kind != FileKind::Dir {
+                rec.mode &= !libc::S_ISUID;
+                if rec.mode & libc::S_IXGRP != 0 {
+                    rec.mode &= !libc::S_ISGID;
+                }
+            }
+            rec.ctime_ns = ctime;
+        })
     }
 
     /// Puts a full record (rename's target). Without `replace`, EEXIST if present.
