@@ -54,7 +54,13 @@ case $front in
     ;;
   preload)
     "$GUST" start --local 3 --rootdir "$base/fs" --mountdir "$mnt" >/dev/null
-    run "$mnt" "$GUST" run --rootdir "$base/fs" --
+    # The shell's cd goes through the library, which keeps the working directory
+    # inside the instance (a real directory of the mount point's name is another).
+    dirs=()
+    for t in ${PJD_TESTS:-}; do dirs+=("$src/tests/$t"); done
+    [ ${#dirs[@]} -gt 0 ] || dirs=("$src/tests")
+    "$GUST" run --rootdir "$base/fs" -- sh -c 'cd "$1" && shift && prove -r "$@" 2>&1' sh "$mnt" "${dirs[@]}" \
+      > "$base/prove.log" || true
     ;;
   *) echo "usage: $0 [fuse|preload|tmpfs] [PJDFSTEST_DIR]" >&2; exit 2 ;;
 esac

@@ -115,6 +115,9 @@ pub fn mount(a: MountArgs) -> Result<(), String> {
         return background(&a);
     }
     let mut copts = ClientOptions::from_env();
+    // The kernel checks mode bits for a shared mount (default_permissions); a mount
+    // of one user is its owner's (crates/client/src/permissions.rs).
+    copts.check_permissions = false;
     copts.rpc_timeout = match a.rpc_timeout {
         Some(s) => secs("rpc-timeout", s)?.max(Duration::from_millis(1)),
         None if std::env::var_os("GUST_RPC_TIMEOUT_MS").is_some() => copts.rpc_timeout,

@@ -375,6 +375,7 @@ impl Client {
         if r.kind == FileKind::Dir {
             return Err(Errno(libc::EISDIR));
         }
+        self.may_truncate(&r)?;
         self.truncate_resolved(&p, size)
     }
 

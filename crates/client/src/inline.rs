@@ -127,6 +127,9 @@ impl Client {
         // a deferred create would not (cache.rs): opened at once there.
         let eligible = flags & libc::O_CREAT != 0
             && !self.ending()
+            // Whether the caller may open an existing file is known only at the open
+            // (permissions.rs): callers that are checked open at once.
+            && self.checked_caller().is_none()
             && writable
             && self.hosts.cache_of.is_none()
             && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECTORY) == 0

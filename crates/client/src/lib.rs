@@ -50,6 +50,7 @@ mod listing;
 mod locks;
 mod namespace;
 mod open_files;
+mod permissions;
 mod read_many;
 mod readdir;
 mod rename;
@@ -108,11 +109,14 @@ pub struct ClientOptions {
     /// Take grants and answer lookups from them (grants.rs); `GUST_GRANTS=0` turns
     /// it off (benchmarks compare, tests count requests).
     pub grants: bool,
+    /// Check mode bits for callers other than root and the instance's owner
+    /// (permissions.rs); a FUSE mount leaves them to the kernel.
+    pub check_permissions: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false, grants: true }
+        ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false, grants: true, check_permissions: true }
     }
 }
 
@@ -155,6 +159,10 @@ pub struct Client {
     inline_bytes_max: usize,
     /// The process is ending: nothing is held back any more (exit.rs).
     ending: AtomicBool,
+    /// Whose mode bits are checked (permissions.rs): `None` when the front end
+    /// leaves them to the kernel, else the instance owner's uid (the hosts file's
+    /// owner), whom no check applies to (as root).
+    permissions_owner: Option<u32>,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -233,6 +241,10 @@ impl Client {
                 .and_then(|v| v.parse::<usize>().ok())
                 .map_or(INLINE_BYTES_MAX, |n| n.min(INLINE_BYTES_MAX)),
             ending: AtomicBool::new(false),
+            permissions_owner: opts.check_permissions.then(|| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(hosts_path).map_or(0, |m| m.uid())
+            }),
         })
     }
 

@@ -49,6 +49,7 @@ impl Client {
         // Always (a stat, for links only): git links objects into directories it
         // makes only when link says ENOENT.
         self.check_parent_always(&new)?;
+        self.may_make(&new)?;
         let rec = self.get_stored_record(&old)?;
         match rec.kind {
             FileKind::Dir => return Err(Errno(libc::EPERM)),

@@ -236,12 +236,37 @@ impl Client {
         self.make_node(path, kind, mode, rdev)
     }
 
+    /// The name of a Unix socket bound through a front end without a kernel
+    /// (the preload library): a socket record whose target is the abstract address
+    /// the socket is bound to on this node (`@` and its name).
+    pub fn bind_socket(&self, path: &str, mode: u32, address: &str) -> Result<()> {
+        let p = normalize(path)?;
+        if p == "/" {
+            return Err(Errno(libc::EADDRINUSE));
+        }
+        self.check_parent(&p)?;
+        self.may_make(&p)?;
+        let record = Self::new_record(FileKind::Socket, mode, address.to_string());
+        self.call_md(&p, Request::Create { path: p.clone(), record, exclusive: true }).map(|_| ())
+    }
+
+    /// The abstract address a socket record names ([`Client::bind_socket`]); `None`
+    /// for one made otherwise. ECONNREFUSED for anything but a socket, as connect(2).
+    pub fn socket_address(&self, path: &str) -> Result<Option<String>> {
+        let r = self.get_record(&normalize(path)?)?;
+        if r.kind != FileKind::Socket {
+            return Err(Errno(libc::ECONNREFUSED));
+        }
+        Ok(r.target.starts_with('@').then_some(r.target))
+    }
+
     fn make_node(&self, path: &str, kind: FileKind, mode: u32, rdev: u64) -> Result<Stat> {
         let p = normalize(path)?;
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
         self.check_parent(&p)?;
+        self.may_make(&p)?;
         let record = Record { size: rdev, ..Self::new_record(kind, mode, String::new()) };
         let req = Request::Create { path: p.clone(), record, exclusive: true };
         match self.call_md(&p, req)? {
@@ -257,6 +282,7 @@ impl Client {
             return Err(Errno(libc::EEXIST));
         }
         self.check_parent(&p)?;
+        self.may_make(&p)?;
         let req = Request::Create {
             path: p.clone(),
             record: Self::new_record(FileKind::Dir, mode, String::new()),
@@ -292,6 +318,7 @@ impl Client {
         if r.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }
+        self.may_unlink(&p)?;
         if self.dir_has_children(&p)? {
             return Err(Errno(libc::ENOTEMPTY));
         }
@@ -319,6 +346,7 @@ impl Client {
         if p == "/" {
             return Err(Errno(libc::EISDIR));
         }
+        self.may_unlink(&p)?;
         let d = self.md_daemon(&p);
         match self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::NotDir })? {
             Response::Removed { record, inline } => self.name_removed(&record, inline),
@@ -340,6 +368,7 @@ impl Client {
             return Err(Errno(libc::EEXIST));
         }
         self.check_parent(&p)?;
+        self.may_make(&p)?;
         let req = Request::Create {
             path: p.clone(),
             record: Self::new_record(FileKind::Symlink, 0o777, target.to_string()),
@@ -366,6 +395,9 @@ impl Client {
     ) -> Result<()> {
         self.listing.invalidate();
         let p = if follow { self.resolve(path)?.0 } else { self.norm(path)? };
+        if mode.is_some() {
+            self.may_chmod(&self.get_record(&p)?)?;
+        }
         let req = Request::SetAttr { path: p.clone(), mode, atime_ns: atime, mtime_ns: mtime, ctime_ns: now_ns() };
         self.call_md(&p, req).map(|_| ())
     }

@@ -195,11 +195,28 @@ impl Client {
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         let mut hops = 0;
         let mut inline: Option<Vec<u8>> = None;
+        // Mode bits, where this client checks them (permissions.rs).
+        let checked = self.checked_caller();
+        let mut created = false;
         let rec = loop {
             if self.hosts.cache_of.is_some() && flags & libc::O_EXCL == 0 {
                 self.fetch_if_cached(&p)?;
             }
-            let r = if flags & libc::O_CREAT != 0 {
+            // A caller who may not make names in the directory still opens an
+            // existing file (without O_EXCL), as on Linux.
+            let may_create = match &checked {
+                Some(who) if flags & libc::O_CREAT != 0 && p != "/" => match self.may_change_dir_of(who, &p) {
+                    Ok(_) => true,
+                    Err(e) => match self.get_record(&p) {
+                        Ok(_) if flags & libc::O_EXCL != 0 => return Err(Errno(libc::EEXIST)),
+                        Ok(_) => false,
+                        Err(Errno(libc::ENOENT)) => return Err(e),
+                        Err(other) => return Err(other),
+                    },
+                },
+                _ => true,
+            };
+            let r = if flags & libc::O_CREAT != 0 && may_create {
                 if p == "/" {
                     return Err(Errno(if flags & libc::O_EXCL != 0 { libc::EEXIST } else { libc::EISDIR }));
                 }
@@ -214,6 +231,7 @@ impl Client {
                     r => return Err(crate::error::unexpected(r)),
                 };
                 self.lookup_answered(ticket, daemon, &p, &r, None);
+                created = r.file_id == fresh_id;
                 // An existing file with data may hold it inline: writers move it,
                 // unless they truncate it (which drops the data, below).
                 let truncates = flags & libc::O_TRUNC != 0;
@@ -261,6 +279,12 @@ impl Client {
         };
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
+        }
+        if let Some(who) = &checked {
+            // The creator may use what it just made, whatever its mode.
+            if !created {
+                self.may_open(who, &rec, flags)?;
+            }
         }
         if rec.kind.is_device() {
             // The mount is nodev (docs/SEMANTICS.md): what open(2) of a device node

@@ -81,6 +81,9 @@ impl Client {
         if old == new {
             return Ok(());
         }
+        if let Some(who) = self.checked_caller() {
+            self.may_rename(&who, &old, &r, &new)?;
+        }
         if let Some(data) = inline {
             self.migrate_inline(&old, &r, &data)?;
         }

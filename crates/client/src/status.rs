@@ -82,6 +82,14 @@ impl Client {
         self.transport.call(daemon, Request::Ping).map(|_| ())
     }
 
+    /// Opens a connection to every daemon now, with one ping each (in one batch):
+    /// a process about to give up the rights that reach the daemons' sockets (the
+    /// preload library before setuid) keeps them. Failures are left for later calls.
+    pub fn connect_all(&self) {
+        let calls = self.all_daemons().map(|d| crate::rpc::Call { daemon: d, req: Request::Ping, bulk: Vec::new() });
+        let _ = self.transport.batch(calls.collect());
+    }
+
     /// The daemons that do not answer a ping, each with why (the transport's
     /// words, naming the address), in id order: empty when all answer. Pings go out
     /// from at most [`PING_THREADS_MAX`] threads at once, so a thousand daemons, or

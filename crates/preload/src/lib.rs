@@ -29,11 +29,13 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod copy;
+mod creds;
 mod dir;
 mod exec;
 mod exit;
 mod fs;
 mod real;
+mod sockets;
 mod stdio;
 #[cfg(test)]
 mod tests;

@@ -171,6 +171,17 @@ real_fns! {
     fn mmap64(a: *mut c_void, l: size_t, p: c_int, f: c_int, fd: c_int, o: off64_t) -> *mut c_void;
     fn isatty(fd: c_int) -> c_int;
     fn execve(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int;
+    fn bind(fd: c_int, a: *const libc::sockaddr, l: libc::socklen_t) -> c_int;
+    fn connect(fd: c_int, a: *const libc::sockaddr, l: libc::socklen_t) -> c_int;
+    fn setuid(u: libc::uid_t) -> c_int;
+    fn seteuid(u: libc::uid_t) -> c_int;
+    fn setreuid(r: libc::uid_t, e: libc::uid_t) -> c_int;
+    fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) -> c_int;
+    fn setgid(g: libc::gid_t) -> c_int;
+    fn setegid(g: libc::gid_t) -> c_int;
+    fn setregid(r: libc::gid_t, e: libc::gid_t) -> c_int;
+    fn setresgid(r: libc::gid_t, e: libc::gid_t, s: libc::gid_t) -> c_int;
+    fn setgroups(n: size_t, g: *const libc::gid_t) -> c_int;
     fn execvpe(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int;
     fn getxattr(p: *const c_char, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t;
     fn lgetxattr(p: *const c_char, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t;
