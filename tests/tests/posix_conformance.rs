@@ -514,3 +514,25 @@ print(res(lambda: os.rename(d + '/mine/f', d + '/mine/g')))";
         "Permission denied\nPermission denied\nok\nOperation not permitted\nOperation not permitted\nok"
     );
 }
+
+/// h5py (Debian's python3-h5py, serial, HDF5's file locking on: flock through the
+/// daemons) gives the same on GustFS, through FUSE and the preload library, as on a
+/// local directory (tests/conformance/h5py_roundtrip.py).
+#[test]
+fn h5py_with_file_locking_round_trips() {
+    let inst = Instance::start(2);
+    let m = Mount::new(&inst, &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/h5py_roundtrip.py");
+    let local = local_dir("h5");
+    let py = |f: &Path| Command::new("/usr/bin/python3").arg(&script).arg(f).output().unwrap();
+    let want = ok("h5py on a local directory", py(&local.path().join("x.h5")));
+    assert_eq!(ok("h5py through FUSE", py(&m.path().join("x.h5"))), want);
+    let pre = Command::new(gust_bin())
+        .args(["run", "--", "/usr/bin/python3"])
+        .arg(&script)
+        .arg("/gustfs/x.h5")
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .output()
+        .unwrap();
+    assert_eq!(ok("h5py through the preload library", pre), want);
+}
