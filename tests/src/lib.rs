@@ -8,6 +8,7 @@ use std::time::Duration;
 
 pub mod cluster;
 pub mod mount;
+pub mod sqlite;
 pub mod test_hosts;
 
 /// The `gust` binary of this build (target/<profile>/gust).

@@ -634,14 +634,34 @@ fn open_within_the_attribute_timeout_asks_no_daemon() {
     }
     assert_eq!(daemon_requests(&c) - before, 0, "opens with fresh attributes went to the daemons");
     assert_eq!(std::fs::read(&p).unwrap(), b"hello");
-    // The file replaced behind the mount's back: I/O through the stale attributes
-    // fails cleanly (ESTALE) instead of reading another file's data.
+    // The file replaced by another client: its daemon recalled the mount's grant,
+    // and the mount had the kernel drop the name and the attributes before the
+    // replacement went ahead (crates/fuse/src/coherence.rs), so the next open, well
+    // within the 30 s timeouts, finds the new file.
     c.unlink("/f").unwrap();
     let fd = c.open("/f", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
     c.write(fd, b"other").unwrap();
     c.close(fd).unwrap();
-    let mut f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"other", "the mount served the replaced file");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
     use std::io::Write;
+    f.write_all(b"+").and_then(|_| f.sync_all()).unwrap();
+    assert_eq!(c.stat("/f").unwrap().size, 6);
+    drop(f);
+    drop(m);
+
+    // Without grants the kernel keeps what it was told for the whole timeout: I/O
+    // through the stale attributes fails cleanly (ESTALE) instead of reaching
+    // another file's data.
+    let m = Mount::new_with_env(&inst, &["--attr-timeout", "30", "--entry-timeout", "30"], &[("GUST_GRANTS", "0")]);
+    let p = m.p("g");
+    std::fs::write(&p, b"hello").unwrap();
+    std::fs::metadata(&p).unwrap();
+    c.unlink("/g").unwrap();
+    let fd = c.open("/g", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    c.write(fd, b"other").unwrap();
+    c.close(fd).unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
     let e = f.write_all(b"x").and_then(|_| f.sync_all()).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}");
 }

@@ -281,6 +281,34 @@ fn filters_records_and_bad_input() {
     let out = inst.gust(&["stage", "in", s, "/bad", "--include", "["]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("pattern"));
     assert!(c.stat("/bad").is_err(), "nothing created by a refused stage");
+
+    // An object store URL is refused, in either direction and for cache mode, and
+    // never taken for a local directory named "s3:" (a stage-out once wrote there).
+    for args in [
+        vec!["stage", "out", "/f", "s3://reads/copy"],
+        vec!["stage", "in", "s3://reads/in", "/s3in"],
+        vec!["stage", "out", "/f", "gs://b/p", "--follow"],
+    ] {
+        let out = Command::new(gust_bin())
+            .args(&args)
+            .env("GUST_HOSTS_FILE", &inst.hosts)
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("URL") && err.contains("not supported"), "{args:?}: {err}");
+    }
+    let out = Command::new(gust_bin())
+        .args(["start", "--local", "1", "--cache-of", "s3://bucket/prefix"])
+        .arg("--rootdir")
+        .arg(work.path().join("never"))
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--cache-of s3://bucket/prefix"), "{err}");
+    assert!(!work.path().join("s3:").exists() && !work.path().join("gs:").exists(), "a URL became a local directory");
+    assert!(c.stat("/s3in").is_err(), "nothing created by a refused stage-in");
 }
 
 #[test]

@@ -269,6 +269,7 @@ fn metrics_addr(base: &str, id: u32) -> Result<String, String> {
 
 /// The directory of `--cache-of`, absolute.
 fn cache_dir(c: &Path) -> Result<String, String> {
+    gust_stage::refuse_url(&c.to_string_lossy()).map_err(|e| format!("--cache-of {e}"))?;
     let abs = fs::canonicalize(c).map_err(|e| format!("--cache-of {}: {e}", c.display()))?;
     if !abs.is_dir() {
         return Err(format!("--cache-of {}: not a directory", c.display()));

@@ -128,6 +128,10 @@ struct DaemonGrants {
     retry_at_ms: AtomicU64,
 }
 
+/// Told each path a daemon recalls, after this process forgot it and before the
+/// recall is answered (`Client::on_recall`).
+pub type RecallListener = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The cached records: shared with the callback connections' reader threads.
 #[derive(Default)]
 struct Records {
@@ -136,6 +140,8 @@ struct Records {
     /// Bumped by every forget: a reply installs its record only if this did not
     /// move since its request was sent.
     generation: AtomicU64,
+    /// Who else caches what these grants cover (a FUSE mount's kernel).
+    listener: RwLock<Option<RecallListener>>,
 }
 
 impl Records {
@@ -204,6 +210,9 @@ pub(crate) struct Cache {
     id_generation: AtomicU64,
     starting_over: Mutex<()>,
     epoch: Instant,
+    /// Lookups of a daemon before a callback connection to it (`CALLBACK_AFTER`;
+    /// 0 for a process that lives long, `Client::set_long_lived`).
+    callback_after: AtomicU32,
 }
 
 fn new_id() -> u64 {
@@ -228,6 +237,7 @@ impl Cache {
             id_generation: AtomicU64::new(crate::rpc::fork_generation()),
             starting_over: Mutex::new(()),
             epoch: Instant::now(),
+            callback_after: AtomicU32::new(CALLBACK_AFTER),
         }
     }
 
@@ -321,6 +331,32 @@ impl Cache {
         Some(Held { record, data, daemon, renew })
     }
 
+    /// What is left of the lease of the grant this process holds on `p`'s record
+    /// (zero: none, or it may not be used).
+    pub(crate) fn left(&self, p: &str) -> Duration {
+        if !self.on {
+            return Duration::ZERO;
+        }
+        self.client_id();
+        let daemon = {
+            let m = self.records.map.read().unwrap_or_else(|e| e.into_inner());
+            match m.get(p) {
+                Some(e) => e.daemon,
+                None => return Duration::ZERO,
+            }
+        };
+        if self.usable(daemon).is_none() {
+            return Duration::ZERO;
+        }
+        let until = self.daemons[daemon as usize].valid_until_ms.load(Ordering::Acquire);
+        Duration::from_millis(until.saturating_sub(self.now_ms()))
+    }
+
+    /// Sets who is told of recalls (see `RecallListener`).
+    pub(crate) fn set_listener(&self, l: RecallListener) {
+        *self.records.listener.write().unwrap_or_else(|e| e.into_inner()) = Some(l);
+    }
+
     /// Before a lookup's request: whether to count it toward a callback connection,
     /// and the ticket its reply installs with.
     pub(crate) fn ticket(&self) -> Ticket {
@@ -338,7 +374,7 @@ impl Cache {
         if d.up.load(Ordering::Acquire) {
             return false;
         }
-        if d.lookups.load(Ordering::Relaxed) < CALLBACK_AFTER {
+        if d.lookups.load(Ordering::Relaxed) < self.callback_after.load(Ordering::Relaxed) {
             d.lookups.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -410,6 +446,10 @@ impl Cache {
             Request::Recall { paths } => {
                 for p in &paths {
                     records.forget(p);
+                }
+                let listener = records.listener.read().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(tell) = listener {
+                    paths.iter().for_each(|p| tell(p));
                 }
                 (Ok(Response::Ok), Vec::new())
             }
@@ -561,6 +601,39 @@ pub(crate) fn last_granted() -> bool {
     LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_GRANTED != 0).unwrap_or(false)
 }
 
+thread_local! {
+    /// Per call of the last batch this thread sent (rpc.rs): whether its reply
+    /// granted what it returned (a listing page's records).
+    static BATCH_GRANTED: std::cell::RefCell<Vec<bool>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A batch of `n` calls starts: nothing granted yet.
+pub(crate) fn batch_begin(n: usize) {
+    note_flags(0);
+    let _ = BATCH_GRANTED.try_with(|b| {
+        let mut b = b.borrow_mut();
+        b.clear();
+        b.resize(n, false);
+    });
+}
+
+/// Call `i` of the batch got its answer: what the last reply read said (the
+/// batch clears it before each call's answer). A single call's caller reads
+/// `last_granted` afterwards as before.
+pub(crate) fn batch_answered(i: usize) {
+    let granted = last_granted();
+    let _ = BATCH_GRANTED.try_with(|b| {
+        if let Some(x) = b.borrow_mut().get_mut(i) {
+            *x = granted;
+        }
+    });
+}
+
+/// Whether call `i` of the last batch this thread sent was granted.
+pub(crate) fn batch_granted(i: usize) -> bool {
+    BATCH_GRANTED.try_with(|b| b.borrow().get(i).copied().unwrap_or(false)).unwrap_or(false)
+}
+
 impl crate::Client {
     /// The record of `p` (with `with_data`, and its inline data) if this process
     /// holds a usable grant on it: no request. Renews the daemon's lease when half
@@ -589,6 +662,16 @@ impl crate::Client {
         Some(g.ticket())
     }
 
+    /// After a listing page of `daemon` (entries of `dir`, records as stored) came
+    /// back granted: keeps every record, as a lookup's.
+    pub(crate) fn listing_granted(&self, t: Option<Ticket>, daemon: u32, dir: &str, entries: &[(String, Record)]) {
+        if let Some(t) = t {
+            for (name, r) in entries {
+                self.transport.grants.install(t, daemon, &gust_proto::path::join(dir, name), r, None);
+            }
+        }
+    }
+
     /// After the reply: keeps its record (and inline data, if `data` says what it
     /// is) if the reply this thread just read granted it.
     pub(crate) fn lookup_answered(
@@ -609,5 +692,45 @@ impl crate::Client {
     /// Records this process holds under grants now (tests).
     pub fn granted_records(&self) -> usize {
         self.transport.grants.len()
+    }
+
+    /// Whether this client caches under grants at all (not with `GUST_GRANTS=0`,
+    /// copies, the node proxy or cache mode).
+    pub fn grants_on(&self) -> bool {
+        self.transport.grants.on()
+    }
+
+    /// The attributes of `path` (not followed) as granted to this process, and
+    /// what is left of the grant's lease: how long a cache in front of this client,
+    /// such as a FUSE mount's kernel, may keep them. For a name of a hard-linked
+    /// file, both its record and its file's must be granted. `None` without a
+    /// usable grant (no request is made). The daemon recalls before anyone changes
+    /// the record, and `on_recall` says so.
+    pub fn granted_lstat(&self, path: &str) -> Option<(crate::Stat, Duration)> {
+        let p = crate::normalize(path).ok()?;
+        let g = &self.transport.grants;
+        let (mut record, _) = self.granted_record(&p, false)?;
+        let mut left = g.left(&p);
+        if let Some(link) = record.linked_to().map(str::to_string) {
+            record = self.granted_record(&link, false)?.0;
+            left = left.min(g.left(&link));
+        }
+        (!left.is_zero()).then(|| (crate::Stat::from_record(&record, self.chunk_size), left))
+    }
+
+    /// This process serves others for a long time (a FUSE mount): callback
+    /// connections open at the first lookup of each daemon, so grants come from the
+    /// start (a short-lived process waits for `CALLBACK_AFTER` lookups).
+    pub fn set_long_lived(&self) {
+        self.transport.grants.callback_after.store(0, Ordering::Relaxed);
+    }
+
+    /// Calls `tell(path)` for every path a daemon recalls from this process, on the
+    /// thread that answers the recall, before the answer: the daemon lets the
+    /// change go ahead only after it returns (or after this process's lease), so
+    /// a cache in front of this client drops its copy there (a FUSE mount's kernel
+    /// entries and pages). One listener; a later call replaces it.
+    pub fn on_recall(&self, tell: impl Fn(&str) + Send + Sync + 'static) {
+        self.transport.grants.set_listener(Arc::new(tell));
     }
 }

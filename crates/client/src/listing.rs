@@ -173,6 +173,8 @@ impl Client {
     /// entries and whether that daemon is done.
     pub(crate) fn listing_pages(&self, dir: &str, daemons: &[(u32, Option<String>)]) -> Result<Vec<ListingPage>> {
         let asked_at = self.listing.generation();
+        // A page may come granted (every record on it): kept as lookups' are.
+        let tickets: Vec<_> = daemons.iter().map(|(d, _)| self.lookup_ticket(*d)).collect();
         let calls = daemons
             .iter()
             .map(|(d, after)| crate::rpc::Call {
@@ -186,9 +188,14 @@ impl Client {
             })
             .collect();
         let mut out = Vec::with_capacity(daemons.len());
-        for ((d, _), a) in daemons.iter().zip(self.transport.batch(calls)) {
+        let answers = self.transport.batch(calls);
+        let granted: Vec<bool> = (0..answers.len()).map(crate::grants::batch_granted).collect();
+        for (i, ((d, _), a)) in daemons.iter().zip(answers).enumerate() {
             match a {
                 Ok((Response::DirPagePlus { mut entries, done }, _)) => {
+                    if granted[i] {
+                        self.listing_granted(tickets[i], *d, dir, &entries);
+                    }
                     let last = entries.last().cloned();
                     // With copies, each entry counts once (replica.rs); the last one
                     // stays the daemon's resume point even when another copy counts.

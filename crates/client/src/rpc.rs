@@ -668,9 +668,11 @@ impl Transport {
             });
         }
         let mut answers = Vec::with_capacity(calls.len());
+        crate::grants::batch_begin(calls.len());
         for (i, st) in sent.into_iter().enumerate() {
             let call = &calls[i];
             let dest = dests[i].as_ref();
+            crate::grants::note_flags(0);
             answers.push(match st {
                 Sent::Done(a) => a,
                 Sent::Resend => self.call_fresh(call, dest, buf, for_call(&mut place, i)),
@@ -699,6 +701,7 @@ impl Transport {
                     }
                 }
             });
+            crate::grants::batch_answered(i);
         }
         answers
     }

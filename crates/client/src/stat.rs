@@ -28,8 +28,17 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// The inode number (st_ino) of the file with this id.
+    pub fn ino_of(file_id: u128) -> u64 {
+        if file_id == 0 {
+            1
+        } else {
+            ((file_id as u64) ^ ((file_id >> 64) as u64)) | 2
+        }
+    }
+
     pub fn from_record(r: &Record, chunk_size: u64) -> Stat {
-        let ino = if r.file_id == 0 { 1 } else { ((r.file_id as u64) ^ ((r.file_id >> 64) as u64)) | 2 };
+        let ino = Self::ino_of(r.file_id);
         // A device node's record keeps its device number in `size`.
         let (size, rdev) = match r.kind {
             FileKind::Symlink => (r.target.len() as u64, 0),

@@ -123,6 +123,12 @@ pub fn handle_for<'s>(
         },
         _ => None,
     };
+    // A listing's entries are granted after their records are read (grants.rs,
+    // `grant_listed`): the directory's change count comes first.
+    let listed = match (&req, caller) {
+        (Request::ReadDirPlus { dir, .. }, Some(h)) if h.leased() => Some((dir.clone(), state.grants.dir_epoch(dir))),
+        _ => None,
+    };
     let (reply, out) = match req {
         Request::StatData { path } => stat_data(state, &path),
         Request::ReadMany { paths } => crate::read_many::serve(state, &paths),
@@ -138,6 +144,12 @@ pub fn handle_for<'s>(
         } else if g == Grant::New {
             // Held before this request: the caller keeps what it cached under it.
             state.grants.ungrant(&path, h);
+        }
+    }
+    if let (Some((dir, epoch)), Some(h), Ok(Response::DirPagePlus { entries, .. })) = (listed, caller, &reply) {
+        let paths: Vec<String> = entries.iter().map(|(name, _)| gust_proto::path::join(&dir, name)).collect();
+        if state.grants.grant_listed(&dir, &paths, h, epoch) {
+            flags |= REPLY_GRANTED;
         }
     }
     if caller.is_some_and(|h| h.leased()) {

@@ -25,6 +25,12 @@
 //!   lease (`grace`): clients of the previous incarnation stop using its grants
 //!   within that time, since nothing renews them any more.
 //!
+//! * A listing with attributes (`readdir_plus`) grants every entry of its page
+//!   (`grant_listed`): the records are read first, in one scan, so the grants are
+//!   registered after the read, and kept only if no change of a record in that
+//!   directory ended in between (a counter per directory bucket, `dir_epoch`); a
+//!   change still under way refuses the grant as for a stat.
+//!
 //! Bounded: at most `PATHS_MAX` granted paths, `CLIENTS_MAX` clients and
 //! `CLIENT_PATHS_MAX` paths per client; past a bound, replies come without grants.
 //!
@@ -58,6 +64,9 @@ const CONTENDED_FOR: Duration = Duration::from_secs(1);
 const NEIGHBOURS_MAX: usize = 4096;
 /// Bound on paths remembered as contended.
 const CONTENDED_MAX: usize = 1 << 14;
+/// Buckets of the per-directory change counters (`dir_epoch`): two directories in
+/// one bucket only cost a listing its grants now and then.
+const DIR_BUCKETS: usize = 1024;
 
 /// One client process, as this daemon knows it.
 pub struct Holder {
@@ -116,6 +125,15 @@ pub struct Grants {
     pub given: AtomicU64,
     pub recalls: AtomicU64,
     pub expired: AtomicU64,
+    /// Changes ended, per bucket of their records' directory (`dir_epoch`).
+    dir_changes: Vec<AtomicU64>,
+}
+
+fn dir_bucket(dir: &str) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut h);
+    h.finish() as usize % DIR_BUCKETS
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -139,7 +157,44 @@ impl Grants {
             given: AtomicU64::new(0),
             recalls: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            dir_changes: (0..DIR_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// A counter of the changes of records in `dir` that ended (shared with the
+    /// directories of its bucket): read before a listing reads its records.
+    pub fn dir_epoch(&self, dir: &str) -> u64 {
+        self.dir_changes[dir_bucket(dir)].load(Ordering::SeqCst)
+    }
+
+    /// Grants `h` every listed record, the paths of directory `dir` (entries of a
+    /// `readdir_plus` page, read after `epoch` was taken with `dir_epoch`). All or
+    /// nothing: true if each is granted; otherwise those granted here are taken
+    /// back. False as well if a change of a record in `dir` ended since `epoch`:
+    /// the page may hold a record from before it.
+    pub fn grant_listed(&self, dir: &str, paths: &[String], h: &Holder, epoch: u64) -> bool {
+        if !h.leased() || paths.is_empty() {
+            return false;
+        }
+        let mut new = Vec::new();
+        let mut all = true;
+        for p in paths {
+            match self.grant(p, h) {
+                Grant::No => {
+                    all = false;
+                    break;
+                }
+                Grant::New => new.push(p),
+                Grant::Held => {}
+            }
+        }
+        if all && self.dir_epoch(dir) == epoch {
+            return true;
+        }
+        for p in new {
+            self.ungrant(p, h);
+        }
+        false
     }
 
     fn now_ms(&self) -> u64 {
@@ -399,6 +454,11 @@ impl Grants {
     /// The change is applied (or failed): its paths may be granted again. With
     /// `removed`, their records are gone: the caller's own grants on them go too.
     pub fn end_change(&self, c: Change, removed: bool) {
+        // Before the paths may be granted again: a listing that read them before
+        // this change sees the count move (`grant_listed`).
+        for p in &c.paths {
+            self.dir_changes[dir_bucket(gust_proto::path::parent(p))].fetch_add(1, Ordering::SeqCst);
+        }
         let mut t = lock(&self.table);
         let t = &mut *t;
         for p in &c.paths {

@@ -28,19 +28,24 @@ impl Node {
     }
 }
 
-/// What the last lookup or getattr of an inode said, and when.
+/// What the last lookup or getattr of an inode said, and until when it holds (the
+/// attribute timeout the kernel was given: coherence.rs).
 #[derive(Clone, Copy)]
 pub(crate) struct Known {
     pub(crate) file_id: u128,
     pub(crate) kind: Kind,
     pub(crate) mode: u32,
     pub(crate) gid: u32,
-    pub(crate) at: Instant,
+    pub(crate) until: Instant,
 }
 
 impl Known {
-    pub(crate) fn of(st: &Stat) -> Known {
-        Known { file_id: st.file_id, kind: st.kind, mode: st.mode, gid: st.gid, at: Instant::now() }
+    pub(crate) fn of(st: &Stat, ttl: Duration) -> Known {
+        Known { file_id: st.file_id, kind: st.kind, mode: st.mode, gid: st.gid, until: Instant::now() + ttl }
+    }
+
+    fn holds(&self) -> bool {
+        Instant::now() < self.until
     }
 }
 
@@ -122,12 +127,14 @@ impl GustFs {
         let mut t = Table::default();
         t.nodes.insert(ROOT, Node::new("/", 1));
         t.by_path.insert("/".into(), ROOT);
+        let table = Arc::new(Mutex::new(t));
         GustFs {
             client,
+            coherence: Arc::new(coherence::Coherence::new(table.clone())),
             negative: negative::Negative::new(opts.negative_timeout),
             slices: Box::leak(Box::default()),
             opts,
-            table: Mutex::new(t),
+            table,
             files: RwLock::new(HashMap::new()),
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -167,8 +174,9 @@ impl GustFs {
         }
     }
 
-    /// Records that the kernel now holds one more lookup reference to `path`.
-    pub(crate) fn remember(&self, path: &str, st: &Stat) -> FileAttr {
+    /// Records that the kernel now holds one more lookup reference to `path`, whose
+    /// attributes it may keep for `ttl`.
+    pub(crate) fn remember(&self, path: &str, st: &Stat, ttl: Duration) -> FileAttr {
         let ino = Self::ino_of(path, st);
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         match t.nodes.get_mut(&ino) {
@@ -180,17 +188,17 @@ impl GustFs {
         // Also corrects the path if another client renamed the entry.
         t.set_path_linked(ino, path, st.nlink > 1 && st.kind != Kind::Dir);
         if let Some(n) = t.nodes.get_mut(&ino) {
-            n.known = Some(Known::of(st));
+            n.known = Some(Known::of(st, ttl));
         }
         drop(t);
         self.attr(ino, st)
     }
 
-    /// File id and kind of `ino` if fetched within the attribute timeout.
+    /// File id and kind of `ino` while what the kernel was told of them holds.
     pub(crate) fn known(&self, ino: u64) -> Option<(u128, Kind)> {
         let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let k = t.nodes.get(&ino)?.known?;
-        (k.at.elapsed() < self.opts.attr_timeout).then_some((k.file_id, k.kind))
+        k.holds().then_some((k.file_id, k.kind))
     }
 
     /// Stat of an inode by its path, checking that the path still names that inode
@@ -201,10 +209,22 @@ impl GustFs {
         if Self::ino_of(&path, &st) != ino {
             return Err(Errno(libc::ESTALE));
         }
-        if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
-            n.known = Some(Known::of(&st));
-        }
         Ok((path, st))
+    }
+
+    /// The attributes of `ino` for an attribute reply (getattr, setattr), after
+    /// `st` came back for `path`: what the kernel is told and how long it may keep
+    /// it (coherence.rs), noted for `known`; `reply` sends it.
+    pub(crate) fn attr_reply(&self, ino: u64, path: &str, st: Stat, reply: ReplyAttr) {
+        let epoch = self.coherence.epoch();
+        let told = self.for_kernel(path, st);
+        if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
+            n.known = Some(Known::of(&told.st, told.attr));
+        }
+        reply.attr(&told.attr, &self.attr(ino, &told.st));
+        if !told.attr.is_zero() {
+            self.coherence.after_reply(epoch, &[path.to_string()]);
+        }
     }
 
     /// Who creates an entry in directory `parent` (at `parent_path`): the request's
@@ -229,7 +249,7 @@ impl GustFs {
             t.nodes
                 .get(&parent.0)
                 .and_then(|n| n.known)
-                .filter(|k| k.at.elapsed() < self.opts.attr_timeout)
+                .filter(|k| k.holds())
                 .map(|k| (k.mode, k.gid))
         };
         let (mode, gid) = match cached {
@@ -257,9 +277,16 @@ impl GustFs {
         Ok((h, fd))
     }
 
+    /// A lookup's (or a create's) reply: the kernel keeps the name and attributes
+    /// while this process's grant on the record lasts (coherence.rs).
     pub(crate) fn entry(&self, reply: ReplyEntry, path: &str, st: &Stat) {
-        let attr = self.remember(path, st);
-        reply.entry_with_ttls(&self.opts.attr_timeout, &self.opts.entry_timeout, &attr, Generation(0));
+        let epoch = self.coherence.epoch();
+        let told = self.for_kernel(path, st.clone());
+        let attr = self.remember(path, &told.st, told.attr);
+        reply.entry_with_ttls(&told.attr, &told.entry, &attr, Generation(0));
+        if !(told.attr.is_zero() && told.entry.is_zero()) {
+            self.coherence.after_reply(epoch, &[path.to_string()]);
+        }
     }
 
     /// A negative entry: the name is absent, and the kernel may keep that for `ttl`

@@ -136,7 +136,9 @@ const ROOT: u64 = 1;
 pub struct GustFs {
     client: &'static Client,
     opts: MountOptions,
-    table: Mutex<Table>,
+    table: Arc<Mutex<Table>>,
+    /// The kernel's caches under grants: replies and recalls (coherence.rs).
+    coherence: Arc<coherence::Coherence>,
     files: RwLock<HashMap<u64, Arc<Handle>>>,
     dirs: RwLock<HashMap<u64, Arc<DirHandle>>>,
     next_fh: AtomicU64,
@@ -146,6 +148,7 @@ pub struct GustFs {
     slices: &'static locks::Slices,
 }
 
+mod coherence;
 mod convert;
 mod handles;
 mod inodes;
@@ -198,6 +201,7 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
     };
     let client: &'static Client = Box::leak(Box::new(client));
     let fs = GustFs::new(client, opts.clone());
+    let coherence = fs.coherence.clone();
     let mut config = Config::default();
     let mut mo = vec![
         MountOption::FSName(format!("gustfs:{}", client.hosts_path().display())),
@@ -232,6 +236,9 @@ pub fn run(client: Client, mountpoint: &Path, opts: MountOptions, ready: impl Fn
         format!("cannot mount at {}: {e}{hint}", mountpoint.display())
     })?;
     set_read_ahead(mountpoint);
+    coherence.set_notifier(session.notifier());
+    client.set_long_lived();
+    client.on_recall(move |path| coherence.recalled(path));
     let mut unmounter = session.unmount_callable();
     let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()

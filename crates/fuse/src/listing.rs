@@ -83,7 +83,8 @@ impl GustFs {
 
     /// READDIRPLUS's entry for `path`: its attributes (from the listing, see
     /// gust-client listing.rs), added to the reply and, once added, counted as a
-    /// lookup the kernel holds (it will FORGET it).
+    /// lookup the kernel holds (it will FORGET it); in `kept` if the kernel may
+    /// keep them (coherence.rs).
     pub(crate) fn emit_plus(
         &self,
         reply: &mut ReplyDirectoryPlus,
@@ -91,9 +92,11 @@ impl GustFs {
         name: &str,
         dir: &DirHandle,
         path: Option<&str>,
+        kept: &mut Vec<String>,
     ) -> Emitted {
-        let ttl = self.opts.entry_timeout;
         let Some(path) = path else {
+            // The directory's own attributes came without a grant.
+            let ttl = if self.client.grants_on() { Duration::ZERO } else { self.opts.entry_timeout };
             // "." and "..": the kernel takes no reference on them; any attributes do.
             let ino = name_ino(&format!("{}/{name}", dir.path));
             let dir = &dir.stat;
@@ -104,6 +107,10 @@ impl GustFs {
             };
         };
         let Ok(st) = self.client.lstat(path) else { return Emitted::Skipped };
+        // The daemons grant a listing's records (gust-daemon grants.rs,
+        // `grant_listed`); the kernel keeps those only (coherence.rs).
+        let told = self.for_kernel(path, st);
+        let (st, ttl) = (told.st, told.attr.min(told.entry));
         let ino = self
             .table
             .lock()
@@ -115,7 +122,10 @@ impl GustFs {
         if reply.add(INodeNo(ino), next, name, &ttl, &self.attr(ino, &st), Generation(0)) {
             return Emitted::Full;
         }
-        self.remember(path, &st);
+        self.remember(path, &st, ttl);
+        if !ttl.is_zero() {
+            kept.push(path.to_string());
+        }
         Emitted::Added
     }
 }

@@ -77,7 +77,7 @@ impl Filesystem for GustFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.stat_ino(ino.0) {
-            Ok((_, st)) => reply.attr(&self.opts.attr_timeout, &self.attr(ino.0, &st)),
+            Ok((path, st)) => self.attr_reply(ino.0, &path, st, reply),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -124,10 +124,11 @@ impl Filesystem for GustFs {
                 self.client.utimens(&path, atime.map(|t| ns_of(t, now)), mtime.map(|t| ns_of(t, now)), false)?;
             }
             let st = self.client.lstat(&path)?;
-            Ok(st)
+            Ok((path, st))
         })();
         match r {
-            Ok(st) => reply.attr(&self.opts.attr_timeout, &self.attr(ino.0, &st)),
+            // The attributes after the change, kept by the kernel under a grant only.
+            Ok((path, st)) => self.attr_reply(ino.0, &path, st, reply),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -335,13 +336,20 @@ impl Filesystem for GustFs {
                     mode & !umask & 0o7777,
                 )
             })?;
-            let attr = self.remember(&path, &st);
-            let fh = self.add_handle(attr.ino.0, fd, cflags);
-            Ok((attr, fh, cflags))
+            Ok((path, st, fd, cflags))
         })();
         match r {
-            Ok((attr, fh, cflags)) => {
-                reply.created(&self.opts.entry_timeout, &attr, Generation(0), FileHandle(fh), self.open_flags(cflags))
+            Ok((path, st, fd, cflags)) => {
+                // fuser gives one timeout for the entry and the attributes.
+                let epoch = self.coherence.epoch();
+                let told = self.for_kernel(&path, st);
+                let ttl = told.attr.min(told.entry);
+                let attr = self.remember(&path, &told.st, ttl);
+                let fh = self.add_handle(attr.ino.0, fd, cflags);
+                reply.created(&ttl, &attr, Generation(0), FileHandle(fh), self.open_flags(cflags));
+                if !ttl.is_zero() {
+                    self.coherence.after_reply(epoch, &[path]);
+                }
             }
             Err(e) => reply.error(fe(e)),
         }
@@ -539,10 +547,18 @@ impl Filesystem for GustFs {
     fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let d = self.dirs.read().unwrap_or_else(|e| e.into_inner()).get(&fh.0).cloned();
         let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
-        let r =
-            self.do_readdir(&d, offset, true, |next, name, _, path| self.emit_plus(&mut reply, next, name, &d, path));
+        // Entries' timeouts come from grants (coherence.rs): those the kernel may
+        // keep are invalidated again if a recall came meanwhile.
+        let epoch = self.coherence.epoch();
+        let mut kept = Vec::new();
+        let r = self.do_readdir(&d, offset, true, |next, name, _, path| {
+            self.emit_plus(&mut reply, next, name, &d, path, &mut kept)
+        });
         match r {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                reply.ok();
+                self.coherence.after_reply(epoch, &kept);
+            }
             Err(e) => reply.error(fe(e)),
         }
     }

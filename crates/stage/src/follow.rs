@@ -127,6 +127,7 @@ fn write_flushed(file: &Path, generation: u64, s: &Summary) -> Result<(), String
 }
 
 pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>, flush_file: Option<&Path>) -> Result<Summary, String> {
+    o.check_shared_paths()?;
     install_handlers();
     let started = Instant::now();
     let prefixes = o.sources.iter().map(|s| c.internal_path(s).unwrap_or_else(|| s.clone())).collect();

@@ -96,7 +96,36 @@ impl Options {
             progress: true,
         }
     }
+
+    /// The shared file system's side of the stage (the sources of a stage-in, the
+    /// destination of a stage-out) must be paths: `s3://bucket/key` and every other
+    /// `SCHEME://` is refused, never taken for a local directory named `s3:`.
+    pub fn check_shared_paths(&self) -> Result<(), String> {
+        let shared: Vec<&String> = match self.direction {
+            Direction::In => self.sources.iter().collect(),
+            Direction::Out => vec![&self.dest],
+        };
+        shared.into_iter().try_for_each(|p| refuse_url(p))
+    }
 }
+
+/// `Err` for a `SCHEME://…` argument (RFC 3986 scheme: a letter, then letters,
+/// digits, `+`, `-` or `.`) where a path is wanted: GustFS stages between file
+/// systems only.
+pub fn refuse_url(arg: &str) -> Result<(), String> {
+    let Some((scheme, _)) = arg.split_once("://") else { return Ok(()) };
+    let mut chars = scheme.chars();
+    let is_scheme = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    if is_scheme {
+        return Err(format!(
+            "{arg}: a {scheme}:// URL, but GustFS stages to and from file systems only (object stores \
+             are not supported yet); give a path (for a directory named {scheme}:, write ./{arg})"
+        ));
+    }
+    Ok(())
+}
+
 
 /// What a mover reports back: files done with their bytes, failures.
 pub(crate) struct Moved {
@@ -184,6 +213,7 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
 /// Builds the item list of a stage without copying: for `--dry-run`-like tools and
 /// the read record (which needs the destination path of every source file).
 pub fn plan(c: &Client, o: &Options) -> Result<Vec<Item>, String> {
+    o.check_shared_paths()?;
     let filter = Filter::new(&o.include, &o.exclude)?;
     let mut items = Vec::new();
     for src in &o.sources {
@@ -226,5 +256,28 @@ pub(crate) fn reason(errno: i32) -> String {
             let s = std::io::Error::from_raw_os_error(e).to_string();
             s.split(" (os error").next().unwrap_or(&s).to_string()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_refused_where_a_shared_path_is_wanted() {
+        for url in ["s3://reads/copy", "S3://b", "gs://b/p", "file:///tmp/x", "https://host/x", "swift+v2://c"] {
+            let e = refuse_url(url).unwrap_err();
+            assert!(e.starts_with(url) && e.contains("not supported"), "{e}");
+        }
+        for path in ["/scratch/in", "./s3://x", "rel/dir", "a:b", "/x://y", "1s3://b", "://x"] {
+            assert_eq!(refuse_url(path), Ok(()), "{path}");
+        }
+        let out = Options::new(Direction::Out, vec!["/in".into()], "s3://reads/copy".into());
+        assert!(out.check_shared_paths().is_err());
+        // GustFS's side is not the shared file system's: its paths are checked by the client.
+        let out = Options::new(Direction::Out, vec!["/in".into()], "/scratch/copy".into());
+        assert_eq!(out.check_shared_paths(), Ok(()));
+        let stage_in = Options::new(Direction::In, vec!["/a".into(), "s3://b/p".into()], "/gustfs/in".into());
+        assert!(stage_in.check_shared_paths().is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! A process answering lock commands (tests/c/lock_holder.c), under the preload
 //! library or on a FUSE mount, for the lock tests (locks.rs, locks_fuse.rs).
 
-use gust_e2e::{gust_bin, wait_until, Instance};
+use gust_e2e::{gust_bin, sqlite, wait_until, Instance};
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -123,72 +123,26 @@ pub fn send_waiting(l: &mut Locker, c: &gust_client::Client, cmd: &str) {
     assert_eq!(l.answered(), None, "{cmd} answered although the lock is held by another process");
 }
 
-/// Runs the two writers on database `dir/db.sqlite`, under the library if
-/// `preload`, and checks the rows.
+/// Runs the two writers of gust_e2e::sqlite on database `dir/db.sqlite`, under the
+/// library if `preload`, and checks the rows and that the locks went to the daemons.
 pub fn sqlite_two_writers(inst: &Instance, dir: &Path, preload: bool) {
-    const ROWS: usize = 200;
     let db = dir.join("db.sqlite");
-    // An empty file first: what "database is locked" came from before locks.
-    let script = r#"
-import sqlite3, sys
-db, who, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
-con = sqlite3.connect(db, timeout=60, isolation_level=None)
-con.execute("create table if not exists t (who text, i integer, unique (who, i))")
-for i in range(rows):
-    con.execute("begin immediate")
-    (n,) = con.execute("select count(*) from t").fetchone()
-    con.execute("insert into t values (?, ?)", (who, i))
-    con.execute("commit")
-con.close()
-print("done", who)
-"#;
-    let run = |args: &[&str]| {
+    let db = db.to_str().unwrap();
+    let python = |args: &[&str]| {
         let mut cmd = Command::new("python3");
-        cmd.arg("-c").arg(script).args(args).env("GUST_HOSTS_FILE", &inst.hosts);
+        cmd.args(args).env("GUST_HOSTS_FILE", &inst.hosts);
         if preload {
             cmd.env("LD_PRELOAD", preload_lib());
         }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python3")
+        cmd
     };
-    let touch = {
-        let mut cmd = Command::new("python3");
-        cmd.args(["-c", "import sys; open(sys.argv[1], 'w').close()"]).arg(&db).env("GUST_HOSTS_FILE", &inst.hosts);
-        if preload {
-            cmd.env("LD_PRELOAD", preload_lib());
-        }
-        cmd.output().unwrap()
-    };
-    assert!(touch.status.success(), "create the empty database: {}", String::from_utf8_lossy(&touch.stderr));
-    let db_s = db.to_str().unwrap();
-    let rows = ROWS.to_string();
     let t = Instant::now();
-    let writers = [run(&[db_s, "a", &rows]), run(&[db_s, "b", &rows])];
-    for w in writers {
-        let out = w.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "a writer failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    eprintln!("2 x {ROWS} transactions in {:?}", t.elapsed());
+    sqlite::run_writers(&[&python, &python], db);
+    eprintln!("2 x {} transactions in {:?}", sqlite::ROWS, t.elapsed());
     // Through the daemons' locks (SQLite locks the database file for every
     // transaction), not a node's kernel.
     let locks = super::op_total(&inst.client(), "lock");
-    assert!(locks >= 2 * ROWS as u64, "{locks} lock requests reached the daemons for {} transactions", 2 * ROWS);
-    let check = r#"
-import sqlite3, sys
-con = sqlite3.connect(sys.argv[1])
-rows = con.execute("select who, i from t").fetchall()
-print(len(rows), len(set(rows)), con.execute("pragma integrity_check").fetchone()[0])
-"#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", check]).arg(&db).env("GUST_HOSTS_FILE", &inst.hosts);
-    if preload {
-        cmd.env("LD_PRELOAD", preload_lib());
-    }
-    let out = cmd.output().unwrap();
-    let got = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(got.trim(), format!("{} {} ok", 2 * ROWS, 2 * ROWS), "{}", String::from_utf8_lossy(&out.stderr));
+    let transactions = 2 * sqlite::ROWS as u64;
+    assert!(locks >= transactions, "{locks} lock requests reached the daemons for {transactions} transactions");
+    sqlite::check_rows(&python, db, 2);
 }

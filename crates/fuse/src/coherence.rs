@@ -1,0 +1,127 @@
+//! The kernel's caches of this mount (names, attributes, file pages) kept coherent
+//! with other nodes under the client's grants (docs/FUSE.md, "Caching"; gust-client
+//! grants.rs), as NFSv4 delegations and CephFS capabilities keep a kernel client's:
+//!
+//! * The kernel may keep what a reply says (a name's inode, the attributes) only as
+//!   long as this process holds a grant on the record: the reply's timeout is the
+//!   configured one cut to what is left of the grant's lease, and zero without a
+//!   grant (a contended file: the kernel asks every time, as the preload library
+//!   does). Without grants at all (`GUST_GRANTS=0`, copies, cache mode, the node
+//!   proxy) the configured timeouts hold as before (docs/SEMANTICS.md).
+//! * When a daemon recalls a path (another client is about to change it), the
+//!   kernel's entry for the name and the inode's attributes and pages go
+//!   (FUSE_NOTIFY_INVAL_ENTRY and _INODE) before the recall is answered, so the
+//!   change happens only once no process here can see the old state.
+//! * A reply computed from a grant may reach the kernel after the recall's
+//!   invalidation ran: each reply notes the count of recalls before it looks at
+//!   the grant, and if that count moved by the time the reply is sent, the mount
+//!   invalidates what the reply told the kernel once more (`after_reply`). The
+//!   kernel installs a lookup's entry while holding its directory's lock, which
+//!   invalidating the entry waits for, so that second invalidation comes after.
+//!   Nothing waits for a lock: a recall never waits for a request, whatever that
+//!   request waits for.
+//! * A daemon that gets no answer waits out the lease: every timeout given to the
+//!   kernel ends within it, so nothing cached outlives a lost recall either.
+
+use super::*;
+use std::sync::OnceLock;
+
+/// What a recall needs from the mount: its inode table and the kernel's ear.
+pub(crate) struct Coherence {
+    pub(crate) table: Arc<Mutex<Table>>,
+    /// Recalls so far (see the module doc).
+    recalls: AtomicU64,
+    notifier: OnceLock<fuser::Notifier>,
+}
+
+impl Coherence {
+    pub(crate) fn new(table: Arc<Mutex<Table>>) -> Coherence {
+        Coherence { table, recalls: AtomicU64::new(0), notifier: OnceLock::new() }
+    }
+
+    /// Once the session is up: from now on recalls reach the kernel.
+    pub(crate) fn set_notifier(&self, n: fuser::Notifier) {
+        let _ = self.notifier.set(n);
+    }
+
+    /// Before a reply looks at grants: the count `after_reply` compares with.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.recalls.load(Ordering::SeqCst)
+    }
+
+    /// A reply that let the kernel keep what it said of `paths` was sent: if a
+    /// recall came since `epoch`, they are invalidated again.
+    pub(crate) fn after_reply(&self, epoch: u64, paths: &[String]) {
+        if self.recalls.load(Ordering::SeqCst) != epoch {
+            paths.iter().for_each(|p| self.invalidate(p));
+        }
+    }
+
+    /// `path` was recalled (the client forgot it already): the kernel forgets its
+    /// entry, and the attributes and pages of the inode it names (for a
+    /// hard-linked file's record, of the file's inode), before this returns.
+    pub(crate) fn recalled(&self, path: &str) {
+        self.recalls.fetch_add(1, Ordering::SeqCst);
+        self.invalidate(path);
+    }
+
+    fn invalidate(&self, path: &str) {
+        let (inodes, entry) = {
+            let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            let inodes: Vec<u64> = if gust_client::path::is_link_path(path) {
+                // Every name of the file is one inode, numbered from its file id.
+                let id = u128::from_str_radix(&path[gust_client::path::LINKS_DIR.len() + 1..], 16);
+                id.ok().map(Stat::ino_of).filter(|i| t.nodes.contains_key(i)).into_iter().collect()
+            } else {
+                t.by_path.get(path).copied().into_iter().collect()
+            };
+            for ino in &inodes {
+                if let Some(n) = t.nodes.get_mut(ino) {
+                    n.known = None;
+                }
+            }
+            let entry = match path.rsplit_once('/') {
+                Some((dir, name)) if !name.is_empty() && !gust_client::path::is_link_path(path) => {
+                    let dir = if dir.is_empty() { "/" } else { dir };
+                    t.by_path.get(dir).map(|d| (*d, name.to_string()))
+                }
+                _ => None,
+            };
+            (inodes, entry)
+        };
+        let Some(n) = self.notifier.get() else { return };
+        // Errors: the kernel holds nothing of it (ENOENT), or the mount is going.
+        if let Some((dir, name)) = entry {
+            let _ = n.inval_entry(INodeNo(dir), std::ffi::OsStr::new(&name));
+        }
+        for ino in inodes {
+            let _ = n.inval_inode(INodeNo(ino), 0, 0);
+        }
+    }
+}
+
+impl GustFs {
+    /// What the kernel is told after a lookup of `path` returned `st`: with a grant
+    /// on the record, the record as granted (a reply of another thread may be
+    /// newer than `st`) and the mount's timeouts cut to what is left of the lease;
+    /// without one, `st` and zero timeouts. Without grants at all, and for the
+    /// root, `st` and the mount's timeouts (see the module doc). Call with
+    /// the recall count (`Coherence::epoch`) taken before.
+    pub(crate) fn for_kernel(&self, path: &str, st: Stat) -> Told {
+        let (attr, entry) = (self.opts.attr_timeout, self.opts.entry_timeout);
+        if path == "/" || !self.client.grants_on() {
+            return Told { st, attr, entry };
+        }
+        match self.client.granted_lstat(path) {
+            Some((st, left)) => Told { st, attr: attr.min(left), entry: entry.min(left) },
+            None => Told { st, attr: Duration::ZERO, entry: Duration::ZERO },
+        }
+    }
+}
+
+/// Attributes for the kernel and how long it may keep them and the name.
+pub(crate) struct Told {
+    pub(crate) st: Stat,
+    pub(crate) attr: Duration,
+    pub(crate) entry: Duration,
+}
