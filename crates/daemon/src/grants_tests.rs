@@ -125,3 +125,40 @@ fn a_recall_takes_the_holders_other_grants_in_the_directory_along() {
     assert_eq!(recalled(&a).len(), 3);
     assert_eq!(g.counts().0, 1);
 }
+
+/// A listing page is granted whole after its records were read, and only if no
+/// change of a record in its directory ended between the read and the grants: a
+/// change that did means the page may hold the record from before it.
+#[test]
+fn a_listing_is_granted_whole_unless_a_change_in_its_directory_crossed_it() {
+    let g = Arc::new(Grants::new());
+    let (a, b) = (client(&g, 1), client(&g, 2));
+    let page = |names: &[&str]| names.iter().map(|n| format!("/d/{n}")).collect::<Vec<_>>();
+
+    let epoch = g.dir_epoch("/d");
+    assert!(g.grant_listed("/d", &page(&["x", "y"]), &a.holder, epoch));
+    assert_eq!(g.grant("/d/x", &a.holder), Grant::Held, "every entry is granted");
+    // b changes /d/x after the grant: a is recalled, as after a stat.
+    let c = g.begin_change(&chmod("/d/x"), Some(2)).unwrap();
+    g.end_change(c, false);
+    assert_eq!(recalled(&a), vec!["/d/x".to_string(), "/d/y".to_string()], "with its neighbour");
+
+    // A change of /d/z that ends after b's read and before b's grants: no grants.
+    let epoch = g.dir_epoch("/d");
+    let c = g.begin_change(&chmod("/d/z"), Some(1)).unwrap();
+    g.end_change(c, false);
+    assert!(!g.grant_listed("/d", &page(&["w", "z"]), &b.holder, epoch));
+    assert_eq!(g.grant("/d/w", &b.holder), Grant::New, "the page's grants were taken back");
+    // A change under way on one entry: the page is not granted, the rest taken back.
+    let epoch = g.dir_epoch("/d");
+    let c = g.begin_change(&chmod("/d/v"), Some(1)).unwrap();
+    assert!(!g.grant_listed("/d", &page(&["u", "v"]), &b.holder, epoch));
+    g.end_change(c, false);
+    assert_eq!(g.grant("/d/u", &b.holder), Grant::New);
+    // Changes in another directory do not count (unless it shares the bucket).
+    let epoch = g.dir_epoch("/d");
+    let other = (0..).map(|i| format!("/e{i}")).find(|e| dir_bucket(e) != dir_bucket("/d")).unwrap();
+    let c = g.begin_change(&chmod(&format!("{other}/f")), Some(1)).unwrap();
+    g.end_change(c, false);
+    assert!(g.grant_listed("/d", &page(&["t"]), &b.holder, epoch));
+}
