@@ -7,6 +7,10 @@
 
 use std::process::{Command, Stdio};
 
+/// Starts Python with the arguments given, where a writer runs (its namespace,
+/// environment, mount).
+pub type Python<'a> = &'a dyn Fn(&[&str]) -> Command;
+
 /// Transactions per writer.
 pub const ROWS: usize = 200;
 
@@ -38,7 +42,7 @@ print(len(rows), len(set(rows)), con.execute("pragma integrity_check").fetchone(
 /// before locks), then runs one writer per entry of `writers` at once (the
 /// `python` of that writer, so each can be on its own host), each inserting
 /// [`ROWS`] rows, and waits for them; panics with a failed writer's output.
-pub fn run_writers(writers: &[&dyn Fn(&[&str]) -> Command], db: &str) {
+pub fn run_writers(writers: &[Python<'_>], db: &str) {
     let touch = writers[0](&["-c", "import sys; open(sys.argv[1], 'w').close()", db]).output().expect("python3");
     assert!(touch.status.success(), "create the empty database: {}", String::from_utf8_lossy(&touch.stderr));
     let rows = ROWS.to_string();
@@ -66,7 +70,7 @@ pub fn run_writers(writers: &[&dyn Fn(&[&str]) -> Command], db: &str) {
 }
 
 /// Checks database `db` after `writers` writers ran: every row once, integrity ok.
-pub fn check_rows(python: &dyn Fn(&[&str]) -> Command, db: &str, writers: usize) {
+pub fn check_rows(python: Python<'_>, db: &str, writers: usize) {
     let out = python(&["-c", CHECK, db]).output().expect("python3");
     let want = format!("{0} {0} ok", writers * ROWS);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), want, "{}", String::from_utf8_lossy(&out.stderr));

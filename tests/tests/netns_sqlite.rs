@@ -68,7 +68,8 @@ fn sqlite_from_two_test_hosts_through_fuse_mounts() {
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &ns, "sh", "-c", ON_A_MOUNT, "sh"])
                 .args(args)
-                .env("GUST", gust_bin()).env("GUST_MOUNT_EXTRA", std::env::var("GUST_MOUNT_EXTRA").unwrap_or_default())
+                .env("GUST", gust_bin())
+                .env("GUST_MOUNT_EXTRA", std::env::var("GUST_MOUNT_EXTRA").unwrap_or_default())
                 .env("GUST_HOSTS_FILE", &hosts_file)
                 .env("GUST_TRANSPORT", "tcp");
             cmd
@@ -78,10 +79,10 @@ fn sqlite_from_two_test_hosts_through_fuse_mounts() {
     sqlite::run_writers(&[&on(0), &on(1)], db);
     sqlite::check_rows(&on(2), db, 2);
     // The kernel of each host did not keep the locks: they reached the daemons.
-    let c = gust_client::Client::open_instance(&hosts.hosts_file(), gust_client::ClientOptions {
-        force_tcp: true,
-        ..Default::default()
-    })
+    let c = gust_client::Client::open_instance(
+        &hosts.hosts_file(),
+        gust_client::ClientOptions { force_tcp: true, ..Default::default() },
+    )
     .unwrap();
     let locks: u64 = (0..c.daemon_count())
         .map(|d| c.daemon_stats(d).unwrap().ops.iter().find(|(n, _)| n == "lock").map_or(0, |(_, k)| *k))

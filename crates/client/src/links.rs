@@ -144,13 +144,13 @@ impl Client {
     /// the data goes with the file's last name.
     pub(crate) fn name_removed(&self, record: &Record, inline: bool) -> Result<()> {
         match record.linked_to() {
-            Some(link) => match {
+            Some(link) => {
                 crash_point("after-remove");
-                self.link_count(link, record.file_id, -1)?
-            } {
-                Some(gone) => self.remove_chunks(&gone),
-                None => Ok(()),
-            },
+                match self.link_count(link, record.file_id, -1)? {
+                    Some(gone) => self.remove_chunks(&gone),
+                    None => Ok(()),
+                }
+            }
             None if inline => Ok(()),
             None => self.remove_chunks(record),
         }

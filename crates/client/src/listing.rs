@@ -204,7 +204,7 @@ impl Client {
                     // (links.rs): one more request each, for those only.
                     for (_, r) in entries.iter_mut() {
                         if let Some(link) = r.linked_to() {
-                            *r = self.get_stored_record(&link.to_string())?;
+                            *r = self.get_stored_record(link)?;
                         }
                     }
                     self.listing.insert(asked_at, dir, &entries);

@@ -246,11 +246,7 @@ impl GustFs {
         }
         let cached = {
             let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-            t.nodes
-                .get(&parent.0)
-                .and_then(|n| n.known)
-                .filter(|k| k.holds())
-                .map(|k| (k.mode, k.gid))
+            t.nodes.get(&parent.0).and_then(|n| n.known).filter(|k| k.holds()).map(|k| (k.mode, k.gid))
         };
         let (mode, gid) = match cached {
             Some(x) => x,

@@ -102,14 +102,14 @@ mod tests {
             let mut un: libc::sockaddr_un = std::mem::zeroed();
             un.sun_family = libc::AF_UNIX as libc::sa_family_t;
             let full = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-            let a = &un as *const libc::sockaddr_un as *const libc::sockaddr;
-            assert!(super::unix_path(a, full).is_none(), "abstract");
+            let a = |un: &libc::sockaddr_un| un as *const libc::sockaddr_un as *const libc::sockaddr;
+            assert!(super::unix_path(a(&un), full).is_none(), "abstract");
             un.sun_path[0] = b'/' as libc::c_char;
             un.sun_path[1] = b's' as libc::c_char;
-            assert_eq!(super::unix_path(a, full).unwrap().as_bytes(), b"/s");
-            assert_eq!(super::unix_path(a, 3).unwrap().as_bytes(), b"/", "within the length given");
+            assert_eq!(super::unix_path(a(&un), full).unwrap().as_bytes(), b"/s");
+            assert_eq!(super::unix_path(a(&un), 3).unwrap().as_bytes(), b"/", "within the length given");
             un.sun_family = libc::AF_INET as libc::sa_family_t;
-            assert!(super::unix_path(a, full).is_none());
+            assert!(super::unix_path(a(&un), full).is_none());
         }
     }
 }

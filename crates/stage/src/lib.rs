@@ -126,7 +126,6 @@ pub fn refuse_url(arg: &str) -> Result<(), String> {
     Ok(())
 }
 
-
 /// What a mover reports back: files done with their bytes, failures.
 pub(crate) struct Moved {
     pub staged: Vec<usize>,
