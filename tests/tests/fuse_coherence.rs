@@ -108,3 +108,63 @@ fn uncontended_lookups_ask_no_daemon() {
     // A lease renewal may fall in the window (at most one per daemon and mount).
     assert!(asked <= 6, "{asked} requests for 40 stats of files no one changed");
 }
+
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    v.sort();
+    v
+}
+
+fn listings_served(c: &gust_client::Client) -> u64 {
+    (0..c.daemon_count())
+        .flat_map(|d| c.daemon_stats(d).unwrap().ops)
+        .filter(|(op, _)| op == "readdir" || op == "readdir_plus")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// A directory listed again and again is answered by the kernel's cache of it (no
+/// request) while no name there changes; a name made, removed or renamed through
+/// the other mount is in the next listing at once (the daemons recall the mount
+/// process's grant on the directory's names, and the mount drops the kernel's
+/// cached entries before the change goes ahead).
+#[test]
+fn listings_follow_names_made_on_the_other_mount() {
+    let inst = Instance::start(3);
+    let (a, b) = (Mount::new(&inst, &[]), Mount::new(&inst, &[]));
+    let c = inst.client();
+    fs::create_dir(a.p("d")).unwrap();
+    let mut want: Vec<String> = (0..5).map(|i| format!("f{i}")).collect();
+    for n in &want {
+        fs::write(a.p(&format!("d/{n}")), n).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let before = listings_served(&c);
+        for _ in 0..10 {
+            assert_eq!(names(&b.p("d")), want);
+        }
+        if listings_served(&c) == before {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "listings of an unchanged directory still reach the daemons");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fs::write(a.p("d/new"), b"x").unwrap();
+    want.push("new".into());
+    want.sort();
+    assert_eq!(names(&b.p("d")), want, "a name made through the other mount");
+    fs::remove_file(a.p("d/f0")).unwrap();
+    want.retain(|n| n != "f0");
+    assert_eq!(names(&b.p("d")), want, "a name removed through the other mount");
+    fs::rename(a.p("d/f1"), a.p("d/g1")).unwrap();
+    want = want.into_iter().map(|n| if n == "f1" { "g1".into() } else { n }).collect();
+    want.sort();
+    assert_eq!(names(&b.p("d")), want, "a name renamed through the other mount");
+    // And from the client core (another process's view, as the preload library's).
+    c.unlink("/d/f2").unwrap();
+    want.retain(|n| n != "f2");
+    assert_eq!(names(&b.p("d")), want);
+    assert_eq!(names(&a.p("d")), want);
+}

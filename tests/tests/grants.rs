@@ -134,6 +134,86 @@ fn another_process_sees_every_change_at_once() {
     assert_eq!(h.ask("quit"), "");
 }
 
+/// Listings the daemons served so far (readdir, readdir_plus).
+fn listings_served(c: &gust_client::Client) -> u64 {
+    (0..c.daemon_count())
+        .flat_map(|d| c.daemon_stats(d).unwrap().ops)
+        .filter(|(op, _)| op == "readdir" || op == "readdir_plus")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// A listing is answered from the holder's memory while no name in the directory
+/// changes (every daemon granted its names, docs/DESIGN.md "Grants"); a name
+/// created, removed or renamed by another process is in (or out of) the holder's
+/// next listing.
+#[test]
+fn a_listing_is_kept_until_another_process_changes_a_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = holder_bin(&dir);
+    let inst = Instance::start(3);
+    let c = inst.client();
+    c.mkdir("/g", 0o755).unwrap();
+    for n in ["a", "b", "c"] {
+        write_file(&c, &format!("/g/{n}"), n.as_bytes());
+    }
+    let mut h = Holder::start(&inst, &bin);
+    let ls = |h: &mut Holder| h.ask("ls /gustfs/g");
+    // Until the holder holds the listing: it needs its callback connections, and a
+    // directory whose names changed lately is not granted for a while (contended).
+    let warm = |h: &mut Holder, want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let before = listings_served(&c);
+            for _ in 0..20 {
+                assert_eq!(ls(h), want);
+            }
+            if listings_served(&c) == before {
+                return;
+            }
+            assert!(Instant::now() < deadline, "listings of an unchanged directory still reach the daemons");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    warm(&mut h, "names a b c");
+    write_file(&c, "/g/d", b"d");
+    assert_eq!(ls(&mut h), "names a b c d", "a name created by another process");
+    c.unlink("/g/a").unwrap();
+    assert_eq!(ls(&mut h), "names b c d", "a name removed by another process");
+    c.rename("/g/b", "/g/e").unwrap();
+    assert_eq!(ls(&mut h), "names c d e", "a name renamed by another process");
+    // A change of a file's contents or attributes changes no name: a listing of
+    // names alone (the client core's `read_dir`; the preload library lists with
+    // attributes, and fetches again for an entry whose record was recalled) stays
+    // in memory, with no request.
+    let lister = inst.client();
+    lister.set_long_lived();
+    let names = |l: &gust_client::Client| {
+        let mut v: Vec<String> = l.read_dir("/g").unwrap().into_iter().map(|e| e.name).collect();
+        v.sort();
+        v.join(" ")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while {
+        let sent = lister.rpcs_sent();
+        assert_eq!(names(&lister), "c d e");
+        lister.rpcs_sent() != sent
+    } {
+        assert!(Instant::now() < deadline, "a names-only listing still asks the daemons");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.chmod("/g/c", 0o600).unwrap();
+    let fd = c.open("/g/d", libc::O_WRONLY | libc::O_TRUNC, 0).unwrap();
+    c.write(fd, b"longer").unwrap();
+    c.close(fd).unwrap();
+    let sent = lister.rpcs_sent();
+    assert_eq!(names(&lister), "c d e");
+    assert_eq!(lister.rpcs_sent(), sent, "a chmod or a write recalled the directory's names");
+    c.unlink("/g/c").unwrap();
+    assert_eq!(names(&lister), "d e");
+    assert_eq!(h.ask("quit"), "");
+}
+
 /// A child of fork is another client: it does not answer from the copies it
 /// inherited (the daemon recalls the parent's grants, not the child's memory).
 #[test]

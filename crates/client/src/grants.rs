@@ -142,10 +142,37 @@ struct Records {
     generation: AtomicU64,
     /// Who else caches what these grants cover (a FUSE mount's kernel).
     listener: RwLock<Option<RecallListener>>,
+    /// Directories whose names every daemon granted (`REPLY_LISTED`): what a
+    /// listing returned, until a recall of the directory's listing key, a change of
+    /// a name there by this process, or a daemon's lease ends.
+    listings: RwLock<FastMap<String, Listing>>,
+    listing_entries: AtomicU64,
+    /// Bumped whenever a listing is forgotten: a listing installs only if this did
+    /// not move since it started.
+    listing_generation: AtomicU64,
+    next_listing_id: AtomicU64,
 }
+
+/// A directory's names under listing grants of every daemon.
+#[derive(Clone)]
+pub(crate) struct Listing {
+    /// Distinct for every listing installed (a FUSE mount compares it with what its
+    /// kernel cached).
+    pub id: u64,
+    pub entries: Arc<[gust_proto::DirEntry]>,
+}
+
+/// Bound on the names of one directory kept as a listing.
+pub const LISTING_ENTRIES_MAX: usize = 1 << 16;
+/// Bound on the names of all listings kept (about 64 MiB at the bound).
+const LISTINGS_ENTRIES_MAX: u64 = 1 << 20;
 
 impl Records {
     fn forget(&self, p: &str) {
+        if let Some(dir) = gust_proto::path::listing_dir(p) {
+            self.forget_listing(dir);
+            return;
+        }
         self.generation.fetch_add(1, Ordering::SeqCst);
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = m.remove(p) {
@@ -153,7 +180,24 @@ impl Records {
         }
     }
 
+    /// `dir`'s names may have changed: its listing goes (records stay).
+    fn forget_listing(&self, dir: &str) {
+        self.listing_generation.fetch_add(1, Ordering::SeqCst);
+        let mut l = self.listings.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(gone) = l.remove(dir) {
+            self.listing_entries.fetch_sub(gone.entries.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn forget_listings(&self) {
+        self.listing_generation.fetch_add(1, Ordering::SeqCst);
+        self.listings.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.listing_entries.store(0, Ordering::Relaxed);
+    }
+
     fn forget_daemon(&self, daemon: u32) {
+        // Every listing has names of every daemon.
+        self.forget_listings();
         self.generation.fetch_add(1, Ordering::SeqCst);
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
         if m.is_empty() {
@@ -193,6 +237,7 @@ pub(crate) struct Held {
 #[derive(Clone, Copy)]
 pub(crate) struct Ticket {
     generation: u64,
+    listing_generation: u64,
 }
 
 /// This process's grants, from every daemon.
@@ -289,6 +334,8 @@ impl Cache {
         let mut m = self.records.map.write().unwrap_or_else(|e| e.into_inner());
         m.clear();
         self.records.data_bytes.store(0, Ordering::Relaxed);
+        drop(m);
+        self.records.forget_listings();
         self.locks.forget_all();
     }
 
@@ -360,7 +407,10 @@ impl Cache {
     /// Before a lookup's request: whether to count it toward a callback connection,
     /// and the ticket its reply installs with.
     pub(crate) fn ticket(&self) -> Ticket {
-        Ticket { generation: self.records.generation.load(Ordering::SeqCst) }
+        Ticket {
+            generation: self.records.generation.load(Ordering::SeqCst),
+            listing_generation: self.records.listing_generation.load(Ordering::SeqCst),
+        }
     }
 
     /// Whether `daemon` should get a callback connection now (this process looked
@@ -542,18 +592,67 @@ impl Cache {
     /// fails, or an open finds the existing one), so it forgets nothing, and its
     /// own reply's grant can be installed.
     pub(crate) fn changing(&self, req: &Request) {
-        if !self.on
-            || matches!(
-                req,
-                Request::Create { .. }
-                    | Request::CreateInline { .. }
-                    | Request::CreateInlineBatch { .. }
-                    | Request::PutRecords { .. }
-            )
-        {
+        if !self.on {
+            return;
+        }
+        // A name made or taken away here: this process's listing of its directory
+        // goes (the daemon recalls it from others only).
+        req.names_changed(|p| self.records.forget_listing(gust_proto::path::parent(p)));
+        if matches!(
+            req,
+            Request::Create { .. }
+                | Request::CreateInline { .. }
+                | Request::CreateInlineBatch { .. }
+                | Request::PutRecords { .. }
+        ) {
             return;
         }
         req.changed_paths(|p| self.records.forget(p));
+    }
+
+    /// The listing of `dir`, if every daemon's grant on its names may be used, and
+    /// the daemons whose lease is half gone (to renew).
+    fn listing(&self, dir: &str) -> Option<(Listing, Vec<u32>)> {
+        if !self.on {
+            return None;
+        }
+        self.client_id();
+        let l = self.records.listings.read().unwrap_or_else(|e| e.into_inner()).get(dir).cloned()?;
+        let mut renew = Vec::new();
+        for d in 0..self.daemons.len() as u32 {
+            if self.usable(d)? {
+                renew.push(d);
+            }
+        }
+        Some((l, renew))
+    }
+
+    /// Keeps `entries` as the listing of `dir` (every daemon granted its names at
+    /// the listing's first page) unless a listing was forgotten since `t` was
+    /// taken or a grant may not be used; its id if kept.
+    pub(crate) fn install_listing(&self, t: Ticket, dir: &str, entries: Vec<gust_proto::DirEntry>) -> Option<u64> {
+        if !self.on || entries.len() > LISTING_ENTRIES_MAX {
+            return None;
+        }
+        if !(0..self.daemons.len() as u32).all(|d| self.usable(d).is_some()) {
+            return None;
+        }
+        let mut l = self.records.listings.write().unwrap_or_else(|e| e.into_inner());
+        if self.records.listing_generation.load(Ordering::SeqCst) != t.listing_generation {
+            return None;
+        }
+        let n = entries.len() as u64;
+        if self.records.listing_entries.load(Ordering::Relaxed) + n > LISTINGS_ENTRIES_MAX {
+            // Full: start again (listings are cheap to make again).
+            l.clear();
+            self.records.listing_entries.store(0, Ordering::Relaxed);
+        }
+        let id = self.records.next_listing_id.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(old) = l.insert(dir.to_string(), Listing { id, entries: entries.into() }) {
+            self.records.listing_entries.fetch_sub(old.entries.len() as u64, Ordering::Relaxed);
+        }
+        self.records.listing_entries.fetch_add(n, Ordering::Relaxed);
+        Some(id)
     }
 
     /// Records cached now (tests, `gust bench` reports).
@@ -601,19 +700,24 @@ pub(crate) fn last_granted() -> bool {
     LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_GRANTED != 0).unwrap_or(false)
 }
 
+/// Whether the last reply this thread read granted a listing's names.
+pub(crate) fn last_listed() -> bool {
+    LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_LISTED != 0).unwrap_or(false)
+}
+
 thread_local! {
-    /// Per call of the last batch this thread sent (rpc.rs): whether its reply
-    /// granted what it returned (a listing page's records).
-    static BATCH_GRANTED: std::cell::RefCell<Vec<bool>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per call of the last batch this thread sent (rpc.rs): its reply's flags
+    /// (a listing page's records and names granted).
+    static BATCH_FLAGS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A batch of `n` calls starts: nothing granted yet.
 pub(crate) fn batch_begin(n: usize) {
     note_flags(0);
-    let _ = BATCH_GRANTED.try_with(|b| {
+    let _ = BATCH_FLAGS.try_with(|b| {
         let mut b = b.borrow_mut();
         b.clear();
-        b.resize(n, false);
+        b.resize(n, 0);
     });
 }
 
@@ -621,17 +725,17 @@ pub(crate) fn batch_begin(n: usize) {
 /// batch clears it before each call's answer). A single call's caller reads
 /// `last_granted` afterwards as before.
 pub(crate) fn batch_answered(i: usize) {
-    let granted = last_granted();
-    let _ = BATCH_GRANTED.try_with(|b| {
+    let flags = LAST_FLAGS.try_with(|f| f.get()).unwrap_or(0);
+    let _ = BATCH_FLAGS.try_with(|b| {
         if let Some(x) = b.borrow_mut().get_mut(i) {
-            *x = granted;
+            *x = flags;
         }
     });
 }
 
-/// Whether call `i` of the last batch this thread sent was granted.
-pub(crate) fn batch_granted(i: usize) -> bool {
-    BATCH_GRANTED.try_with(|b| b.borrow().get(i).copied().unwrap_or(false)).unwrap_or(false)
+/// The reply flags of call `i` of the last batch this thread sent.
+pub(crate) fn batch_flags(i: usize) -> u16 {
+    BATCH_FLAGS.try_with(|b| b.borrow().get(i).copied().unwrap_or(0)).unwrap_or(0)
 }
 
 impl crate::Client {
@@ -687,6 +791,26 @@ impl crate::Client {
                 self.transport.grants.install(t, daemon, p, record, data);
             }
         }
+    }
+
+    /// The id of the listing of `dir` this process holds under its daemons'
+    /// grants (every name, kept until a name there changes), if any: a FUSE mount
+    /// lets its kernel keep its cached listing of the directory while this stays.
+    pub fn listing_held(&self, dir: &str) -> Option<u64> {
+        let p = crate::normalize(dir).ok()?;
+        self.held_listing(&p).map(|l| l.id)
+    }
+
+    /// The listing of normalized `dir` held under every daemon's grant, renewing
+    /// the leases that are half gone.
+    pub(crate) fn held_listing(&self, dir: &str) -> Option<Listing> {
+        let (l, renew) = self.transport.grants.listing(dir)?;
+        if !renew.is_empty() {
+            // Any leased reply renews; if this fails, the lease runs out by itself.
+            let calls = renew.iter().map(|&d| crate::rpc::Call { daemon: d, req: Request::Ping, bulk: Vec::new() });
+            let _ = self.transport.batch(calls.collect());
+        }
+        Some(l)
     }
 
     /// Records this process holds under grants now (tests).

@@ -42,7 +42,9 @@ type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>
 /// One daemon's page of a listing with attributes, and whether that daemon is done.
 /// A daemon's page: its entries, whether it is done, and where to resume when that
 /// is not its last entry (entries another daemon's copy counts for are left out).
-pub(crate) type ListingPage = (Vec<(String, Record)>, bool, Option<String>);
+/// A daemon's page: entries, whether the daemon is done, where to resume, and
+/// whether it granted the directory's names (`REPLY_LISTED`, first pages only).
+pub(crate) type ListingPage = (Vec<(String, Record)>, bool, Option<String>, bool);
 
 #[derive(Default)]
 pub(crate) struct ListingAttrs {
@@ -189,7 +191,8 @@ impl Client {
             .collect();
         let mut out = Vec::with_capacity(daemons.len());
         let answers = self.transport.batch(calls);
-        let granted: Vec<bool> = (0..answers.len()).map(crate::grants::batch_granted).collect();
+        let flags: Vec<u16> = (0..answers.len()).map(crate::grants::batch_flags).collect();
+        let granted: Vec<bool> = flags.iter().map(|f| f & gust_proto::frame::REPLY_GRANTED != 0).collect();
         for (i, ((d, _), a)) in daemons.iter().zip(answers).enumerate() {
             match a {
                 Ok((Response::DirPagePlus { mut entries, done }, _)) => {
@@ -208,16 +211,17 @@ impl Client {
                         }
                     }
                     self.listing.insert(asked_at, dir, &entries);
+                    let listed = flags[i] & gust_proto::frame::REPLY_LISTED != 0;
                     match last {
                         Some(l) if entries.last() != Some(&l) && !done => {
-                            out.push((entries, false, Some(l.0)));
+                            out.push((entries, false, Some(l.0), listed));
                         }
-                        _ => out.push((entries, done, None)),
+                        _ => out.push((entries, done, None, listed)),
                     }
                 }
                 Ok((r, _)) => return Err(unexpected(r)),
                 // A down daemon's records have copies on the others.
-                Err(e) if self.skippable(*d, e) => out.push((Vec::new(), true, None)),
+                Err(e) if self.skippable(*d, e) => out.push((Vec::new(), true, None, false)),
                 Err(e) => return Err(e),
             }
         }

@@ -27,7 +27,7 @@ impl Client {
             return Err(Errno(libc::ENOTDIR));
         }
         let daemons = self.all_daemons();
-        Ok(DirStream {
+        let mut s = DirStream {
             client: self,
             dir: p,
             daemon: daemons.start,
@@ -37,7 +37,24 @@ impl Client {
             plus: None,
             seen: self.hosts.cache_of.is_some().then(HashSet::new),
             cached: None,
-        })
+            held: None,
+            listed: vec![false; daemons.len()],
+            collected: Some(Vec::new()),
+            ticket: None,
+            installed: None,
+        };
+        if let Some(l) = self.held_listing(&s.dir) {
+            // Every daemon granted these names and none changed since: no request.
+            s.page = l.entries.iter().rev().cloned().collect();
+            s.daemon = daemons.end;
+            s.held = Some(l);
+            s.collected = None;
+        } else {
+            // Taken before the first page: a name changed meanwhile keeps the
+            // listing from being kept (grants.rs).
+            s.ticket = daemons.clone().filter_map(|d| self.lookup_ticket(d)).last();
+        }
+        Ok(s)
     }
 
     /// Every entry of a directory (convenience over `opendir`).
@@ -80,13 +97,60 @@ pub struct DirStream<'a> {
     /// system's entries it did not.
     seen: Option<HashSet<String>>,
     cached: Option<std::vec::IntoIter<DirEntry>>,
+    /// Served from this listing, held under grants (no request).
+    held: Option<crate::grants::Listing>,
+    /// Per daemon: its first page granted the directory's names (`REPLY_LISTED`).
+    listed: Vec<bool>,
+    /// What the daemons sent, to keep as the listing if they all granted it;
+    /// None once past the bound or when nothing is to be kept.
+    collected: Option<Vec<DirEntry>>,
+    ticket: Option<crate::grants::Ticket>,
+    /// The id of the listing this stream kept at its end, if it did.
+    installed: Option<u64>,
 }
 
 impl<'a> DirStream<'a> {
-    /// Turns a fresh stream into one that fetches records with the names.
+    /// Turns a fresh stream into one that fetches records with the names; one
+    /// served from a listing stays so if this process holds a grant on every
+    /// entry's record too (the stats that follow need no request either).
     pub(crate) fn with_attributes(mut self, daemons: usize) -> DirStream<'a> {
+        if let Some(l) = &self.held {
+            let g = &self.client.transport.grants;
+            if l.entries.iter().all(|e| g.get(&gust_proto::path::join(&self.dir, &e.name), false).is_some()) {
+                return self;
+            }
+            // Fetch after all, and keep what comes.
+            self.held = None;
+            self.page.clear();
+            self.collected = Some(Vec::new());
+            self.ticket = self.client.all_daemons().filter_map(|d| self.client.lookup_ticket(d)).last();
+        }
         self.plus = Some((0..daemons as u32).map(|d| (d, None)).collect());
         self
+    }
+
+    /// The id of the listing this stream served from or kept at its end
+    /// (`Client::listing_held`), if any.
+    pub fn listing_id(&self) -> Option<u64> {
+        self.held.as_ref().map(|l| l.id).or(self.installed)
+    }
+
+    fn collect(&mut self, entries: &[DirEntry]) {
+        if let Some(c) = &mut self.collected {
+            if c.len() + entries.len() > crate::grants::LISTING_ENTRIES_MAX {
+                self.collected = None;
+            } else {
+                c.extend_from_slice(entries);
+            }
+        }
+    }
+
+    /// Every daemon is done: keep the listing if each granted its names.
+    fn finished(&mut self) {
+        let (Some(t), Some(entries)) = (self.ticket.take(), self.collected.take()) else { return };
+        if self.listed.iter().all(|&l| l) {
+            self.installed = self.client.transport.grants.install_listing(t, &self.dir, entries);
+        }
     }
 
     /// Next pages with attributes, from up to LISTING_FANOUT_DAEMONS_MAX daemons
@@ -100,9 +164,16 @@ impl<'a> DirStream<'a> {
             pending.iter().take(crate::listing::LISTING_FANOUT_DAEMONS_MAX).cloned().collect();
         let pages = self.client.listing_pages(&self.dir, &ask)?;
         let mut next = Vec::with_capacity(pending.len());
-        for ((d, _), (entries, done, resume)) in ask.iter().zip(pages) {
+        for ((d, after), (entries, done, resume, listed)) in ask.iter().zip(pages) {
             let last = resume.or_else(|| entries.last().map(|e| e.0.clone()));
-            self.page.extend(entries.into_iter().map(|(name, r)| DirEntry { name, kind: r.kind }));
+            if after.is_none() {
+                if let Some(l) = self.listed.get_mut(*d as usize) {
+                    *l = listed;
+                }
+            }
+            let page: Vec<DirEntry> = entries.into_iter().map(|(name, r)| DirEntry { name, kind: r.kind }).collect();
+            self.collect(&page);
+            self.page.extend(page);
             if !(done || last.is_none()) {
                 next.push((*d, last));
             }
@@ -150,9 +221,13 @@ impl DirStream<'_> {
             if self.plus.is_some() {
                 match self.refill_plus() {
                     Ok(true) => continue,
-                    Ok(false) => return None,
+                    Ok(false) => {
+                        self.finished();
+                        return None;
+                    }
                     Err(e) => {
                         self.plus = Some(Vec::new());
+                        self.collected = None;
                         return Some(Err(e));
                     }
                 }
@@ -163,8 +238,10 @@ impl DirStream<'_> {
                 self.done_daemon = false;
             }
             if !self.client.all_daemons().contains(&self.daemon) {
+                self.finished();
                 return None;
             }
+            let first = self.after.is_none();
             let req = Request::ReadDir {
                 dir: self.dir.clone(),
                 after: self.after.clone(),
@@ -172,17 +249,28 @@ impl DirStream<'_> {
             };
             match self.client.transport.call(self.daemon, req) {
                 Ok(Response::DirPage { mut entries, done }) => {
+                    if first {
+                        if let Some(l) = self.listed.get_mut(self.daemon as usize) {
+                            *l = crate::grants::last_listed();
+                        }
+                    }
                     self.after = entries.last().map(|e| e.name.clone());
                     self.done_daemon = done || entries.is_empty();
                     // With copies, each entry counts once (replica.rs).
                     let (client, d, dir) = (self.client, self.daemon, &self.dir);
                     entries.retain(|e| client.keeps_child(d, dir, &e.name));
+                    self.collect(&entries);
                     entries.reverse();
                     self.page = entries;
                 }
                 Ok(r) => return Some(Err(unexpected(r))),
-                Err(e) if self.client.skippable(self.daemon, e) => self.done_daemon = true,
+                Err(e) if self.client.skippable(self.daemon, e) => {
+                    // Its names are not all here: nothing is kept.
+                    self.collected = None;
+                    self.done_daemon = true
+                }
                 Err(e) => {
+                    self.collected = None;
                     self.daemon = u32::MAX;
                     return Some(Err(e));
                 }

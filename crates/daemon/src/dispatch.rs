@@ -8,7 +8,7 @@
 use crate::grants::{Grant, Holder};
 use crate::state::State;
 use gust_proto::find::{glob_literal_prefix, glob_match};
-use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED};
+use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED, REPLY_LISTED};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, WhileRecovering, EVENTS_PAGE_ENTRIES_MAX,
@@ -129,6 +129,19 @@ pub fn handle_for<'s>(
         (Request::ReadDirPlus { dir, .. }, Some(h)) if h.leased() => Some((dir.clone(), state.grants.dir_epoch(dir))),
         _ => None,
     };
+    // A listing's first page: the directory's names here, granted before they are read.
+    let names = match (&req, caller) {
+        (Request::ReadDir { dir, after: None, .. } | Request::ReadDirPlus { dir, after: None, .. }, Some(h))
+            if validate_path(dir).is_ok() =>
+        {
+            let key = gust_proto::path::listing_key(dir);
+            match state.grants.grant(&key, h) {
+                Grant::No => None,
+                g => Some((key, g)),
+            }
+        }
+        _ => None,
+    };
     let (reply, out) = match req {
         Request::StatData { path } => stat_data(state, &path),
         Request::ReadMany { paths } => crate::read_many::serve(state, &paths),
@@ -144,6 +157,13 @@ pub fn handle_for<'s>(
         } else if g == Grant::New {
             // Held before this request: the caller keeps what it cached under it.
             state.grants.ungrant(&path, h);
+        }
+    }
+    if let (Some((key, g)), Some(h)) = (names, caller) {
+        if reply.is_ok() {
+            flags |= REPLY_LISTED;
+        } else if g == Grant::New {
+            state.grants.ungrant(&key, h);
         }
     }
     if let (Some((dir, epoch)), Some(h), Ok(Response::DirPagePlus { entries, .. })) = (listed, caller, &reply) {

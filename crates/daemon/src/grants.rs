@@ -25,6 +25,11 @@
 //!   lease (`grace`): clients of the previous incarnation stop using its grants
 //!   within that time, since nothing renews them any more.
 //!
+//! * A listing's first page (`readdir`, `readdir_plus` without `after`) grants the
+//!   caller the directory's names this daemon holds (`REPLY_LISTED`), under the
+//!   key `listing_key(dir)`, registered before the page is read; a request that
+//!   makes or takes away a name there (`Request::names_changed`) changes that key
+//!   too, so its holders are recalled first, as a record's are.
 //! * A listing with attributes (`readdir_plus`) grants every entry of its page
 //!   (`grant_listed`): the records are read first, in one scan, so the grants are
 //!   registered after the read, and kept only if no change of a record in that
@@ -364,6 +369,13 @@ impl Grants {
         if paths.is_empty() {
             return None;
         }
+        // A name made or taken away changes its directory's listing: the grants on
+        // the directory's names are recalled like a record's.
+        let mut listings = Vec::new();
+        req.names_changed(|p| listings.push(gust_proto::path::listing_key(gust_proto::path::parent(p))));
+        listings.sort();
+        listings.dedup();
+        paths.extend(listings);
         let grace = *lock(&self.grace_until);
         if let Some(until) = grace {
             let now = Instant::now();
@@ -409,7 +421,9 @@ impl Grants {
                     // Its other grants in this directory go in the same recall: a
                     // process changing one of another's files there tends to change
                     // the rest (mdtest -N), and each would cost a recall of its own.
-                    let neighbours: Vec<String> = t.held.get(&c).map_or(Vec::new(), |s| {
+                    // Not for a listing: a name made there says nothing of the others.
+                    let listing = gust_proto::path::listing_dir(p).is_some();
+                    let neighbours: Vec<String> = t.held.get(&c).filter(|_| !listing).map_or(Vec::new(), |s| {
                         s.iter()
                             .filter(|q| gust_proto::path::parent(q) == dir && !paths.contains(q))
                             .take(NEIGHBOURS_MAX)

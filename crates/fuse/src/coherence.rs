@@ -20,6 +20,11 @@
 //!   invalidating the entry waits for, so that second invalidation comes after.
 //!   Nothing waits for a lock: a recall never waits for a request, whatever that
 //!   request waits for.
+//! * Directories: the kernel caches a directory's entries as it reads them
+//!   (FOPEN_CACHE_DIR) and keeps them across opens (FOPEN_KEEP_CACHE) while this
+//!   process holds the listing it filled them from under every daemon's grant on
+//!   the directory's names; a recall of the listing (a name made or removed there
+//!   by another client) drops them.
 //! * A daemon that gets no answer waits out the lease: every timeout given to the
 //!   kernel ends within it, so nothing cached outlives a lost recall either.
 
@@ -66,6 +71,21 @@ impl Coherence {
     }
 
     fn invalidate(&self, path: &str) {
+        if let Some(dir) = gust_client::path::listing_dir(path) {
+            // A name there changed: the kernel's cached entries of the directory go.
+            let ino = {
+                let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+                let ino = t.by_path.get(dir).copied();
+                if let Some(n) = ino.and_then(|i| t.nodes.get_mut(&i)) {
+                    n.dir_cache = None;
+                }
+                ino
+            };
+            if let (Some(ino), Some(n)) = (ino, self.notifier.get()) {
+                let _ = n.inval_inode(INodeNo(ino), 0, 0);
+            }
+            return;
+        }
         let (inodes, entry) = {
             let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
             let inodes: Vec<u64> = if gust_client::path::is_link_path(path) {
@@ -115,6 +135,38 @@ impl GustFs {
         match self.client.granted_lstat(path) {
             Some((st, left)) => Told { st, attr: attr.min(left), entry: entry.min(left) },
             None => Told { st, attr: Duration::ZERO, entry: Duration::ZERO },
+        }
+    }
+}
+
+impl GustFs {
+    /// The flags of an opendir of `ino` (at `path`): with grants, the kernel caches
+    /// the entries it reads (FOPEN_CACHE_DIR), and keeps what it cached before
+    /// (FOPEN_KEEP_CACHE) if that came from the listing this process still holds
+    /// under its daemons' grants: no name there changed since.
+    pub(crate) fn dir_open_flags(&self, ino: u64, path: &str) -> FopenFlags {
+        if !self.client.grants_on() {
+            return FopenFlags::empty();
+        }
+        let held = self.client.listing_held(path);
+        let cached = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get(&ino).and_then(|n| n.dir_cache);
+        if held.is_some() && cached == held {
+            FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::FOPEN_CACHE_DIR
+        }
+    }
+
+    /// After a READDIR(PLUS) reply: if the pass reached the end on a listing held
+    /// under grants that is still held, the kernel's cache of the directory (filled
+    /// by this pass) is that listing.
+    pub(crate) fn dir_listed(&self, ino: u64, d: &DirHandle) {
+        let ended = d.state.lock().unwrap_or_else(|e| e.into_inner()).ended_with.take();
+        let Some(id) = ended else { return };
+        if self.client.listing_held(&d.path) == Some(id) {
+            if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
+                n.dir_cache = Some(id);
+            }
         }
     }
 }

@@ -20,6 +20,9 @@ pub(crate) struct DirState {
     pub(crate) pending: Option<DirEntry>,
     /// A listing error to report on the next call (the stream ends after an error).
     pub(crate) failed: Option<Errno>,
+    /// The stream ended, serving (or keeping) this listing held under grants: the
+    /// kernel's cache of the directory, filled by this pass, may be kept.
+    pub(crate) ended_with: Option<u64>,
 }
 
 pub(crate) struct DirHandle {

@@ -20,11 +20,22 @@ pub(crate) struct Node {
     /// Other names of a hard-linked file that lookups found (the kernel may reach
     /// the inode through any): one takes over when `path` is unlinked.
     pub(crate) aliases: Vec<String>,
+    /// A directory: the listing (`Client::listing_held`) the kernel's cached
+    /// entries of it came from (coherence.rs).
+    pub(crate) dir_cache: Option<u64>,
 }
 
 impl Node {
     pub(crate) fn new(path: &str, lookups: u64) -> Node {
-        Node { path: path.to_string(), known: None, lookups, open_handles: 0, hidden: false, aliases: Vec::new() }
+        Node {
+            path: path.to_string(),
+            known: None,
+            lookups,
+            open_handles: 0,
+            hidden: false,
+            aliases: Vec::new(),
+            dir_cache: None,
+        }
     }
 }
 
@@ -53,6 +64,9 @@ impl Known {
 pub(crate) struct Table {
     pub(crate) nodes: HashMap<u64, Node>,
     pub(crate) by_path: BTreeMap<String, u64>,
+    /// Hidden names of files unlinked while open whose removal is under way (an
+    /// rmdir of their directory waits for it).
+    pub(crate) removing: Vec<String>,
 }
 
 impl Table {
@@ -374,10 +388,38 @@ impl GustFs {
         // The client's rename also moves its descriptors open on `path`.
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         t.set_path(ino, &hidden);
-        if let Some(n) = t.nodes.get_mut(&ino) {
-            n.hidden = true;
+        let released = match t.nodes.get_mut(&ino) {
+            Some(n) => {
+                n.hidden = true;
+                n.open_handles == 0
+            }
+            None => true,
+        };
+        drop(t);
+        if released {
+            // The last release came while the rename was under way: it did not
+            // know the name was hidden, so the name goes now.
+            self.remove_hidden(ino, &hidden);
         }
         Ok(())
+    }
+
+    /// Removes the hidden name of `ino` (unlinked while open, now released).
+    pub(crate) fn remove_hidden(&self, ino: u64, hidden: &str) {
+        {
+            let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            t.forget_path(hidden);
+            if let Some(n) = t.nodes.get_mut(&ino) {
+                n.hidden = false;
+            }
+            t.removing.push(hidden.to_string());
+            t.drop_if_unused(ino);
+        }
+        let _ = self.client.unlink(hidden);
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = t.removing.iter().position(|p| p == hidden) {
+            t.removing.swap_remove(i);
+        }
     }
 
     /// Inode of `path` if it is in the table and has open handles.
@@ -386,6 +428,7 @@ impl GustFs {
     pub(crate) fn hidden_open_in(&self, dir: &str) -> bool {
         let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         t.nodes.values().any(|n| n.hidden && n.open_handles > 0 && gust_client::path::parent(&n.path) == dir)
+            || t.removing.iter().any(|p| gust_client::path::parent(p) == dir)
     }
 
     pub(crate) fn open_ino(&self, path: &str) -> Option<u64> {

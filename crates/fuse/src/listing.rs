@@ -56,7 +56,10 @@ impl GustFs {
             let e = match s.pending.take() {
                 Some(e) => e,
                 None => match s.stream.as_mut().and_then(|st| st.next()) {
-                    None => break,
+                    None => {
+                        s.ended_with = s.stream.as_ref().and_then(|st| st.listing_id());
+                        break;
+                    }
                     Some(Ok(e)) => e,
                     Some(Err(e)) => {
                         if added == 0 {

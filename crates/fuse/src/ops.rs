@@ -439,17 +439,13 @@ impl Filesystem for GustFs {
                     }
                     None => None,
                 };
-                if let Some(p) = &r {
-                    t.forget_path(p);
-                    if let Some(n) = t.nodes.get_mut(&ino.0) {
-                        n.hidden = false;
-                    }
+                if r.is_none() {
+                    t.drop_if_unused(ino.0);
                 }
-                t.drop_if_unused(ino.0);
                 r
             };
             if let Some(p) = remove {
-                let _ = self.client.unlink(&p);
+                self.remove_hidden(ino.0, &p);
             }
         }
         reply.ok();
@@ -501,21 +497,22 @@ impl Filesystem for GustFs {
                 return Err(Errno(libc::ENOTDIR));
             }
             let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+            let flags = self.dir_open_flags(ino.0, &path);
             let d = DirHandle {
                 path,
                 stat: st,
-                state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None }),
+                state: Mutex::new(DirState { stream: None, pos: 0, pending: None, failed: None, ended_with: None }),
             };
             self.dirs.write().unwrap_or_else(|e| e.into_inner()).insert(fh, Arc::new(d));
-            Ok(fh)
+            Ok((fh, flags))
         })();
         match r {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(fe(e)),
         }
     }
 
-    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let d = self.dirs.read().unwrap_or_else(|e| e.into_inner()).get(&fh.0).cloned();
         let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
         let r = self.do_readdir(&d, offset, false, |next, name, kind, path| {
@@ -537,14 +534,17 @@ impl Filesystem for GustFs {
             }
         });
         match r {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                reply.ok();
+                self.dir_listed(ino.0, &d);
+            }
             Err(e) => reply.error(fe(e)),
         }
     }
 
     /// The listing with each entry's attributes (FUSE_DO_READDIRPLUS): `ls -l` needs
     /// no LOOKUP per entry, and the attributes come with the listing's pages.
-    fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let d = self.dirs.read().unwrap_or_else(|e| e.into_inner()).get(&fh.0).cloned();
         let Some(d) = d else { return reply.error(FErrno::from_i32(libc::EBADF)) };
         // Entries' timeouts come from grants (coherence.rs): those the kernel may
@@ -558,6 +558,7 @@ impl Filesystem for GustFs {
             Ok(()) => {
                 reply.ok();
                 self.coherence.after_reply(epoch, &kept);
+                self.dir_listed(ino.0, &d);
             }
             Err(e) => reply.error(fe(e)),
         }

@@ -26,9 +26,14 @@ pub const REPLY_GRANTED: u16 = 0x4000;
 /// connection: the caller's grants from this daemon run on for one lease from the
 /// time the request was sent.
 pub const REPLY_LEASED: u16 = 0x2000;
+/// Set in the reply to a listing's first page (`readdir`, `readdir_plus` without
+/// `after`) when the daemon granted the caller the directory's names it holds,
+/// until it recalls the directory's [`crate::path::listing_key`] (a name created
+/// or removed there by another client).
+pub const REPLY_LISTED: u16 = 0x1000;
 /// The flag bits a response's `op` may carry besides `OP_RESPONSE_BIT`; request op
 /// codes stay below them.
-pub const REPLY_FLAGS: u16 = REPLY_GRANTED | REPLY_LEASED;
+pub const REPLY_FLAGS: u16 = REPLY_GRANTED | REPLY_LEASED | REPLY_LISTED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {

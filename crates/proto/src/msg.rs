@@ -192,7 +192,7 @@ macro_rules! requests {
         const _: () = {
             let mut i = 0;
             while i < OPS.len() {
-                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_LEASED, "op code out of range");
+                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_LISTED, "op code out of range");
                 let mut j = i + 1;
                 while j < OPS.len() {
                     assert!(OPS[i].0 != OPS[j].0, "duplicate op code");
@@ -556,6 +556,22 @@ impl Request {
             Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
             Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
             Request::StageCommitFiles { items } => items.iter().for_each(|i| f(&i.path)),
+            _ => {}
+        }
+    }
+
+    /// The paths whose names this request makes or takes away (a subset of
+    /// [`Request::changed_paths`]): their directories' listings change.
+    pub fn names_changed(&self, mut f: impl FnMut(&str)) {
+        match self {
+            Request::Create { path, .. }
+            | Request::Remove { path, .. }
+            | Request::PutRecord { path, .. }
+            | Request::CreateInline { path, .. } => f(path),
+            Request::RemoveRecords { paths } => paths.iter().for_each(|p| f(p)),
+            Request::PutRecords { records } => records.iter().for_each(|(p, _)| f(p)),
+            Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
+            Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
             _ => {}
         }
     }
@@ -1431,16 +1447,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0900 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0a00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0900 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0a00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0900 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0a00 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
@@ -1457,18 +1473,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0900 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0a00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0900 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0a00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0900 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0a00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -119,6 +119,22 @@ pub fn is_link_path(path: &str) -> bool {
         && path.as_bytes()[LINKS_DIR.len() + 1..].iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
 }
 
+/// The key of the grant on directory `dir`'s names (docs/DESIGN.md, "Grants",
+/// listings): `dir` and a "/", which no normalized path ends with ("//" for the
+/// root, which is no link path either).
+pub fn listing_key(dir: &str) -> String {
+    format!("{dir}/")
+}
+
+/// The directory whose names `key` is the grant on, if it is a [`listing_key`].
+pub fn listing_dir(key: &str) -> Option<&str> {
+    match key {
+        "//" => Some("/"),
+        k if k.len() > 2 && k.ends_with('/') => Some(&k[..k.len() - 1]),
+        _ => None,
+    }
+}
+
 /// `dir/name` for a normalized `dir`; `name` is not checked (see [`child`]).
 pub fn join(dir: &str, name: &str) -> String {
     if dir == "/" {
@@ -167,6 +183,14 @@ mod tests {
         assert_eq!(validate(&p), Ok(()));
         assert_eq!(parent(&p), LINKS_DIR);
         assert!(!is_link_path("//links/0000000000000000000000000000abc"), "too short");
+        for dir in ["/", "/d", "/a/b c"] {
+            let k = listing_key(dir);
+            assert_eq!(listing_dir(&k), Some(dir));
+            assert!(validate(&k).is_err() && !is_link_path(&k), "{k} must name no record");
+        }
+        for not in ["/", "/d", "//links", &link_path(7)] {
+            assert_eq!(listing_dir(not), None, "{not}");
+        }
         assert!(!is_link_path("//links/00000000000000000000000000000ABC"), "upper case");
         assert_eq!(validate("//links/x"), Err(libc::EINVAL));
         assert_eq!(validate("//links"), Err(libc::EINVAL));
