@@ -260,14 +260,10 @@ fn hard_link_tools() {
     // The same through the preload library.
     let out = Command::new(gust_bin())
         .args(["run", "--", "bash", "-euo", "pipefail", "-c"])
-        // rsync's receiver cannot chdir into a directory of the instance through the
-        // preload library (docs/PRELOAD.md): a tar pipe copies the same tree there.
-        .arg(format!(
-            "mkdir /gustfs/pre && cd /gustfs/pre && {}",
-            script
-                .replace("rsync -aH $SRC/tree/ rs/", "mkdir rs && tar -C $SRC/tree -cf - . | tar -C rs -xf -")
-                .replace("$SRC", &s)
-        ))
+        // rsync's receiver walks to its destination from "/" with openat and
+        // fstatat on a directory outside the instance (the preload library routes
+        // such names into the mount).
+        .arg(format!("mkdir /gustfs/pre && cd /gustfs/pre && {}", script.replace("$SRC", &s)))
         .env("GUST_HOSTS_FILE", &inst.hosts)
         .output()
         .expect("gust run");

@@ -2,8 +2,11 @@
 //! of millions of entries never needs one large message or buffer; and the emptiness
 //! check of rmdir and rename.
 //!
-//! Listings are assembled from all daemons and are eventually consistent (no
-//! distributed locks; docs/SEMANTICS.md).
+//! Listings are assembled from all daemons, page by page; a name made or removed
+//! while a listing runs may or may not be in it, as POSIX allows for readdir. When
+//! every daemon's first page came with a grant on the directory's names
+//! (`REPLY_LISTED`), the names are kept and the next listing is answered from
+//! memory until a daemon recalls them (grants.rs; docs/DESIGN.md, "Grants").
 //!
 //! Not for: recursive scans (rename.rs), FUSE or libc directory offsets (the front
 //! ends keep their own positions).

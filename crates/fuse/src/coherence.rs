@@ -20,6 +20,8 @@
 //!   invalidating the entry waits for, so that second invalidation comes after.
 //!   Nothing waits for a lock: a recall never waits for a request, whatever that
 //!   request waits for.
+//! * File pages: a read-only open of a file whose record is granted keeps the
+//!   pages the kernel has (FOPEN_KEEP_CACHE); a recall drops them.
 //! * Directories: the kernel caches a directory's entries as it reads them
 //!   (FOPEN_CACHE_DIR) and keeps them across opens (FOPEN_KEEP_CACHE) while this
 //!   process holds the listing it filled them from under every daemon's grant on
@@ -154,6 +156,20 @@ impl GustFs {
             FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
         } else {
             FopenFlags::FOPEN_CACHE_DIR
+        }
+    }
+
+    /// FOPEN_KEEP_CACHE for a read-only open of `path` while this process holds a
+    /// grant on its record: the pages the kernel has of it stay (a recall drops
+    /// them, and the kernel drops them itself when the attributes it is given show
+    /// another size or mtime, FUSE_AUTO_INVAL_DATA), so a file read again is read
+    /// from memory.
+    pub(crate) fn keep_pages(&self, path: &str, client_flags: i32) -> FopenFlags {
+        let read_only = client_flags & libc::O_ACCMODE == libc::O_RDONLY;
+        if read_only && !self.opts.direct_io && self.client.grants_on() && self.client.granted_lstat(path).is_some() {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
         }
     }
 

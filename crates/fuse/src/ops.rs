@@ -304,10 +304,11 @@ impl Filesystem for GustFs {
                 }
                 _ => self.client.open(&path, cflags | (kflags & libc::O_TRUNC), 0)?,
             };
-            Ok((self.add_handle(ino.0, fd, cflags), cflags))
+            let keep = self.keep_pages(&path, cflags);
+            Ok((self.add_handle(ino.0, fd, cflags), cflags, keep))
         })();
         match r {
-            Ok((fh, cflags)) => reply.opened(FileHandle(fh), self.open_flags(cflags)),
+            Ok((fh, cflags, keep)) => reply.opened(FileHandle(fh), self.open_flags(cflags) | keep),
             Err(e) => reply.error(fe(e)),
         }
     }

@@ -502,6 +502,23 @@ unsafe fn route_unchecked(dirfd: c_int, path: *const c_char) -> Result<Route, i3
         }
     } else if let Some(cfd) = ours(dirfd) {
         external(&call(|c| c.fd_info(cfd))?.0)
+    } else if may_enter_mount(p) {
+        // A directory outside the instance, a name that may lead into it (rsync
+        // opens "/" and walks down with openat and fstatat).
+        match real_dir_path(dirfd) {
+            Some(d) => {
+                let mut abs = d.into_bytes();
+                if abs.last() != Some(&b'/') {
+                    abs.push(b'/');
+                }
+                abs.extend_from_slice(p);
+                return match route_abs(&abs)? {
+                    Route::Ours(q) => Ok(Route::Ours(q)),
+                    _ => Ok(Route::Real),
+                };
+            }
+            None => return Ok(Route::Real),
+        }
     } else {
         return Ok(Route::Real);
     };
@@ -512,6 +529,20 @@ unsafe fn route_unchecked(dirfd: c_int, path: *const c_char) -> Result<Route, i3
         Route::Real => Ok(Route::RealAbs(std::ffi::CString::new(abs).map_err(|_| libc::EINVAL)?)),
         r => Ok(r),
     }
+}
+
+/// Whether relative path `p` could reach the mount directory from some directory
+/// outside it: its first component is one of the mount path's, or "..". A cheap
+/// test before `real_dir_path`'s system call, so other programs' *at calls on their
+/// own directories pay nothing.
+fn may_enter_mount(p: &[u8]) -> bool {
+    let first = p.split(|&b| b == b'/').next().unwrap_or_default();
+    first == b".." || mount().as_bytes().split(|&b| b == b'/').any(|c| !c.is_empty() && c == first)
+}
+
+/// The path of real directory descriptor `fd` (from /proc/self/fd).
+fn real_dir_path(fd: c_int) -> Option<String> {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?.into_os_string().into_string().ok()
 }
 
 pub(crate) unsafe fn route_cwd(path: *const c_char) -> Result<Route, i32> {
