@@ -4,8 +4,10 @@
 //!
 //! The coordinator starts P worker processes (`gust bench history-worker`, this same
 //! binary), each with its own client core. A worker makes seeded random create
-//! (O_CREAT|O_EXCL, then close), chmod, unlink and stat calls, mostly stats, three in
-//! four on the K shared paths of the run and the rest on two paths of its own, and
+//! (O_CREAT|O_EXCL, then close), chmod, unlink and stat calls and listings of the
+//! directory (each read as one observation per shared path: named or not), mostly
+//! stats, three in four on the K shared paths of the run and the rest on two paths
+//! of its own, and
 //! writes each call to its history file twice: the invocation before the call, the
 //! completion after, one whole line each, so a worker killed at any point leaves
 //! every completed call and at most one call of unknown outcome. Times are
@@ -156,11 +158,13 @@ fn worker_seed(seed: u64, process: u32) -> u64 {
     seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (process as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
 }
 
-/// The next operation: 50% stat, 15% create, 20% chmod, 15% unlink; three in four
-/// on a shared path.
+/// The next operation: 45% stat, 5% a listing of the directory (what it says of
+/// every shared path), 15% create, 20% chmod, 15% unlink; three in four on a
+/// shared path.
 fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
     let kind = match rng.gen_range(0..100) {
-        0..=49 => OpKind::Stat,
+        0..=44 => OpKind::Stat,
+        45..=49 => OpKind::Listed,
         50..=64 => OpKind::Create,
         65..=84 => OpKind::Chmod,
         _ => OpKind::Unlink,
@@ -172,9 +176,28 @@ fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
     };
     let arg = match kind {
         OpKind::Create | OpKind::Chmod => MODES[rng.gen_range(0..MODES.len())],
-        OpKind::Unlink | OpKind::Stat => 0,
+        OpKind::Unlink | OpKind::Stat | OpKind::Listed => 0,
     };
     (kind, path, arg)
+}
+
+/// A listing of the shared paths' directory: per shared path, `Ok` if it names the
+/// path, ENOENT if not (the same errno for all if it failed).
+fn list(c: &Client, a: &WorkerArgs) -> Vec<(String, Outcome)> {
+    let shared: Vec<String> = (0..a.paths).map(|i| format!("{}/s{i}", a.base)).collect();
+    match c.read_dir(&a.base) {
+        Ok(entries) => {
+            let names: std::collections::HashSet<String> = entries.into_iter().map(|e| e.name).collect();
+            shared
+                .into_iter()
+                .map(|p| {
+                    let named = names.contains(p.rsplit('/').next().unwrap_or_default());
+                    (p, if named { Outcome::Ok } else { Outcome::Errno(libc::ENOENT) })
+                })
+                .collect()
+        }
+        Err(e) => shared.into_iter().map(|p| (p, Outcome::Errno(e.0))).collect(),
+    }
 }
 
 /// Makes one call through the client core and says what it returned.
@@ -191,6 +214,7 @@ fn call(c: &Client, kind: OpKind, path: &str, arg: u32) -> Outcome {
         OpKind::Chmod => c.chmod(path, arg).map(|_| Outcome::Ok),
         OpKind::Unlink => c.unlink(path).map(|_| Outcome::Ok),
         OpKind::Stat => c.stat(path).map(|s| Outcome::Mode(s.mode & 0o7777)),
+        OpKind::Listed => unreachable!("listings are made by `list`"),
     };
     r.unwrap_or_else(|e| Outcome::Errno(e.0))
 }
@@ -218,6 +242,24 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     let mut seq = 0u64;
     while a.ops.is_none_or(|n| seq < n) && a.until_ns.is_none_or(|t| monotonic_ns() < t) {
         let (kind, path, arg) = pick(&mut rng, &a);
+        if kind == OpKind::Listed {
+            // One line per shared path, all invoked before the listing and
+            // completed after it.
+            let t = monotonic_ns();
+            let invs: Vec<Line> = (0..a.paths)
+                .map(|i| Line::invocation(a.process, seq + i as u64, kind, &format!("{}/s{i}", a.base), 0, t))
+                .collect();
+            for inv in &invs {
+                write_line(&mut out, inv, &a.out)?;
+            }
+            let results = list(&client, &a);
+            let t = monotonic_ns();
+            for (inv, (_, result)) in invs.iter().zip(results) {
+                write_line(&mut out, &inv.completed(t, result), &a.out)?;
+            }
+            seq += a.paths as u64;
+            continue;
+        }
         let inv = Line::invocation(a.process, seq, kind, &path, arg, monotonic_ns());
         write_line(&mut out, &inv, &a.out)?;
         let result = call(&client, kind, &path, arg);

@@ -110,9 +110,61 @@ struct Table {
     paths: HashMap<String, PathEntry>,
     clients: HashMap<u64, Arc<Holder>>,
     /// Per client, the paths it holds grants on.
-    held: HashMap<u64, HashSet<String>>,
+    held: HashMap<u64, Held>,
     granted: usize,
     contended: HashMap<String, Instant>,
+}
+
+/// The paths one client holds grants on, by directory: a recall finds the
+/// holder's other grants in a directory without a walk over all of them (a FUSE
+/// mount that listed large directories holds hundreds of thousands).
+#[derive(Default)]
+struct Held {
+    by_dir: HashMap<String, HashSet<String>>,
+    len: usize,
+}
+
+impl Held {
+    /// The directory a path is filed under: its parent; a listing key under
+    /// itself, so it is nobody's neighbour.
+    fn dir_of(path: &str) -> &str {
+        if gust_proto::path::listing_dir(path).is_some() {
+            path
+        } else {
+            gust_proto::path::parent(path)
+        }
+    }
+
+    fn insert(&mut self, path: &str) {
+        if self.by_dir.entry(Self::dir_of(path).to_string()).or_default().insert(path.to_string()) {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, path: &str) {
+        let dir = Self::dir_of(path);
+        if let Some(s) = self.by_dir.get_mut(dir) {
+            if s.remove(path) {
+                self.len -= 1;
+                if s.is_empty() {
+                    self.by_dir.remove(dir);
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Held paths in directory `dir`.
+    fn in_dir(&self, dir: &str) -> impl Iterator<Item = &String> {
+        self.by_dir.get(dir).into_iter().flatten()
+    }
+
+    fn into_paths(self) -> impl Iterator<Item = String> {
+        self.by_dir.into_values().flatten()
+    }
 }
 
 pub struct Grants {
@@ -288,7 +340,7 @@ impl Grants {
     fn drop_client_grants(t: &mut Table, id: u64) {
         let Some(paths) = t.held.remove(&id) else { return };
         t.granted -= paths.len();
-        for p in paths {
+        for p in paths.into_paths() {
             if let Some(e) = t.paths.get_mut(&p) {
                 e.holders.retain(|&c| c != id);
                 if e.holders.is_empty() && e.changing.is_empty() {
@@ -335,7 +387,7 @@ impl Grants {
             return Grant::Held;
         }
         e.holders.push(h.id);
-        t.held.entry(h.id).or_default().insert(path.to_string());
+        t.held.entry(h.id).or_default().insert(path);
         t.granted += 1;
         self.given.fetch_add(1, Ordering::Relaxed);
         Grant::New
@@ -424,11 +476,7 @@ impl Grants {
                     // Not for a listing: a name made there says nothing of the others.
                     let listing = gust_proto::path::listing_dir(p).is_some();
                     let neighbours: Vec<String> = t.held.get(&c).filter(|_| !listing).map_or(Vec::new(), |s| {
-                        s.iter()
-                            .filter(|q| gust_proto::path::parent(q) == dir && !paths.contains(q))
-                            .take(NEIGHBOURS_MAX)
-                            .cloned()
-                            .collect()
+                        s.in_dir(dir).filter(|q| !paths.contains(q)).take(NEIGHBOURS_MAX).cloned().collect()
                     });
                     for q in neighbours {
                         let Some(e) = t.paths.get_mut(&q) else { continue };

@@ -125,14 +125,15 @@ const EARLIER_SHOWN_MAX: usize = 8;
 const CONTEXT_SHOWN_MAX: usize = 40;
 
 fn check_path(path: &str, ops: &[&Op], limits: &Limits) -> PathReport {
-    // A stat whose result is unknown changes nothing and says nothing: left out.
+    // A stat or listing whose result is unknown changes nothing and says nothing:
+    // left out.
     // Any other operation of unknown effect may take effect at any time after its
     // invocation, with any result, or never.
     let mut calls = Vec::with_capacity(ops.len());
     let mut of_call = Vec::with_capacity(ops.len());
     for (i, o) in ops.iter().enumerate() {
         let known = o.result != Outcome::Unknown && model::is_determinate(o.kind, o.result);
-        if !known && o.kind == OpKind::Stat {
+        if !known && o.kind.observes() {
             continue;
         }
         calls.push(Call {
@@ -159,7 +160,7 @@ fn check_path(path: &str, ops: &[&Op], limits: &Limits) -> PathReport {
 fn violation(ops: &[&Op], culprit: usize, states: Vec<State>) -> Violation {
     let c = ops[culprit];
     // A stat of unknown result cannot matter: not shown.
-    let shown_at_all = |i: &usize| ops[*i].kind != OpKind::Stat || model::is_determinate(OpKind::Stat, ops[*i].result);
+    let shown_at_all = |i: &usize| !ops[*i].kind.observes() || model::is_determinate(ops[*i].kind, ops[*i].result);
     let mut before: Vec<usize> =
         (0..ops.len()).filter(shown_at_all).filter(|&i| ops[i].return_ns < c.invoke_ns).collect();
     before.sort_by_key(|&i| ops[i].return_ns);
@@ -197,7 +198,7 @@ fn at(t_ns: u64, t0_ns: u64) -> String {
 pub fn describe_call(o: &Op) -> String {
     match o.kind {
         OpKind::Create | OpKind::Chmod => format!("{} {:04o}", o.kind.name(), o.arg),
-        OpKind::Unlink | OpKind::Stat => o.kind.name().to_string(),
+        OpKind::Unlink | OpKind::Stat | OpKind::Listed => o.kind.name().to_string(),
     }
 }
 
@@ -301,6 +302,27 @@ mod tests {
             }
             v => panic!("expected a violation, got {v:?}"),
         }
+    }
+
+    fn listed(p: u32, t0: u64, t1: u64, r: Outcome) -> Op {
+        op(p, OpKind::Listed, 0, t0, t1, r)
+    }
+
+    /// A listing that misses a file created before it started, or names one removed
+    /// before it started, is a violation; one concurrent with the change may go
+    /// either way.
+    #[test]
+    fn listings_are_checked_like_stats() {
+        let made = create(1, 0o600, 0, 1, Outcome::Ok);
+        assert_eq!(culprit(&[made.clone(), listed(2, 2, 3, err(ENOENT))]).kind, OpKind::Listed);
+        assert_eq!(verdict(&[made.clone(), listed(2, 2, 3, Outcome::Ok)]), Verdict::Linearizable);
+        let gone = unlink(1, 4, 5, Outcome::Ok);
+        assert_eq!(culprit(&[made.clone(), gone.clone(), listed(2, 6, 7, Outcome::Ok)]).kind, OpKind::Listed);
+        for seen in [Outcome::Ok, err(ENOENT)] {
+            assert_eq!(verdict(&[made.clone(), gone.clone(), listed(2, 3, 6, seen)]), Verdict::Linearizable);
+        }
+        // A listing of unknown result says nothing.
+        assert_eq!(verdict(&[made, listed(2, 2, 3, Outcome::Unknown)]), Verdict::Linearizable);
     }
 
     #[test]

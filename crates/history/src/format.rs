@@ -41,6 +41,9 @@ pub enum OpKind {
     Chmod,
     Unlink,
     Stat,
+    /// Whether a listing of the path's directory named it (`Ok`) or not (ENOENT):
+    /// one line per watched path of one readdir.
+    Listed,
 }
 
 impl OpKind {
@@ -50,7 +53,14 @@ impl OpKind {
             OpKind::Chmod => "chmod",
             OpKind::Unlink => "unlink",
             OpKind::Stat => "stat",
+            OpKind::Listed => "listed",
         }
+    }
+
+    /// Whether it only observes (a stat, a listing): one of unknown result says
+    /// nothing and changes nothing.
+    pub fn observes(self) -> bool {
+        matches!(self, OpKind::Stat | OpKind::Listed)
     }
 }
 

@@ -7,6 +7,7 @@
 //! | chmod(c)       | ENOENT, unchanged         | ok, becomes present(c)      |
 //! | unlink         | ENOENT, unchanged         | ok, becomes absent          |
 //! | stat           | ENOENT                    | mode m                      |
+//! | listed         | ENOENT (not in a listing) | ok (in a listing)           |
 //!
 //! Every path starts absent. Modes are compared as `mode & 0o7777`. An operation
 //! whose result is none of these (it never returned, or failed with EIO, a timeout,
@@ -62,7 +63,8 @@ pub fn apply(state: State, kind: OpKind, arg: u32) -> (Outcome, State) {
         (OpKind::Chmod, State::Present(_)) => (Outcome::Ok, present(arg)),
         (OpKind::Unlink, State::Present(_)) => (Outcome::Ok, State::Absent),
         (OpKind::Stat, State::Present(m)) => (Outcome::Mode(m as u32), state),
-        (OpKind::Chmod | OpKind::Unlink | OpKind::Stat, State::Absent) => (enoent, state),
+        (OpKind::Listed, State::Present(_)) => (Outcome::Ok, state),
+        (OpKind::Chmod | OpKind::Unlink | OpKind::Stat | OpKind::Listed, State::Absent) => (enoent, state),
     }
 }
 
@@ -96,6 +98,10 @@ mod tests {
         assert_eq!(step(p, OpKind::Stat, 0, Outcome::Mode(0o100644)), Some(p));
         assert_eq!(step(p, OpKind::Stat, 0, Outcome::Mode(0o600)), None);
         assert_eq!(step(a, OpKind::Stat, 0, Outcome::Errno(libc::ENOENT)), Some(a));
+        assert_eq!(step(p, OpKind::Listed, 0, Outcome::Ok), Some(p));
+        assert_eq!(step(a, OpKind::Listed, 0, Outcome::Ok), None, "a listing named an absent path");
+        assert_eq!(step(p, OpKind::Listed, 0, Outcome::Errno(libc::ENOENT)), None, "a listing missed a file");
+        assert_eq!(step(a, OpKind::Listed, 0, Outcome::Errno(libc::ENOENT)), Some(a));
         // Unknown: takes effect, whatever it would have returned.
         assert_eq!(step(a, OpKind::Create, 0o600, Outcome::Unknown), Some(State::Present(0o600)));
         assert_eq!(step(p, OpKind::Create, 0o600, Outcome::Unknown), Some(p));
