@@ -120,9 +120,15 @@ impl TestHosts {
     /// A new instance's header (chunk size, copies of everything) and secret, then
     /// its daemons, which register into it.
     pub fn start_instance(&mut self, chunk_size_bytes: u64, replicas: u32) {
+        self.start_instance_placed(chunk_size_bytes, replicas, gust_hosts::Placement::Wide);
+    }
+
+    /// `start_instance` with chunks placed by `placement`.
+    pub fn start_instance_placed(&mut self, chunk_size_bytes: u64, replicas: u32, placement: gust_hosts::Placement) {
         let mut header =
             gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), chunk_size_bytes, "/gustfs".into(), false);
         header.replicas = replicas;
+        header.placement = placement;
         header.store(&self.hosts_file()).unwrap();
         gust_hosts::create_secret(&self.hosts_file()).unwrap();
         self.start_daemons();

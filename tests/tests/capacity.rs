@@ -172,3 +172,40 @@ fn a_full_daemon_spills_to_the_next_and_loses_nothing() {
     let u = used(&c);
     assert!(u.iter().all(|b| *b < MIB), "chunks left behind after unlink: {u:?}");
 }
+
+/// Local placement (gust-placement's `local`): a file's chunks go to its home, a
+/// daemon of this node, until it is full; then each chunk goes to its wide-striped
+/// daemon, and everything reads back. Without the spill the write fails with ENOSPC
+/// once the home is full.
+#[test]
+fn a_full_home_spills_to_wide_striping() {
+    // Every daemon 256 KiB; a file of 512 KiB in 4 KiB chunks: half fits its home.
+    let inst = Instance::start_with(
+        3,
+        &["--chunk-size", "4k", "--placement", "local", "--declare-capacity", "256KiB,256KiB,256KiB"],
+    );
+    let c = inst.client();
+    let data: Vec<u8> = (0..512 * 1024u32).map(|i| (i * 13 % 251) as u8).collect();
+    let fd = c.open("/ckpt", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    for (k, piece) in data.chunks(64 * 1024).enumerate() {
+        c.pwrite(fd, piece, k as u64 * 64 * 1024).unwrap_or_else(|e| panic!("write {k}: {e}"));
+    }
+    c.close(fd).unwrap();
+    let fd = c.open("/ckpt", libc::O_RDONLY, 0).unwrap();
+    let mut back = vec![0u8; data.len() + 1];
+    let n = c.pread(fd, &mut back, 0).unwrap();
+    c.close(fd).unwrap();
+    assert!(n == data.len() && back[..n] == data[..], "the file reads back different bytes");
+    let held = used(&c);
+    let full = held.iter().filter(|&&b| b >= 250 * 1024).count();
+    assert_eq!(full, 1, "one daemon (the home) is full: {held:?}");
+    assert!(held.iter().filter(|&&b| b > 0).count() >= 2, "the rest spilled to other daemons: {held:?}");
+    // More than the room left anywhere: ENOSPC, and the first file is untouched.
+    let fd = c.open("/more", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    assert_eq!(c.pwrite(fd, &[7u8; 300 * 1024], 0), Err(Errno(libc::ENOSPC)));
+    let _ = c.close(fd);
+    let fd = c.open("/ckpt", libc::O_RDONLY, 0).unwrap();
+    let n = c.pread(fd, &mut back, 0).unwrap();
+    c.close(fd).unwrap();
+    assert!(n == data.len() && back[..n] == data[..], "the file changed after a refused write");
+}

@@ -130,8 +130,11 @@ pub struct StartArgs {
     /// each daemon's own node).
     #[arg(long, value_name = "DIR")]
     trace_dir: Option<PathBuf>,
-    /// How chunks are placed: `wide` (every daemon equally) or `capacity` (weighted
-    /// by each daemon's capacity: its free space at start, or --declare-capacity).
+    /// How chunks are placed: `wide` (every daemon equally), `capacity` (weighted
+    /// by each daemon's capacity: its free space at start, or --declare-capacity)
+    /// or `local` (a file's chunks on a daemon of the node that creates it: a
+    /// checkpoint read back by its writer never crosses the network; a process
+    /// with GUST_PLACEMENT=wide, and staging, stripe theirs).
     #[arg(long, default_value = "wide")]
     placement: gust_hosts::Placement,
     /// Declare the capacity of the daemons, one size for all or one per daemon

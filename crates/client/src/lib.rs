@@ -44,6 +44,7 @@ mod exit;
 mod fence;
 mod find;
 mod grants;
+mod home;
 mod inline;
 mod links;
 mod listing;
@@ -220,6 +221,10 @@ impl Client {
             gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(
                 &hosts.daemons.iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect::<Vec<_>>(),
             )),
+            gust_hosts::Placement::Local => {
+                home::choose(&hosts.daemons);
+                Box::new(gust_placement::NodeLocal::new(n))
+            }
         };
         let write_behind_bytes = write_behind::bytes_from_env(hosts.chunk_size_bytes);
         Ok(Client {

@@ -22,7 +22,10 @@ fn new_file_id() -> u128 {
     loop {
         // The OS generator, not the thread-local one: deferred creates may be
         // settled at process exit, after thread-locals are gone (inline.rs).
-        let id: u128 = rand::rngs::OsRng.gen();
+        let random: u128 = rand::rngs::OsRng.gen();
+        // With local placement, the id names the daemon of this node that holds
+        // the file's chunks (home.rs).
+        let id = gust_placement::local::file_id(random, crate::home::home());
         if id != 0 {
             return id;
         }

@@ -39,6 +39,8 @@ impl Client {
     /// file id and the given attributes.
     pub fn staged_record(kind: FileKind, mode: u32, size: u64, mtime_ns: i64, atime_ns: i64, target: String) -> Record {
         let mut r = Client::new_record(kind, mode, target);
+        // Staged data is for every node: wide-striped, whatever the placement.
+        r.file_id = gust_placement::local::file_id(r.file_id, None).max(1);
         r.size = size;
         r.mtime_ns = mtime_ns;
         r.atime_ns = atime_ns;

@@ -327,7 +327,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
     // Only capacity placement's readers use cut spans (they look for a chunk's
     // spilled bytes on its next daemon).
-    chunks.set_trim_holes(hosts.placement == gust_hosts::Placement::Capacity);
+    // Placements that spill: reads probe the next daemon past a hole (client spill.rs).
+    chunks.set_trim_holes(matches!(hosts.placement, gust_hosts::Placement::Capacity | gust_hosts::Placement::Local));
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     if let Some(d) = &cfg.trace_dir {

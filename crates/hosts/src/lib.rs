@@ -70,6 +70,9 @@ pub enum Placement {
     Wide,
     /// Weighted by each daemon's `capacity:` (weighted rendezvous hashing).
     Capacity,
+    /// A file's chunks on a daemon of the node that created it (gust-placement's
+    /// `local`).
+    Local,
 }
 
 impl Placement {
@@ -77,6 +80,7 @@ impl Placement {
         match self {
             Placement::Wide => "wide",
             Placement::Capacity => "capacity",
+            Placement::Local => "local",
         }
     }
 }
@@ -87,7 +91,8 @@ impl std::str::FromStr for Placement {
         match s {
             "wide" => Ok(Placement::Wide),
             "capacity" => Ok(Placement::Capacity),
-            _ => Err(format!("unknown placement '{s}' (wide or capacity)")),
+            "local" => Ok(Placement::Local),
+            _ => Err(format!("unknown placement '{s}' (wide, capacity or local)")),
         }
     }
 }

@@ -8,12 +8,16 @@
 //!
 //! * With `--placement capacity` chunks are weighted by daemon capacity instead
 //!   ([`capacity`]).
+//! * With `--placement local` a file's chunks live on the daemon its id names, one
+//!   of its creator's node ([`local`]).
 //!
 //! Not for: deciding *how* to talk to a daemon (that is the client core).
 
 pub mod capacity;
+pub mod local;
 
 pub use capacity::CapacityWeighted;
+pub use local::NodeLocal;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Default chunk size: 512 KiB, as in GekkoFS.

@@ -170,11 +170,16 @@ impl ChunkStore {
     pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
         out.clear();
         let Some(f) = self.file(file_id, false)? else { return Ok(vec![0; spans.len()]) };
-        let local_len = f.metadata().map_err(errno)?.len();
+        let m = f.metadata().map_err(errno)?;
+        let local_len = m.len();
+        // A file with as many bytes allocated as it is long has no hole: no need to
+        // look for one (SEEK_HOLE walks the rest of the file on tmpfs, which made
+        // every read of a large local file cost its length).
+        let trim = self.trim_holes && allocated(&m) < local_len;
         let mut lens = Vec::with_capacity(spans.len());
         for s in spans {
             let end = (s.offset + s.len as u64).min(local_len);
-            let end = if self.trim_holes { data_end(&f, s.offset, end) } else { end };
+            let end = if trim { data_end(&f, s.offset, end) } else { end };
             let want = end.saturating_sub(s.offset) as usize;
             let start = out.len();
             out.resize(start + want, 0);

@@ -1,0 +1,87 @@
+//! Where this process's new files live with `--placement local` (gust-placement's
+//! `local`): their *home*, a daemon of this node, named in each new file id.
+//!
+//! This node's daemons are those whose network address is one of this node's
+//! interface addresses (loopback included): what a node is for the network, which
+//! also holds for test hosts in network namespaces that share a host name. With
+//! several (`gust start --local N`), a process picks one by its pid, so the
+//! processes of a node spread over them. `GUST_PLACEMENT=wide` makes this process's
+//! files wide-striped (shared inputs); files staged in are always.
+//!
+//! The home is process-wide (a process has one instance, in practice): an instance
+//! without local placement never reads it from an id, and a home past an
+//! instance's daemon count is read as none.
+
+use gust_hosts::DaemonEntry;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// No home: wide striping.
+const NONE: u32 = u32::MAX;
+static HOME: AtomicU32 = AtomicU32::new(NONE);
+
+/// The home new file ids name (none: wide-striped).
+pub(crate) fn home() -> Option<u32> {
+    let h = HOME.load(Ordering::Relaxed);
+    (h != NONE).then_some(h)
+}
+
+/// Picks this process's home among `daemons` for an instance with local placement.
+pub(crate) fn choose(daemons: &[DaemonEntry]) {
+    if std::env::var("GUST_PLACEMENT").is_ok_and(|v| v == "wide") {
+        HOME.store(NONE, Ordering::Relaxed);
+        return;
+    }
+    let mine = node_addresses();
+    let here: Vec<u32> = daemons
+        .iter()
+        .filter(|d| match d.network() {
+            Some(gust_transport::Endpoint::Tcp(a)) => mine.contains(&a.ip()),
+            _ => false,
+        })
+        .map(|d| d.id)
+        .collect();
+    let home = if here.is_empty() { NONE } else { here[std::process::id() as usize % here.len()] };
+    HOME.store(home, Ordering::Relaxed);
+}
+
+/// The addresses of this node's interfaces (in this network namespace).
+fn node_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list it allocates; it is read, then freed once.
+    unsafe {
+        if libc::getifaddrs(&mut ifs) != 0 {
+            return out;
+        }
+        let mut p = ifs;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() {
+                match (*a).sa_family as i32 {
+                    libc::AF_INET => {
+                        let v4 = &*(a as *const libc::sockaddr_in);
+                        out.push(IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()));
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(a as *const libc::sockaddr_in6);
+                        out.push(IpAddr::from(v6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(ifs);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_is_one_of_this_nodes_addresses() {
+        let a = super::node_addresses();
+        assert!(a.iter().any(|ip| ip.is_loopback()), "{a:?}");
+    }
+}
