@@ -159,9 +159,15 @@ fn a_daemon_cut_off_from_clients_only_is_fenced() {
     let files: Vec<String> =
         (0..300).map(|i| format!("/f{i}")).filter(|p| c.record_holders(p)[0] == 1).take(12).collect();
     assert_eq!(files.len(), 12);
+    // Written before the fault by a client with the default timeout: the 1 s bound
+    // is for the partition, and a first write on daemons just started (RocksDB's
+    // first syncs, leases being taken) has taken longer on a loaded machine.
+    let setup =
+        Client::open_instance(&hosts.hosts_file(), ClientOptions { force_tcp: true, ..Default::default() }).unwrap();
     for p in &files {
-        put(&c, p, &version(p, 1)).unwrap();
+        put(&setup, p, &version(p, 1)).unwrap();
     }
+    drop(setup);
 
     hosts.cut_off_from_clients(1);
     let t = Instant::now();
