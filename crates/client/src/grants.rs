@@ -243,6 +243,10 @@ pub(crate) struct Ticket {
 /// This process's grants, from every daemon.
 pub(crate) struct Cache {
     on: bool,
+    /// In a child after fork that found a lock of its parent's held (another of
+    /// the parent's threads had it at the fork, and that thread does not exist
+    /// here): grants are off for good in this process, which never waits on it.
+    off_after_fork: AtomicBool,
     /// This process's locks and their waits (locks.rs): they live by the callback
     /// connections too, whether grants are on or not.
     pub(crate) locks: Arc<crate::locks::LockTable>,
@@ -275,6 +279,7 @@ impl Cache {
     pub(crate) fn new(daemons: usize, on: bool) -> Cache {
         Cache {
             on,
+            off_after_fork: AtomicBool::new(false),
             locks: Arc::new(crate::locks::LockTable::default()),
             records: Arc::new(Records::default()),
             daemons: (0..daemons).map(|_| DaemonGrants::default()).collect(),
@@ -287,7 +292,7 @@ impl Cache {
     }
 
     pub(crate) fn on(&self) -> bool {
-        self.on
+        self.on && !self.off_after_fork.load(Ordering::Relaxed)
     }
 
     fn now_ms(&self) -> u64 {
@@ -309,33 +314,64 @@ impl Cache {
         self.id.load(Ordering::Acquire)
     }
 
+    /// In a child after fork: nothing of the parent's grants, connections or locks
+    /// is used. Locks are only tried: another thread of the parent may have held
+    /// one at the fork (a recall being answered), and it would never be released
+    /// here; then grants stay off in this process (`off_after_fork`).
     fn start_over(&self, generation: u64) {
+        let mut clean = true;
         for d in &self.daemons {
-            let mut link = lock(&d.link);
-            if let Some((g, c)) = link.take() {
-                if g != generation {
-                    // The parent's: closing it would shut the parent's socket (the
-                    // fork handler closed this process's copies of its descriptors).
-                    match Arc::try_unwrap(c) {
-                        Ok(c) => c.abandon_after_fork(),
-                        Err(c) => std::mem::forget(c),
+            match d.link.try_lock() {
+                Ok(mut link) => {
+                    if let Some((g, c)) = link.take() {
+                        if g != generation {
+                            // The parent's: closing it would shut the parent's socket
+                            // (the fork handler closed this process's copies of its
+                            // descriptors).
+                            match Arc::try_unwrap(c) {
+                                Ok(c) => c.abandon_after_fork(),
+                                Err(c) => std::mem::forget(c),
+                            }
+                        }
                     }
                 }
+                Err(_) => clean = false,
             }
             // The fork handler emptied the registry: these numbers are not in it
             // (unregistering them could take out a new connection's).
-            if let Some(f) = lock(&d.fds).take() {
-                lock(&f).fds.clear();
+            match d.fds.try_lock() {
+                Ok(mut fds) => {
+                    if let Some(f) = fds.take() {
+                        match f.try_lock() {
+                            Ok(mut f) => f.fds.clear(),
+                            Err(_) => clean = false,
+                        }
+                    }
+                }
+                Err(_) => clean = false,
             }
             d.up.store(false, Ordering::SeqCst);
             d.valid_until_ms.store(0, Ordering::SeqCst);
         }
         self.records.generation.fetch_add(1, Ordering::SeqCst);
-        let mut m = self.records.map.write().unwrap_or_else(|e| e.into_inner());
-        m.clear();
-        self.records.data_bytes.store(0, Ordering::Relaxed);
-        drop(m);
-        self.records.forget_listings();
+        self.records.listing_generation.fetch_add(1, Ordering::SeqCst);
+        match self.records.map.try_write() {
+            Ok(mut m) => {
+                m.clear();
+                self.records.data_bytes.store(0, Ordering::Relaxed);
+            }
+            Err(_) => clean = false,
+        }
+        match self.records.listings.try_write() {
+            Ok(mut l) => {
+                l.clear();
+                self.records.listing_entries.store(0, Ordering::Relaxed);
+            }
+            Err(_) => clean = false,
+        }
+        if !clean {
+            self.off_after_fork.store(true, Ordering::Relaxed);
+        }
         self.locks.forget_all();
     }
 
@@ -362,10 +398,10 @@ impl Cache {
     /// The cached record of `p` (and, with `data`, only if its inline data is known
     /// too), if its grant may be used.
     pub(crate) fn get(&self, p: &str, with_data: bool) -> Option<Held> {
-        if !self.on {
+        self.client_id();
+        if !self.on() {
             return None;
         }
-        self.client_id();
         let (record, data, daemon) = {
             let m = self.records.map.read().unwrap_or_else(|e| e.into_inner());
             let e = m.get(p)?;
@@ -381,10 +417,10 @@ impl Cache {
     /// What is left of the lease of the grant this process holds on `p`'s record
     /// (zero: none, or it may not be used).
     pub(crate) fn left(&self, p: &str) -> Duration {
-        if !self.on {
+        self.client_id();
+        if !self.on() {
             return Duration::ZERO;
         }
-        self.client_id();
         let daemon = {
             let m = self.records.map.read().unwrap_or_else(|e| e.into_inner());
             match m.get(p) {
@@ -416,10 +452,10 @@ impl Cache {
     /// Whether `daemon` should get a callback connection now (this process looked
     /// up enough there and has none).
     pub(crate) fn wants_link(&self, daemon: u32) -> bool {
-        if !self.on {
+        self.client_id();
+        if !self.on() {
             return false;
         }
-        self.client_id();
         let Some(d) = self.daemons.get(daemon as usize) else { return false };
         if d.up.load(Ordering::Acquire) {
             return false;
@@ -567,7 +603,8 @@ impl Cache {
     /// Keeps a granted record (and its inline data, if known) unless anything was
     /// forgotten since `t` was taken, or the grants of `daemon` may not be used.
     pub(crate) fn install(&self, t: Ticket, daemon: u32, p: &str, record: &Record, data: Option<Option<&[u8]>>) {
-        if !self.on || self.usable(daemon).is_none() {
+        self.client_id();
+        if !self.on() || self.usable(daemon).is_none() {
             return;
         }
         // An empty record has no inline data: what `stat_data` would say.
@@ -592,7 +629,8 @@ impl Cache {
     /// fails, or an open finds the existing one), so it forgets nothing, and its
     /// own reply's grant can be installed.
     pub(crate) fn changing(&self, req: &Request) {
-        if !self.on {
+        self.client_id();
+        if !self.on() {
             return;
         }
         // A name made or taken away here: this process's listing of its directory
@@ -613,10 +651,10 @@ impl Cache {
     /// The listing of `dir`, if every daemon's grant on its names may be used, and
     /// the daemons whose lease is half gone (to renew).
     fn listing(&self, dir: &str) -> Option<(Listing, Vec<u32>)> {
-        if !self.on {
+        self.client_id();
+        if !self.on() {
             return None;
         }
-        self.client_id();
         let l = self.records.listings.read().unwrap_or_else(|e| e.into_inner()).get(dir).cloned()?;
         let mut renew = Vec::new();
         for d in 0..self.daemons.len() as u32 {
@@ -631,7 +669,8 @@ impl Cache {
     /// the listing's first page) unless a listing was forgotten since `t` was
     /// taken or a grant may not be used; its id if kept.
     pub(crate) fn install_listing(&self, t: Ticket, dir: &str, entries: Vec<gust_proto::DirEntry>) -> Option<u64> {
-        if !self.on || entries.len() > LISTING_ENTRIES_MAX {
+        self.client_id();
+        if !self.on() || entries.len() > LISTING_ENTRIES_MAX {
             return None;
         }
         if !(0..self.daemons.len() as u32).all(|d| self.usable(d).is_some()) {

@@ -129,9 +129,14 @@ impl LockTable {
 
     /// In a child after fork: the parent's locks and waits are not this process's.
     pub(crate) fn forget_all(&self) {
-        // The parent's threads wait on these; in the child nobody does.
-        std::mem::take(&mut *lock(&self.waits)).into_values().for_each(std::mem::forget);
-        lock(&self.held).clear();
+        // The parent's threads wait on these; in the child nobody does. Only tried:
+        // a thread of the parent that held one at the fork does not exist here.
+        if let Ok(mut w) = self.waits.try_lock() {
+            std::mem::take(&mut *w).into_values().for_each(std::mem::forget);
+        }
+        if let Ok(mut h) = self.held.try_lock() {
+            h.clear();
+        }
         self.held_count.store(0, Ordering::Release);
     }
 
