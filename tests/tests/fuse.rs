@@ -605,21 +605,6 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-/// Requests served by all daemons, not counting the `stats` requests that read them.
-fn daemon_requests(c: &gust_client::Client) -> u64 {
-    (0..c.daemon_count())
-        .map(|d| {
-            c.daemon_stats(d)
-                .expect("daemon stats")
-                .ops
-                .iter()
-                .filter(|x| !matches!(x.0.as_str(), "stats" | "callback"))
-                .map(|x| x.1)
-                .sum::<u64>()
-        })
-        .sum()
-}
-
 #[test]
 fn open_within_the_attribute_timeout_asks_no_daemon() {
     let inst = Instance::start(3);
@@ -628,11 +613,11 @@ fn open_within_the_attribute_timeout_asks_no_daemon() {
     std::fs::write(&p, b"hello").unwrap();
     let c = inst.client();
     std::fs::metadata(&p).unwrap();
-    let before = daemon_requests(&c);
+    let before = common::daemon_requests(&c);
     for _ in 0..20 {
         drop(std::fs::File::open(&p).unwrap());
     }
-    assert_eq!(daemon_requests(&c) - before, 0, "opens with fresh attributes went to the daemons");
+    assert_eq!(common::daemon_requests(&c) - before, 0, "opens with fresh attributes went to the daemons");
     assert_eq!(std::fs::read(&p).unwrap(), b"hello");
     // The file replaced by another client: its daemon recalled the mount's grant,
     // and the mount had the kernel drop the name and the attributes before the

@@ -6,21 +6,14 @@
 //! changes is still answered by the kernel alone.
 //! Needs /dev/fuse and root (or fusermount3).
 
+mod common;
+
+use common::{daemon_requests, listings_served};
 use gust_e2e::mount::Mount;
 use gust_e2e::Instance;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
-
-/// Requests the daemons served, not counting those that read the counters.
-fn daemon_requests(c: &gust_client::Client) -> u64 {
-    (0..c.daemon_count())
-        .map(|d| {
-            let s = c.daemon_stats(d).expect("daemon stats");
-            s.ops.iter().filter(|x| !matches!(x.0.as_str(), "stats" | "callback")).map(|x| x.1).sum::<u64>()
-        })
-        .sum()
-}
 
 #[test]
 fn what_one_mount_changes_the_other_shows_at_once() {
@@ -114,14 +107,6 @@ fn names(dir: &std::path::Path) -> Vec<String> {
         fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     v.sort();
     v
-}
-
-fn listings_served(c: &gust_client::Client) -> u64 {
-    (0..c.daemon_count())
-        .flat_map(|d| c.daemon_stats(d).unwrap().ops)
-        .filter(|(op, _)| op == "readdir" || op == "readdir_plus")
-        .map(|(_, n)| n)
-        .sum()
 }
 
 /// A directory listed again and again is answered by the kernel's cache of it (no

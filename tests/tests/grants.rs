@@ -134,15 +134,6 @@ fn another_process_sees_every_change_at_once() {
     assert_eq!(h.ask("quit"), "");
 }
 
-/// Listings the daemons served so far (readdir, readdir_plus).
-fn listings_served(c: &gust_client::Client) -> u64 {
-    (0..c.daemon_count())
-        .flat_map(|d| c.daemon_stats(d).unwrap().ops)
-        .filter(|(op, _)| op == "readdir" || op == "readdir_plus")
-        .map(|(_, n)| n)
-        .sum()
-}
-
 /// A listing is answered from the holder's memory while no name in the directory
 /// changes (every daemon granted its names, docs/DESIGN.md "Grants"); a name
 /// created, removed or renamed by another process is in (or out of) the holder's
@@ -164,11 +155,11 @@ fn a_listing_is_kept_until_another_process_changes_a_name() {
     let warm = |h: &mut Holder, want: &str| {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let before = listings_served(&c);
+            let before = common::listings_served(&c);
             for _ in 0..20 {
                 assert_eq!(ls(h), want);
             }
-            if listings_served(&c) == before {
+            if common::listings_served(&c) == before {
                 return;
             }
             assert!(Instant::now() < deadline, "listings of an unchanged directory still reach the daemons");

@@ -32,7 +32,7 @@ pub(crate) fn choose(daemons: &[DaemonEntry]) {
         HOME.store(NONE, Ordering::Relaxed);
         return;
     }
-    let mine = node_addresses();
+    let mine: Vec<IpAddr> = gust_hosts::interfaces().into_iter().map(|(_, a)| a).collect();
     let here: Vec<u32> = daemons
         .iter()
         .filter(|d| match d.network() {
@@ -43,45 +43,4 @@ pub(crate) fn choose(daemons: &[DaemonEntry]) {
         .collect();
     let home = if here.is_empty() { NONE } else { here[std::process::id() as usize % here.len()] };
     HOME.store(home, Ordering::Relaxed);
-}
-
-/// The addresses of this node's interfaces (in this network namespace).
-fn node_addresses() -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills a list it allocates; it is read, then freed once.
-    unsafe {
-        if libc::getifaddrs(&mut ifs) != 0 {
-            return out;
-        }
-        let mut p = ifs;
-        while !p.is_null() {
-            let a = (*p).ifa_addr;
-            if !a.is_null() {
-                match (*a).sa_family as i32 {
-                    libc::AF_INET => {
-                        let v4 = &*(a as *const libc::sockaddr_in);
-                        out.push(IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()));
-                    }
-                    libc::AF_INET6 => {
-                        let v6 = &*(a as *const libc::sockaddr_in6);
-                        out.push(IpAddr::from(v6.sin6_addr.s6_addr));
-                    }
-                    _ => {}
-                }
-            }
-            p = (*p).ifa_next;
-        }
-        libc::freeifaddrs(ifs);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn loopback_is_one_of_this_nodes_addresses() {
-        let a = super::node_addresses();
-        assert!(a.iter().any(|ip| ip.is_loopback()), "{a:?}");
-    }
 }

@@ -251,6 +251,40 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
 }
 
+/// The node's interfaces (in this network namespace): (name, address), from
+/// getifaddrs, loopback included.
+pub fn interfaces() -> Vec<(String, std::net::IpAddr)> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free once.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut p = head;
+        while !p.is_null() {
+            let ifa = &*p;
+            if !ifa.ifa_addr.is_null() {
+                let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned();
+                match (*ifa.ifa_addr).sa_family as i32 {
+                    libc::AF_INET => {
+                        let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                        out.push((name, std::net::IpAddr::from(u32::from_be(sa.sin_addr.s_addr).to_be_bytes())));
+                    }
+                    libc::AF_INET6 => {
+                        let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                        out.push((name, std::net::IpAddr::from(sa.sin6_addr.s6_addr)));
+                    }
+                    _ => {}
+                }
+            }
+            p = ifa.ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
 pub fn this_host() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is valid for its length; gethostname NUL-terminates on success.

@@ -11,7 +11,6 @@
 use serde::Serialize;
 use std::fs;
 use std::io::Write;
-use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -221,38 +220,8 @@ fn meminfo() -> (u64, u64) {
     (get("MemTotal:"), get("MemAvailable:"))
 }
 
-/// The node's interfaces: (name, address), from getifaddrs.
-pub fn interfaces() -> Vec<(String, IpAddr)> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list we walk read-only and free once.
-    unsafe {
-        if libc::getifaddrs(&mut head) != 0 {
-            return out;
-        }
-        let mut p = head;
-        while !p.is_null() {
-            let ifa = &*p;
-            if !ifa.ifa_addr.is_null() {
-                let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned();
-                match (*ifa.ifa_addr).sa_family as i32 {
-                    libc::AF_INET => {
-                        let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                        out.push((name, IpAddr::from(u32::from_be(sa.sin_addr.s_addr).to_be_bytes())));
-                    }
-                    libc::AF_INET6 => {
-                        let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                        out.push((name, IpAddr::from(sa.sin6_addr.s6_addr)));
-                    }
-                    _ => {}
-                }
-            }
-            p = ifa.ifa_next;
-        }
-        libc::freeifaddrs(head);
-    }
-    out
-}
+/// The node's interfaces: (name, address) (gust-hosts, which clients share).
+pub use gust_hosts::interfaces;
 
 fn nics() -> Vec<Nic> {
     let mut names: Vec<String> = fs::read_dir("/sys/class/net")

@@ -96,6 +96,22 @@ pub fn op_total(c: &Client, op: &str) -> u64 {
     (0..c.daemon_count()).map(|d| op_count(c, d, op)).sum()
 }
 
+/// Requests served by all daemons, not counting the `stats` requests that read them
+/// (nor the callback connections' setup).
+pub fn daemon_requests(c: &Client) -> u64 {
+    (0..c.daemon_count())
+        .map(|d| {
+            let s = c.daemon_stats(d).unwrap_or_else(|e| panic!("stats of daemon {d}: {e}"));
+            s.ops.iter().filter(|x| !matches!(x.0.as_str(), "stats" | "callback")).map(|x| x.1).sum::<u64>()
+        })
+        .sum()
+}
+
+/// Listings the daemons served (pages of `readdir` and `readdir_plus`).
+pub fn listings_served(c: &Client) -> u64 {
+    op_total(c, "readdir") + op_total(c, "readdir_plus")
+}
+
 pub fn op_count(c: &Client, d: u32, op: &str) -> u64 {
     let s = c.daemon_stats(d).unwrap_or_else(|e| panic!("stats of daemon {d}: {e}"));
     s.ops.iter().find(|x| x.0 == op).unwrap_or_else(|| panic!("daemon {d} has no counter {op}")).1
