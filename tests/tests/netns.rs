@@ -172,7 +172,15 @@ fn a_daemon_cut_off_from_clients_only_is_fenced() {
     hosts.cut_off_from_clients(1);
     let t = Instant::now();
     for p in &files {
-        put(&c, p, &version(p, 2)).unwrap_or_else(|e| panic!("write {p} with host 1 cut off: {e}"));
+        put(&c, p, &version(p, 2)).unwrap_or_else(|e| {
+            panic!(
+                "write {p} with host 1 cut off: {e} ({:?})\n0: {}\n2: {}\n1: {}",
+                c.last_transport_error(),
+                hosts.daemon_log(0),
+                hosts.daemon_log(2),
+                hosts.daemon_log(1)
+            )
+        });
     }
     assert!(t.elapsed() < Duration::from_secs(8), "writes took {:?}", t.elapsed());
     for p in &files {

@@ -80,7 +80,7 @@ pub fn carries_bulk(reply: &Reply) -> bool {
 /// A daemon that must not serve the file system's contents now: restarted after a
 /// crash in a replicated instance, or without a lease from its peers (see `serve`).
 pub(crate) fn out_of_service(state: &State) -> bool {
-    state.recovering.load(Ordering::Relaxed) || !state.lease.holds()
+    state.recovering.load(Ordering::Relaxed) || !state.lease.holds_or_wait_first_round()
 }
 
 /// Serves one request and counts it: its latency, its errno if any, its directory.
@@ -203,7 +203,7 @@ fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
 
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
-    if out_of_service(state) && req.while_recovering() == WhileRecovering::Refuses {
+    if req.while_recovering() == WhileRecovering::Refuses && out_of_service(state) {
         // Restarted after a crash, or fenced, in a replicated instance: its copies
         // may miss writes its peers took meanwhile; clients read and write the other
         // copies until `gust repair`. Without a lease (cut off from its peers, or

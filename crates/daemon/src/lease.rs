@@ -28,7 +28,7 @@ use gust_rpc::{Connection, Options};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// How long a renewed lease lasts, from the start of the round that renewed it.
@@ -55,17 +55,51 @@ pub struct Lease {
     needed: AtomicBool,
     /// CLOCK_BOOTTIME milliseconds until which the lease holds.
     until_ms: AtomicU64,
+    /// Whether the first round (run by `start`) is over, whatever it found.
+    first_round: Mutex<bool>,
+    first_round_over: Condvar,
 }
+
+/// How long a request that arrives before the first round is over waits for it.
+/// The round is bounded by two steps of `HEARTBEAT_TIMEOUT` (connect, reply).
+const FIRST_ROUND_WAIT: Duration = Duration::from_millis(2 * HEARTBEAT_TIMEOUT.as_millis() as u64 + 250);
 
 impl Lease {
     pub fn new() -> Lease {
-        Lease { needed: AtomicBool::new(false), until_ms: AtomicU64::new(0) }
+        Lease {
+            needed: AtomicBool::new(false),
+            until_ms: AtomicU64::new(0),
+            first_round: Mutex::new(false),
+            first_round_over: Condvar::new(),
+        }
     }
 
     /// Whether the daemon may serve contents: checked per request, two loads and a
     /// clock read (vDSO) in replicated instances, one load otherwise.
     pub fn holds(&self) -> bool {
         !self.needed.load(Ordering::Relaxed) || now_ms() < self.until_ms.load(Ordering::Acquire)
+    }
+
+    /// `holds`, but a request that arrives while the first round is still under way
+    /// waits for it (bounded by `FIRST_ROUND_WAIT`). A daemon registers in the hosts
+    /// file before its server and first round start, so a client that found the
+    /// hosts file complete may ask it that early: answering EHOSTDOWN then would make
+    /// the client fence a daemon that was only starting (and so lose it for the
+    /// instance's life, until `gust repair`).
+    pub fn holds_or_wait_first_round(&self) -> bool {
+        if self.holds() {
+            return true;
+        }
+        let over = self.first_round.lock().unwrap_or_else(|e| e.into_inner());
+        if !*over {
+            let _ = self.first_round_over.wait_timeout_while(over, FIRST_ROUND_WAIT, |over| !*over);
+        }
+        self.holds()
+    }
+
+    fn first_round_done(&self) {
+        *self.first_round.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.first_round_over.notify_all();
     }
 
     /// From now on, contents need the lease (a replicated instance): set before the
@@ -290,9 +324,41 @@ pub fn start(state: Arc<State>, hosts_path: &Path, replicas: u32) -> Result<(), 
         }
         Round::Renewed => {}
     }
+    state.lease.first_round_done();
     std::thread::Builder::new()
         .name("gust-heartbeat".into())
         .spawn(move || hb.run())
         .map(|_| ())
         .map_err(|e| format!("cannot start the heartbeat thread: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_before_the_first_round_waits_for_it() {
+        let lease = Arc::new(Lease::new());
+        lease.require();
+        assert!(!lease.holds(), "no round yet: no lease");
+        let l = lease.clone();
+        let round = std::thread::spawn(move || {
+            // A first round that takes a while, then renews.
+            std::thread::sleep(Duration::from_millis(100));
+            l.renew_from(now_ms());
+            l.first_round_done();
+        });
+        assert!(lease.holds_or_wait_first_round(), "served once the first round renewed the lease");
+        round.join().unwrap();
+    }
+
+    #[test]
+    fn after_the_first_round_a_missing_lease_is_refused_at_once() {
+        let lease = Lease::new();
+        lease.require();
+        lease.first_round_done();
+        let t = std::time::Instant::now();
+        assert!(!lease.holds_or_wait_first_round());
+        assert!(t.elapsed() < FIRST_ROUND_WAIT, "no wait once the first round is over");
+    }
 }
