@@ -174,11 +174,9 @@ fn a_daemon_cut_off_from_clients_only_is_fenced() {
     for p in &files {
         put(&c, p, &version(p, 2)).unwrap_or_else(|e| {
             panic!(
-                "write {p} with host 1 cut off: {e} ({:?})\n0: {}\n2: {}\n1: {}",
-                c.last_transport_error(),
-                hosts.daemon_log(0),
-                hosts.daemon_log(2),
-                hosts.daemon_log(1)
+                "write {p} with host 1 cut off: {e} ({})\ndaemon logs:\n{}",
+                c.last_transport_error().unwrap_or_default(),
+                (0..3).map(|d| hosts.daemon_log(d)).collect::<Vec<_>>().join("\n")
             )
         });
     }
