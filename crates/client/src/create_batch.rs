@@ -88,6 +88,7 @@ impl CreateBatch {
     /// the default size; N is N records (at most CREATE_BATCH_ENTRIES_MAX).
     pub(crate) fn from_env() -> CreateBatch {
         let b = CreateBatch::default();
+        b.entries_max.store(CREATE_BATCH_ENTRIES_DEFAULT, Ordering::Relaxed);
         if let Ok(v) = std::env::var("GUST_CREATE_BATCH") {
             let n = match v.trim().parse::<usize>() {
                 Ok(0) => 0,
@@ -123,12 +124,36 @@ impl Client {
         self.creates.entries_max.load(Ordering::Relaxed) > 0 && !self.ending()
     }
 
-    /// Queues the create of `path` with its data (a last close); sends the queue if
+    /// Queues the create of `path` with its data (a last close), if this process
+    /// still holds the claim on its directory (claims.rs: the claim's recall sends
+    /// the queue); otherwise gives `p` back, to be sent at once. Sends the queue if
     /// it is full or its oldest entry is due. Failures of that send surface through
     /// `take_create_error` (the front-end close calls it).
-    pub(crate) fn queue_create(&self, path: String, record: Record, flags: i32, p: Pending) -> Result<()> {
+    pub(crate) fn queue_create(
+        &self,
+        path: &str,
+        record: Record,
+        flags: i32,
+        p: Pending,
+    ) -> std::result::Result<(), Pending> {
+        let mut p = Some(p);
+        let due = self.while_claimed(path, || self.queue_claimed(path, record, flags, p.take().expect("once")));
+        match due {
+            None => Err(p.take().expect("not queued")),
+            Some(due) => {
+                if due {
+                    self.flush_creates();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Puts the create in the queue (the claim is held); whether the queue is due.
+    fn queue_claimed(&self, path: &str, record: Record, flags: i32, p: Pending) -> bool {
+        let path = path.to_string();
         let (data, exclusive, mode) = p.into_parts();
-        let due = {
+        {
             let mut q = self.creates.queue.lock().unwrap_or_else(|e| e.into_inner());
             let generation = crate::rpc::fork_generation();
             if q.generation != generation {
@@ -144,11 +169,7 @@ impl Client {
             q.items.len() >= self.creates.entries_max.load(Ordering::Relaxed).max(1)
                 || q.data_bytes >= CREATE_BATCH_DATA_BYTES_MAX
                 || now.duration_since(oldest) >= CREATE_BATCH_INTERVAL
-        };
-        if due {
-            self.flush_creates();
         }
-        Ok(())
     }
 
     /// Whether `path` is queued (a deferred open of it sends the queue first, so
@@ -210,13 +231,21 @@ impl Client {
                 bulk: group.iter().map(|it| it.data.as_slice()).collect(),
             })
             .collect();
+        let tickets: Vec<_> = groups.iter().map(|(d, _)| self.lookup_ticket(*d)).collect();
         let answers = self.transport.batch(calls);
-        for ((_, group), answer) in groups.into_iter().zip(answers) {
+        for (i, ((daemon, group), answer)) in groups.into_iter().zip(answers).enumerate() {
             let errnos: Vec<i32> = match answer {
                 Ok((Response::Staged(outs), _)) if outs.len() == group.len() => outs.iter().map(|o| o.errno).collect(),
                 Ok(_) => vec![libc::EIO; group.len()],
                 Err(Errno(e)) => vec![e; group.len()],
             };
+            // Granted (all of them made): this process knows them, data and all.
+            if crate::grants::batch_flags(i) & gust_proto::frame::REPLY_GRANTED != 0 {
+                for it in &group {
+                    let data = (!it.data.is_empty()).then_some(&it.data[..]);
+                    self.granted_created(tickets[i], daemon, &it.path, &it.record, data);
+                }
+            }
             for (it, errno) in group.into_iter().zip(errnos) {
                 let r = match errno {
                     0 => Ok(()),

@@ -192,7 +192,7 @@ macro_rules! requests {
         const _: () = {
             let mut i = 0;
             while i < OPS.len() {
-                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_LISTED, "op code out of range");
+                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_CLAIMED, "op code out of range");
                 let mut j = i + 1;
                 while j < OPS.len() {
                     assert!(OPS[i].0 != OPS[j].0, "duplicate op code");
@@ -487,7 +487,9 @@ requests! {
     /// Sent first on the connection a client keeps open for the daemon's calls: the
     /// daemon sends `recall` requests on it from now on, and the client only answers
     /// them. Answered with `Ok`. Any further request from the client ends it.
-    52 OP_CALLBACK "callback" Callback { client: u64 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// `claims`: the client takes claims on directories (`REPLY_CLAIMED`) and
+    /// settles what it deferred under one when it is recalled.
+    52 OP_CALLBACK "callback" Callback { client: u64, claims: bool } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Daemon to client, on its `callback` connection: forget the cached records of
     /// `paths` (another client is about to change them). Answered with `Ok` once
     /// they are forgotten; until then the change waits (at most the client's lease).
@@ -573,6 +575,31 @@ impl Request {
             Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
             Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
             _ => {}
+        }
+    }
+
+    /// Calls `f` with each directory whose names this request reads or changes: the
+    /// parent of every path it names, and a listed directory itself. A claim on one
+    /// of them (docs/DESIGN.md, "Claims") is recalled before another client's
+    /// request is served. A scan of a whole tree names its root in
+    /// [`Request::subtree`] instead.
+    pub fn dirs_named(&self, mut f: impl FnMut(&str)) {
+        use crate::path::parent;
+        match self {
+            Request::Stat { path } | Request::StatData { path } | Request::CloseWrite { path } => f(parent(path)),
+            Request::ReadMany { paths } => paths.iter().for_each(|p| f(parent(p))),
+            Request::ReadDir { dir, .. } | Request::ReadDirPlus { dir, .. } | Request::HasChildren { dir } => f(dir),
+            _ => {}
+        }
+        self.changed_paths(|p| f(parent(p)));
+    }
+
+    /// The root of the tree this request scans (`scan_tree`, `find`): every claim in
+    /// it is recalled first.
+    pub fn subtree(&self) -> Option<&str> {
+        match self {
+            Request::ScanTree { dir, .. } | Request::Find { dir, .. } => Some(dir),
+            _ => None,
         }
     }
 
@@ -1120,7 +1147,7 @@ mod tests {
             ),
             (Request::Multiplex, "32000000".into()),
             (Request::Hello { client: 0x0807060504030201 }, "33000000  0102030405060708".into()),
-            (Request::Callback { client: 9 }, "34000000  0900000000000000".into()),
+            (Request::Callback { client: 9, claims: true }, "34000000  0900000000000000 01".into()),
             (Request::Recall { paths: vec!["/a".into()] }, "35000000  0100000000000000 0200000000000000 2f61".into()),
             (
                 Request::Lock {
