@@ -1,28 +1,31 @@
-//! Batched deferred creates (opt-in: `$GUST_CREATE_BATCH`, see
+//! Batched deferred creates, under a directory's claim (claims.rs; the batch size
+//! from `$GUST_CREATE_BATCH`, 64 by default, 0 off; see
 //! [`Client::set_create_batch`]): the small files a process creates and closes are
 //! sent to their metadata daemons many records to a request (`create_inline_batch`),
 //! the client-side "bulk insertion" of IndexFS/BatchFS/DeltaFS.
 //!
-//! Without it, the last close of a deferred create (inline.rs) sends one
-//! `create_inline`. With it, that close queues the record and its data here and
-//! returns; the queue goes out, one request per metadata daemon holding queued
-//! paths, when:
+//! The last close of a create deferred under a claim (inline.rs) queues the record
+//! and its data here and returns; the queue goes out, one request per metadata
+//! daemon holding queued paths, when:
 //! * it holds `entries_max` records or [`CREATE_BATCH_DATA_BYTES_MAX`] bytes of data,
 //! * a close queues a create while the oldest queued one is older than
 //!   [`CREATE_BATCH_INTERVAL`] (there is no timer thread: a process that stops
-//!   creating holds its queue until its next file-system call or its exit),
+//!   creating holds its queue until its next file-system call, its exit, or the
+//!   recall of its claim),
 //! * this client makes any path operation (stat, open of an existing path, readdir,
 //!   rename, unlink, mkdir, ...: `Client::norm`, via `settle_all`), or a deferred
 //!   open of a path that is queued,
+//! * a daemon recalls the claim (another process names the directory): the
+//!   callback connection's thread sends it before answering,
 //! * the process forks (the preload library's pthread_atfork handler), execs or
 //!   exits (its exit handler); a child forked otherwise drops what it inherited,
 //!   which its parent sends.
 //!
-//! So this process sees its files as if created at close; other processes see them
-//! from the flush. Sketch: a 4 KiB create costs ~30 µs of CPU as one request on the
-//! test machine; 64 of them in one request cost one request's fixed part plus 64
-//! RocksDB writes, and at most 64 x 256 KiB = 16 MiB is ever held (bounded at 1 MiB
-//! of data here).
+//! So every process sees the files as if created at their open. A create is queued
+//! only while the claim is held (checked under the claims' lock, which a recall
+//! takes first); otherwise it is sent at its close. Sketch: a 4 KiB create costs ~30
+//! µs of CPU as one request on the test machine; 64 of them in one request cost one
+//! request's fixed part plus 64 RocksDB writes, and at most 1 MiB of data is held.
 //!
 //! Errors: a queued create that fails at the flush (ENOSPC from a full daemon,
 //! EEXIST for an O_EXCL create whose path appeared meanwhile, a lost daemon) cannot

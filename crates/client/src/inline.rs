@@ -3,8 +3,10 @@
 //!
 //! A small file's data may live beside its record on the metadata daemon (daemon
 //! `inline.rs`). Three paths use that:
-//! * Create. [`Client::open_deferred`] (the preload library's open with O_CREAT)
-//!   sends nothing: writes within the first `INLINE_BYTES_MAX` bytes (or fewer,
+//! * Create. [`Client::open_deferred`] (the preload library's open with O_CREAT),
+//!   where this process holds the claim on the directory (claims.rs; otherwise it
+//!   is an ordinary open that creates the file), sends nothing: writes within the
+//!   first `INLINE_BYTES_MAX` bytes (or fewer,
 //!   from $GUST_INLINE_BYTES_MAX), each at or
 //!   before the end of what was written so far, are kept in the descriptor, and close
 //!   sends the record with the data (`create_inline`): create + write + close of a
@@ -13,7 +15,8 @@
 //!   this client settle it first, so this client sees the file as if created at open;
 //!   such a settle, with the descriptor still open for writing, creates an ordinary
 //!   chunked file (create and chunk writes), as only a last close may go inline.
-//!   Other clients see it from the settle on (docs/SEMANTICS.md). If the path exists
+//!   Other clients see it from their first request that names the directory on:
+//!   it recalls the claim, which settles it (docs/SEMANTICS.md). If the path exists
 //!   by then, an O_EXCL create fails there (EEXIST from close), and any other open
 //!   becomes an ordinary open of what is there, written the ordinary way.
 //! * Open. An open fetches the record with `stat_data`, which brings inline data
