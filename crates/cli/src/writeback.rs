@@ -48,6 +48,21 @@ pub fn start(hosts: &Path, cache_of: &str) -> Result<(), String> {
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log);
     gust_launch::proc::own_session(&mut cmd);
+    // Its signals wait for its handlers: a `gust flush` or `gust stop` right after
+    // the start must not kill it before it has written anything back.
+    // SAFETY: only sigemptyset, sigaddset and sigprocmask between fork and exec,
+    // which are async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in gust_stage::follow::SIGNALS {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
     let child = cmd.spawn().map_err(|e| format!("cannot start the write-back: {e}"))?;
     fs::write(side(hosts, "pid"), format!("{}\n", child.id()))
         .map_err(|e| format!("cannot record the write-back's pid: {e}"))?;

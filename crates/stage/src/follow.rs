@@ -32,12 +32,24 @@ extern "C" fn on_flush(_: libc::c_int) {
     FLUSH.store(true, Ordering::SeqCst);
 }
 
+/// The signals a follower acts on. Whoever starts one may block them across the
+/// exec (`gust start --cache-of` does): a signal sent before the handlers exist then
+/// waits for them instead of killing the follower (SIGUSR1's and SIGINT's default).
+pub const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1];
+
 fn install_handlers() {
-    // SAFETY: the handlers only store to atomics, which is async-signal-safe.
+    // SAFETY: the handlers only store to atomics, which is async-signal-safe; the
+    // mask is this thread's (the main thread's, before any other starts).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGUSR1, on_flush as *const () as libc::sighandler_t);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
 }
 
