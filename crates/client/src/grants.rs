@@ -562,7 +562,13 @@ impl Cache {
                 let mut claims = false;
                 for p in &paths {
                     match gust_proto::path::claim_dir(p) {
-                        Some(dir) => claims |= records.claims.lost(daemon, dir),
+                        // Settled even if this process dropped the claim already
+                        // (its lease ran out here first): what it deferred is
+                        // still here, and the daemon waits for it.
+                        Some(dir) => {
+                            records.claims.lost(daemon, dir);
+                            claims = true;
+                        }
                         None => records.forget(p),
                     }
                 }

@@ -240,16 +240,18 @@ impl Grants {
     /// back. False as well if a change of a record in `dir` ended since `epoch`:
     /// the page may hold a record from before it.
     pub fn grant_listed(&self, dir: &str, paths: &[String], h: &Holder, epoch: u64) -> bool {
-        if self.grant_all(paths, h) && self.dir_epoch(dir) == epoch {
-            return true;
-        }
-        false
+        self.grant_all_if(paths, h, || self.dir_epoch(dir) == epoch)
     }
 
     /// Grants `h` every one of `paths` (records it just read or made), all or
     /// nothing: true if each is granted now; otherwise those granted here are
     /// taken back.
     pub fn grant_all(&self, paths: &[String], h: &Holder) -> bool {
+        self.grant_all_if(paths, h, || true)
+    }
+
+    /// `grant_all`, kept only if `still` says so once all are granted.
+    fn grant_all_if(&self, paths: &[String], h: &Holder, still: impl FnOnce() -> bool) -> bool {
         if !h.leased() || paths.is_empty() {
             return false;
         }
@@ -265,7 +267,7 @@ impl Grants {
                 Grant::Held => {}
             }
         }
-        if all {
+        if all && still() {
             return true;
         }
         for p in new {
