@@ -70,6 +70,12 @@ impl Held {
         self.count.store(s.len(), Ordering::Release);
     }
 
+    /// Whether any claim of `daemon` is held.
+    pub(crate) fn holds_any(&self, daemon: u32) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+            && self.set.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(d, _)| *d == daemon)
+    }
+
     /// In a child after fork: none of the parent's claims are its own. False if
     /// another thread of the parent held the lock at the fork.
     pub(crate) fn forget_all_after_fork(&self) -> bool {

@@ -600,9 +600,16 @@ impl Cache {
             f.unregister();
             drop(f);
             up.store(false, Ordering::SeqCst);
+            let claimed = records.claims.holds_any(daemon);
             records.forget_daemon(daemon);
             // The daemon dropped this process's locks with the connection.
             locks.daemon_lost(daemon);
+            if claimed {
+                // Its claims went with it (it restarted, or closed the connection):
+                // nobody recalls them any more, so what was deferred under them
+                // goes out now, not at this process's next call.
+                records.claims.settle();
+            }
         }));
         let opened = gust_rpc::Connection::open(ep, secret, opts).and_then(|c| {
             let claims = self.records.claims.armed();
