@@ -1474,16 +1474,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0a00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0b00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0a00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0b00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0a00 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0b00 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
@@ -1500,18 +1500,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0a00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0b00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0a00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0b00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0a00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0b00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 
