@@ -100,6 +100,15 @@ impl Holder {
     }
 }
 
+impl PathEntry {
+    /// Nothing refers to it: it may go. Not while a recall of it is under way: a
+    /// new entry of the path would take the old recall's end for its own, and a
+    /// count gone below zero would keep every later change of the path waiting.
+    fn unused(&self) -> bool {
+        self.holders.is_empty() && self.changing.is_empty() && self.recalling == 0
+    }
+}
+
 #[derive(Default)]
 struct PathEntry {
     holders: Vec<u64>,
@@ -371,7 +380,7 @@ impl Grants {
         for p in paths.into_paths() {
             if let Some(e) = t.paths.get_mut(&p) {
                 e.holders.retain(|&c| c != id);
-                if e.holders.is_empty() && e.changing.is_empty() {
+                if e.unused() {
                     t.paths.remove(&p);
                 }
             }
@@ -406,7 +415,7 @@ impl Grants {
         }
         let e = t.paths.entry(path.to_string()).or_default();
         if e.changing.iter().any(|c| *c != Some(h.id)) {
-            if e.holders.is_empty() && e.changing.is_empty() {
+            if e.unused() {
                 t.paths.remove(path);
             }
             return Grant::No;
@@ -428,7 +437,7 @@ impl Grants {
         let before = e.holders.len();
         e.holders.retain(|&c| c != h.id);
         let removed = before != e.holders.len();
-        if e.holders.is_empty() && e.changing.is_empty() {
+        if e.unused() {
             t.paths.remove(path);
         }
         if removed {
@@ -533,7 +542,10 @@ impl Grants {
             let mut t = lock(&self.table);
             for (p, n) in sent {
                 if let Some(e) = t.paths.get_mut(&p) {
-                    e.recalling -= n;
+                    e.recalling = e.recalling.saturating_sub(n);
+                    if e.unused() {
+                        t.paths.remove(&p);
+                    }
                 }
             }
             self.recalls_ended.notify_all();
@@ -564,7 +576,7 @@ impl Grants {
                 if let Some(i) = e.changing.iter().position(|x| *x == c.caller) {
                     e.changing.swap_remove(i);
                 }
-                if e.holders.is_empty() && e.changing.is_empty() {
+                if e.unused() {
                     t.paths.remove(p);
                 }
             }
