@@ -1,7 +1,11 @@
 //! Linearizability of what clients see, checked on real processes: `gust bench
 //! history` runs worker processes (each its own client core) that race create,
 //! chmod, unlink and stat on a few shared paths of 4 daemons, and checks the history
-//! they record against the model of gust-history.
+//! they record against the model of gust-history. Each worker also creates in a
+//! directory of its own, as the preload library does (deferred under the
+//! directory's claim), where the others' stats recall the claim.
+
+mod common;
 
 use gust_e2e::Instance;
 
@@ -29,6 +33,9 @@ fn concurrent_clients_are_linearizable() {
     assert_eq!(code, 0, "not linearizable or failed: {report}");
     assert_eq!(count(&report, "violations"), 0, "{report}");
     assert_eq!(count(&report, "operations"), 1200, "{report}");
+    // The creates in the workers' own directories went out in batches: they were
+    // deferred under claims, and the histories checked above include their recalls.
+    assert!(common::op_total(&inst.client(), "create_inline_batch") > 0, "no create was deferred under a claim");
     assert!(count(&report, "paths") >= 6, "{report}");
     // The run left nothing behind in GustFS.
     let ls = inst.gust(&["ls", "/h"]);

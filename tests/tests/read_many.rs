@@ -17,7 +17,7 @@ fn pattern(len: usize, seed: usize) -> Vec<u8> {
 /// Creates `p` with `data` the way the preload library does (deferred create:
 /// small files inline).
 fn put_small(c: &Client, p: &str, data: &[u8]) {
-    let fd = c.open_deferred(p, O_CREAT | O_WRONLY | O_TRUNC, 0o644).unwrap();
+    let fd = c.open_deferred_whole(p, O_CREAT | O_WRONLY | O_TRUNC, 0o644).unwrap();
     assert_eq!(c.write(fd, data).unwrap(), data.len());
     c.close(fd).unwrap();
 }

@@ -394,7 +394,7 @@ fn follow_copies_files_out_while_the_job_runs_and_the_rest_at_the_end() {
     );
     // A small file created, written and closed in one request (the preload library's
     // deferred create, its data inline) counts as closed after writing too.
-    let fd = c.open_deferred("/out/small", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    let fd = c.open_deferred_whole("/out/small", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
     c.write(fd, b"one request").unwrap();
     c.close(fd).unwrap();
     assert!(

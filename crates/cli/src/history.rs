@@ -6,8 +6,11 @@
 //! binary), each with its own client core. A worker makes seeded random create
 //! (O_CREAT|O_EXCL, then close), chmod, unlink and stat calls and listings of the
 //! directory (each read as one observation per shared path: named or not), mostly
-//! stats, three in four on the K shared paths of the run and the rest on two paths
-//! of its own, and
+//! stats, five in eight on the K shared paths of the run, one in eight on two paths
+//! of its own beside them, one in eight on four paths in a directory of its own,
+//! where its creates are the preload library's (open without O_EXCL, deferred under
+//! the directory's claim), and one in eight a stat in another worker's directory
+//! (which recalls that worker's claim), and
 //! writes each call to its history file twice: the invocation before the call, the
 //! completion after, one whole line each, so a worker killed at any point leaves
 //! every completed call and at most one call of unknown outcome. Times are
@@ -17,7 +20,9 @@
 //! worker and starts a replacement under a new process number (with what remains of
 //! the killed one's operations), or SIGSTOPs one for 0.5-3 s. A stopped worker holds
 //! whatever its client holds (connections, and grants once they exist) while others
-//! go on, which is the case a recall must handle.
+//! go on, which is the case a recall must handle. A worker killed, or stopped for
+//! 1.5 s or more (past its lease, what it deferred may be lost or late: a crash's
+//! loss, docs/SEMANTICS.md), has its operations in its own directory left undecided.
 //!
 //! A run counted in seconds goes in rounds of at most --round-seconds, each in a
 //! fresh directory, checked and dropped before the next: at ~30,000 operations a
@@ -51,6 +56,15 @@ const EXIT_RUN_FAILED: i32 = 3;
 
 /// Paths of its own each worker uses besides the shared ones.
 const PRIVATE_PATHS: u32 = 2;
+/// Paths in a directory of its own (`w<process>`), where only it creates: its
+/// creates there (`open`, without O_EXCL) are deferred under the directory's claim
+/// (gust-client claims.rs), and other workers' stats there recall the claim.
+const CLAIMED_PATHS: u32 = 4;
+/// A worker stopped this long may outlive its lease (2 s after the daemon last
+/// served it): what it deferred under a claim may then be lost or come late, as
+/// docs/SEMANTICS.md says, so its operations in its own directory are left
+/// undecided (as a killed worker's) rather than checked.
+const UNCHECKED_STOP_MS: u64 = 1500;
 /// Modes of creates and chmods: distinct, so a stale stat shows.
 const MODES: [u32; 8] = [0o600, 0o604, 0o640, 0o644, 0o660, 0o664, 0o700, 0o755];
 const WORKERS_MAX: u32 = 256;
@@ -162,23 +176,63 @@ fn worker_seed(seed: u64, process: u32) -> u64 {
 /// every shared path), 15% create, 20% chmod, 15% unlink; three in four on a
 /// shared path.
 fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
-    let kind = match rng.gen_range(0..100) {
+    let mut kind = match rng.gen_range(0..100) {
         0..=44 => OpKind::Stat,
         45..=49 => OpKind::Listed,
         50..=64 => OpKind::Create,
         65..=84 => OpKind::Chmod,
         _ => OpKind::Unlink,
     };
-    let path = if rng.gen_range(0..4) != 0 {
-        format!("{}/s{}", a.base, rng.gen_range(0..a.paths))
-    } else {
-        format!("{}/p{}.{}", a.base, a.process, rng.gen_range(0..PRIVATE_PATHS))
+    let path = match rng.gen_range(0..8) {
+        0..=4 => format!("{}/s{}", a.base, rng.gen_range(0..a.paths)),
+        5 => format!("{}/p{}.{}", a.base, a.process, rng.gen_range(0..PRIVATE_PATHS)),
+        6 => {
+            // Its own directory: creates as the preload library makes them.
+            kind = match kind {
+                OpKind::Create => OpKind::Open,
+                OpKind::Listed => OpKind::Stat,
+                k => k,
+            };
+            format!("{}/q{}", own_dir(&a.base, a.process), rng.gen_range(0..CLAIMED_PATHS))
+        }
+        _ => {
+            // Another worker's: a stat, which recalls that worker's claim.
+            kind = OpKind::Stat;
+            let other = rng.gen_range(0..=a.process.max(3));
+            format!("{}/q{}", own_dir(&a.base, other), rng.gen_range(0..CLAIMED_PATHS))
+        }
     };
     let arg = match kind {
-        OpKind::Create | OpKind::Chmod => MODES[rng.gen_range(0..MODES.len())],
+        OpKind::Create | OpKind::Open | OpKind::Chmod => MODES[rng.gen_range(0..MODES.len())],
         OpKind::Unlink | OpKind::Stat | OpKind::Listed => 0,
     };
     (kind, path, arg)
+}
+
+/// The directory only worker `process` creates in.
+fn own_dir(base: &str, process: u32) -> String {
+    format!("{base}/w{process}")
+}
+
+/// A worker's operations in its own directory, after it was killed or stopped for
+/// longer than `UNCHECKED_STOP_MS` (`unchecked`), are left undecided: what it
+/// deferred there may have been lost, which a crash is allowed to do. Its
+/// observations there go; its changes may have taken effect at any time after their
+/// invocation, or never.
+fn leave_undecided(ops: Vec<Op>, base: &str, unchecked: &std::collections::HashSet<u32>) -> Vec<Op> {
+    ops.into_iter()
+        .filter_map(|mut o| {
+            if !unchecked.contains(&o.process) || !o.path.starts_with(&format!("{}/", own_dir(base, o.process))) {
+                return Some(o);
+            }
+            if o.kind.observes() {
+                return None;
+            }
+            o.result = Outcome::Unknown;
+            o.return_ns = gust_history::RETURN_NEVER;
+            Some(o)
+        })
+        .collect()
 }
 
 /// A listing of the shared paths' directory: per shared path, `Ok` if it names the
@@ -211,6 +265,12 @@ fn call(c: &Client, kind: OpKind, path: &str, arg: u32) -> Outcome {
             }
             Outcome::Ok
         }),
+        OpKind::Open => c.open_deferred(path, libc::O_CREAT | libc::O_WRONLY, arg).map(|fd| {
+            if let Err(e) = c.close(fd) {
+                eprintln!("gust bench history-worker: close after opening {path}: {e}");
+            }
+            Outcome::Ok
+        }),
         OpKind::Chmod => c.chmod(path, arg).map(|_| Outcome::Ok),
         OpKind::Unlink => c.unlink(path).map(|_| Outcome::Ok),
         OpKind::Stat => c.stat(path).map(|s| Outcome::Mode(s.mode & 0o7777)),
@@ -231,7 +291,14 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     if a.ops.is_none() && a.until_ns.is_none() {
         return Err("history-worker needs --ops or --until-ns".into());
     }
-    let client = Client::open_instance(&a.hosts_file, ClientOptions::from_env())?;
+    // As the preload library's: it lives as long as the process and takes claims.
+    let client: &'static Client = Box::leak(Box::new(Client::open_instance(&a.hosts_file, ClientOptions::from_env())?));
+    client.arm_claims();
+    match client.mkdir(&own_dir(&a.base, a.process), 0o755) {
+        Ok(()) => {}
+        Err(e) if e.0 == libc::EEXIST => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", own_dir(&a.base, a.process))),
+    }
     let mut out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -241,7 +308,12 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(worker_seed(a.seed, a.process));
     let mut seq = 0u64;
     while a.ops.is_none_or(|n| seq < n) && a.until_ns.is_none_or(|t| monotonic_ns() < t) {
-        let (kind, path, arg) = pick(&mut rng, &a);
+        let (mut kind, path, arg) = pick(&mut rng, &a);
+        if kind == OpKind::Listed && a.ops.is_some_and(|n| seq + a.paths as u64 > n) {
+            // A listing counts one operation per shared path: the last few are stats,
+            // so that a worker makes exactly --ops.
+            kind = OpKind::Stat;
+        }
         if kind == OpKind::Listed {
             // One line per shared path, all invoked before the listing and
             // completed after it.
@@ -252,7 +324,7 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
             for inv in &invs {
                 write_line(&mut out, inv, &a.out)?;
             }
-            let results = list(&client, &a);
+            let results = list(client, &a);
             let t = monotonic_ns();
             for (inv, (_, result)) in invs.iter().zip(results) {
                 write_line(&mut out, &inv.completed(t, result), &a.out)?;
@@ -262,10 +334,13 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
         }
         let inv = Line::invocation(a.process, seq, kind, &path, arg, monotonic_ns());
         write_line(&mut out, &inv, &a.out)?;
-        let result = call(&client, kind, &path, arg);
+        let result = call(client, kind, &path, arg);
         write_line(&mut out, &inv.completed(monotonic_ns(), result), &a.out)?;
         seq += 1;
     }
+    // What is still deferred goes out before the process ends (the preload library
+    // does this in its exit handler).
+    client.settle_all();
     Ok(())
 }
 
@@ -467,7 +542,12 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
             vec![(None, s / n as f64); n as usize]
         }
     };
-    let mut c = Coordinator { a, rng: StdRng::seed_from_u64(worker_seed(a.seed, u32::MAX)), st: RunStats::default() };
+    let mut c = Coordinator {
+        a,
+        rng: StdRng::seed_from_u64(worker_seed(a.seed, u32::MAX)),
+        st: RunStats::default(),
+        unchecked: Default::default(),
+    };
     let start = Instant::now();
     let mut r = Ok(());
     for (number, (ops, seconds)) in lengths.into_iter().enumerate() {
@@ -496,6 +576,8 @@ struct Coordinator<'a> {
     /// Times and victims of faults.
     rng: StdRng,
     st: RunStats,
+    /// Workers of this round killed or stopped for `UNCHECKED_STOP_MS` or more.
+    unchecked: std::collections::HashSet<u32>,
 }
 
 /// One worker process of a round.
@@ -517,6 +599,8 @@ impl Coordinator<'_> {
             .mode(0o700)
             .create(&r.local)
             .map_err(|e| format!("cannot make {}: {e}", r.local.display()))?;
+        let first = self.st.processes;
+        self.unchecked.clear();
         let files = self.run_workers(r);
         let mut lines = Vec::new();
         let mut cut = 0;
@@ -533,12 +617,18 @@ impl Coordinator<'_> {
         let _ = std::fs::remove_dir_all(&r.local);
         self.st.rounds += 1;
         read?;
-        let ops = gust_history::merge(lines)?;
+        let ops = leave_undecided(gust_history::merge(lines)?, &r.base, &self.unchecked);
         let mut paths: Vec<&str> = ops.iter().map(|o| o.path.as_str()).collect();
         paths.sort_unstable();
         paths.dedup();
         for p in paths {
             let _ = client.unlink(p);
+        }
+        for process in first..self.st.processes {
+            for i in 0..CLAIMED_PATHS {
+                let _ = client.unlink(&format!("{}/q{i}", own_dir(&r.base, process)));
+            }
+            let _ = client.rmdir(&own_dir(&r.base, process));
         }
         let _ = client.rmdir(&r.base);
         Ok((ops, cut))
@@ -576,6 +666,7 @@ impl Coordinator<'_> {
             if now >= hard_deadline {
                 for mut w in running.drain(..) {
                     signal(&w.child, libc::SIGCONT);
+                    self.unchecked.insert(w.process);
                     let _ = w.child.kill();
                     let _ = w.child.wait();
                     self.st.timed_out += 1;
@@ -659,10 +750,14 @@ impl Coordinator<'_> {
                 signal(&running[i].child, libc::SIGSTOP);
                 let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
                 running[i].stopped_until = Some(Instant::now() + Duration::from_millis(ms));
+                if ms >= UNCHECKED_STOP_MS {
+                    self.unchecked.insert(running[i].process);
+                }
                 self.st.stops += 1;
             }
             Fault::Kill => {
                 let mut w = running.swap_remove(i);
+                self.unchecked.insert(w.process);
                 let _ = w.child.kill();
                 let _ = w.child.wait();
                 self.st.kills += 1;

@@ -1,28 +1,31 @@
-//! Batched deferred creates (opt-in: `$GUST_CREATE_BATCH`, see
+//! Batched deferred creates, under a directory's claim (claims.rs; the batch size
+//! from `$GUST_CREATE_BATCH`, 64 by default, 0 off; see
 //! [`Client::set_create_batch`]): the small files a process creates and closes are
 //! sent to their metadata daemons many records to a request (`create_inline_batch`),
 //! the client-side "bulk insertion" of IndexFS/BatchFS/DeltaFS.
 //!
-//! Without it, the last close of a deferred create (inline.rs) sends one
-//! `create_inline`. With it, that close queues the record and its data here and
-//! returns; the queue goes out, one request per metadata daemon holding queued
-//! paths, when:
+//! The last close of a create deferred under a claim (inline.rs) queues the record
+//! and its data here and returns; the queue goes out, one request per metadata
+//! daemon holding queued paths, when:
 //! * it holds `entries_max` records or [`CREATE_BATCH_DATA_BYTES_MAX`] bytes of data,
 //! * a close queues a create while the oldest queued one is older than
 //!   [`CREATE_BATCH_INTERVAL`] (there is no timer thread: a process that stops
-//!   creating holds its queue until its next file-system call or its exit),
+//!   creating holds its queue until its next file-system call, its exit, or the
+//!   recall of its claim),
 //! * this client makes any path operation (stat, open of an existing path, readdir,
 //!   rename, unlink, mkdir, ...: `Client::norm`, via `settle_all`), or a deferred
 //!   open of a path that is queued,
+//! * a daemon recalls the claim (another process names the directory): the
+//!   callback connection's thread sends it before answering,
 //! * the process forks (the preload library's pthread_atfork handler), execs or
 //!   exits (its exit handler); a child forked otherwise drops what it inherited,
 //!   which its parent sends.
 //!
-//! So this process sees its files as if created at close; other processes see them
-//! from the flush. Sketch: a 4 KiB create costs ~30 µs of CPU as one request on the
-//! test machine; 64 of them in one request cost one request's fixed part plus 64
-//! RocksDB writes, and at most 64 x 256 KiB = 16 MiB is ever held (bounded at 1 MiB
-//! of data here).
+//! So every process sees the files as if created at their open. A create is queued
+//! only while the claim is held (checked under the claims' lock, which a recall
+//! takes first); otherwise it is sent at its close. Sketch: a 4 KiB create costs ~30
+//! µs of CPU as one request on the test machine; 64 of them in one request cost one
+//! request's fixed part plus 64 RocksDB writes, and at most 1 MiB of data is held.
 //!
 //! Errors: a queued create that fails at the flush (ENOSPC from a full daemon,
 //! EEXIST for an O_EXCL create whose path appeared meanwhile, a lost daemon) cannot
@@ -88,6 +91,7 @@ impl CreateBatch {
     /// the default size; N is N records (at most CREATE_BATCH_ENTRIES_MAX).
     pub(crate) fn from_env() -> CreateBatch {
         let b = CreateBatch::default();
+        b.entries_max.store(CREATE_BATCH_ENTRIES_DEFAULT, Ordering::Relaxed);
         if let Ok(v) = std::env::var("GUST_CREATE_BATCH") {
             let n = match v.trim().parse::<usize>() {
                 Ok(0) => 0,
@@ -123,12 +127,36 @@ impl Client {
         self.creates.entries_max.load(Ordering::Relaxed) > 0 && !self.ending()
     }
 
-    /// Queues the create of `path` with its data (a last close); sends the queue if
+    /// Queues the create of `path` with its data (a last close), if this process
+    /// still holds the claim on its directory (claims.rs: the claim's recall sends
+    /// the queue); otherwise gives `p` back, to be sent at once. Sends the queue if
     /// it is full or its oldest entry is due. Failures of that send surface through
     /// `take_create_error` (the front-end close calls it).
-    pub(crate) fn queue_create(&self, path: String, record: Record, flags: i32, p: Pending) -> Result<()> {
+    pub(crate) fn queue_create(
+        &self,
+        path: &str,
+        record: Record,
+        flags: i32,
+        p: Pending,
+    ) -> std::result::Result<(), Pending> {
+        let mut p = Some(p);
+        let due = self.while_claimed(path, || self.queue_claimed(path, record, flags, p.take().expect("once")));
+        match due {
+            None => Err(p.take().expect("not queued")),
+            Some(due) => {
+                if due {
+                    self.flush_creates();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Puts the create in the queue (the claim is held); whether the queue is due.
+    fn queue_claimed(&self, path: &str, record: Record, flags: i32, p: Pending) -> bool {
+        let path = path.to_string();
         let (data, exclusive, mode) = p.into_parts();
-        let due = {
+        {
             let mut q = self.creates.queue.lock().unwrap_or_else(|e| e.into_inner());
             let generation = crate::rpc::fork_generation();
             if q.generation != generation {
@@ -144,11 +172,7 @@ impl Client {
             q.items.len() >= self.creates.entries_max.load(Ordering::Relaxed).max(1)
                 || q.data_bytes >= CREATE_BATCH_DATA_BYTES_MAX
                 || now.duration_since(oldest) >= CREATE_BATCH_INTERVAL
-        };
-        if due {
-            self.flush_creates();
         }
-        Ok(())
     }
 
     /// Whether `path` is queued (a deferred open of it sends the queue first, so
@@ -210,13 +234,21 @@ impl Client {
                 bulk: group.iter().map(|it| it.data.as_slice()).collect(),
             })
             .collect();
+        let tickets: Vec<_> = groups.iter().map(|(d, _)| self.lookup_ticket(*d)).collect();
         let answers = self.transport.batch(calls);
-        for ((_, group), answer) in groups.into_iter().zip(answers) {
+        for (i, ((daemon, group), answer)) in groups.into_iter().zip(answers).enumerate() {
             let errnos: Vec<i32> = match answer {
                 Ok((Response::Staged(outs), _)) if outs.len() == group.len() => outs.iter().map(|o| o.errno).collect(),
                 Ok(_) => vec![libc::EIO; group.len()],
                 Err(Errno(e)) => vec![e; group.len()],
             };
+            // Granted (all of them made): this process knows them, data and all.
+            if crate::grants::batch_flags(i) & gust_proto::frame::REPLY_GRANTED != 0 {
+                for it in &group {
+                    let data = (!it.data.is_empty()).then_some(&it.data[..]);
+                    self.granted_created(tickets[i], daemon, &it.path, &it.record, data);
+                }
+            }
             for (it, errno) in group.into_iter().zip(errnos) {
                 let r = match errno {
                     0 => Ok(()),

@@ -151,6 +151,8 @@ struct Records {
     /// not move since it started.
     listing_generation: AtomicU64,
     next_listing_id: AtomicU64,
+    /// Claims held (claims.rs).
+    pub(crate) claims: crate::claims::Held,
 }
 
 /// A directory's names under listing grants of every daemon.
@@ -196,6 +198,9 @@ impl Records {
     }
 
     fn forget_daemon(&self, daemon: u32) {
+        // What this process deferred under them goes out at its next path
+        // operation, no longer held back (claims.rs).
+        self.claims.lost_daemon(daemon);
         // Every listing has names of every daemon.
         self.forget_listings();
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -355,6 +360,10 @@ impl Cache {
         }
         self.records.generation.fetch_add(1, Ordering::SeqCst);
         self.records.listing_generation.fetch_add(1, Ordering::SeqCst);
+        // The parent's claims are the parent's (it sends what it deferred).
+        if !self.records.claims.forget_all_after_fork() {
+            clean = false;
+        }
         match self.records.map.try_write() {
             Ok(mut m) => {
                 m.clear();
@@ -435,6 +444,11 @@ impl Cache {
         Duration::from_millis(until.saturating_sub(self.now_ms()))
     }
 
+    /// Claims held, and what settles what was deferred under them (claims.rs).
+    pub(crate) fn claims(&self) -> &crate::claims::Held {
+        &self.records.claims
+    }
+
     /// Sets who is told of recalls (see `RecallListener`).
     pub(crate) fn set_listener(&self, l: RecallListener) {
         *self.records.listener.write().unwrap_or_else(|e| e.into_inner()) = Some(l);
@@ -465,6 +479,21 @@ impl Cache {
             return false;
         }
         d.retry_at_ms.load(Ordering::Relaxed) <= self.now_ms()
+    }
+
+    /// Whether `daemon` should get a callback connection before a create: at once,
+    /// for a process that takes claims (the create may bring one, claims.rs, and
+    /// only on a callback connection).
+    pub(crate) fn wants_link_to_create(&self, daemon: u32) -> bool {
+        if !self.records.claims.armed() {
+            return self.wants_link(daemon);
+        }
+        self.client_id();
+        if !self.on() {
+            return false;
+        }
+        let Some(d) = self.daemons.get(daemon as usize) else { return false };
+        !d.up.load(Ordering::Acquire) && d.retry_at_ms.load(Ordering::Relaxed) <= self.now_ms()
     }
 
     /// Whether the callback connection to `daemon` is open (in this process).
@@ -530,8 +559,22 @@ impl Cache {
         opts.name = "gust-recalls";
         opts.handler = Some(Arc::new(move |req: Request, _bulk: Vec<u8>| match req {
             Request::Recall { paths } => {
+                let mut claims = false;
                 for p in &paths {
-                    records.forget(p);
+                    match gust_proto::path::claim_dir(p) {
+                        // Settled even if this process dropped the claim already
+                        // (its lease ran out here first): what it deferred is
+                        // still here, and the daemon waits for it.
+                        Some(dir) => {
+                            records.claims.lost(daemon, dir);
+                            claims = true;
+                        }
+                        None => records.forget(p),
+                    }
+                }
+                if claims {
+                    // Before the answer: what was deferred under the claim is sent.
+                    records.claims.settle();
                 }
                 let listener = records.listener.read().unwrap_or_else(|e| e.into_inner()).clone();
                 if let Some(tell) = listener {
@@ -557,12 +600,20 @@ impl Cache {
             f.unregister();
             drop(f);
             up.store(false, Ordering::SeqCst);
+            let claimed = records.claims.holds_any(daemon);
             records.forget_daemon(daemon);
             // The daemon dropped this process's locks with the connection.
             locks.daemon_lost(daemon);
+            if claimed {
+                // Its claims went with it (it restarted, or closed the connection):
+                // nobody recalls them any more, so what was deferred under them
+                // goes out now, not at this process's next call.
+                records.claims.settle();
+            }
         }));
         let opened = gust_rpc::Connection::open(ep, secret, opts).and_then(|c| {
-            match c.call(&Request::Callback { client: self.client_id() }, &[], timeout) {
+            let claims = self.records.claims.armed();
+            match c.call(&Request::Callback { client: self.client_id(), claims }, &[], timeout) {
                 Ok((Ok(Response::Ok), _)) => Ok(c),
                 Ok((r, _)) => Err(gust_rpc::Error::Malformed(format!("callback refused: {r:?}"))),
                 Err(e) => Err(e),
@@ -739,6 +790,11 @@ pub(crate) fn last_granted() -> bool {
     LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_GRANTED != 0).unwrap_or(false)
 }
 
+/// Whether the last reply this thread read granted a claim (claims.rs).
+pub(crate) fn last_claimed() -> bool {
+    LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_CLAIMED != 0).unwrap_or(false)
+}
+
 /// Whether the last reply this thread read granted a listing's names.
 pub(crate) fn last_listed() -> bool {
     LAST_FLAGS.try_with(|f| f.get() & gust_proto::frame::REPLY_LISTED != 0).unwrap_or(false)
@@ -793,11 +849,21 @@ impl crate::Client {
     /// Before a lookup or create that `daemon` may grant: opens the callback
     /// connection when it is due, and takes the ticket the reply installs with.
     pub(crate) fn lookup_ticket(&self, daemon: u32) -> Option<Ticket> {
+        self.ticket_for(daemon, false)
+    }
+
+    /// `lookup_ticket` for a create (see `Cache::wants_link_to_create`).
+    pub(crate) fn create_ticket(&self, daemon: u32) -> Option<Ticket> {
+        self.ticket_for(daemon, true)
+    }
+
+    fn ticket_for(&self, daemon: u32, create: bool) -> Option<Ticket> {
         let g = &self.transport.grants;
         if !g.on() {
             return None;
         }
-        if g.wants_link(daemon) {
+        let wants = if create { g.wants_link_to_create(daemon) } else { g.wants_link(daemon) };
+        if wants {
             if let Some(ep) = self.transport.callback_endpoint(daemon) {
                 let _ = g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout());
             }
@@ -829,6 +895,21 @@ impl crate::Client {
             if last_granted() {
                 self.transport.grants.install(t, daemon, p, record, data);
             }
+        }
+    }
+
+    /// A record this process made and its daemon granted (a batch of creates,
+    /// create_batch.rs): kept as a lookup's.
+    pub(crate) fn granted_created(
+        &self,
+        t: Option<Ticket>,
+        daemon: u32,
+        p: &str,
+        record: &Record,
+        data: Option<&[u8]>,
+    ) {
+        if let Some(t) = t {
+            self.transport.grants.install(t, daemon, p, record, Some(data));
         }
     }
 

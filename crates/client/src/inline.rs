@@ -3,8 +3,10 @@
 //!
 //! A small file's data may live beside its record on the metadata daemon (daemon
 //! `inline.rs`). Three paths use that:
-//! * Create. [`Client::open_deferred`] (the preload library's open with O_CREAT)
-//!   sends nothing: writes within the first `INLINE_BYTES_MAX` bytes (or fewer,
+//! * Create. [`Client::open_deferred`] (the preload library's open with O_CREAT),
+//!   where this process holds the claim on the directory (claims.rs; otherwise it
+//!   is an ordinary open that creates the file), sends nothing: writes within the
+//!   first `INLINE_BYTES_MAX` bytes (or fewer,
 //!   from $GUST_INLINE_BYTES_MAX), each at or
 //!   before the end of what was written so far, are kept in the descriptor, and close
 //!   sends the record with the data (`create_inline`): create + write + close of a
@@ -13,7 +15,8 @@
 //!   this client settle it first, so this client sees the file as if created at open;
 //!   such a settle, with the descriptor still open for writing, creates an ordinary
 //!   chunked file (create and chunk writes), as only a last close may go inline.
-//!   Other clients see it from the settle on (docs/SEMANTICS.md). If the path exists
+//!   Other clients see it from their first request that names the directory on:
+//!   it recalls the claim, which settles it (docs/SEMANTICS.md). If the path exists
 //!   by then, an O_EXCL create fails there (EEXIST from close), and any other open
 //!   becomes an ordinary open of what is there, written the ordinary way.
 //! * Open. An open fetches the record with `stat_data`, which brings inline data
@@ -120,7 +123,7 @@ impl Client {
     /// closed or used otherwise than by writes (see the module doc): one request for
     /// create + write + close of a small file. With O_EXCL only when the client was
     /// told so by `set_defer_exclusive_create` (EEXIST then comes from close).
-    pub(crate) fn open_deferred_impl(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
+    pub(crate) fn open_deferred_impl(&self, path: &str, flags: i32, mode: u32, whole: bool) -> Result<i32> {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         // Cache mode fetches an existing file of the shared file system first, which
@@ -148,10 +151,24 @@ impl Client {
             exclusive: flags & libc::O_EXCL != 0,
             mode,
         };
-        let f = Arc::new(OpenFile::unsettled(p, FileKind::File, flags, Some(Box::new(pending))));
-        let fd = self.files.insert_file(f.clone())?;
-        self.pending.insert(&f);
-        Ok(fd)
+        let f = Arc::new(OpenFile::unsettled(p.clone(), FileKind::File, flags, Some(Box::new(pending))));
+        // Deferred only under a claim on the directory (claims.rs), registered while
+        // the claim is held so that its recall settles it; or for a caller that
+        // closes within the same call.
+        let deferred = whole || self.while_claimed(&p, || self.pending.insert(&f)).is_some();
+        if !deferred {
+            return self.open_stat_impl(path, flags, mode).map(|(fd, _)| fd);
+        }
+        if whole {
+            self.pending.insert(&f);
+        }
+        match self.files.insert_file(f.clone()) {
+            Ok(fd) => Ok(fd),
+            Err(e) => {
+                self.pending.remove(&f);
+                Err(e)
+            }
+        }
     }
 
     /// A write on a deferred create: kept in the descriptor if it fits (returns the
@@ -215,6 +232,17 @@ impl Client {
         self.flush_creates();
     }
 
+    /// `settle_open_creates`, waiting for a descriptor another thread is writing
+    /// through (a recall: everything deferred must be out before its answer).
+    pub(crate) fn settle_open_creates_waiting(&self) {
+        for f in self.pending.snapshot() {
+            let mut slot = f.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_some() {
+                let _ = self.settle_locked(&f, &mut slot, false);
+            }
+        }
+    }
+
     /// Settles the deferred creates of open descriptors (not the batched queue), as
     /// ordinary chunked files: their descriptors stay open (see `settle`).
     fn settle_open_creates(&self) {
@@ -248,7 +276,7 @@ impl Client {
         r
     }
 
-    fn materialize(&self, f: &OpenFile, p: Pending, inline_ok: bool) -> Result<()> {
+    fn materialize(&self, f: &OpenFile, mut p: Pending, inline_ok: bool) -> Result<()> {
         let path = f.path();
         self.listing.invalidate();
         if inline_ok {
@@ -257,15 +285,23 @@ impl Client {
             let t = now_ns();
             (rec.mtime_ns, rec.ctime_ns) = (t, t);
             if self.batching_creates() {
-                f.settle_id(rec.file_id);
-                return self.queue_create(path, rec, f.flags, p);
+                let id = rec.file_id;
+                p = match self.queue_create(&path, rec.clone(), f.flags, p) {
+                    Ok(()) => {
+                        f.settle_id(id);
+                        return Ok(());
+                    }
+                    // The claim is gone: sent now.
+                    Err(back) => back,
+                };
             }
             let daemon = self.md_daemon(&path);
-            let ticket = self.lookup_ticket(daemon);
+            let ticket = self.create_ticket(daemon);
             let call =
                 Call { daemon, req: Request::CreateInline { path: path.clone(), record: rec }, bulk: vec![&p.data] };
             match self.transport.batch(vec![call]).pop().expect("one answer") {
                 Ok((Response::Record(r), _)) => {
+                    self.claim_answered(daemon, &path);
                     // This process knows the data it just created.
                     let data = (!p.data.is_empty()).then_some(&p.data[..]);
                     self.lookup_answered(ticket, daemon, &path, &r, Some(data));

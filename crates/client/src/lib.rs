@@ -35,6 +35,7 @@
 //! `traced` (the public entry points, each a tracepoint of gust-trace).
 
 mod cache;
+mod claims;
 mod create_batch;
 mod credentials;
 mod data;

@@ -225,11 +225,12 @@ impl Client {
                 let fresh_id = fresh.file_id;
                 let req = Request::Create { path: p.clone(), record: fresh, exclusive: flags & libc::O_EXCL != 0 };
                 let daemon = self.md_daemon(&p);
-                let ticket = self.lookup_ticket(daemon);
+                let ticket = self.create_ticket(daemon);
                 let r = match self.transport.call(daemon, req)? {
                     Response::Record(r) => r,
                     r => return Err(crate::error::unexpected(r)),
                 };
+                self.claim_answered(daemon, &p);
                 self.lookup_answered(ticket, daemon, &p, &r, None);
                 created = r.file_id == fresh_id;
                 // An existing file with data may hold it inline: writers move it,

@@ -58,6 +58,13 @@ const OP_FORWARD: u16 = 49;
 
 /// Idle connections kept per daemon; more may be open while in use.
 const IDLE_CONNECTIONS_MAX: usize = 16;
+/// Answer of a daemon recalling a claim: send again (rpc.rs `send_batch_placed`).
+const RETRY: i32 = gust_proto::errno::RETRY;
+/// First wait before a call answered `RETRY` is sent again: about a recall's round
+/// trip and the holder's batch of creates.
+const RETRY_WAIT_FIRST: Duration = Duration::from_micros(100);
+/// Longest wait between two sends of a call answered `RETRY`.
+const RETRY_WAIT_MAX: Duration = Duration::from_millis(10);
 
 /// Bumped in every child after fork (pthread_atfork), so pools can tell that their
 /// connections belong to the parent without a getpid syscall per RPC.
@@ -631,12 +638,57 @@ impl Transport {
 
     /// `send_batch`, with the bulk of the replies that `place` takes read into its
     /// buffers (a batch of whole-file reads: read_many.rs).
+    ///
+    /// A call answered `RETRY` (it names a directory whose claim another process
+    /// holds, and the daemon is recalling it: claims.rs) is sent again after a short
+    /// wait, doubling up to `RETRY_WAIT_MAX`, until it is answered otherwise or the
+    /// RPC timeout has passed (then EIO).
     pub(crate) fn send_batch_placed(
         &self,
         calls: Vec<Call<'_>>,
         dests: Vec<Option<Dest>>,
         buf: &mut [u8],
         mut place: Option<BatchPlacer<'_>>,
+    ) -> Vec<PlacedAnswer> {
+        let all: Vec<usize> = (0..calls.len()).collect();
+        let mut answers = self.send_batch_once(&calls, &all, &dests, buf, &mut place);
+        let is_retry = |a: &PlacedAnswer| matches!(a, Err(Errno(RETRY)));
+        if !answers.iter().any(is_retry) {
+            return answers;
+        }
+        let started = std::time::Instant::now();
+        let mut wait = RETRY_WAIT_FIRST;
+        loop {
+            let again: Vec<usize> = (0..answers.len()).filter(|&i| is_retry(&answers[i])).collect();
+            if again.is_empty() {
+                return answers;
+            }
+            if started.elapsed() > self.timeout {
+                let msg = "a directory's claim was not given back within the RPC timeout".to_string();
+                *self.last_error_slot() = Some(msg);
+                for i in again {
+                    answers[i] = Err(Errno(libc::EIO));
+                }
+                return answers;
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(RETRY_WAIT_MAX);
+            let got = self.send_batch_once(&calls, &again, &dests, buf, &mut place);
+            for (i, a) in again.into_iter().zip(got) {
+                answers[i] = a;
+            }
+        }
+    }
+
+    /// One round of `send_batch_placed`: the calls `which` names, their answers in
+    /// that order.
+    fn send_batch_once(
+        &self,
+        calls: &[Call<'_>],
+        which: &[usize],
+        dests: &[Option<Dest>],
+        buf: &mut [u8],
+        place: &mut Option<BatchPlacer<'_>>,
     ) -> Vec<PlacedAnswer> {
         debug_assert_eq!(calls.len(), dests.len());
         enum Sent {
@@ -647,8 +699,8 @@ impl Transport {
             Resend,
             Done(PlacedAnswer),
         }
-        let mut sent: Vec<Sent> = Vec::with_capacity(calls.len());
-        for call in &calls {
+        let mut sent: Vec<Sent> = Vec::with_capacity(which.len());
+        for call in which.iter().map(|&i| &calls[i]) {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
             self.grants.changing(&call.req);
@@ -667,17 +719,19 @@ impl Transport {
                 Err(e) => Sent::Done(Err(e)),
             });
         }
-        let mut answers = Vec::with_capacity(calls.len());
-        crate::grants::batch_begin(calls.len());
-        for (i, st) in sent.into_iter().enumerate() {
+        let mut answers = Vec::with_capacity(which.len());
+        if which.len() == calls.len() {
+            crate::grants::batch_begin(calls.len());
+        }
+        for (&i, st) in which.iter().zip(sent) {
             let call = &calls[i];
             let dest = dests[i].as_ref();
             crate::grants::note_flags(0);
             answers.push(match st {
                 Sent::Done(a) => a,
-                Sent::Resend => self.call_fresh(call, dest, buf, for_call(&mut place, i)),
+                Sent::Resend => self.call_fresh(call, dest, buf, for_call(place, i)),
                 Sent::Pending(mut c, id, op, reused, via, sent_ms) => {
-                    match self.recv_placed(&mut c, id, op, dest, buf, for_call(&mut place, i)) {
+                    match self.recv_placed(&mut c, id, op, dest, buf, for_call(place, i)) {
                         Ok((reply, bulk, flags)) => {
                             self.replied(via, &call.req, sent_ms, flags);
                             debug!(
@@ -695,7 +749,7 @@ impl Transport {
                         }
                         Err((true, _)) if reused && call.req.is_idempotent() => {
                             drop(c);
-                            self.call_fresh(call, dest, buf, for_call(&mut place, i))
+                            self.call_fresh(call, dest, buf, for_call(place, i))
                         }
                         Err((_, e)) => Err(self.fail(call.daemon, e)),
                     }

@@ -132,9 +132,18 @@ impl Client {
         self.on_path(&tp::OPEN, path, flags as u64, || self.open_known_impl(path, flags, file_id, kind), |_| 0)
     }
 
-    /// `open` with the create of a small file deferred to its close (inline.rs).
+    /// `open` with the create of a small file deferred to its close (inline.rs),
+    /// where this process holds the claim on the directory (claims.rs); otherwise
+    /// an ordinary open.
     pub fn open_deferred(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
-        self.on_path(&tp::OPEN, path, flags as u64, || self.open_deferred_impl(path, flags, mode), |_| 0)
+        self.on_path(&tp::OPEN, path, flags as u64, || self.open_deferred_impl(path, flags, mode, false), |_| 0)
+    }
+
+    /// `open_deferred` for a caller that writes and closes the descriptor within
+    /// the same call (Python's `write_bytes`): nobody can see the file between the
+    /// open and the close, so the create is deferred with or without a claim.
+    pub fn open_deferred_whole(&self, path: &str, flags: i32, mode: u32) -> Result<i32> {
+        self.on_path(&tp::OPEN, path, flags as u64, || self.open_deferred_impl(path, flags, mode, true), |_| 0)
     }
 
     /// Closes a descriptor (see `close_impl`: a deferred create is sent now).

@@ -8,7 +8,7 @@
 use crate::grants::{Grant, Holder};
 use crate::state::State;
 use gust_proto::find::{glob_literal_prefix, glob_match};
-use gust_proto::frame::{REPLY_GRANTED, REPLY_LEASED, REPLY_LISTED};
+use gust_proto::frame::{REPLY_CLAIMED, REPLY_GRANTED, REPLY_LEASED, REPLY_LISTED};
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, WhileRecovering, EVENTS_PAGE_ENTRIES_MAX,
@@ -106,8 +106,29 @@ pub fn handle_for<'s>(
     if let Some(d) = req.dir() {
         state.metrics.dirs.note(d);
     }
+    // A directory another client claims: its recall starts, and this request is
+    // sent again once it is over (grants/claims.rs).
+    if let Err(e) = state.grants.check_claims(&req, caller.map(|h| h.id)) {
+        state.metrics.finish(op, started.elapsed(), Some(e));
+        let flags = if caller.is_some_and(|h| h.leased()) { REPLY_LEASED } else { 0 };
+        return (Err(e), BulkOut::Buffer, flags);
+    }
     let traced = crate::trace::start(&req);
     let change = state.grants.begin_change(&req, caller.map(|h| h.id));
+    // Creates the caller deferred (under claims): their records are granted too.
+    let batch: Option<Vec<String>> = match (&req, caller) {
+        (Request::CreateInlineBatch { entries }, Some(h)) if h.leased() => {
+            Some(entries.iter().map(|(p, _)| p.clone()).collect())
+        }
+        _ => None,
+    };
+    // A create may bring its caller the claim on the directory (grants/claims.rs).
+    let created = match (&req, caller) {
+        (Request::Create { path, .. } | Request::CreateInline { path, .. }, Some(h)) if h.leased() => {
+            Some(path.clone())
+        }
+        _ => None,
+    };
     let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. });
     // Registered before the record is read: a change starting after the read finds it.
     let granted = match (&req, caller) {
@@ -170,6 +191,19 @@ pub fn handle_for<'s>(
         let paths: Vec<String> = entries.iter().map(|(name, _)| gust_proto::path::join(&dir, name)).collect();
         if state.grants.grant_listed(&dir, &paths, h, epoch) {
             flags |= REPLY_GRANTED;
+        }
+    }
+    if let (Some(paths), Some(h), Ok(Response::Staged(outs))) = (batch, caller, &reply) {
+        let made: Vec<String> = paths.into_iter().zip(outs).filter(|(_, o)| o.errno == 0).map(|(p, _)| p).collect();
+        if made.len() == outs.len() && state.grants.grant_all(&made, h) {
+            flags |= REPLY_GRANTED;
+        }
+    }
+    if let (Some(path), Some(h), true) = (created, caller, reply.is_ok()) {
+        let name = path.rsplit('/').next().unwrap_or_default();
+        let only_name = |dir: &str| matches!(state.metadata.read_dir(dir, None, 2, usize::MAX), Ok((page, _)) if page.len() == 1 && page[0].0 == name);
+        if state.grants.claim(&path, h, only_name) {
+            flags |= REPLY_CLAIMED;
         }
     }
     if caller.is_some_and(|h| h.leased()) {

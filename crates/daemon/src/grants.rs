@@ -44,6 +44,9 @@
 
 use gust_proto::{Request, Response};
 use std::collections::{HashMap, HashSet};
+
+mod claims;
+pub use claims::{CLAIMS_MAX, RETRY};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -80,6 +83,8 @@ pub struct Holder {
     last_seen_ms: AtomicU64,
     /// Its callback connection, once it opened one.
     link: Mutex<Option<Arc<gust_rpc::Connection>>>,
+    /// Its callback connection said it takes claims (claims.rs).
+    pub claims: std::sync::atomic::AtomicBool,
 }
 
 impl Holder {
@@ -92,6 +97,15 @@ impl Holder {
     /// and asks it whether it is alive there).
     pub fn link(&self) -> Option<Arc<gust_rpc::Connection>> {
         lock(&self.link).clone().filter(|c| c.alive())
+    }
+}
+
+impl PathEntry {
+    /// Nothing refers to it: it may go. Not while a recall of it is under way: a
+    /// new entry of the path would take the old recall's end for its own, and a
+    /// count gone below zero would keep every later change of the path waiting.
+    fn unused(&self) -> bool {
+        self.holders.is_empty() && self.changing.is_empty() && self.recalling == 0
     }
 }
 
@@ -113,6 +127,8 @@ struct Table {
     held: HashMap<u64, Held>,
     granted: usize,
     contended: HashMap<String, Instant>,
+    /// Claims on directories, by directory (claims.rs).
+    claims: HashMap<String, claims::Claim>,
 }
 
 /// The paths one client holds grants on, by directory: a recall finds the
@@ -184,6 +200,8 @@ pub struct Grants {
     pub expired: AtomicU64,
     /// Changes ended, per bucket of their records' directory (`dir_epoch`).
     dir_changes: Vec<AtomicU64>,
+    /// `table.claims.len()`, read without the lock by every request.
+    claims_held: std::sync::atomic::AtomicUsize,
 }
 
 fn dir_bucket(dir: &str) -> usize {
@@ -215,6 +233,7 @@ impl Grants {
             recalls: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             dir_changes: (0..DIR_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            claims_held: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -230,6 +249,18 @@ impl Grants {
     /// back. False as well if a change of a record in `dir` ended since `epoch`:
     /// the page may hold a record from before it.
     pub fn grant_listed(&self, dir: &str, paths: &[String], h: &Holder, epoch: u64) -> bool {
+        self.grant_all_if(paths, h, || self.dir_epoch(dir) == epoch)
+    }
+
+    /// Grants `h` every one of `paths` (records it just read or made), all or
+    /// nothing: true if each is granted now; otherwise those granted here are
+    /// taken back.
+    pub fn grant_all(&self, paths: &[String], h: &Holder) -> bool {
+        self.grant_all_if(paths, h, || true)
+    }
+
+    /// `grant_all`, kept only if `still` says so once all are granted.
+    fn grant_all_if(&self, paths: &[String], h: &Holder, still: impl FnOnce() -> bool) -> bool {
         if !h.leased() || paths.is_empty() {
             return false;
         }
@@ -245,7 +276,7 @@ impl Grants {
                 Grant::Held => {}
             }
         }
-        if all && self.dir_epoch(dir) == epoch {
+        if all && still() {
             return true;
         }
         for p in new {
@@ -277,7 +308,12 @@ impl Grants {
                 return None;
             }
         }
-        let h = Arc::new(Holder { id, last_seen_ms: AtomicU64::new(self.now_ms()), link: Mutex::new(None) });
+        let h = Arc::new(Holder {
+            id,
+            last_seen_ms: AtomicU64::new(self.now_ms()),
+            link: Mutex::new(None),
+            claims: std::sync::atomic::AtomicBool::new(false),
+        });
         t.clients.insert(id, h.clone());
         Some(h)
     }
@@ -293,7 +329,7 @@ impl Grants {
             .map(|h| h.id)
             .collect();
         for id in gone {
-            Self::drop_client_grants(t, id);
+            self.drop_client_grants(t, id);
             t.clients.remove(&id);
         }
     }
@@ -319,7 +355,7 @@ impl Grants {
     pub fn set_link(&self, h: &Arc<Holder>, link: gust_rpc::Connection) -> Arc<gust_rpc::Connection> {
         let link = Arc::new(link);
         let mut t = lock(&self.table);
-        Self::drop_client_grants(&mut t, h.id);
+        self.drop_client_grants(&mut t, h.id);
         if let Some(old) = lock(&h.link).replace(link.clone()) {
             old.close();
         }
@@ -334,16 +370,17 @@ impl Grants {
             return;
         }
         let mut t = lock(&self.table);
-        Self::drop_client_grants(&mut t, id);
+        self.drop_client_grants(&mut t, id);
     }
 
-    fn drop_client_grants(t: &mut Table, id: u64) {
+    fn drop_client_grants(&self, t: &mut Table, id: u64) {
+        self.drop_client_claims(t, id);
         let Some(paths) = t.held.remove(&id) else { return };
         t.granted -= paths.len();
         for p in paths.into_paths() {
             if let Some(e) = t.paths.get_mut(&p) {
                 e.holders.retain(|&c| c != id);
-                if e.holders.is_empty() && e.changing.is_empty() {
+                if e.unused() {
                     t.paths.remove(&p);
                 }
             }
@@ -378,7 +415,7 @@ impl Grants {
         }
         let e = t.paths.entry(path.to_string()).or_default();
         if e.changing.iter().any(|c| *c != Some(h.id)) {
-            if e.holders.is_empty() && e.changing.is_empty() {
+            if e.unused() {
                 t.paths.remove(path);
             }
             return Grant::No;
@@ -400,7 +437,7 @@ impl Grants {
         let before = e.holders.len();
         e.holders.retain(|&c| c != h.id);
         let removed = before != e.holders.len();
-        if e.holders.is_empty() && e.changing.is_empty() {
+        if e.unused() {
             t.paths.remove(path);
         }
         if removed {
@@ -505,7 +542,10 @@ impl Grants {
             let mut t = lock(&self.table);
             for (p, n) in sent {
                 if let Some(e) = t.paths.get_mut(&p) {
-                    e.recalling -= n;
+                    e.recalling = e.recalling.saturating_sub(n);
+                    if e.unused() {
+                        t.paths.remove(&p);
+                    }
                 }
             }
             self.recalls_ended.notify_all();
@@ -536,7 +576,7 @@ impl Grants {
                 if let Some(i) = e.changing.iter().position(|x| *x == c.caller) {
                     e.changing.swap_remove(i);
                 }
-                if e.holders.is_empty() && e.changing.is_empty() {
+                if e.unused() {
                     t.paths.remove(p);
                 }
             }
@@ -578,7 +618,7 @@ impl Grants {
         if link.as_ref().is_some_and(|c| c.ended_by_peer()) {
             // Its process closed the connection (it ended): nothing of it is cached.
             let mut t = lock(&self.table);
-            Self::drop_client_grants(&mut t, h.id);
+            self.drop_client_grants(&mut t, h.id);
             return;
         }
         self.expired.fetch_add(1, Ordering::Relaxed);
@@ -586,7 +626,7 @@ impl Grants {
         let left = Duration::from_millis(lease_end.saturating_sub(self.now_ms()));
         std::thread::sleep(left);
         let mut t = lock(&self.table);
-        Self::drop_client_grants(&mut t, h.id);
+        self.drop_client_grants(&mut t, h.id);
         if let Some(c) = lock(&h.link).take() {
             c.close();
         }

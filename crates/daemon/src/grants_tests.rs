@@ -162,3 +162,82 @@ fn a_listing_is_granted_whole_unless_a_change_in_its_directory_crossed_it() {
     g.end_change(c, false);
     assert!(g.grant_listed("/d", &page(&["t"]), &b.holder, epoch));
 }
+
+/// A client whose recall handler waits until `gate` says go (a holder slow to
+/// answer), telling `started` when a recall arrived.
+fn slow_client(
+    g: &Arc<Grants>,
+    id: u64,
+    started: std::sync::mpsc::Sender<()>,
+    gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+) -> (Arc<Holder>, gust_rpc::Connection) {
+    let (a, b) = UnixStream::pair().unwrap();
+    let started = Mutex::new(started);
+    let mut copts = gust_rpc::Options::new(Duration::from_secs(10));
+    copts.handler = Some(Arc::new(move |req, _| match req {
+        Request::Recall { .. } => {
+            let _ = lock(&started).send(());
+            let (m, cv) = &*gate;
+            let mut open = lock(m);
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+            (Ok(Response::Ok), Vec::new())
+        }
+        _ => (Err(libc::ENOSYS), Vec::new()),
+    }));
+    let client_side = gust_rpc::Connection::established(Box::new(a), copts).unwrap();
+    let daemon_side = gust_rpc::Connection::established(Box::new(b), gust_rpc::Options::new(LEASE)).unwrap();
+    let holder = g.hello(id).unwrap();
+    g.set_link(&holder, daemon_side);
+    (holder, client_side)
+}
+
+/// A recall takes the holder's other grant in the directory along; while it is under
+/// way, that path's entry stays even when nothing else refers to it, so that a
+/// change of the path waits for the recall (with the entry gone, the change went
+/// ahead at once, and the recall's end was then counted against the new entry: the
+/// count went below zero and every later change of the path waited for ever, the
+/// 600 s soak's stall).
+#[test]
+fn a_change_waits_for_a_recall_of_its_path_that_another_change_started() {
+    let g = Arc::new(Grants::new());
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let (x, _x_side) = slow_client(&g, 1, started_tx, gate.clone());
+    let y = client(&g, 2);
+    assert_eq!(g.grant("/d/a", &x), Grant::New);
+    assert_eq!(g.grant("/d/b", &x), Grant::New);
+    let g1 = g.clone();
+    let first = std::thread::spawn(move || {
+        let c = g1.begin_change(&chmod("/d/a"), Some(2)).unwrap();
+        g1.end_change(c, false);
+    });
+    started.recv().unwrap();
+    // Something that would drop an unused entry of /d/b (a failed read's ungrant).
+    g.ungrant("/d/b", &y.holder);
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let g2 = g.clone();
+    let second = std::thread::spawn(move || {
+        let c = g2.begin_change(&chmod("/d/b"), Some(2)).unwrap();
+        done_tx.send(()).unwrap();
+        g2.end_change(c, false);
+    });
+    // One-sided: with the entry kept, the second change cannot finish before the
+    // gate opens, however long this waits.
+    assert!(
+        done.recv_timeout(Duration::from_millis(300)).is_err(),
+        "a change of /d/b went ahead while its recall was under way"
+    );
+    {
+        let (m, cv) = &*gate;
+        *lock(m) = true;
+        cv.notify_all();
+    }
+    first.join().unwrap();
+    done.recv().unwrap();
+    second.join().unwrap();
+    // And the path is not stuck: a later change goes through.
+    let c = g.begin_change(&chmod("/d/b"), Some(2)).unwrap();
+    g.end_change(c, false);
+}

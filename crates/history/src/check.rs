@@ -197,7 +197,7 @@ fn at(t_ns: u64, t0_ns: u64) -> String {
 /// An operation for people: "create 0600", "chmod 0644", "unlink", "stat".
 pub fn describe_call(o: &Op) -> String {
     match o.kind {
-        OpKind::Create | OpKind::Chmod => format!("{} {:04o}", o.kind.name(), o.arg),
+        OpKind::Create | OpKind::Open | OpKind::Chmod => format!("{} {:04o}", o.kind.name(), o.arg),
         OpKind::Unlink | OpKind::Stat | OpKind::Listed => o.kind.name().to_string(),
     }
 }

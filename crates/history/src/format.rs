@@ -38,6 +38,9 @@ pub const RETURN_NEVER: u64 = u64::MAX;
 #[serde(rename_all = "lowercase")]
 pub enum OpKind {
     Create,
+    /// open(O_CREAT) without O_EXCL, then close: the preload library's create,
+    /// deferred under a directory's claim.
+    Open,
     Chmod,
     Unlink,
     Stat,
@@ -50,6 +53,7 @@ impl OpKind {
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Create => "create",
+            OpKind::Open => "open",
             OpKind::Chmod => "chmod",
             OpKind::Unlink => "unlink",
             OpKind::Stat => "stat",

@@ -4,6 +4,7 @@
 //! | operation      | absent                    | present(m)                  |
 //! |----------------|---------------------------|-----------------------------|
 //! | create(c)      | ok, becomes present(c)    | EEXIST, unchanged           |
+//! | open(c)        | ok, becomes present(c)    | ok, unchanged               |
 //! | chmod(c)       | ENOENT, unchanged         | ok, becomes present(c)      |
 //! | unlink         | ENOENT, unchanged         | ok, becomes absent          |
 //! | stat           | ENOENT                    | mode m                      |
@@ -47,6 +48,7 @@ pub fn is_determinate(kind: OpKind, result: Outcome) -> bool {
     match (kind, result) {
         (OpKind::Stat, Outcome::Mode(_)) => true,
         (OpKind::Create, Outcome::Errno(e)) => e == libc::EEXIST,
+        (OpKind::Open, Outcome::Errno(_)) => false,
         (_, Outcome::Errno(e)) => e == libc::ENOENT,
         (OpKind::Stat, _) => false,
         (_, Outcome::Ok) => true,
@@ -60,6 +62,8 @@ pub fn apply(state: State, kind: OpKind, arg: u32) -> (Outcome, State) {
     match (kind, state) {
         (OpKind::Create, State::Absent) => (Outcome::Ok, present(arg)),
         (OpKind::Create, State::Present(_)) => (Outcome::Errno(libc::EEXIST), state),
+        (OpKind::Open, State::Absent) => (Outcome::Ok, present(arg)),
+        (OpKind::Open, State::Present(_)) => (Outcome::Ok, state),
         (OpKind::Chmod, State::Present(_)) => (Outcome::Ok, present(arg)),
         (OpKind::Unlink, State::Present(_)) => (Outcome::Ok, State::Absent),
         (OpKind::Stat, State::Present(m)) => (Outcome::Mode(m as u32), state),
@@ -91,6 +95,8 @@ mod tests {
         assert_eq!(step(a, OpKind::Create, 0o600, Outcome::Ok), Some(State::Present(0o600)));
         assert_eq!(step(p, OpKind::Create, 0o600, Outcome::Ok), None);
         assert_eq!(step(p, OpKind::Create, 0o600, Outcome::Errno(libc::EEXIST)), Some(p));
+        assert_eq!(step(a, OpKind::Open, 0o600, Outcome::Ok), Some(State::Present(0o600)));
+        assert_eq!(step(p, OpKind::Open, 0o600, Outcome::Ok), Some(p), "an existing file keeps its mode");
         assert_eq!(step(p, OpKind::Chmod, 0o100755, Outcome::Ok), Some(State::Present(0o755)));
         assert_eq!(step(a, OpKind::Chmod, 0o755, Outcome::Errno(libc::ENOENT)), Some(a));
         assert_eq!(step(p, OpKind::Unlink, 0, Outcome::Ok), Some(a));

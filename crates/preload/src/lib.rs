@@ -170,8 +170,13 @@ pub(crate) fn client() -> Result<&'static Client, i32> {
             }
         })
         .as_ref()
+        .inspect(|c| ARMED.call_once(|| c.arm_claims()))
         .ok_or(libc::EIO)
 }
+
+/// Claims (deferred creates under a directory's claim, gust-client claims.rs) are
+/// armed once the client exists: their recall runs the client's code.
+static ARMED: std::sync::Once = std::sync::Once::new();
 
 /// The client if it was built already (hooks that must not build one).
 pub(crate) fn built_client() -> Option<&'static Client> {

@@ -1,6 +1,11 @@
 //! Names of errno values (Linux numbering, as on the wire): one table for every
 //! place that shows an errno to people or labels a metric with it.
 
+/// Answer to a request that names a directory whose claim another client holds
+/// while the daemon recalls that claim (docs/DESIGN.md, "Claims"): the client sends
+/// the request again shortly. Never given to an application.
+pub const RETRY: i32 = libc::ERESTART;
+
 /// The symbolic name of a Linux errno, for the ones GustFS gives or meets.
 pub fn name(e: i32) -> Option<&'static str> {
     Some(match e {
@@ -31,6 +36,7 @@ pub fn name(e: i32) -> Option<&'static str> {
         libc::ENOTEMPTY => "ENOTEMPTY",
         libc::ELOOP => "ELOOP",
         libc::EREMOTE => "EREMOTE",
+        libc::ERESTART => "ERESTART",
         libc::EPROTO => "EPROTO",
         libc::EOVERFLOW => "EOVERFLOW",
         libc::ENOTSUP => "ENOTSUP",

@@ -31,9 +31,15 @@ pub const REPLY_LEASED: u16 = 0x2000;
 /// until it recalls the directory's [`crate::path::listing_key`] (a name created
 /// or removed there by another client).
 pub const REPLY_LISTED: u16 = 0x1000;
+/// Set in the reply to a create when the daemon granted the caller a *claim* on
+/// the new file's directory: the right, alone, to make names there among those
+/// this daemon holds, until it recalls the directory's [`crate::path::claim_key`]
+/// (docs/DESIGN.md, "Claims"). Only for clients whose `callback` said they take
+/// claims.
+pub const REPLY_CLAIMED: u16 = 0x0800;
 /// The flag bits a response's `op` may carry besides `OP_RESPONSE_BIT`; request op
 /// codes stay below them.
-pub const REPLY_FLAGS: u16 = REPLY_GRANTED | REPLY_LEASED | REPLY_LISTED;
+pub const REPLY_FLAGS: u16 = REPLY_GRANTED | REPLY_LEASED | REPLY_LISTED | REPLY_CLAIMED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {

@@ -192,7 +192,7 @@ macro_rules! requests {
         const _: () = {
             let mut i = 0;
             while i < OPS.len() {
-                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_LISTED, "op code out of range");
+                assert!(OPS[i].0 != 0 && OPS[i].0 < crate::frame::REPLY_CLAIMED, "op code out of range");
                 let mut j = i + 1;
                 while j < OPS.len() {
                     assert!(OPS[i].0 != OPS[j].0, "duplicate op code");
@@ -487,7 +487,9 @@ requests! {
     /// Sent first on the connection a client keeps open for the daemon's calls: the
     /// daemon sends `recall` requests on it from now on, and the client only answers
     /// them. Answered with `Ok`. Any further request from the client ends it.
-    52 OP_CALLBACK "callback" Callback { client: u64 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// `claims`: the client takes claims on directories (`REPLY_CLAIMED`) and
+    /// settles what it deferred under one when it is recalled.
+    52 OP_CALLBACK "callback" Callback { client: u64, claims: bool } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Daemon to client, on its `callback` connection: forget the cached records of
     /// `paths` (another client is about to change them). Answered with `Ok` once
     /// they are forgotten; until then the change waits (at most the client's lease).
@@ -573,6 +575,31 @@ impl Request {
             Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
             Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
             _ => {}
+        }
+    }
+
+    /// Calls `f` with each directory whose names this request reads or changes: the
+    /// parent of every path it names, and a listed directory itself. A claim on one
+    /// of them (docs/DESIGN.md, "Claims") is recalled before another client's
+    /// request is served. A scan of a whole tree names its root in
+    /// [`Request::subtree`] instead.
+    pub fn dirs_named(&self, mut f: impl FnMut(&str)) {
+        use crate::path::parent;
+        match self {
+            Request::Stat { path } | Request::StatData { path } | Request::CloseWrite { path } => f(parent(path)),
+            Request::ReadMany { paths } => paths.iter().for_each(|p| f(parent(p))),
+            Request::ReadDir { dir, .. } | Request::ReadDirPlus { dir, .. } | Request::HasChildren { dir } => f(dir),
+            _ => {}
+        }
+        self.changed_paths(|p| f(parent(p)));
+    }
+
+    /// The root of the tree this request scans (`scan_tree`, `find`): every claim in
+    /// it is recalled first.
+    pub fn subtree(&self) -> Option<&str> {
+        match self {
+            Request::ScanTree { dir, .. } | Request::Find { dir, .. } => Some(dir),
+            _ => None,
         }
     }
 
@@ -1120,7 +1147,7 @@ mod tests {
             ),
             (Request::Multiplex, "32000000".into()),
             (Request::Hello { client: 0x0807060504030201 }, "33000000  0102030405060708".into()),
-            (Request::Callback { client: 9 }, "34000000  0900000000000000".into()),
+            (Request::Callback { client: 9, claims: true }, "34000000  0900000000000000 01".into()),
             (Request::Recall { paths: vec!["/a".into()] }, "35000000  0100000000000000 0200000000000000 2f61".into()),
             (
                 Request::Lock {
@@ -1447,16 +1474,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0a00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0b00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0a00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0b00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0a00 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0b00 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
@@ -1473,18 +1500,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0a00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0b00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0a00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0b00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0a00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0b00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

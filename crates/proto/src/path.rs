@@ -135,6 +135,20 @@ pub fn listing_dir(key: &str) -> Option<&str> {
     }
 }
 
+/// The key of a claim on directory `dir`'s names (docs/DESIGN.md, "Claims"), as a
+/// recall names it: "//claim" and `dir`, which no normalized path, listing key or
+/// link path is.
+pub fn claim_key(dir: &str) -> String {
+    format!("{CLAIM_PREFIX}{dir}")
+}
+
+const CLAIM_PREFIX: &str = "//claim";
+
+/// The directory a [`claim_key`] is the claim on.
+pub fn claim_dir(key: &str) -> Option<&str> {
+    key.strip_prefix(CLAIM_PREFIX).filter(|d| d.starts_with('/'))
+}
+
 /// `dir/name` for a normalized `dir`; `name` is not checked (see [`child`]).
 pub fn join(dir: &str, name: &str) -> String {
     if dir == "/" {

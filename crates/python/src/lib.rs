@@ -438,7 +438,7 @@ impl Client {
         let r = py.detach(move || {
             // SAFETY: as in read_into; only read here, while `view` holds the buffer.
             let b = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            let fd = core.open_deferred(&p, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode)?;
+            let fd = core.open_deferred_whole(&p, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode)?;
             let mut done = 0;
             let mut r = Ok(());
             while done < b.len() {

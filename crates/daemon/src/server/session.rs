@@ -529,9 +529,9 @@ impl Session {
                 self.client = state.grants.hello(client);
                 return Flow::Continue;
             }
-            Request::Callback { client } => {
+            Request::Callback { client, claims } => {
                 state.metrics.count_op(op);
-                return self.become_callback(state, op, id, client);
+                return self.become_callback(state, op, id, client, claims);
             }
             _ => state.metrics.count_op(op),
         }

@@ -8,7 +8,7 @@ use gust_proto::{encode, Reply, Response};
 use std::sync::Arc;
 
 impl Session {
-    pub(super) fn become_callback(&mut self, state: &State, op: u16, id: u64, client: u64) -> Flow {
+    pub(super) fn become_callback(&mut self, state: &State, op: u16, id: u64, client: u64, claims: bool) -> Flow {
         let refuse = |s: &mut Session, errno: i32| {
             let reply: Reply = Err(errno);
             let mut w = Worker::new();
@@ -22,6 +22,7 @@ impl Session {
             return refuse(self, libc::ENOTSUP);
         }
         let Some(holder) = state.grants.hello(client) else { return refuse(self, libc::EBUSY) };
+        holder.claims.store(claims, std::sync::atomic::Ordering::Relaxed);
         let Ok(s) = self.stream.try_clone() else { return Flow::Stop(Outcome::Close) };
         // Blocking from now on, every write bounded (a recall's caller bounds its wait).
         if s.set_nonblocking(false).is_err() || s.set_timeout(Some(crate::grants::LEASE)).is_err() {
