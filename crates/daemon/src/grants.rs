@@ -131,6 +131,19 @@ struct Table {
     claims: HashMap<String, claims::Claim>,
 }
 
+impl Table {
+    /// `key` (a path, a listing key) was recalled: no grant on it for
+    /// `CONTENDED_FOR` (bounded: past `CONTENDED_MAX` the old marks go first).
+    fn note_contended(&mut self, key: String) {
+        if self.contended.len() >= CONTENDED_MAX {
+            self.contended.retain(|_, since| since.elapsed() < CONTENDED_FOR);
+        }
+        if self.contended.len() < CONTENDED_MAX {
+            self.contended.insert(key, Instant::now());
+        }
+    }
+}
+
 /// The paths one client holds grants on, by directory: a recall finds the
 /// holder's other grants in a directory without a walk over all of them (a FUSE
 /// mount that listed large directories holds hundreds of thousands).
@@ -527,12 +540,7 @@ impl Grants {
                         into.push(q);
                     }
                 }
-                if t.contended.len() >= CONTENDED_MAX {
-                    t.contended.retain(|_, since| since.elapsed() < CONTENDED_FOR);
-                }
-                if t.contended.len() < CONTENDED_MAX {
-                    t.contended.insert(p.clone(), Instant::now());
-                }
+                t.note_contended(p.clone());
             }
         }
         if !recall.is_empty() && !self.no_recall {

@@ -22,12 +22,11 @@
 //!
 //! Not for: the client's deferral (gust-client's claims.rs), grants on records.
 
-use super::{lock, Grants, Holder, Table, CONTENDED_FOR, CONTENDED_MAX};
+use super::{lock, Grants, Holder, Table, CONTENDED_FOR};
 use gust_proto::path::{claim_key, listing_key, parent};
 use gust_proto::Request;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Errno of a request that names a directory another client's claim covers while
 /// that claim is recalled: the client sends the request again (never an
@@ -110,17 +109,7 @@ impl Grants {
         if t.claims.remove(&dir).is_some() {
             self.claims_held.fetch_sub(1, Ordering::AcqRel);
         }
-        Self::note_contended(&mut t, &dir);
-    }
-
-    fn note_contended(t: &mut Table, dir: &str) {
-        let key = listing_key(dir);
-        if t.contended.len() >= CONTENDED_MAX {
-            t.contended.retain(|_, since| since.elapsed() < CONTENDED_FOR);
-        }
-        if t.contended.len() < CONTENDED_MAX {
-            t.contended.insert(key, Instant::now());
-        }
+        t.note_contended(listing_key(&dir));
     }
 
     /// After `h`'s create of `path` succeeded: whether `h` holds the claim on its
@@ -154,7 +143,7 @@ impl Grants {
             return false;
         }
         if !only_name(dir) {
-            Self::note_contended(&mut t, dir);
+            t.note_contended(listing_key(dir));
             return false;
         }
         t.claims.insert(dir.to_string(), Claim { holder: h.id, recalling: false });
