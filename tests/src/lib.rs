@@ -79,6 +79,14 @@ impl Instance {
         Client::open_instance(&self.hosts, o).expect("client")
     }
 
+    /// A client that takes claims on directories (gust-client claims.rs), as the
+    /// preload library's: it lives as long as the test process.
+    pub fn claiming_client(&self, o: ClientOptions) -> &'static Client {
+        let c: &'static Client = Box::leak(Box::new(self.client_with(o)));
+        c.arm_claims();
+        c
+    }
+
     pub fn hosts_file(&self) -> gust_hosts::HostsFile {
         gust_hosts::HostsFile::load(&self.hosts).expect("hosts file")
     }

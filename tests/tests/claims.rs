@@ -11,14 +11,6 @@ use gust_e2e::{gust_bin, Instance};
 use std::path::Path;
 use std::process::Command;
 
-/// A client that takes claims, as the preload library's: it lives as long as the
-/// test process.
-fn claiming(inst: &Instance) -> &'static Client {
-    let c: &'static Client = Box::leak(Box::new(Client::open_instance(&inst.hosts, ClientOptions::default()).unwrap()));
-    c.arm_claims();
-    c
-}
-
 /// `n` names in `dir` whose records live on the daemon of `first`'s.
 fn names_with_daemon_of(c: &Client, dir: &str, first: &str, n: usize) -> Vec<String> {
     let d = c.record_holders(first)[0];
@@ -28,7 +20,7 @@ fn names_with_daemon_of(c: &Client, dir: &str, first: &str, n: usize) -> Vec<Str
 #[test]
 fn a_create_is_seen_by_another_process_while_its_file_is_open() {
     let inst = Instance::start(4);
-    let a = claiming(&inst);
+    let a = inst.claiming_client(ClientOptions::default());
     let b = inst.client();
     a.mkdir("/out", 0o755).unwrap();
     // No claim yet: the open creates the file at once.
@@ -40,7 +32,7 @@ fn a_create_is_seen_by_another_process_while_its_file_is_open() {
 #[test]
 fn creates_deferred_under_a_claim_are_sent_when_another_process_looks() {
     let inst = Instance::start(4);
-    let a = claiming(&inst);
+    let a = inst.claiming_client(ClientOptions::default());
     let b = &inst.client();
     a.mkdir("/out", 0o755).unwrap();
     let fd = a.open_deferred("/out/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();

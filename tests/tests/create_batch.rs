@@ -25,20 +25,13 @@ fn content(i: usize) -> Vec<u8> {
     (0..4096).map(|j| ((i * 31 + j * 7) % 251) as u8).collect()
 }
 
-/// A client that takes claims (as the preload library's), living as long as the test.
-fn claiming(inst: &Instance, opts: ClientOptions) -> &'static Client {
-    let c: &'static Client = Box::leak(Box::new(Client::open_instance(&inst.hosts, opts).unwrap()));
-    c.arm_claims();
-    c
-}
-
 /// 256 files of 4 KiB in a fresh directory: after the first create on each daemon
 /// (which brings its claim), the closes queue and go out 64 to a request, with no
 /// single creates; another client finds every one.
 #[test]
 fn batches_of_creates_under_claims() {
     let inst = Instance::start(4);
-    let c = claiming(&inst, ClientOptions::default());
+    let c = inst.claiming_client(ClientOptions::default());
     c.set_create_batch(BATCH);
     let other = inst.client();
     c.mkdir("/d", 0o755).unwrap();
@@ -69,7 +62,7 @@ fn batches_of_creates_under_claims() {
 #[test]
 fn another_clients_exclusive_create_finds_the_queued_file() {
     let inst = Instance::start(1);
-    let c = claiming(&inst, ClientOptions::default());
+    let c = inst.claiming_client(ClientOptions::default());
     c.set_create_batch(BATCH);
     let other = inst.client();
     c.mkdir("/d", 0o755).unwrap();
@@ -84,7 +77,7 @@ fn another_clients_exclusive_create_finds_the_queued_file() {
 #[test]
 fn fsync_sends_the_queue() {
     let inst = Instance::start(1);
-    let c = claiming(&inst, ClientOptions::default());
+    let c = inst.claiming_client(ClientOptions::default());
     c.set_create_batch(BATCH);
     put(c, "/log", b"x");
     let log = c.open("/log", O_WRONLY, 0).unwrap();
@@ -136,7 +129,8 @@ fn preload_programs_batch_their_creates() {
 #[test]
 fn a_lost_daemon_fails_the_batch_and_the_close_says_so() {
     let inst = Instance::start(1);
-    let c = claiming(&inst, ClientOptions { rpc_timeout: std::time::Duration::from_secs(2), ..Default::default() });
+    let c =
+        inst.claiming_client(ClientOptions { rpc_timeout: std::time::Duration::from_secs(2), ..Default::default() });
     c.set_create_batch(BATCH);
     put(c, "/log", b"x");
     let log = c.open("/log", O_WRONLY, 0).unwrap();

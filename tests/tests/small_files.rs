@@ -110,21 +110,13 @@ fn truncating_open_of_an_inline_file_does_not_fetch_its_data() {
     assert_eq!(get(&inst.client(), "/f"), b"again", "another client reads it too");
 }
 
-/// A client that takes claims (as the preload library's), living as long as the test.
-fn claiming(inst: &Instance) -> &'static Client {
-    let c: &'static Client =
-        Box::leak(Box::new(Client::open_instance(&inst.hosts, gust_client::ClientOptions::default()).unwrap()));
-    c.arm_claims();
-    c
-}
-
 /// A deferred create (under the claim on its directory) is settled by this
 /// client's own operations, and by any other client's request that names the
 /// directory (the claim's recall): nobody sees the file missing after its open.
 #[test]
 fn deferred_create_is_settled_by_own_operations_and_others_requests() {
     let inst = Instance::start(3);
-    let (c, other) = (claiming(&inst), inst.client());
+    let (c, other) = (inst.claiming_client(gust_client::ClientOptions::default()), inst.client());
     c.mkdir("/d", 0o755).unwrap();
     let daemon = c.record_holders("/d/first")[0];
     let same: Vec<String> =
