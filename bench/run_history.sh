@@ -43,6 +43,8 @@ print(f"history: {r['verdict']}: {r['operations']} operations in {r.get('rounds'
       f"{r.get('run_seconds', 0):.0f} s ({r.get('ops_per_second', 0):.0f} ops/s), "
       f"{f.get('kill', 0)} kills, {f.get('stop', 0)} stops, {r['never_returned']} never returned, "
       f"{r['indeterminate']} errors outside the model, {r['violations']} violations, "
+      f"{r.get('batches', {}).get('create_inline_batch', 0)} create and "
+      f"{r.get('batches', {}).get('remove_batch', 0)} remove batches under claims, "
       f"checked in {r['check_seconds']:.1f} s; report {path}")
 PY
 exit "$rc"

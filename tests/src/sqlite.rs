@@ -1,7 +1,7 @@
 //! SQLite's multi-process test pattern (Python's sqlite3): writers insert rows in
 //! transactions into one database at once; afterwards no row is lost or duplicated
 //! and the database checks out. Shared by the lock tests on one host (locks.rs,
-//! locks_fuse.rs) and across test hosts (netns_sqlite.rs), which differ only in how
+//! locks_fuse.rs) and across test hosts (netns_locks.rs), which differ only in how
 //! a Python process is started: `python` gets Python's arguments and returns the
 //! command (its environment, namespace or mount set).
 

@@ -103,3 +103,120 @@ fn parallel_hdf5_through_the_preload_library() {
         );
     }
 }
+
+/// Unlinks under a claim (gust-client remove_batch.rs) wait in the process like
+/// creates, and another process's look at the directory sends them first: it never
+/// sees a file whose unlink returned.
+#[test]
+fn unlinks_deferred_under_a_claim_are_sent_when_another_process_looks() {
+    let inst = Instance::start(4);
+    let a = inst.claiming_client(ClientOptions::default());
+    let b = &inst.client();
+    a.mkdir("/out", 0o755).unwrap();
+    let fd = a.open_deferred("/out/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    a.close(fd).unwrap();
+    assert_eq!(a.claims_held(), 1);
+    let more = names_with_daemon_of(a, "/out", "/out/first", 8);
+    for p in &more {
+        let fd = a.open_deferred(p, libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        assert_eq!(a.write(fd, p.as_bytes()).unwrap(), p.len());
+        a.close(fd).unwrap();
+    }
+    // A path operation sends the creates; their batch's reply grants the records.
+    a.stat("/out").unwrap();
+    assert_eq!(a.claims_held(), 1);
+    let open = a.open(&more[7], libc::O_RDONLY, 0).unwrap();
+    let before = common::daemon_requests(b);
+    for p in &more[..5] {
+        a.unlink(p).unwrap();
+    }
+    assert_eq!(common::errno_of(a.unlink(&more[0])), libc::ENOENT, "a second unlink of a queued path");
+    assert_eq!(common::daemon_requests(b), before, "unlinks under a claim wait in the process");
+    // A file open in this process is removed at once.
+    a.unlink(&more[7]).unwrap();
+    assert!(common::daemon_requests(b) > before, "the unlink of an open file was held back");
+    a.close(open).unwrap();
+    let before = common::daemon_requests(b);
+    a.unlink(&more[5]).unwrap();
+    assert_eq!(common::daemon_requests(b), before);
+
+    // Another process looks: the claim is recalled, and the unlinks are done.
+    let mut names: Vec<String> = b.read_dir("/out").unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    let mut want = vec!["first".to_string(), more[6][5..].to_string()];
+    want.sort();
+    assert_eq!(names, want, "a listing by another process");
+    assert_eq!(a.claims_held(), 0, "the listing recalled the claim");
+    let batches: u64 = (0..4).map(|d| common::op_count(b, d, "remove_batch")).sum();
+    assert_eq!(batches, 1, "the six queued unlinks went out in one request");
+    for p in &more[..6] {
+        assert_eq!(common::errno_of(b.stat(p)), libc::ENOENT, "{p}");
+    }
+    assert_eq!(common::get(b, &more[6]), more[6].as_bytes());
+    // Not claimed any more: an unlink is sent at once.
+    a.unlink(&more[6]).unwrap();
+    assert_eq!(common::errno_of(b.stat(&more[6])), libc::ENOENT);
+}
+
+/// A process that unlinks a name and makes it again sees the new file, and so does
+/// every other process: the queued unlink goes before the create.
+#[test]
+fn a_name_unlinked_under_a_claim_can_be_made_again() {
+    let inst = Instance::start(2);
+    let a = inst.claiming_client(ClientOptions::default());
+    let b = &inst.client();
+    a.mkdir("/d", 0o755).unwrap();
+    for round in 0..3u8 {
+        let fd = a.open_deferred("/d/f", libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL, 0o644).unwrap();
+        assert_eq!(a.write(fd, &[round; 3]).unwrap(), 3);
+        a.close(fd).unwrap();
+        assert_eq!(a.stat("/d/f").unwrap().size, 3, "round {round}");
+        a.unlink("/d/f").unwrap();
+        assert_eq!(common::errno_of(a.stat("/d/f")), libc::ENOENT, "round {round}: this process's own stat");
+    }
+    assert_eq!(common::errno_of(b.stat("/d/f")), libc::ENOENT);
+    let fd = a.open_deferred("/d/f", libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL, 0o644).unwrap();
+    assert_eq!(a.write(fd, b"last").unwrap(), 4);
+    a.close(fd).unwrap();
+    assert_eq!(common::get(b, "/d/f"), b"last");
+}
+
+/// A real program under the preload library: Python writes 100 small files and
+/// removes 80 of them in a directory it claims. The creates and the removes go out
+/// in batches, and the next program (ls, forked by the shell after Python exited)
+/// sees the 20 left.
+#[test]
+fn a_program_under_the_preload_library_batches_its_unlinks() {
+    let inst = Instance::start(3);
+    let c = inst.client();
+    let (singles, batches) = (common::op_total(&c, "remove"), common::op_total(&c, "remove_batch"));
+    let creates = common::op_total(&c, "create_inline") + common::op_total(&c, "create");
+    let script = "set -euo pipefail; mkdir /gustfs/s; \
+                  python3 -c 'import os\nfor i in range(100):\n  open(\"/gustfs/s/f%d\" % i, \"w\").write(\"x\" * i)\n\
+                  for i in range(80):\n  os.remove(\"/gustfs/s/f%d\" % i)'; \
+                  ls /gustfs/s | wc -l";
+    let out = Command::new(gust_bin())
+        .args(["run", "--", "bash", "-c", script])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "20");
+    let sent = common::op_total(&c, "remove_batch") - batches;
+    // 80 unlinks on 3 daemons, 64 to a flush: at most 2 flushes of 3 requests (a
+    // full queue, and Python's exit), more if a flush came due by time.
+    assert!((1..=12).contains(&sent), "{sent} batch requests for 80 unlinks");
+    let singles = common::op_total(&c, "remove") - singles;
+    assert!(singles < 10, "unlinks went one by one: {singles} removes, {sent} batches");
+    // Python's open makes an fstat and an lseek on the new descriptor: answered in
+    // the process, they leave the create deferred (one create per daemon brought
+    // the claim, plus the directory).
+    let creates = common::op_total(&c, "create_inline") + common::op_total(&c, "create") - creates;
+    assert!(creates < 10, "creates went one by one: {creates}");
+    let mut left = common::names(&c, "/s");
+    left.sort();
+    let mut want: Vec<String> = (80..100).map(|i| format!("f{i}")).collect();
+    want.sort();
+    assert_eq!(left, want);
+    assert_eq!(common::get(&c, "/s/f99"), vec![b'x'; 99]);
+}

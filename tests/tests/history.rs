@@ -1,9 +1,10 @@
 //! Linearizability of what clients see, checked on real processes: `gust bench
 //! history` runs worker processes (each its own client core) that race create,
 //! chmod, unlink and stat on a few shared paths of 4 daemons, and checks the history
-//! they record against the model of gust-history. Each worker also creates in a
-//! directory of its own, as the preload library does (deferred under the
-//! directory's claim), where the others' stats recall the claim.
+//! they record against the model of gust-history. Each worker also creates and
+//! unlinks in a directory of its own, as the preload library does (deferred under
+//! the directory's claim when it holds it: unlinks only of records it holds a grant
+//! on, which a short run need not meet), where the others' stats recall the claim.
 
 mod common;
 

@@ -346,10 +346,10 @@ fn run_phase(t: &dyn Target, s: &WorkerSpec, phase: &str) -> PhaseReport {
                 r.bytes += if phase == "create" || phase == "read" { size } else { 0 };
                 r.errors += u64::from(!ok);
             }
-            if phase == "create" {
+            if phase == "create" || phase == "remove" {
                 // Within the phase's time: a path operation sends what the process
-                // still holds back (creates queued under claims, gust-client
-                // claims.rs), as the next phase's first call would.
+                // still holds back (creates and unlinks queued under claims,
+                // gust-client claims.rs), as the next phase's first call would.
                 let _ = t.stat_size(&dir);
             }
         }

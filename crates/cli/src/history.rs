@@ -369,6 +369,27 @@ struct RunStats {
     /// Workers still running at a round's hard deadline (killed then).
     timed_out: u32,
     seconds: f64,
+    /// Requests of deferred work the daemons served during the run
+    /// (`create_inline_batch`, `remove_batch`): the claims the checked history
+    /// went through.
+    batches: [u64; 2],
+}
+
+/// The batch ops counted in `RunStats::batches`.
+const BATCH_OPS: [&str; 2] = ["create_inline_batch", "remove_batch"];
+
+/// How many requests of each of `BATCH_OPS` the daemons served so far (0 for a
+/// daemon that does not answer: the count is a report, not a check).
+fn batch_requests(client: &Client) -> [u64; 2] {
+    let mut n = [0u64; 2];
+    for d in 0..client.daemon_count() {
+        if let Ok(s) = client.daemon_stats(d) {
+            for (i, op) in BATCH_OPS.iter().enumerate() {
+                n[i] += s.ops.iter().find(|(name, _)| name == op).map_or(0, |(_, k)| *k);
+            }
+        }
+    }
+    n
 }
 
 /// What the checker found, over all rounds.
@@ -549,6 +570,7 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
         unchecked: Default::default(),
     };
     let start = Instant::now();
+    let batches_before = batch_requests(&client);
     let mut r = Ok(());
     for (number, (ops, seconds)) in lengths.into_iter().enumerate() {
         let number = number as u32;
@@ -566,6 +588,8 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
     }
     let _ = std::fs::remove_dir_all(&local);
     c.st.seconds = start.elapsed().as_secs_f64();
+    let batches_after = batch_requests(&client);
+    c.st.batches = [0, 1].map(|i| batches_after[i].saturating_sub(batches_before[i]));
     t.run = Some(c.st);
     r
 }
@@ -804,6 +828,7 @@ fn print_json(a: &HistoryArgs, t: &Totals) {
         out["faults"] = serde_json::json!({"kill": s.kills, "stop": s.stops});
         out["workers_failed"] = s.failed.clone().into();
         out["workers_timed_out"] = s.timed_out.into();
+        out["batches"] = serde_json::json!({BATCH_OPS[0]: s.batches[0], BATCH_OPS[1]: s.batches[1]});
     }
     println!("{}", serde_json::to_string_pretty(&out).expect("a report always serializes"));
 }
@@ -824,6 +849,10 @@ fn print_summary(a: &HistoryArgs, t: &Totals) {
             if !a.faults.is_empty() {
                 println!("faults: {} kills, {} stops", s.kills, s.stops);
             }
+            println!(
+                "deferred under claims: {} create batches, {} remove batches reached the daemons",
+                s.batches[0], s.batches[1]
+            );
             for f in &s.failed {
                 println!("worker failed: {f}");
             }

@@ -152,9 +152,10 @@ impl Client {
 
     /// Sends what this process deferred: the creates of open descriptors (as
     /// ordinary files; waiting for a thread that is writing through one), then the
-    /// queue. A recall is answered after this.
+    /// queued creates and unlinks. A recall is answered after this.
     fn settle_for_recall(&self) {
         self.settle_open_creates_waiting();
         self.flush_creates();
+        self.flush_removes();
     }
 }

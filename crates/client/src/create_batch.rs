@@ -87,22 +87,29 @@ pub(crate) struct CreateBatch {
 }
 
 impl CreateBatch {
-    /// From `$GUST_CREATE_BATCH`: unset, empty or 0 is off; 1 or any non-number is
-    /// the default size; N is N records (at most CREATE_BATCH_ENTRIES_MAX).
+    /// From `$GUST_CREATE_BATCH` (see [`batch_entries_from_env`]).
     pub(crate) fn from_env() -> CreateBatch {
         let b = CreateBatch::default();
-        b.entries_max.store(CREATE_BATCH_ENTRIES_DEFAULT, Ordering::Relaxed);
-        if let Ok(v) = std::env::var("GUST_CREATE_BATCH") {
-            let n = match v.trim().parse::<usize>() {
-                Ok(0) => 0,
-                Ok(1) | Err(_) if !v.trim().is_empty() => CREATE_BATCH_ENTRIES_DEFAULT,
-                Ok(n) => n,
-                Err(_) => 0,
-            };
-            b.entries_max.store(n.min(CREATE_BATCH_ENTRIES_MAX), Ordering::Relaxed);
-        }
+        let n = batch_entries_from_env("GUST_CREATE_BATCH", CREATE_BATCH_ENTRIES_DEFAULT, CREATE_BATCH_ENTRIES_MAX);
+        b.entries_max.store(n, Ordering::Relaxed);
         b
     }
+}
+
+/// A batch size from the environment variable `var`: unset is `default`; empty or 0
+/// is off (0); 1 or any non-number is `default`; N is N, at most `max`.
+pub(crate) fn batch_entries_from_env(var: &str, default: usize, max: usize) -> usize {
+    let n = match std::env::var(var) {
+        Err(_) => default,
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(0) => 0,
+            Ok(1) => default,
+            Ok(n) => n,
+            Err(_) if v.trim().is_empty() => 0,
+            Err(_) => default,
+        },
+    };
+    n.min(max)
 }
 
 impl Client {
@@ -256,7 +263,7 @@ impl Client {
                     e => Err(Errno(e)),
                 };
                 if let Err(e) = r {
-                    self.create_failed(it.path, e);
+                    self.deferred_failed("create", it.path, e);
                 }
             }
         }
@@ -272,9 +279,11 @@ impl Client {
         r.and(self.close_impl(fd))
     }
 
-    fn create_failed(&self, path: String, e: Errno) {
+    /// A queued change (`what`: create, remove) of `path` failed when sent: logged now,
+    /// and its errno kept for the next close or fsync (`take_create_error`).
+    pub(crate) fn deferred_failed(&self, what: &str, path: String, e: Errno) {
         let why = std::io::Error::from_raw_os_error(e.0);
-        eprintln!("gust: the create of {path} (closed, sent in a batch) failed: {why}");
+        eprintln!("gust: the {what} of {path} (deferred, sent in a batch) failed: {why}");
         self.creates.failed.lock().unwrap_or_else(|e| e.into_inner()).push((path, e));
         self.creates.failed_count.fetch_add(1, Ordering::Release);
     }

@@ -322,9 +322,18 @@ impl Client {
     }
 
     pub(crate) fn lseek_impl(&self, fd: i32, offset: i64, whence: i32) -> Result<u64> {
-        let f = self.file(fd)?;
+        // A deferred create stays deferred: its size is what was written so far
+        // (stdio and Python's buffered files ask where they are right after an open).
+        let f = self.files.get(fd)?;
+        let pending = self.pending_record(&f);
+        let f = if pending.is_some() { f } else { self.file(fd)? };
         let mut off = f.offset.lock().unwrap_or_else(|e| e.into_inner());
-        let size = || -> Result<u64> { Ok(self.get_record(&f.path())?.size) };
+        let size = || -> Result<u64> {
+            match &pending {
+                Some(r) => Ok(r.size),
+                None => Ok(self.get_record(&f.path())?.size),
+            }
+        };
         let new: i64 = match whence {
             libc::SEEK_SET => offset,
             libc::SEEK_CUR => (*off as i64).checked_add(offset).ok_or(Errno(libc::EOVERFLOW))?,

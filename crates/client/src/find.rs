@@ -56,7 +56,8 @@ impl Client {
     /// below "/" also the linked files' attributes records (`gust repair` copies
     /// every record a daemon holds).
     pub fn find_stored(&self, dir: &str, query: &FindQuery, mut each: impl FnMut(&str, &Record)) -> Result<()> {
-        let dir = crate::normalize(dir)?;
+        // What this process deferred goes first: it finds its own creates and not its unlinks.
+        let dir = self.norm(dir)?;
         let n = self.daemon_count() as usize;
         std::thread::scope(|scope| {
             let (tx, rx) = mpsc::sync_channel::<Page>(PAGES_IN_FLIGHT * n.max(1));

@@ -116,7 +116,17 @@ impl Client {
         if self.create_queued(&p) {
             self.flush_creates();
         }
+        // A create after unlinks: the daemons see them in this process's order.
+        self.flush_removes();
         Ok(p)
+    }
+
+    /// `norm` for an unlink: settles everything but the queue of deferred unlinks
+    /// (remove_batch.rs), so that a remove storm is not sent one remove at a time.
+    pub(crate) fn norm_for_unlink(&self, p: &str) -> Result<String> {
+        self.settle_open_creates();
+        self.flush_creates();
+        normalize(p)
     }
 
     /// `open`, except that a create of a writable file is deferred until the file is
@@ -230,6 +240,7 @@ impl Client {
     pub fn settle_all(&self) {
         self.settle_open_creates();
         self.flush_creates();
+        self.flush_removes();
     }
 
     /// `settle_open_creates`, waiting for a descriptor another thread is writing
@@ -274,6 +285,22 @@ impl Client {
             *f.settle_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         }
         r
+    }
+
+    /// The attributes of a descriptor whose create is deferred, as its daemon will
+    /// have them: the record the create sends, with the bytes written so far (their
+    /// times now; the close sets them again). An fstat right after the open (Python's
+    /// `open` makes one) is answered here instead of sending the create at once.
+    pub(crate) fn pending_record(&self, f: &OpenFile) -> Option<Record> {
+        let slot = f.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let p = slot.as_ref()?;
+        let mut rec = p.record.clone();
+        rec.size = p.data.len() as u64;
+        if !p.data.is_empty() {
+            let t = now_ns();
+            (rec.mtime_ns, rec.ctime_ns) = (t, t);
+        }
+        Some(rec)
     }
 
     fn materialize(&self, f: &OpenFile, mut p: Pending, inline_ok: bool) -> Result<()> {

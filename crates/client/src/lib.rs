@@ -55,6 +55,7 @@ mod open_files;
 mod permissions;
 mod read_many;
 mod readdir;
+mod remove_batch;
 mod rename;
 mod replica;
 mod routing;
@@ -145,8 +146,10 @@ pub struct Client {
     files: FdTable,
     /// Deferred creates not yet sent (inline.rs).
     pending: open_files::FileSet,
-    /// Closed deferred creates queued for a batch (create_batch.rs, opt-in).
+    /// Closed deferred creates queued for a batch (create_batch.rs, under claims).
     creates: create_batch::CreateBatch,
+    /// Unlinks deferred under claims, queued for a batch (remove_batch.rs).
+    removes: remove_batch::RemoveBatch,
     listing: listing::ListingAttrs,
     /// Descriptors with unsent sizes (size_cache.rs).
     dirty: open_files::FileSet,
@@ -237,6 +240,7 @@ impl Client {
             files: FdTable::new(OPEN_FILES_MAX),
             pending: open_files::FileSet::default(),
             creates: create_batch::CreateBatch::from_env(),
+            removes: remove_batch::RemoveBatch::from_env(),
             listing: listing::ListingAttrs::default(),
             dirty: open_files::FileSet::default(),
             buffered: open_files::FileSet::default(),

@@ -47,6 +47,8 @@ impl Client {
     /// a grant this process holds (grants.rs), else one request, which may bring a
     /// grant.
     pub(crate) fn get_stored_record(&self, path: &str) -> Result<Record> {
+        // Lookups that did not settle (`Client::norm`) still see this process's unlinks.
+        self.flush_removes();
         if let Some((r, _)) = self.granted_record(path, false) {
             return Ok(r);
         }
@@ -150,6 +152,9 @@ impl Client {
     }
 
     pub(crate) fn fstat_impl(&self, fd: i32) -> Result<Stat> {
+        if let Some(r) = self.pending_record(&*self.files.get(fd)?) {
+            return Ok(Stat::from_record(&r, self.chunk_size));
+        }
         let f = self.file(fd)?;
         let r = self.get_record(&f.path())?;
         Ok(Stat::from_record(&r, self.chunk_size))
@@ -343,13 +348,21 @@ impl Client {
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that
     /// can hold its chunks (none for an empty file or one whose data was inline,
     /// `Response::Removed`).
+    /// Under a claim on its directory, the unlink of a small file may be queued and
+    /// sent with others (remove_batch.rs): no request then.
     pub(crate) fn unlink_impl(&self, path: &str) -> Result<()> {
         self.listing.invalidate();
-        let p = self.norm(path)?;
+        let p = self.norm_for_unlink(path)?;
         if p == "/" {
             return Err(Errno(libc::EISDIR));
         }
+        if self.remove_queued(&p) {
+            return Err(Errno(libc::ENOENT));
+        }
         self.may_unlink(&p)?;
+        if self.unlink_deferred(&p) {
+            return Ok(());
+        }
         let d = self.md_daemon(&p);
         match self.transport.call(d, Request::Remove { path: p, kind: RemoveKind::NotDir })? {
             Response::Removed { record, inline } => self.name_removed(&record, inline),

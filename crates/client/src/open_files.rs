@@ -155,6 +155,15 @@ impl FdTable {
         self.insert(f)
     }
 
+    /// Whether a descriptor is open on `p`.
+    pub(crate) fn is_open(&self, p: &str) -> bool {
+        self.files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|f| *f.path.read().unwrap_or_else(|e| e.into_inner()) == p)
+    }
+
     /// Descriptors open on `old` (or below it) follow its rename to `new`, as POSIX
     /// descriptors follow the file. Other processes' descriptors keep the old path
     /// and get ENOENT or ESTALE (docs/SEMANTICS.md).

@@ -129,7 +129,7 @@ pub fn handle_for<'s>(
         }
         _ => None,
     };
-    let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. });
+    let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. } | Request::RemoveBatch { .. });
     // Registered before the record is read: a change starting after the read finds it.
     let granted = match (&req, caller) {
         (
@@ -470,6 +470,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             Ok(Response::Record(r))
         }
         Request::CreateInlineBatch { entries } => crate::create_batch::create(state, entries, bulk_in),
+        Request::RemoveBatch { paths } => crate::remove_batch::remove(state, paths),
         // `handle` serves it without this copy; kept whole here for any other caller.
         Request::StatData { path } => {
             let (reply, out) = stat_data(state, &path);

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod read_log;
 mod read_many;
+mod remove_batch;
 pub mod server;
 pub mod stage;
 pub mod state;

@@ -65,6 +65,11 @@ pub fn start(req: &Request) -> Option<Traced> {
         | Request::Find { dir, .. } => record.path = dir.clone(),
         Request::PutRecords { records } => record.size = records.len() as u64,
         Request::RemoveRecords { paths } => record.size = paths.len() as u64,
+        // One record per request: its first path and how many it removes.
+        Request::RemoveBatch { paths } => {
+            record.path = paths.first().cloned().unwrap_or_default();
+            record.size = paths.len() as u64;
+        }
         // One record per request: its first path and how many it asked for.
         Request::ReadMany { paths } => {
             record.path = paths.first().cloned().unwrap_or_default();

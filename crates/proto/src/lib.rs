@@ -29,7 +29,7 @@ pub fn now_ns() -> i64 {
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 11;
+pub const PROTOCOL_VERSION: u16 = 12;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -61,6 +61,12 @@ pub const INLINE_BYTES_MAX: usize = 256 << 10;
 /// `PATH_BYTES_MAX` the body stays under `BODY_BYTES_MAX`.
 pub const CREATE_BATCH_ENTRIES_MAX: usize = 120;
 const _: () = assert!(CREATE_BATCH_ENTRIES_MAX * (PATH_BYTES_MAX + 256) <= BODY_BYTES_MAX as usize);
+/// Most paths in one `remove_batch` request. The request body (paths of at most
+/// `PATH_BYTES_MAX`) and the reply body (records with symlink targets of at most
+/// that) stay under `BODY_BYTES_MAX`.
+pub const REMOVE_BATCH_ENTRIES_MAX: usize = 120;
+const _: () =
+    assert!(REMOVE_BATCH_ENTRIES_MAX * (PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES + 16) <= BODY_BYTES_MAX as usize);
 /// Most paths in one `read_many` request. The request body (paths of at most
 /// `PATH_BYTES_MAX`), the reply body (records with symlink targets of at most that)
 /// and the reply's bulk (inline data of at most `INLINE_BYTES_MAX` each) stay under

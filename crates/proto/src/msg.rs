@@ -531,6 +531,12 @@ requests! {
     /// unchanged). ESTALE if the record is of another file, EPERM for a directory or
     /// symlink, EEXIST if it is a name of another link path.
     61 OP_MARK_LINKED "mark_linked" MarkLinked { path: String, file_id: u128, link: String } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
+    /// Remove these records, none a directory, each on its own as `remove` would
+    /// (`RemovedBatch`: one outcome per path, in order): a client's unlinks deferred
+    /// under a claim (docs/DESIGN.md, "Claims"). At most
+    /// [`crate::REMOVE_BATCH_ENTRIES_MAX`] paths (EINVAL). A second try finds its
+    /// paths gone (ENOENT each).
+    62 OP_REMOVE_BATCH "remove_batch" RemoveBatch { paths: Vec<String> } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate),
 }
 
 impl Request {
@@ -553,7 +559,7 @@ impl Request {
             | Request::DirChanged { path, .. }
             | Request::LinkCount { path, .. }
             | Request::MarkLinked { path, .. } => f(path),
-            Request::RemoveRecords { paths } => paths.iter().for_each(|p| f(p)),
+            Request::RemoveRecords { paths } | Request::RemoveBatch { paths } => paths.iter().for_each(|p| f(p)),
             Request::PutRecords { records } => records.iter().for_each(|(p, _)| f(p)),
             Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
             Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
@@ -570,7 +576,7 @@ impl Request {
             | Request::Remove { path, .. }
             | Request::PutRecord { path, .. }
             | Request::CreateInline { path, .. } => f(path),
-            Request::RemoveRecords { paths } => paths.iter().for_each(|p| f(p)),
+            Request::RemoveRecords { paths } | Request::RemoveBatch { paths } => paths.iter().for_each(|p| f(p)),
             Request::PutRecords { records } => records.iter().for_each(|(p, _)| f(p)),
             Request::CreateInlineBatch { entries } => entries.iter().for_each(|(p, _)| f(p)),
             Request::StageCreate { entries } => entries.iter().for_each(|e| f(&e.path)),
@@ -881,6 +887,18 @@ responses! {
     22 Queued,
     /// Answer to `lock_test`: a conflicting lock of another owner, or none.
     23 LockHeld(Option<LockInfo>),
+    /// Answer to `remove_batch`: per path, in order, what `remove` would have
+    /// answered.
+    24 RemovedBatch(Vec<RemoveOutcome>),
+}
+
+/// One path of a `remove_batch` reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RemoveOutcome {
+    /// As `Response::Removed`: the record as it was, and whether its data was inline.
+    Removed { record: Record, inline: bool },
+    /// The errno of this path alone (ENOENT, EISDIR, EINVAL for a malformed path, ...).
+    Failed(i32),
 }
 
 /// One file of a `read_many` reply.
@@ -1195,6 +1213,10 @@ mod tests {
                 Request::MarkLinked { path: "/a".into(), file_id: 7, link: "/b".into() },
                 "3d000000  0200000000000000 2f61  07000000000000000000000000000000  0200000000000000 2f62".into(),
             ),
+            (
+                Request::RemoveBatch { paths: vec!["/a".into(), "/b".into()] },
+                "3e000000  0200000000000000  0200000000000000 2f61  0200000000000000 2f62".into(),
+            ),
         ]
     }
 
@@ -1283,6 +1305,7 @@ mod tests {
                 (58, "trace", true),
                 (60, "link_count", false),
                 (61, "mark_linked", true),
+                (62, "remove_batch", false),
             ]
         );
         for (code, name) in OPS {
@@ -1290,7 +1313,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 61);
+        assert_eq!(OP_MAX, 62);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1459,6 +1482,14 @@ mod tests {
                 format!("{ok} 17000000  01 02000000 0100000000000000 0200000000000000 ffffffff"),
             ),
             (Ok(Response::LockHeld(None)), format!("{ok} 17000000  00")),
+            (
+                Ok(Response::RemovedBatch(vec![
+                    RemoveOutcome::Removed { record: rec(), inline: true },
+                    RemoveOutcome::Failed(2),
+                ])),
+                // count, then per path its tag (0 Removed: record, inline; 1 Failed: errno).
+                format!("{ok} 18000000  0200000000000000  00000000 {REC} 01  01000000 02000000"),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1474,16 +1505,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0b00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0c00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0b00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0c00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0b00 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0c00 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
@@ -1500,18 +1531,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0b00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0c00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0b00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0c00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0b00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0c00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -39,12 +39,15 @@ impl Locker {
 
     /// With `env` added (none: a plain process, for a FUSE mount).
     pub fn start(bin: &Path, env: &[(&str, &OsStr)]) -> Locker {
-        let mut child = Command::new(bin)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start a lock holder");
+        let mut cmd = Command::new(bin);
+        cmd.envs(env.iter().copied());
+        Locker::spawn(cmd)
+    }
+
+    /// Runs `cmd` (the lock holder, with what it needs: a prefix such as `ip netns
+    /// exec NS` that execs it, so that a signal reaches it).
+    pub fn spawn(mut cmd: Command) -> Locker {
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start a lock holder");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         // Lines arrive on a thread: a command that blocks (a waiting lock) must not
