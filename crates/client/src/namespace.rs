@@ -17,12 +17,32 @@ pub(crate) const SYMLINK_HOPS_MAX: u32 = 40;
 
 pub(crate) use gust_proto::now_ns;
 
+/// A generator seeded from the OS once per process (not per id: a getrandom call
+/// per create showed in profiles of small-file creates), and again in a child after
+/// fork, whose copy of the parent's state would repeat the parent's ids. Not the
+/// thread-local one: deferred creates may be settled at process exit, after
+/// thread-locals are gone (inline.rs).
+static FILE_IDS: std::sync::Mutex<Option<(u64, rand::rngs::StdRng)>> = std::sync::Mutex::new(None);
+
+fn random_u128() -> u128 {
+    use rand::{Rng, SeedableRng};
+    let generation = crate::rpc::fork_generation();
+    // Held by another thread at a fork: the child never gets it; the OS then.
+    let Ok(mut g) = FILE_IDS.try_lock() else { return rand::rngs::OsRng.gen() };
+    match g.as_mut() {
+        Some((gen, rng)) if *gen == generation => rng.gen(),
+        _ => {
+            let mut rng = rand::rngs::StdRng::from_rng(rand::rngs::OsRng).expect("the OS random source");
+            let r = rng.gen();
+            *g = Some((generation, rng));
+            r
+        }
+    }
+}
+
 fn new_file_id() -> u128 {
-    use rand::Rng;
     loop {
-        // The OS generator, not the thread-local one: deferred creates may be
-        // settled at process exit, after thread-locals are gone (inline.rs).
-        let random: u128 = rand::rngs::OsRng.gen();
+        let random = random_u128();
         // With local placement, the id names the daemon of this node that holds
         // the file's chunks (home.rs).
         let id = gust_placement::local::file_id(random, crate::home::home());

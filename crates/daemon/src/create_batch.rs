@@ -1,7 +1,8 @@
 //! `create_inline_batch`: a client's deferred creates of small files, many records
 //! with their data in one request (the client's create_batch.rs). Each entry is
-//! created on its own, exactly as `create_inline` would, and gets its own outcome:
-//! one existing path fails that entry (EEXIST), not the batch.
+//! created as `create_inline` would, and gets its own outcome: one existing path
+//! fails that entry (EEXIST), not the batch. The entries are written in one RocksDB
+//! write (gust-store's metadata/batch.rs).
 //!
 //! Not for: staged creates from external files (stage.rs).
 
@@ -28,19 +29,31 @@ pub(crate) fn create(state: &State, entries: Vec<(String, Record)>, bulk_in: &[u
         return Err(libc::EINVAL);
     }
     let mut at = 0usize;
-    let outcomes = entries
-        .iter()
-        .map(|(path, rec)| {
-            let data = &bulk_in[at..at + rec.size as usize];
-            at += data.len();
-            match validate_path(path).and_then(|_| state.metadata.create_inline(path, rec, data)) {
-                Ok(r) => {
-                    state.events.record_created_and_closed(path, r.file_id);
+    let mut valid = Vec::with_capacity(entries.len());
+    let mut parts: Vec<(&str, &Record, &[u8])> = Vec::with_capacity(entries.len());
+    for (path, rec) in &entries {
+        let data = &bulk_in[at..at + rec.size as usize];
+        at += data.len();
+        let ok = validate_path(path);
+        if ok.is_ok() {
+            parts.push((path, rec, data));
+        }
+        valid.push(ok);
+    }
+    // One write for the entries with valid paths, each its own outcome.
+    let mut made = state.metadata.create_inline_many(&parts).into_iter().zip(parts.iter());
+    let outcomes = valid
+        .into_iter()
+        .map(|v| match v {
+            Err(e) => StageOutcome::err(e),
+            Ok(()) => match made.next().expect("one outcome per valid entry") {
+                (Ok(()), (path, rec, data)) => {
+                    state.events.record_created_and_closed(path, rec.file_id);
                     state.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
                     StageOutcome::ok(data.len() as u64)
                 }
-                Err(e) => StageOutcome::err(e),
-            }
+                (Err(e), _) => StageOutcome::err(e),
+            },
         })
         .collect();
     Ok(Response::Staged(outcomes))

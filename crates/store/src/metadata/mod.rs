@@ -63,6 +63,7 @@ const LOCK_STRIPES: usize = 1024;
 /// after), and whether the scan is complete.
 pub type TreePage = (Vec<(String, Record)>, Option<Vec<u8>>, bool);
 
+mod batch;
 mod links;
 mod merge;
 mod staged;
@@ -553,12 +554,7 @@ impl MetadataStore {
         if keys.iter().any(|k| k.is_empty()) {
             return Err(libc::EEXIST);
         }
-        let mut stripes: Vec<usize> =
-            keys.iter().map(|k| xxhash_rust::xxh3::xxh3_64(k) as usize % LOCK_STRIPES).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let _guards: Vec<_> =
-            stripes.iter().map(|&i| self.locks[i].lock().unwrap_or_else(|e| e.into_inner())).collect();
+        let _guards = self.lock_stripes(&keys);
         let mut b = WriteBatch::default();
         for (k, (_, r)) in keys.iter().zip(records) {
             if self.get_key(k)?.is_some() {

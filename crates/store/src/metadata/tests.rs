@@ -430,3 +430,55 @@ fn link_paths_are_in_no_listing() {
     let (names, _) = s.read_dir("/", None, 100, 1 << 20).unwrap();
     assert_eq!(names.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["a"]);
 }
+
+/// A batch of creates in one write: each entry its own outcome, as `create_inline`
+/// alone would give it, and a path twice in one batch is made once.
+#[test]
+fn create_inline_many_gives_each_entry_its_outcome() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create("/old", &rec(FileKind::File), true).unwrap();
+    let file = |size: u64, id: u128| Record { size, file_id: id, ..rec(FileKind::File) };
+    let (a, b, dir) = (file(3, 1), file(0, 2), rec(FileKind::Dir));
+    let out = s.create_inline_many(&[
+        ("/a", &a, b"abc"),
+        ("/old", &b, b""),
+        ("/a", &b, b""),
+        ("/b", &b, b""),
+        ("/d", &dir, b""),
+        ("/short", &a, b"ab"),
+    ]);
+    assert_eq!(out, vec![Ok(()), Err(libc::EEXIST), Err(libc::EEXIST), Ok(()), Err(libc::EINVAL), Err(libc::EINVAL)]);
+    assert_eq!(s.get_with_data("/a").unwrap(), Some((a, Some(b"abc".to_vec()))));
+    assert_eq!(s.get("/b").unwrap(), Some(b));
+    assert_eq!(s.get("/old").unwrap().unwrap().file_id, 7, "an existing record is left alone");
+    assert_eq!(s.get("/d").unwrap(), None);
+}
+
+/// A batch of removes in one write: each path its own outcome, as `remove` alone
+/// would give it, and a path twice in one batch is removed once.
+#[test]
+fn remove_many_gives_each_path_its_outcome() {
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    let inline = Record { size: 2, file_id: 1, ..rec(FileKind::File) };
+    s.create_inline("/i", &inline, b"hi").unwrap();
+    s.create("/e", &rec(FileKind::File), true).unwrap();
+    s.create("/d", &rec(FileKind::Dir), true).unwrap();
+    let out = s.remove_many(&["/i", "/e", "/i", "/d", "/missing", "/"]);
+    assert_eq!(
+        out,
+        vec![
+            Ok((inline, true)),
+            Ok((rec(FileKind::File), false)),
+            Err(libc::ENOENT),
+            Err(libc::EISDIR),
+            Err(libc::ENOENT),
+            Err(libc::EBUSY)
+        ]
+    );
+    assert_eq!(s.get("/i").unwrap(), None);
+    assert_eq!(s.get_with_data("/i").unwrap(), None);
+    assert_eq!(s.get("/e").unwrap(), None);
+    assert!(s.get("/d").unwrap().is_some(), "a directory stays");
+}
