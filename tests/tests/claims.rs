@@ -220,3 +220,41 @@ fn a_program_under_the_preload_library_batches_its_unlinks() {
     assert_eq!(left, want);
     assert_eq!(common::get(&c, "/s/f99"), vec![b'x'; 99]);
 }
+
+/// `gust status` counts claims (held, given, recalled) and recalls, from the
+/// daemons' counters.
+#[test]
+fn status_counts_claims_and_their_recalls() {
+    let inst = Instance::start(2);
+    let a = inst.claiming_client(ClientOptions::default());
+    let b = inst.client();
+    // (held, given, recalled) of claims, and recalls, as `gust status` says them.
+    let counts = || -> ([u64; 3], u64) {
+        let out = inst.gust(&["status"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{text}");
+        let line = text.lines().find(|l| l.starts_with("grants: ")).unwrap_or_else(|| panic!("no grants line: {text}"));
+        let number_before = |word: &str, after: &str| -> u64 {
+            let rest = &line[line.find(after).unwrap_or_else(|| panic!("{after} in {line}")) + after.len()..];
+            let at = rest.find(word).unwrap_or_else(|| panic!("{word} in {line}"));
+            rest[..at].trim().rsplit([' ', ',', '(']).next().unwrap().parse().unwrap()
+        };
+        let claims = "claims on directories:";
+        (
+            [number_before(" held", claims), number_before(" given", claims), number_before(" recalled", claims)],
+            number_before(" recalls", "grants:"),
+        )
+    };
+    let ([_, given0, recalled0], recalls0) = counts();
+    a.mkdir("/out", 0o755).unwrap();
+    let fd = a.open_deferred("/out/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    a.close(fd).unwrap();
+    assert_eq!(a.claims_held(), 1, "the first create in /out brought its daemon's claim");
+    let ([held, given, recalled], _) = counts();
+    assert!(given > given0 && held >= 1 && recalled == recalled0, "after a claimed create: {held} {given} {recalled}");
+    b.read_dir("/out").unwrap();
+    assert_eq!(a.claims_held(), 0, "the listing recalled the claims in /out");
+    let ([held2, given2, recalled2], recalls2) = counts();
+    assert!(recalled2 > recalled0 && held2 < held && given2 == given, "after the recall: {held2} {given2} {recalled2}");
+    assert!(recalls2 > recalls0, "the claim's recall counts among the recalls");
+}

@@ -46,7 +46,7 @@ fn batches_of_creates_under_claims() {
     // Without claims: a create and a write per file (512). A flush is due at 64
     // files or 50 ms, so a slow run sends more batches, each still many files.
     assert!(requests <= 64, "{requests} requests for {n} files");
-    assert!(op_total(&c, "create_inline_batch") > 0);
+    assert!(op_total(c, "create_inline_batch") > 0);
     for i in 0..n {
         assert_eq!(get(&other, &format!("/d/f{i}")), content(i), "f{i}");
     }

@@ -128,7 +128,47 @@ pub fn print_status(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)],
             f(&used)
         );
     }
+    if !up.is_empty() {
+        println!("{}", grants_line(&up));
+    }
     down
+}
+
+/// The grants and claims of several daemons, added up.
+fn grant_totals(ms: &[&DaemonMetrics]) -> gust_proto::GrantMetrics {
+    let mut t = gust_proto::GrantMetrics::default();
+    for m in ms {
+        let g = &m.grants;
+        t.held += g.held;
+        t.given += g.given;
+        t.recalls += g.recalls;
+        t.expired += g.expired;
+        t.claims += g.claims;
+        t.claims_given += g.claims_given;
+        t.claims_recalled += g.claims_recalled;
+    }
+    t
+}
+
+fn grants_json(g: &gust_proto::GrantMetrics) -> Value {
+    json!({
+        "held": g.held,
+        "given": g.given,
+        "recalls": g.recalls,
+        "recalls_expired": g.expired,
+        "claims_held": g.claims,
+        "claims_given": g.claims_given,
+        "claims_recalled": g.claims_recalled,
+    })
+}
+
+/// The line of `gust status` under the table: grants and claims of the daemons up.
+fn grants_line(up: &[&DaemonMetrics]) -> String {
+    let g = grant_totals(up);
+    format!(
+        "grants: {} held, {} given, {} recalls ({} unanswered within the lease); claims on directories: {} held, {} given, {} recalled",
+        g.held, g.given, g.recalls, g.expired, g.claims, g.claims_given, g.claims_recalled
+    )
 }
 
 /// The job statistics as JSON: per daemon, totals, busiest directories.
@@ -187,6 +227,7 @@ pub fn job_stats(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)]) ->
             "chunk_store_bytes": m.chunk_store_bytes,
             "capacity_bytes": m.capacity_bytes,
             "avail_bytes": m.avail_bytes,
+            "grants": grants_json(&m.grants),
         }));
     }
     let mut dirs: Vec<(String, u64)> = dirs.into_iter().collect();
@@ -207,6 +248,7 @@ pub fn job_stats(h: &HostsFile, all: &[(u32, Result<DaemonMetrics, String>)]) ->
             "bytes_written": sum(&|m| m.bytes_written),
             "metadata_records": sum(&|m| m.metadata_records),
             "chunk_store_bytes": sum(&|m| m.chunk_store_bytes),
+            "grants": grants_json(&grant_totals(&ok)),
         },
         "imbalance": {
             "requests": imbalance(&per(&requests)),

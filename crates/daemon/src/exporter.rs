@@ -165,6 +165,18 @@ pub fn render(m: &DaemonMetrics) -> String {
         ("gust_capacity_bytes", "gauge", "Size of the file system holding the root directory.", m.capacity_bytes),
         ("gust_free_bytes", "gauge", "Free bytes of that file system.", m.free_bytes),
         ("gust_available_bytes", "gauge", "Bytes of that file system available to the daemon.", m.avail_bytes),
+        ("gust_grants_held", "gauge", "Grants on records and listings clients hold.", m.grants.held),
+        ("gust_grants_given_total", "counter", "Grants given.", m.grants.given),
+        ("gust_recalls_total", "counter", "Recalls sent (of records, listings and claims).", m.grants.recalls),
+        (
+            "gust_recalls_expired_total",
+            "counter",
+            "Holders whose lease ran out before they answered a recall.",
+            m.grants.expired,
+        ),
+        ("gust_claims_held", "gauge", "Claims on directories clients hold.", m.grants.claims),
+        ("gust_claims_given_total", "counter", "Claims on directories granted.", m.grants.claims_given),
+        ("gust_claims_recalled_total", "counter", "Claims on directories recalled.", m.grants.claims_recalled),
     ];
     for (name, kind, help, v) in single {
         family(&mut o, name, kind, help);

@@ -211,6 +211,9 @@ pub struct Grants {
     pub given: AtomicU64,
     pub recalls: AtomicU64,
     pub expired: AtomicU64,
+    /// Claims granted and recalled since start.
+    claims_given: AtomicU64,
+    claims_recalled: AtomicU64,
     /// Changes ended, per bucket of their records' directory (`dir_epoch`).
     dir_changes: Vec<AtomicU64>,
     /// `table.claims.len()`, read without the lock by every request.
@@ -245,8 +248,24 @@ impl Grants {
             given: AtomicU64::new(0),
             recalls: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            claims_given: AtomicU64::new(0),
+            claims_recalled: AtomicU64::new(0),
             dir_changes: (0..DIR_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             claims_held: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// What `gust status` and the metrics exporter show of grants and claims.
+    pub fn metrics(&self) -> gust_proto::GrantMetrics {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        gust_proto::GrantMetrics {
+            held: lock(&self.table).granted as u64,
+            given: load(&self.given),
+            recalls: load(&self.recalls),
+            expired: load(&self.expired),
+            claims: self.claims_held.load(Ordering::Acquire) as u64,
+            claims_given: load(&self.claims_given),
+            claims_recalled: load(&self.claims_recalled),
         }
     }
 

@@ -168,6 +168,7 @@ pub fn collect(state: &State) -> DaemonMetrics {
         avail_bytes,
         busiest_dirs,
         dirs_untracked,
+        grants: state.grants.metrics(),
     }
 }
 

@@ -713,6 +713,27 @@ pub struct DaemonMetrics {
     pub busiest_dirs: Vec<(String, u64)>,
     /// Metadata requests of directories the bounded table had no room for.
     pub dirs_untracked: u64,
+    /// Grants and claims (docs/DESIGN.md, "Grants" and "Claims").
+    pub grants: GrantMetrics,
+}
+
+/// A daemon's grants and claims: what is held now and what happened since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantMetrics {
+    /// Grants on records and listings that clients hold now.
+    pub held: u64,
+    /// Grants given since start.
+    pub given: u64,
+    /// Recalls sent since start (of records, listings and claims).
+    pub recalls: u64,
+    /// Holders whose lease ran out before they answered a recall.
+    pub expired: u64,
+    /// Claims on directories held now.
+    pub claims: u64,
+    /// Claims granted since start.
+    pub claims_given: u64,
+    /// Claims recalled since start.
+    pub claims_recalled: u64,
 }
 
 /// What happened to a path, in inotify's terms (`IN_*` names in `gust events`).
@@ -1404,6 +1425,15 @@ mod tests {
                     avail_bytes: 13,
                     busiest_dirs: vec![("/".into(), 3)],
                     dirs_untracked: 0,
+                    grants: GrantMetrics {
+                        held: 14,
+                        given: 15,
+                        recalls: 16,
+                        expired: 17,
+                        claims: 18,
+                        claims_given: 19,
+                        claims_recalled: 20,
+                    },
                 })),
                 format!(
                     "{ok} 0b000000  01000000 0200000000000000 0000000000000000  \
@@ -1412,7 +1442,9 @@ mod tests {
                      0100000000000000 02000000 0100000000000000  \
                      0500000000000000 0600000000000000 0700000000000000 0000000000000000 0800000000000000 \
                      0900000000000000 0a00000000000000 0b00000000000000 0c00000000000000 0d00000000000000  \
-                     0100000000000000 0100000000000000 2f 0300000000000000  0000000000000000"
+                     0100000000000000 0100000000000000 2f 0300000000000000  0000000000000000  \
+                     0e00000000000000 0f00000000000000 1000000000000000 1100000000000000 \
+                     1200000000000000 1300000000000000 1400000000000000"
                 ),
             ),
             (

@@ -54,8 +54,6 @@ impl Grants {
         if self.claims_held.load(Ordering::Acquire) == 0 {
             return Ok(());
         }
-        let mut dirs: Vec<String> = Vec::new();
-        req.dirs_named(|d| dirs.push(d.to_string()));
         let root = req.subtree();
         let mut t = lock(&self.table);
         let mut busy = false;
@@ -70,13 +68,16 @@ impl Grants {
                 recall.push((c.holder, dir.to_string()));
             }
         };
-        for d in &dirs {
-            if let Some(c) = t.claims.get_mut(d.as_str()) {
+        // Looked up as the request names them, under the lock: no allocation for a
+        // request that meets no claim (every request while any claim is held).
+        let claims = &mut t.claims;
+        req.dirs_named(|d| {
+            if let Some(c) = claims.get_mut(d) {
                 meet(d, c);
             }
-        }
+        });
         if let Some(root) = root {
-            for (d, c) in t.claims.iter_mut() {
+            for (d, c) in claims.iter_mut() {
                 if within(d, root) {
                     meet(d, c);
                 }
@@ -108,6 +109,7 @@ impl Grants {
         let mut t = lock(&self.table);
         if t.claims.remove(&dir).is_some() {
             self.claims_held.fetch_sub(1, Ordering::AcqRel);
+            self.claims_recalled.fetch_add(1, Ordering::Relaxed);
         }
         t.note_contended(listing_key(&dir));
     }
@@ -148,6 +150,7 @@ impl Grants {
         }
         t.claims.insert(dir.to_string(), Claim { holder: h.id, recalling: false });
         self.claims_held.fetch_add(1, Ordering::AcqRel);
+        self.claims_given.fetch_add(1, Ordering::Relaxed);
         true
     }
 
