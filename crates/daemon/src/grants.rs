@@ -124,7 +124,7 @@ struct Table {
     paths: HashMap<String, PathEntry>,
     clients: HashMap<u64, Arc<Holder>>,
     /// Per client, the paths it holds grants on.
-    held: HashMap<u64, Held>,
+    held: HeldBy,
     granted: usize,
     contended: HashMap<String, Instant>,
     /// Claims on directories, by directory (claims.rs).
@@ -164,22 +164,29 @@ impl Held {
         }
     }
 
-    fn insert(&mut self, path: &str) {
-        if self.by_dir.entry(Self::dir_of(path).to_string()).or_default().insert(path.to_string()) {
+    /// Whether the path's directory is new here.
+    fn insert(&mut self, path: &str) -> bool {
+        let dir = Self::dir_of(path);
+        let new_dir = !self.by_dir.contains_key(dir);
+        if self.by_dir.entry(dir.to_string()).or_default().insert(path.to_string()) {
             self.len += 1;
         }
+        new_dir
     }
 
-    fn remove(&mut self, path: &str) {
+    /// Whether the path's directory has no held path left.
+    fn remove(&mut self, path: &str) -> bool {
         let dir = Self::dir_of(path);
         if let Some(s) = self.by_dir.get_mut(dir) {
             if s.remove(path) {
                 self.len -= 1;
                 if s.is_empty() {
                     self.by_dir.remove(dir);
+                    return true;
                 }
             }
         }
+        false
     }
 
     fn len(&self) -> usize {
@@ -193,6 +200,58 @@ impl Held {
 
     fn into_paths(self) -> impl Iterator<Item = String> {
         self.by_dir.into_values().flatten()
+    }
+}
+
+/// Every client's `Held`, and per directory how many clients hold paths in it: a
+/// claim asks whether any other client holds something in a directory, which with
+/// tens of thousands of clients per daemon must not be a walk over all of them.
+#[derive(Default)]
+struct HeldBy {
+    clients: HashMap<u64, Held>,
+    dirs: HashMap<String, u32>,
+}
+
+impl HeldBy {
+    fn get(&self, c: &u64) -> Option<&Held> {
+        self.clients.get(c)
+    }
+
+    fn insert(&mut self, c: u64, path: &str) {
+        if self.clients.entry(c).or_default().insert(path) {
+            *self.dirs.entry(Held::dir_of(path).to_string()).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, c: u64, path: &str) {
+        if self.clients.get_mut(&c).is_some_and(|s| s.remove(path)) {
+            self.left_dir(Held::dir_of(path));
+        }
+    }
+
+    /// Client `c` is gone: what it held.
+    fn remove_client(&mut self, c: u64) -> Option<Held> {
+        let held = self.clients.remove(&c)?;
+        for dir in held.by_dir.keys() {
+            self.left_dir(dir);
+        }
+        Some(held)
+    }
+
+    fn left_dir(&mut self, dir: &str) {
+        if let Some(n) = self.dirs.get_mut(dir) {
+            *n -= 1;
+            if *n == 0 {
+                self.dirs.remove(dir);
+            }
+        }
+    }
+
+    /// Whether a client other than `c` holds a path in directory `dir`.
+    fn others_in_dir(&self, c: u64, dir: &str) -> bool {
+        let all = self.dirs.get(dir).copied().unwrap_or(0);
+        let mine = u32::from(self.clients.get(&c).is_some_and(|s| s.by_dir.contains_key(dir)));
+        all > mine
     }
 }
 
@@ -407,7 +466,7 @@ impl Grants {
 
     fn drop_client_grants(&self, t: &mut Table, id: u64) {
         self.drop_client_claims(t, id);
-        let Some(paths) = t.held.remove(&id) else { return };
+        let Some(paths) = t.held.remove_client(id) else { return };
         t.granted -= paths.len();
         for p in paths.into_paths() {
             if let Some(e) = t.paths.get_mut(&p) {
@@ -456,7 +515,7 @@ impl Grants {
             return Grant::Held;
         }
         e.holders.push(h.id);
-        t.held.entry(h.id).or_default().insert(path);
+        t.held.insert(h.id, path);
         t.granted += 1;
         self.given.fetch_add(1, Ordering::Relaxed);
         Grant::New
@@ -474,9 +533,7 @@ impl Grants {
         }
         if removed {
             t.granted -= 1;
-            if let Some(s) = t.held.get_mut(&h.id) {
-                s.remove(path);
-            }
+            t.held.remove(h.id, path);
         }
     }
 
@@ -533,9 +590,7 @@ impl Grants {
                 let dir = gust_proto::path::parent(p);
                 for c in others {
                     t.granted -= 1;
-                    if let Some(s) = t.held.get_mut(&c) {
-                        s.remove(p);
-                    }
+                    t.held.remove(c, p);
                     let Some(h) = t.clients.get(&c).cloned() else { continue };
                     let into = &mut recall.entry(c).or_insert_with(|| (h, Vec::new())).1;
                     into.push(p.clone());
@@ -552,9 +607,7 @@ impl Grants {
                         e.holders.retain(|&x| x != c);
                         e.recalling += 1;
                         t.granted -= 1;
-                        if let Some(s) = t.held.get_mut(&c) {
-                            s.remove(&q);
-                        }
+                        t.held.remove(c, &q);
                         sent.push((q.clone(), 1));
                         into.push(q);
                     }
@@ -595,9 +648,7 @@ impl Grants {
                 if removed {
                     for h in e.holders.drain(..) {
                         t.granted -= 1;
-                        if let Some(s) = t.held.get_mut(&h) {
-                            s.remove(p);
-                        }
+                        t.held.remove(h, p);
                     }
                 }
                 if let Some(i) = e.changing.iter().position(|x| *x == c.caller) {

@@ -241,3 +241,30 @@ fn a_change_waits_for_a_recall_of_its_path_that_another_change_started() {
     let c = g.begin_change(&chmod("/d/b"), Some(2)).unwrap();
     g.end_change(c, false);
 }
+
+/// A claim is refused while another client holds a grant in the directory, and
+/// given once that grant is gone (taken back, or its holder gone); grants in other
+/// directories, or the claimant's own, stand in no one's way.
+#[test]
+fn a_claim_waits_for_other_clients_grants_in_its_directory_only() {
+    let g = Arc::new(Grants::new());
+    let (a, b) = (client(&g, 1), client(&g, 2));
+    a.holder.claims.store(true, Ordering::Relaxed);
+    let only = |_: &str| true;
+    assert_eq!(g.grant("/d/x", &b.holder), Grant::New);
+    assert_eq!(g.grant("/e/y", &b.holder), Grant::New);
+    assert_eq!(g.grant("/d/own", &a.holder), Grant::New);
+    assert!(!g.claim("/d/new", &a.holder, only), "b holds /d/x");
+    assert!(g.claim("/f/new", &a.holder, only), "b holds nothing in /f");
+    g.ungrant("/d/x", &b.holder);
+    assert!(g.claim("/d/new", &a.holder, only), "b's grant in /d is gone, a's own is no obstacle");
+    // A client gone takes its directories' counts with it (its connection's end
+    // is noticed on the connection's own thread: wait for it, bounded).
+    assert!(!g.claim("/e/new", &a.holder, only));
+    drop(b);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !g.claim("/e/new", &a.holder, only) {
+        assert!(Instant::now() < deadline, "b is gone, yet its grant in /e still refuses the claim");
+        std::thread::yield_now();
+    }
+}

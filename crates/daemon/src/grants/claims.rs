@@ -141,7 +141,7 @@ impl Grants {
                 return false;
             }
         }
-        if t.held.iter().any(|(c, s)| *c != h.id && s.in_dir(dir).next().is_some()) {
+        if t.held.others_in_dir(h.id, dir) {
             return false;
         }
         if !only_name(dir) {
