@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Linearizability soak: a fresh 4-daemon instance (on /dev/shm) and `gust bench
 # history` with 4 worker processes on 8 shared paths for SECONDS (default 600), with
-# workers SIGKILLed (and replaced) and SIGSTOPped for 0.5-3 s at random, fixed seed.
+# workers SIGKILLed (and replaced) and SIGSTOPped for 0.5-3 s at random, and daemons
+# SIGSTOPped for 0.5-3 s (past a lease), fixed seed.
 # The run goes in rounds of 10 s, each checked as it ends; it stops at the first
 # violation. This build's `gust` ($GUST, scripts/env.sh).
 # Usage: bench/run_history.sh [SECONDS]
@@ -10,12 +11,14 @@
 # beside it (`gust bench history --check FILE` explains it again); one line of
 # summary on stdout. Exit status as gust bench history's: 0 linearizable, 1 a
 # violation, 2 undecided, 3 the run failed.
-# Storage: BENCH_DIR (default /dev/shm). Seed: SEED (default 20261126).
+# Storage: BENCH_DIR (default /dev/shm). Seed: SEED (default 20261126). Faults:
+# FAULTS (default kill,stop,daemon-stop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 seconds=${1:-600}
 seed=${SEED:-20261126}
+faults=${FAULTS:-kill,stop,daemon-stop}
 root=${BENCH_DIR:-/dev/shm}/gust-history.$$
 stamp=$(date +%Y%m%d-%H%M)
 out=bench/results/history-$stamp.json
@@ -29,7 +32,7 @@ trap cleanup EXIT
 "$GUST" start --local 4 --rootdir "$root" >/dev/null
 rc=0
 GUST_HOSTS_FILE="$root/gust.hosts" "$GUST" bench history --workers 4 --seconds "$seconds" --paths 8 \
-  --seed "$seed" --dir /history --faults kill,stop --json --keep-history "$kept" > "$out" || rc=$?
+  --seed "$seed" --dir /history --faults "$faults" --json --keep-history "$kept" > "$out" || rc=$?
 [ "$rc" = 1 ] || rm -f "$kept"
 python3 - "$out" "$rc" <<'PY'
 import json, sys
@@ -41,7 +44,8 @@ except ValueError:
 f = r.get("faults", {})
 print(f"history: {r['verdict']}: {r['operations']} operations in {r.get('rounds', 0)} round(s), "
       f"{r.get('run_seconds', 0):.0f} s ({r.get('ops_per_second', 0):.0f} ops/s), "
-      f"{f.get('kill', 0)} kills, {f.get('stop', 0)} stops, {r['never_returned']} never returned, "
+      f"{f.get('kill', 0)} kills, {f.get('stop', 0)} stops, {f.get('daemon_stop', 0)} daemon stops, "
+      f"{r['never_returned']} never returned, "
       f"{r['indeterminate']} errors outside the model, {r['violations']} violations, "
       f"{r.get('batches', {}).get('create_inline_batch', 0)} create and "
       f"{r.get('batches', {}).get('remove_batch', 0)} remove batches under claims, "

@@ -258,3 +258,29 @@ fn status_counts_claims_and_their_recalls() {
     assert!(recalled2 > recalled0 && held2 < held && given2 == given, "after the recall: {held2} {given2} {recalled2}");
     assert!(recalls2 > recalls0, "the claim's recall counts among the recalls");
 }
+
+/// A daemon paused past a lease (SIGSTOP; a VM pause) still recalls a claim when it
+/// runs again: its lease clock did not count the pause (gust-daemon grants/clock.rs).
+/// Counted on a wall clock, the holder's lease had run out, the claim went without
+/// a recall, and another process was told that a file whose create had returned
+/// did not exist.
+#[test]
+fn a_daemon_paused_past_a_lease_still_recalls_a_claim() {
+    let inst = Instance::start(1);
+    let a = inst.claiming_client(ClientOptions::default());
+    let b = inst.client();
+    a.mkdir("/d", 0o755).unwrap();
+    let fd = a.open_deferred("/d/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    a.close(fd).unwrap();
+    assert_eq!(a.claims_held(), 1);
+    // Queued under the claim; the process then does nothing more.
+    let fd = a.open_deferred("/d/second", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    assert_eq!(a.write(fd, b"queued").unwrap(), 6);
+    a.close(fd).unwrap();
+    let pid = inst.daemon_pid(0) as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    // The pause itself: past a lease (2 s) and its margin.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    assert_eq!(common::get(&b, "/d/second"), b"queued", "a file whose create returned before the pause");
+}

@@ -16,13 +16,17 @@
 //! every completed call and at most one call of unknown outcome. Times are
 //! CLOCK_MONOTONIC, which every process of the machine shares.
 //!
-//! Faults (`--faults kill,stop`): every 50-800 ms the coordinator SIGKILLs a running
+//! Faults (`--faults kill,stop,daemon-stop`): every 50-800 ms the coordinator SIGKILLs a running
 //! worker and starts a replacement under a new process number (with what remains of
 //! the killed one's operations), or SIGSTOPs one for 0.5-3 s. A stopped worker holds
 //! whatever its client holds (connections, and grants once they exist) while others
 //! go on, which is the case a recall must handle. A worker killed, or stopped for
 //! 1.5 s or more (past its lease, what it deferred may be lost or late: a crash's
 //! loss, docs/SEMANTICS.md), has its operations in its own directory left undecided.
+//! With `daemon-stop` among the faults, a daemon of the instance (all on this host)
+//! is SIGSTOPped for 0.5-3 s instead now and then: past a lease, every client's
+//! lease on it runs out while its holders' grants and claims stand at the daemon.
+//! Nothing is left undecided for it: a paused daemon loses nothing.
 //!
 //! A run counted in seconds goes in rounds of at most --round-seconds, each in a
 //! fresh directory, checked and dropped before the next: at ~30,000 operations a
@@ -83,6 +87,8 @@ pub enum Fault {
     Kill,
     /// SIGSTOP a worker for 0.5-3 s, then SIGCONT it.
     Stop,
+    /// SIGSTOP a daemon (of an instance on this host) for 0.5-3 s, then SIGCONT it.
+    DaemonStop,
 }
 
 #[derive(Args)]
@@ -110,7 +116,8 @@ pub struct HistoryArgs {
     /// GustFS directory under which each round makes its own (run.PID.SEED.ROUND).
     #[arg(long, default_value = "/history")]
     dir: String,
-    /// Faults to inject while the workers run: kill, stop, or kill,stop.
+    /// Faults to inject while the workers run, comma-separated: kill, stop (of
+    /// workers), daemon-stop (of the daemons, which must run on this host).
     #[arg(long, value_enum, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Print JSON instead of a summary.
@@ -364,6 +371,8 @@ struct RunStats {
     processes: u32,
     kills: u32,
     stops: u32,
+    /// Daemons stopped and continued (`--faults daemon-stop`).
+    daemon_stops: u32,
     /// Workers that exited with an error, or could not be started.
     failed: Vec<String>,
     /// Workers still running at a round's hard deadline (killed then).
@@ -537,6 +546,21 @@ fn validate(a: &HistoryArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The pids of the instance's daemons, all of which must run on this host (a
+/// daemon-stop fault signals them).
+fn local_daemon_pids(a: &HistoryArgs) -> Result<Vec<i32>, String> {
+    let path = a.inst.hosts_path();
+    let h = gust_hosts::HostsFile::load(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let me = gust_hosts::this_host();
+    if let Some(d) = h.daemons.iter().find(|d| d.host != me) {
+        return Err(format!(
+            "--faults daemon-stop needs every daemon on this host; daemon {} runs on {}",
+            d.id, d.host
+        ));
+    }
+    Ok(h.daemons.iter().map(|d| d.pid as i32).collect())
+}
+
 /// Runs the rounds one after the other, checking each; stops at a violation or a
 /// failed round.
 fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
@@ -568,6 +592,8 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
         rng: StdRng::seed_from_u64(worker_seed(a.seed, u32::MAX)),
         st: RunStats::default(),
         unchecked: Default::default(),
+        daemon_pids: if a.faults.contains(&Fault::DaemonStop) { local_daemon_pids(a)? } else { Vec::new() },
+        daemons_stopped: Vec::new(),
     };
     let start = Instant::now();
     let batches_before = batch_requests(&client);
@@ -590,7 +616,7 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
     c.st.seconds = start.elapsed().as_secs_f64();
     let batches_after = batch_requests(&client);
     c.st.batches = [0, 1].map(|i| batches_after[i].saturating_sub(batches_before[i]));
-    t.run = Some(c.st);
+    t.run = Some(std::mem::take(&mut c.st));
     r
 }
 
@@ -602,6 +628,33 @@ struct Coordinator<'a> {
     st: RunStats,
     /// Workers of this round killed or stopped for `UNCHECKED_STOP_MS` or more.
     unchecked: std::collections::HashSet<u32>,
+    /// The instance's daemons' pids (this host's), for `--faults daemon-stop`.
+    daemon_pids: Vec<i32>,
+    /// Daemons stopped now, and when each is continued.
+    daemons_stopped: Vec<(i32, Instant)>,
+}
+
+impl Coordinator<'_> {
+    /// Continues the stopped daemons that are due (all of them with `all`).
+    fn continue_daemons(&mut self, all: bool) {
+        let now = Instant::now();
+        self.daemons_stopped.retain(|&(pid, until)| {
+            if all || until <= now {
+                // SAFETY: kill(2) on a daemon of the instance this run started on.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// A daemon is never left stopped: not by an error, nor by a panic.
+impl Drop for Coordinator<'_> {
+    fn drop(&mut self) {
+        self.continue_daemons(true);
+    }
 }
 
 /// One worker process of a round.
@@ -682,6 +735,7 @@ impl Coordinator<'_> {
         }
         while !running.is_empty() {
             let now = Instant::now();
+            self.continue_daemons(false);
             self.reap(&mut running);
             for w in running.iter_mut().filter(|w| w.stopped_until.is_some_and(|t| t <= now)) {
                 signal(&w.child, libc::SIGCONT);
@@ -705,6 +759,7 @@ impl Coordinator<'_> {
             }
             std::thread::sleep(POLL);
         }
+        self.continue_daemons(true);
         files
     }
 
@@ -770,6 +825,24 @@ impl Coordinator<'_> {
         }
         let i = candidates[self.rng.gen_range(0..candidates.len())];
         match self.a.faults[self.rng.gen_range(0..self.a.faults.len())] {
+            Fault::DaemonStop => {
+                let free: Vec<i32> = self
+                    .daemon_pids
+                    .iter()
+                    .copied()
+                    .filter(|p| self.daemons_stopped.iter().all(|s| s.0 != *p))
+                    .collect();
+                if free.is_empty() {
+                    return;
+                }
+                let pid = free[self.rng.gen_range(0..free.len())];
+                let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
+                // SAFETY: kill(2) on a daemon of the instance this run started on;
+                // `continue_daemons` (and Drop) sends the SIGCONT.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                self.daemons_stopped.push((pid, Instant::now() + Duration::from_millis(ms)));
+                self.st.daemon_stops += 1;
+            }
             Fault::Stop => {
                 signal(&running[i].child, libc::SIGSTOP);
                 let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
@@ -825,7 +898,7 @@ fn print_json(a: &HistoryArgs, t: &Totals) {
         out["processes"] = s.processes.into();
         out["run_seconds"] = s.seconds.into();
         out["ops_per_second"] = (t.operations as f64 / s.seconds.max(1e-9)).into();
-        out["faults"] = serde_json::json!({"kill": s.kills, "stop": s.stops});
+        out["faults"] = serde_json::json!({"kill": s.kills, "stop": s.stops, "daemon_stop": s.daemon_stops});
         out["workers_failed"] = s.failed.clone().into();
         out["workers_timed_out"] = s.timed_out.into();
         out["batches"] = serde_json::json!({BATCH_OPS[0]: s.batches[0], BATCH_OPS[1]: s.batches[1]});
@@ -847,7 +920,7 @@ fn print_summary(a: &HistoryArgs, t: &Totals) {
                 a.seed
             );
             if !a.faults.is_empty() {
-                println!("faults: {} kills, {} stops", s.kills, s.stops);
+                println!("faults: {} kills, {} stops, {} daemon stops", s.kills, s.stops, s.daemon_stops);
             }
             println!(
                 "deferred under claims: {} create batches, {} remove batches reached the daemons",

@@ -21,6 +21,9 @@
 //!   says so with `REPLY_LEASED`; the client stops using grants of a daemon whose
 //!   lease it did not renew). A holder whose callback connection ended by its own
 //!   close (the process exited or was killed) loses them at once.
+//! * Leases run on the daemon's lease clock (clock.rs), which does not count a
+//!   pause of the daemon itself (SIGSTOP, a VM pause): its holders could not reach
+//!   it meanwhile, and are recalled as usual once it runs again.
 //! * A daemon that restarts on a used root directory holds changes back for one
 //!   lease (`grace`): clients of the previous incarnation stop using its grants
 //!   within that time, since nothing renews them any more.
@@ -46,6 +49,7 @@ use gust_proto::{Request, Response};
 use std::collections::{HashMap, HashSet};
 
 mod claims;
+mod clock;
 pub use claims::{CLAIMS_MAX, RETRY};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -79,7 +83,7 @@ const DIR_BUCKETS: usize = 1024;
 /// One client process, as this daemon knows it.
 pub struct Holder {
     pub id: u64,
-    /// When this daemon last served it a request: ms since the table's epoch.
+    /// When this daemon last served it a request: ms of the lease clock (clock.rs).
     last_seen_ms: AtomicU64,
     /// Its callback connection, once it opened one.
     link: Mutex<Option<Arc<gust_rpc::Connection>>>,
@@ -259,7 +263,8 @@ pub struct Grants {
     table: Mutex<Table>,
     /// Signalled when recalls end (`PathEntry::recalling`).
     recalls_ended: std::sync::Condvar,
-    epoch: Instant,
+    /// Leases run on it (clock.rs): a frozen daemon's pause does not count.
+    clock: Arc<clock::ServiceClock>,
     /// Changes wait until then (a restart; see the module's comment).
     grace_until: Mutex<Option<Instant>>,
     /// GUST_DEBUG_NO_RECALL=1: grant, but never recall (tests show that the history
@@ -301,7 +306,11 @@ impl Grants {
         Grants {
             table: Mutex::new(Table::default()),
             recalls_ended: std::sync::Condvar::new(),
-            epoch: Instant::now(),
+            clock: {
+                let c = Arc::new(clock::ServiceClock::new());
+                clock::ServiceClock::spawn_ticker(Arc::downgrade(&c), |c: &clock::ServiceClock| c);
+                c
+            },
             grace_until: Mutex::new(None),
             no_recall: std::env::var("GUST_DEBUG_NO_RECALL").is_ok_and(|v| v == "1"),
             given: AtomicU64::new(0),
@@ -376,8 +385,9 @@ impl Grants {
         false
     }
 
+    /// The lease clock (clock.rs), in milliseconds.
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.clock.now_ms()
     }
 
     /// A restart on a used root directory: changes wait one lease from now.
