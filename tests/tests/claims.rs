@@ -17,6 +17,15 @@ fn names_with_daemon_of(c: &Client, dir: &str, first: &str, n: usize) -> Vec<Str
     (0..10_000).map(|i| format!("{dir}/f{i}")).filter(|p| p != first && c.record_holders(p)[0] == d).take(n).collect()
 }
 
+/// Makes `dir` and its first file, `dir/first`, through claiming client `a`: the
+/// first create in an empty directory brings the claim of that name's daemon.
+fn claim_dir(a: &Client, dir: &str) {
+    a.mkdir(dir, 0o755).unwrap();
+    let fd = a.open_deferred(&format!("{dir}/first"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    a.close(fd).unwrap();
+    assert_eq!(a.claims_held(), 1, "the first create in an empty {dir} brings its daemon's claim");
+}
+
 #[test]
 fn a_create_is_seen_by_another_process_while_its_file_is_open() {
     let inst = Instance::start(4);
@@ -34,10 +43,7 @@ fn creates_deferred_under_a_claim_are_sent_when_another_process_looks() {
     let inst = Instance::start(4);
     let a = inst.claiming_client(ClientOptions::default());
     let b = &inst.client();
-    a.mkdir("/out", 0o755).unwrap();
-    let fd = a.open_deferred("/out/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
-    a.close(fd).unwrap();
-    assert_eq!(a.claims_held(), 1, "the first create in an empty directory brings its daemon's claim");
+    claim_dir(a, "/out");
     let more = names_with_daemon_of(a, "/out", "/out/first", 8);
     let before = common::daemon_requests(b);
     // Closed small files: queued under the claim.
@@ -112,10 +118,7 @@ fn unlinks_deferred_under_a_claim_are_sent_when_another_process_looks() {
     let inst = Instance::start(4);
     let a = inst.claiming_client(ClientOptions::default());
     let b = &inst.client();
-    a.mkdir("/out", 0o755).unwrap();
-    let fd = a.open_deferred("/out/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
-    a.close(fd).unwrap();
-    assert_eq!(a.claims_held(), 1);
+    claim_dir(a, "/out");
     let more = names_with_daemon_of(a, "/out", "/out/first", 8);
     for p in &more {
         let fd = a.open_deferred(p, libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
@@ -246,10 +249,7 @@ fn status_counts_claims_and_their_recalls() {
         )
     };
     let ([_, given0, recalled0], recalls0) = counts();
-    a.mkdir("/out", 0o755).unwrap();
-    let fd = a.open_deferred("/out/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
-    a.close(fd).unwrap();
-    assert_eq!(a.claims_held(), 1, "the first create in /out brought its daemon's claim");
+    claim_dir(a, "/out");
     let ([held, given, recalled], _) = counts();
     assert!(given > given0 && held >= 1 && recalled == recalled0, "after a claimed create: {held} {given} {recalled}");
     b.read_dir("/out").unwrap();
@@ -269,10 +269,7 @@ fn a_daemon_paused_past_a_lease_still_recalls_a_claim() {
     let inst = Instance::start(1);
     let a = inst.claiming_client(ClientOptions::default());
     let b = inst.client();
-    a.mkdir("/d", 0o755).unwrap();
-    let fd = a.open_deferred("/d/first", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
-    a.close(fd).unwrap();
-    assert_eq!(a.claims_held(), 1);
+    claim_dir(a, "/d");
     // Queued under the claim; the process then does nothing more.
     let fd = a.open_deferred("/d/second", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
     assert_eq!(a.write(fd, b"queued").unwrap(), 6);
