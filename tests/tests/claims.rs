@@ -198,11 +198,7 @@ fn a_program_under_the_preload_library_batches_its_unlinks() {
                   python3 -c 'import os\nfor i in range(100):\n  open(\"/gustfs/s/f%d\" % i, \"w\").write(\"x\" * i)\n\
                   for i in range(80):\n  os.remove(\"/gustfs/s/f%d\" % i)'; \
                   ls /gustfs/s | wc -l";
-    let out = Command::new(gust_bin())
-        .args(["run", "--", "bash", "-c", script])
-        .env("GUST_HOSTS_FILE", &inst.hosts)
-        .output()
-        .unwrap();
+    let out = inst.gust(&["run", "--", "bash", "-c", script]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "20");
     let sent = common::op_total(&c, "remove_batch") - batches;
