@@ -7,10 +7,14 @@
 //! (O_CREAT|O_EXCL, then close), chmod, unlink and stat calls and listings of the
 //! directory (each read as one observation per shared path: named or not), mostly
 //! stats, five in eight on the K shared paths of the run, one in eight on two paths
-//! of its own beside them, one in eight on four paths in a directory of its own,
+//! of its own beside them, one in eight on eight paths in a directory of its own,
 //! where its creates are the preload library's (open without O_EXCL, deferred under
 //! the directory's claim), and one in eight a stat in another worker's directory
-//! (which recalls that worker's claim), and
+//! (which recalls that worker's claim). Each worker starts by opening every path of
+//! its directory once, while the others wait at the start: the first open at each
+//! daemon takes the claim, the next ones there are deferred under it (with fewer
+//! daemons than paths, some are), so every run checks deferred creates and their
+//! recalls, whatever the timing. A worker
 //! writes each call to its history file twice: the invocation before the call, the
 //! completion after, one whole line each, so a worker killed at any point leaves
 //! every completed call and at most one call of unknown outcome. Times are
@@ -62,8 +66,12 @@ const EXIT_RUN_FAILED: i32 = 3;
 const PRIVATE_PATHS: u32 = 2;
 /// Paths in a directory of its own (`w<process>`), where only it creates: its
 /// creates there (`open`, without O_EXCL) are deferred under the directory's claim
-/// (gust-client claims.rs), and other workers' stats there recall the claim.
-const CLAIMED_PATHS: u32 = 4;
+/// (gust-client claims.rs), and other workers' stats there recall the claim. More
+/// than the daemons of a test instance, so that the first opens, which every worker
+/// makes before the others start, put two names on one daemon.
+const CLAIMED_PATHS: u32 = 8;
+/// A worker waits at most this long for the others to reach the start.
+const START_WAIT: Duration = Duration::from_secs(60);
 /// A worker stopped this long may outlive its lease (2 s after the daemon last
 /// served it): what it deferred under a claim may then be lost or come late, as
 /// docs/SEMANTICS.md says, so its operations in its own directory are left
@@ -162,6 +170,10 @@ pub struct WorkerArgs {
     out: PathBuf,
     #[arg(long)]
     hosts_file: PathBuf,
+    /// Local directory of the start: after its first opens the worker makes
+    /// `ready.<process>` there and waits for `go`.
+    #[arg(long)]
+    start: PathBuf,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the machine.
@@ -314,6 +326,15 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot open history file {}: {e}", a.out.display()))?;
     let mut rng = StdRng::seed_from_u64(worker_seed(a.seed, a.process));
     let mut seq = 0u64;
+    // Every path of its own directory once, before the others start: with more
+    // paths than daemons, some open is deferred under a claim nobody recalls yet.
+    let first = a.ops.map_or(CLAIMED_PATHS as u64, |n| n.min(CLAIMED_PATHS as u64));
+    for i in 0..first {
+        let path = format!("{}/q{i}", own_dir(&a.base, a.process));
+        record(client, &mut out, &a, seq, OpKind::Open, &path, MODES[rng.gen_range(0..MODES.len())])?;
+        seq += 1;
+    }
+    wait_for_start(&a)?;
     while a.ops.is_none_or(|n| seq < n) && a.until_ns.is_none_or(|t| monotonic_ns() < t) {
         let (mut kind, path, arg) = pick(&mut rng, &a);
         if kind == OpKind::Listed && a.ops.is_some_and(|n| seq + a.paths as u64 > n) {
@@ -339,15 +360,42 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
             seq += a.paths as u64;
             continue;
         }
-        let inv = Line::invocation(a.process, seq, kind, &path, arg, monotonic_ns());
-        write_line(&mut out, &inv, &a.out)?;
-        let result = call(client, kind, &path, arg);
-        write_line(&mut out, &inv.completed(monotonic_ns(), result), &a.out)?;
+        record(client, &mut out, &a, seq, kind, &path, arg)?;
         seq += 1;
     }
     // What is still deferred goes out before the process ends (the preload library
     // does this in its exit handler).
     client.settle_all();
+    Ok(())
+}
+
+/// Makes one call, its invocation and its completion written around it.
+fn record(
+    client: &Client,
+    out: &mut std::fs::File,
+    a: &WorkerArgs,
+    seq: u64,
+    kind: OpKind,
+    path: &str,
+    arg: u32,
+) -> Result<(), String> {
+    let inv = Line::invocation(a.process, seq, kind, path, arg, monotonic_ns());
+    write_line(out, &inv, &a.out)?;
+    let result = call(client, kind, path, arg);
+    write_line(out, &inv.completed(monotonic_ns(), result), &a.out)
+}
+
+/// Says this worker is ready (`ready.<process>` in the start directory) and waits
+/// for the coordinator's `go`, which comes once every first worker is ready (a
+/// replacement finds it there). Bounded: past `START_WAIT` the worker goes on.
+fn wait_for_start(a: &WorkerArgs) -> Result<(), String> {
+    let ready = a.start.join(format!("ready.{}", a.process));
+    std::fs::write(&ready, b"").map_err(|e| format!("cannot make {}: {e}", ready.display()))?;
+    let go = a.start.join("go");
+    let deadline = Instant::now() + START_WAIT;
+    while !go.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     Ok(())
 }
 
@@ -733,6 +781,7 @@ impl Coordinator<'_> {
         for _ in 0..self.a.workers {
             self.spawn(r, r.ops, &mut running, &mut files);
         }
+        self.start(r, &mut running, hard_deadline);
         while !running.is_empty() {
             let now = Instant::now();
             self.continue_daemons(false);
@@ -763,6 +812,23 @@ impl Coordinator<'_> {
         files
     }
 
+    /// Waits until every running worker made its first opens (or exited), then
+    /// lets them all go at once.
+    fn start(&mut self, r: &Round, running: &mut Vec<Running>, deadline: Instant) {
+        loop {
+            self.reap(running);
+            let all_ready = running.iter().all(|w| r.local.join(format!("ready.{}", w.process)).exists());
+            if all_ready || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let go = r.local.join("go");
+        if let Err(e) = std::fs::write(&go, b"") {
+            self.st.failed.push(format!("cannot make {}: {e}", go.display()));
+        }
+    }
+
     fn fault_gap(&mut self) -> Duration {
         Duration::from_millis(self.rng.gen_range(FAULT_GAP_MS.0..=FAULT_GAP_MS.1))
     }
@@ -784,6 +850,8 @@ impl Coordinator<'_> {
             .arg(&out)
             .arg("--hosts-file")
             .arg(self.a.inst.hosts_path())
+            .arg("--start")
+            .arg(&r.local)
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         if let Some(n) = ops {
