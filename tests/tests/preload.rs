@@ -278,6 +278,20 @@ fn c_program_api_errors_threads_fork() {
     assert_eq!(out, "C-OK\n");
 }
 
+/// A child forked while another thread of its parent sends a descriptor's size
+/// (fsync in a loop) makes path calls at once: it must not wait for a lock the
+/// sending thread, which the child does not have, held at the fork (it did, 1 in
+/// ~20 runs of the test above, before the size lock was released during the send).
+#[test]
+fn a_child_forked_while_a_size_is_sent_does_not_hang() {
+    let inst = Instance::start(2);
+    let l = local_dir("forksend");
+    let bin = compile_c(&l, "fork_while_sending");
+    let out = sh(&inst, &format!("mkdir /gustfs/f && {} /gustfs/f 300", bin.display()));
+    assert_eq!(out, "C-OK\n");
+    assert!(inst.client().stat("/f/written").unwrap().size > 0);
+}
+
 /// copy_file_range and sendfile emulation: cp's huge lengths, offsets, /proc sources,
 /// pipes, copies longer than one call; the same program on a local directory first.
 #[test]

@@ -13,7 +13,7 @@ use crate::{Client, Errno, Result};
 use gust_proto::{path, FileKind, Request, Response};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 
 /// Bound on the open-file table of one client. An entry costs about 100 bytes plus
 /// its path, so a full table is under 10 MiB for paths of typical length.
@@ -45,7 +45,9 @@ pub(crate) struct OpenFile {
     /// A read-only descriptor of an inline file: (size, data) as of its open.
     pub(crate) snapshot: Option<(u64, Vec<u8>)>,
     /// The size its writes reached, not yet sent (size_cache.rs).
-    pub(crate) size_dirty: Mutex<Option<crate::size_cache::DirtySize>>,
+    pub(crate) size: Mutex<crate::size_cache::SizeSlot>,
+    /// Signalled when a send of `size` ends.
+    pub(crate) size_sent: Condvar,
     /// Adjacent writes not sent yet (write_behind.rs, opt-in).
     pub(crate) write_buffer: Mutex<Option<crate::write_behind::WriteBuffer>>,
     /// The link path of a hard-linked file, where its size and attributes live
@@ -77,7 +79,8 @@ impl OpenFile {
             pending: Mutex::new(pending),
             settle_error: Mutex::new(None),
             snapshot: None,
-            size_dirty: Mutex::new(None),
+            size: Mutex::default(),
+            size_sent: Condvar::new(),
             write_buffer: Mutex::new(None),
             clear_set_id: Mutex::new(None),
             written: AtomicBool::new(false),

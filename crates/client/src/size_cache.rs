@@ -43,6 +43,18 @@ pub(crate) struct DirtySize {
     since: Instant,
 }
 
+/// A descriptor's size (`OpenFile::size`): what waits to be sent, and whether a
+/// thread is sending it now, with its process's fork generation (rpc.rs). The lock
+/// is not held while the update is on the wire: a child forked meanwhile would
+/// inherit it locked, and its first path operation would wait forever. A child
+/// knows a send of its parent's by the generation and does not wait for it (the
+/// parent makes it).
+#[derive(Default)]
+pub(crate) struct SizeSlot {
+    dirty: Option<DirtySize>,
+    sending: Option<u64>,
+}
+
 impl Client {
     /// Whether writes through `f` may leave their size to [`Client::cache_size`];
     /// otherwise each sends it with its data: O_APPEND writes (which reserve their
@@ -58,15 +70,15 @@ impl Client {
     pub(crate) fn cache_size(&self, f: &Arc<OpenFile>, end: u64) -> Result<()> {
         let now = Instant::now();
         let due = {
-            let mut d = f.size_dirty.lock().unwrap_or_else(|e| e.into_inner());
-            match d.as_mut() {
+            let mut slot = f.size.lock().unwrap_or_else(|e| e.into_inner());
+            match slot.dirty.as_mut() {
                 Some(x) => {
                     x.end = x.end.max(end);
                     x.mtime_ns = x.mtime_ns.max(now_ns());
                     now.duration_since(x.since) >= SIZE_FLUSH_INTERVAL
                 }
                 None => {
-                    *d = Some(DirtySize { end, mtime_ns: now_ns(), since: now });
+                    slot.dirty = Some(DirtySize { end, mtime_ns: now_ns(), since: now });
                     self.dirty.insert(f);
                     false
                 }
@@ -80,13 +92,26 @@ impl Client {
         Ok(())
     }
 
-    /// Sends the unsent size of `f`, if any. Holds the descriptor's lock while the
-    /// update is on its way and leaves the registry only after, so that a concurrent
-    /// `flush_all_sizes` (a read of another thread) waits for it instead of reading
-    /// the old size.
+    /// Sends the unsent size of `f`, if any. A send of another thread of this
+    /// process is waited for first, and the descriptor leaves the registry only
+    /// when nothing is unsent or on its way, so that a concurrent
+    /// `flush_all_sizes` (a read of another thread) waits for the update instead
+    /// of reading the old size.
     pub(crate) fn flush_size(&self, f: &OpenFile) -> Result<()> {
-        let mut slot = f.size_dirty.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(d) = *slot else { return Ok(()) };
+        let generation = crate::rpc::fork_generation();
+        let mut slot = f.size.lock().unwrap_or_else(|e| e.into_inner());
+        while slot.sending == Some(generation) {
+            slot = f.size_sent.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+        let Some(d) = slot.dirty.take() else {
+            if slot.sending.take().is_some() {
+                // The parent's send, which a thread of the parent makes.
+                self.dirty.remove(f);
+            }
+            return Ok(());
+        };
+        slot.sending = Some(generation);
+        drop(slot);
         let path = f.attrs_path();
         let req = Request::UpdateSize {
             path: path.clone(),
@@ -101,8 +126,13 @@ impl Client {
             Err(e) => Err(e),
         };
         // Sent or failed: either way not sent again (a failure is reported).
-        *slot = None;
-        self.dirty.remove(f);
+        let mut slot = f.size.lock().unwrap_or_else(|e| e.into_inner());
+        slot.sending = None;
+        if slot.dirty.is_none() {
+            self.dirty.remove(f);
+        }
+        drop(slot);
+        f.size_sent.notify_all();
         r
     }
 
