@@ -37,6 +37,7 @@
 //!
 //! Not for: the deferral itself (inline.rs), chunked files.
 
+use crate::fork_local::ForkLocal;
 use crate::inline::Pending;
 use crate::rpc::Call;
 use crate::{Client, Errno, Result};
@@ -70,8 +71,6 @@ struct Queue {
     paths: HashSet<String>,
     data_bytes: usize,
     oldest: Option<Instant>,
-    /// Fork generation of the process that queued `items` (rpc.rs).
-    generation: u64,
 }
 
 /// The queue, its bound and the failures not reported yet.
@@ -79,7 +78,7 @@ struct Queue {
 pub(crate) struct CreateBatch {
     /// Records per flush; 0: batching off (every create is sent at its close).
     entries_max: AtomicUsize,
-    queue: Mutex<Queue>,
+    queue: ForkLocal<Queue>,
     /// `queue.items.len()`, read without the lock on every path operation.
     queued: AtomicUsize,
     failed: Mutex<Vec<(String, Errno)>>,
@@ -163,13 +162,7 @@ impl Client {
     fn queue_claimed(&self, path: &str, record: Record, flags: i32, p: Pending) -> bool {
         let path = path.to_string();
         let (data, exclusive, mode) = p.into_parts();
-        {
-            let mut q = self.creates.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let generation = crate::rpc::fork_generation();
-            if q.generation != generation {
-                // Inherited from the parent, which sends them.
-                *q = Queue { generation, ..Queue::default() };
-            }
+        self.creates.queue.with(|q| {
             let now = Instant::now();
             q.data_bytes += data.len();
             q.paths.insert(path.clone());
@@ -179,14 +172,13 @@ impl Client {
             q.items.len() >= self.creates.entries_max.load(Ordering::Relaxed).max(1)
                 || q.data_bytes >= CREATE_BATCH_DATA_BYTES_MAX
                 || now.duration_since(oldest) >= CREATE_BATCH_INTERVAL
-        }
+        })
     }
 
     /// Whether `path` is queued (a deferred open of it sends the queue first, so
     /// that the daemons see the creates in the order this process made them).
     pub(crate) fn create_queued(&self, path: &str) -> bool {
-        self.creates.queued.load(Ordering::Acquire) > 0
-            && self.creates.queue.lock().unwrap_or_else(|e| e.into_inner()).paths.contains(path)
+        self.creates.queued.load(Ordering::Acquire) > 0 && self.creates.queue.with(|q| q.paths.contains(path))
     }
 
     /// The errno of the oldest failed queued create not reported yet (then forgotten).
@@ -209,19 +201,10 @@ impl Client {
         if self.creates.queued.load(Ordering::Acquire) == 0 {
             return;
         }
-        let items = {
-            let mut q = self.creates.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let generation = crate::rpc::fork_generation();
-            let inherited = q.generation != generation;
-            let items = std::mem::take(&mut q.items);
-            *q = Queue { generation, ..Queue::default() };
-            self.creates.queued.store(0, Ordering::Release);
-            if inherited {
-                // Inherited from the parent, which sends them.
-                return;
-            }
-            items
-        };
+        let taken = self.creates.queue.take();
+        self.creates.queued.store(0, Ordering::Release);
+        // None: inherited from the parent, which sends them.
+        let Some(Queue { items, .. }) = taken else { return };
         if items.is_empty() {
             return;
         }

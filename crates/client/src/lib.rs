@@ -44,6 +44,7 @@ mod events;
 mod exit;
 mod fence;
 mod find;
+mod fork_local;
 mod grants;
 mod home;
 mod inline;

@@ -8,6 +8,7 @@
 
 use crate::credentials::Credentials;
 use crate::error::unexpected;
+use crate::permissions::Checked;
 use crate::stat::Stat;
 use crate::{normalize, Client, Errno, Result};
 use gust_proto::{path, FileKind, Record, RemoveKind, Request, Response, PATH_ARG_BYTES_MAX};
@@ -379,8 +380,9 @@ impl Client {
         if self.remove_queued(&p) {
             return Err(Errno(libc::ENOENT));
         }
-        self.may_unlink(&p)?;
-        if self.unlink_deferred(&p) {
+        // A checked caller's unlink is sent: the daemon's answer to it is what
+        // counts (the mode bits may have changed since this process looked).
+        if self.may_unlink(&p)? == Checked::No && self.unlink_deferred(&p) {
             return Ok(());
         }
         let d = self.md_daemon(&p);

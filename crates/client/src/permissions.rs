@@ -64,6 +64,14 @@ pub(crate) fn open_wants(flags: i32) -> u32 {
     want
 }
 
+/// Whether a call was checked against mode bits (its caller is neither root nor
+/// the instance's owner, and the front end checks).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checked {
+    No,
+    Yes,
+}
+
 impl Client {
     /// The caller, if this call is checked: a front end that checks, a caller
     /// other than root.
@@ -122,14 +130,14 @@ impl Client {
     }
 
     /// Before the name `p` is removed (unlink, rmdir): ENOENT comes before EACCES.
-    pub(crate) fn may_unlink(&self, p: &str) -> Result<()> {
-        let Some(who) = self.checked_caller() else { return Ok(()) };
+    pub(crate) fn may_unlink(&self, p: &str) -> Result<Checked> {
+        let Some(who) = self.checked_caller() else { return Ok(Checked::No) };
         match self.may_remove(&who, p) {
             Err(e @ Errno(libc::EACCES)) => match self.get_stored_record(p) {
                 Ok(_) => Err(e),
                 Err(other) => Err(other),
             },
-            r => r,
+            r => r.map(|()| Checked::Yes),
         }
     }
 

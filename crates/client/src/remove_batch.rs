@@ -30,12 +30,12 @@
 //! Not for: directories (rmdir is never deferred), renames.
 
 use crate::create_batch::{batch_entries_from_env, CREATE_BATCH_INTERVAL};
+use crate::fork_local::ForkLocal;
 use crate::rpc::Call;
 use crate::{Client, Errno};
 use gust_proto::{FileKind, RemoveKind, RemoveOutcome, Request, Response, INLINE_BYTES_MAX, REMOVE_BATCH_ENTRIES_MAX};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// Bytes of files whose removes may be queued at once before the queue is sent: the
@@ -50,8 +50,6 @@ struct Queue {
     queued: HashSet<String>,
     bytes: u64,
     oldest: Option<Instant>,
-    /// Fork generation of the process that queued `paths` (rpc.rs).
-    generation: u64,
 }
 
 /// The queue and its bound.
@@ -59,7 +57,7 @@ struct Queue {
 pub(crate) struct RemoveBatch {
     /// Paths per flush; 0: deferral off.
     entries_max: AtomicUsize,
-    queue: Mutex<Queue>,
+    queue: ForkLocal<Queue>,
     /// `queue.paths.len()`, read without the lock on every path operation.
     count: AtomicUsize,
 }
@@ -80,16 +78,16 @@ impl Client {
 
     /// Whether `p` (normalized) is queued for removal: it is gone for this process.
     pub(crate) fn remove_queued(&self, p: &str) -> bool {
-        self.removes.count.load(Ordering::Acquire) > 0
-            && self.removes.queue.lock().unwrap_or_else(|e| e.into_inner()).queued.contains(p)
+        self.removes.count.load(Ordering::Acquire) > 0 && self.removes.queue.with(|q| q.queued.contains(p))
     }
 
-    /// Queues the unlink of `p` (normalized, queued creates already sent) if it may
-    /// be deferred (see the module doc): `true` when queued, and the unlink is done
-    /// as far as this process can tell.
+    /// Queues the unlink of `p` (normalized, queued creates already sent, by a
+    /// caller not checked against mode bits) if it may be deferred (see the module
+    /// doc): `true` when queued, and the unlink is done as far as this process can
+    /// tell.
     pub(crate) fn unlink_deferred(&self, p: &str) -> bool {
         let max = self.removes.entries_max.load(Ordering::Relaxed);
-        if max == 0 || self.ending() || self.transport.grants.claims().len() == 0 || self.checked_caller().is_some() {
+        if max == 0 || self.ending() || self.transport.grants.claims().len() == 0 {
             return false;
         }
         let Some((r, _)) = self.granted_record(p, false) else { return false };
@@ -103,21 +101,17 @@ impl Client {
         // Forgotten first: no later lookup of this process may find the record here.
         self.transport.grants.changing(&Request::Remove { path: p.to_string(), kind: RemoveKind::NotDir });
         let due = self.while_claimed(p, || {
-            let mut q = self.removes.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let generation = crate::rpc::fork_generation();
-            if q.generation != generation {
-                // Inherited from the parent, which sends them.
-                *q = Queue { generation, ..Queue::default() };
-            }
-            let now = Instant::now();
-            q.paths.push(p.to_string());
-            q.queued.insert(p.to_string());
-            q.bytes += r.size;
-            let oldest = *q.oldest.get_or_insert(now);
-            self.removes.count.store(q.paths.len(), Ordering::Release);
-            q.paths.len() >= max
-                || q.bytes >= REMOVE_BATCH_BYTES_MAX
-                || now.duration_since(oldest) >= CREATE_BATCH_INTERVAL
+            self.removes.queue.with(|q| {
+                let now = Instant::now();
+                q.paths.push(p.to_string());
+                q.queued.insert(p.to_string());
+                q.bytes += r.size;
+                let oldest = *q.oldest.get_or_insert(now);
+                self.removes.count.store(q.paths.len(), Ordering::Release);
+                q.paths.len() >= max
+                    || q.bytes >= REMOVE_BATCH_BYTES_MAX
+                    || now.duration_since(oldest) >= CREATE_BATCH_INTERVAL
+            })
         });
         match due {
             None => false,
@@ -138,18 +132,10 @@ impl Client {
         if self.removes.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        let paths = {
-            let mut q = self.removes.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let generation = crate::rpc::fork_generation();
-            let inherited = q.generation != generation;
-            let paths = std::mem::take(&mut q.paths);
-            *q = Queue { generation, ..Queue::default() };
-            self.removes.count.store(0, Ordering::Release);
-            if inherited {
-                return;
-            }
-            paths
-        };
+        let taken = self.removes.queue.take();
+        self.removes.count.store(0, Ordering::Release);
+        // None: inherited from the parent, which sends them.
+        let Some(Queue { paths, .. }) = taken else { return };
         let mut by_daemon: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         for p in paths {
             by_daemon.entry(self.md_daemon(&p)).or_default().push(p);
