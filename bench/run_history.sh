@@ -2,7 +2,8 @@
 # Linearizability soak: a fresh 4-daemon instance (on /dev/shm) and `gust bench
 # history` with 4 worker processes on 8 shared paths for SECONDS (default 600), with
 # workers SIGKILLed (and replaced) and SIGSTOPped for 0.5-3 s at random, and daemons
-# SIGSTOPped for 0.5-3 s (past a lease), fixed seed.
+# SIGSTOPped for 0.5-3 s (past a lease) and SIGKILLed (started again 0.2-1.5 s
+# later on their root directories), fixed seed.
 # The run goes in rounds of 10 s, each checked as it ends; it stops at the first
 # violation. This build's `gust` ($GUST, scripts/env.sh).
 # Usage: bench/run_history.sh [SECONDS]
@@ -12,13 +13,13 @@
 # summary on stdout. Exit status as gust bench history's: 0 linearizable, 1 a
 # violation, 2 undecided, 3 the run failed.
 # Storage: BENCH_DIR (default /dev/shm). Seed: SEED (default 20261126). Faults:
-# FAULTS (default kill,stop,daemon-stop).
+# FAULTS (default kill,stop,daemon-stop,daemon-kill).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 seconds=${1:-600}
 seed=${SEED:-20261126}
-faults=${FAULTS:-kill,stop,daemon-stop}
+faults=${FAULTS:-kill,stop,daemon-stop,daemon-kill}
 root=${BENCH_DIR:-/dev/shm}/gust-history.$$
 stamp=$(date +%Y%m%d-%H%M)
 out=bench/results/history-$stamp.json
@@ -44,7 +45,7 @@ except ValueError:
 f = r.get("faults", {})
 print(f"history: {r['verdict']}: {r['operations']} operations in {r.get('rounds', 0)} round(s), "
       f"{r.get('run_seconds', 0):.0f} s ({r.get('ops_per_second', 0):.0f} ops/s), "
-      f"{f.get('kill', 0)} kills, {f.get('stop', 0)} stops, {f.get('daemon_stop', 0)} daemon stops, "
+      f"{f.get('kill', 0)} kills, {f.get('stop', 0)} stops, {f.get('daemon_stop', 0)} daemon stops, {f.get('daemon_kill', 0)} daemon kills, "
       f"{r['never_returned']} never returned, "
       f"{r['indeterminate']} errors outside the model, {r['violations']} violations, "
       f"{r.get('batches', {}).get('create_inline_batch', 0)} create and "

@@ -20,7 +20,7 @@
 //! every completed call and at most one call of unknown outcome. Times are
 //! CLOCK_MONOTONIC, which every process of the machine shares.
 //!
-//! Faults (`--faults kill,stop,daemon-stop`): every 50-800 ms the coordinator SIGKILLs a running
+//! Faults (`--faults kill,stop,daemon-stop,daemon-kill`): every 50-800 ms the coordinator SIGKILLs a running
 //! worker and starts a replacement under a new process number (with what remains of
 //! the killed one's operations), or SIGSTOPs one for 0.5-3 s. A stopped worker holds
 //! whatever its client holds (connections, and grants once they exist) while others
@@ -30,7 +30,15 @@
 //! With `daemon-stop` among the faults, a daemon of the instance (all on this host)
 //! is SIGSTOPped for 0.5-3 s instead now and then: past a lease, every client's
 //! lease on it runs out while its holders' grants and claims stand at the daemon.
-//! Nothing is left undecided for it: a paused daemon loses nothing.
+//! Nothing is left undecided for it: a paused daemon loses nothing. With
+//! `daemon-kill`, a daemon is SIGKILLed now and then (one at a time, after a second
+//! of service since the last restart) and started again on its root directory
+//! 0.2-1.5 s later (`gust repair --id`, which waits until it serves): clients find
+//! their connections to it gone and forget its grants and claims, and the new daemon
+//! holds changes back for a lease. In a round with a kill the workers' own
+//! directories are not checked (what a worker deferred under a claim on the killed
+//! daemon is lost with it), calls that failed with EIO are undecided, and so are
+//! unlinks that returned near a kill (see `leave_undecided`).
 //!
 //! A run counted in seconds goes in rounds of at most --round-seconds, each in a
 //! fresh directory, checked and dropped before the next: at ~30,000 operations a
@@ -86,6 +94,8 @@ const SECONDS_MAX: f64 = 7.0 * 86_400.0;
 const FAULT_GAP_MS: (u64, u64) = (50, 800);
 /// A stopped worker is continued after a time in this range (ms).
 const STOP_MS: (u64, u64) = (500, 3000);
+/// A killed daemon is started again after a time in this range (ms).
+const DAEMON_DOWN_MS: (u64, u64) = (200, 1500);
 /// How often the coordinator looks at its workers.
 const POLL: Duration = Duration::from_millis(10);
 
@@ -97,6 +107,9 @@ pub enum Fault {
     Stop,
     /// SIGSTOP a daemon (of an instance on this host) for 0.5-3 s, then SIGCONT it.
     DaemonStop,
+    /// SIGKILL a daemon (of an instance on this host) and start it again on its root
+    /// directory 0.2-1.5 s later (`gust repair --id`).
+    DaemonKill,
 }
 
 #[derive(Args)]
@@ -125,7 +138,8 @@ pub struct HistoryArgs {
     #[arg(long, default_value = "/history")]
     dir: String,
     /// Faults to inject while the workers run, comma-separated: kill, stop (of
-    /// workers), daemon-stop (of the daemons, which must run on this host).
+    /// workers), daemon-stop, daemon-kill (of the daemons, which must run on this
+    /// host).
     #[arg(long, value_enum, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Print JSON instead of a summary.
@@ -238,10 +252,35 @@ fn own_dir(base: &str, process: u32) -> String {
 /// deferred there may have been lost, which a crash is allowed to do. Its
 /// observations there go; its changes may have taken effect at any time after their
 /// invocation, or never.
-fn leave_undecided(ops: Vec<Op>, base: &str, unchecked: &std::collections::HashSet<u32>) -> Vec<Op> {
+///
+/// In a round in which a daemon was killed (`daemon_down` not empty): the paths of
+/// the workers' own directories are not checked at all (what a worker deferred
+/// under a claim on the killed daemon is lost with it, docs/SEMANTICS.md; paths are
+/// checked one by one, so leaving some out is sound). On the shared paths, a call
+/// that failed with EIO (its daemon was down) is a change of unknown effect or an
+/// observation of nothing, and so is an unlink that returned in the second before a
+/// kill or while a daemon was down: it may have been deferred under a claim too (a
+/// worker's next call sends what it deferred).
+fn leave_undecided(
+    ops: Vec<Op>,
+    base: &str,
+    unchecked: &std::collections::HashSet<u32>,
+    daemon_down: &[(u64, u64)],
+) -> Vec<Op> {
+    let near_a_kill = |o: &Op| {
+        daemon_down.iter().any(|&(from, to)| o.return_ns.saturating_add(1_000_000_000) >= from && o.return_ns <= to)
+    };
+    let own_dirs = format!("{base}/w");
     ops.into_iter()
         .filter_map(|mut o| {
-            if !unchecked.contains(&o.process) || !o.path.starts_with(&format!("{}/", own_dir(base, o.process))) {
+            if !daemon_down.is_empty() && o.path.starts_with(&own_dirs) {
+                return None;
+            }
+            let own = unchecked.contains(&o.process) && o.path.starts_with(&format!("{}/", own_dir(base, o.process)));
+            let lost = !daemon_down.is_empty()
+                && (o.result == Outcome::Errno(libc::EIO)
+                    || (o.kind == OpKind::Unlink && o.result == Outcome::Ok && near_a_kill(&o)));
+            if !own && !lost {
                 return Some(o);
             }
             if o.kind.observes() {
@@ -313,10 +352,15 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     // As the preload library's: it lives as long as the process and takes claims.
     let client: &'static Client = Box::leak(Box::new(Client::open_instance(&a.hosts_file, ClientOptions::from_env())?));
     client.arm_claims();
-    match client.mkdir(&own_dir(&a.base, a.process), 0o755) {
-        Ok(()) => {}
-        Err(e) if e.0 == libc::EEXIST => {}
-        Err(e) => return Err(format!("cannot make {}: {e}", own_dir(&a.base, a.process))),
+    // Its daemon may be down (`--faults daemon-kill`) for a while.
+    let up_by = Instant::now() + START_WAIT;
+    loop {
+        match client.mkdir(&own_dir(&a.base, a.process), 0o755) {
+            Ok(()) => break,
+            Err(e) if e.0 == libc::EEXIST => break,
+            Err(e) if e.0 == libc::EIO && Instant::now() < up_by => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("cannot make {}: {e}", own_dir(&a.base, a.process))),
+        }
     }
     let mut out = std::fs::OpenOptions::new()
         .create(true)
@@ -421,6 +465,8 @@ struct RunStats {
     stops: u32,
     /// Daemons stopped and continued (`--faults daemon-stop`).
     daemon_stops: u32,
+    /// Daemons killed and started again (`--faults daemon-kill`).
+    daemon_kills: u32,
     /// Workers that exited with an error, or could not be started.
     failed: Vec<String>,
     /// Workers still running at a round's hard deadline (killed then).
@@ -428,7 +474,8 @@ struct RunStats {
     seconds: f64,
     /// Requests of deferred work the daemons served during the run
     /// (`create_inline_batch`, `remove_batch`): the claims the checked history
-    /// went through.
+    /// went through. A lower bound with `daemon-kill`: a restarted daemon counts
+    /// from 0.
     batches: [u64; 2],
 }
 
@@ -596,17 +643,18 @@ fn validate(a: &HistoryArgs) -> Result<(), String> {
 
 /// The pids of the instance's daemons, all of which must run on this host (a
 /// daemon-stop fault signals them).
-fn local_daemon_pids(a: &HistoryArgs) -> Result<Vec<i32>, String> {
+/// The instance's daemons (id, pid), all on this host.
+fn local_daemons(a: &HistoryArgs) -> Result<Vec<(u32, i32)>, String> {
     let path = a.inst.hosts_path();
     let h = gust_hosts::HostsFile::load(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let me = gust_hosts::this_host();
     if let Some(d) = h.daemons.iter().find(|d| d.host != me) {
         return Err(format!(
-            "--faults daemon-stop needs every daemon on this host; daemon {} runs on {}",
+            "--faults daemon-stop and daemon-kill need every daemon on this host; daemon {} runs on {}",
             d.id, d.host
         ));
     }
-    Ok(h.daemons.iter().map(|d| d.pid as i32).collect())
+    Ok(h.daemons.iter().map(|d| (d.id, d.pid as i32)).collect())
 }
 
 /// Runs the rounds one after the other, checking each; stops at a violation or a
@@ -640,8 +688,14 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
         rng: StdRng::seed_from_u64(worker_seed(a.seed, u32::MAX)),
         st: RunStats::default(),
         unchecked: Default::default(),
-        daemon_pids: if a.faults.contains(&Fault::DaemonStop) { local_daemon_pids(a)? } else { Vec::new() },
+        daemons: if a.faults.iter().any(|f| matches!(f, Fault::DaemonStop | Fault::DaemonKill)) {
+            local_daemons(a)?
+        } else {
+            Vec::new()
+        },
         daemons_stopped: Vec::new(),
+        daemons_killed: Vec::new(),
+        daemon_down: Vec::new(),
     };
     let start = Instant::now();
     let batches_before = batch_requests(&client);
@@ -676,10 +730,17 @@ struct Coordinator<'a> {
     st: RunStats,
     /// Workers of this round killed or stopped for `UNCHECKED_STOP_MS` or more.
     unchecked: std::collections::HashSet<u32>,
-    /// The instance's daemons' pids (this host's), for `--faults daemon-stop`.
-    daemon_pids: Vec<i32>,
+    /// The instance's daemons (id, pid; this host's), for `--faults daemon-stop`
+    /// and `daemon-kill`.
+    daemons: Vec<(u32, i32)>,
     /// Daemons stopped now, and when each is continued.
     daemons_stopped: Vec<(i32, Instant)>,
+    /// Daemons killed (id, pid), when each is started again, when it was killed
+    /// (CLOCK_MONOTONIC ns).
+    daemons_killed: Vec<(u32, i32, Instant, u64)>,
+    /// The times (CLOCK_MONOTONIC ns) daemons were down in this round: from the
+    /// kill to the end of the restart.
+    daemon_down: Vec<(u64, u64)>,
 }
 
 impl Coordinator<'_> {
@@ -696,12 +757,57 @@ impl Coordinator<'_> {
             }
         });
     }
+
+    /// Starts the killed daemons that are due (all of them with `all`) again on
+    /// their root directories, as `gust repair --id` does, and waits until each
+    /// serves.
+    fn restart_daemons(&mut self, all: bool) {
+        let now = Instant::now();
+        let due: Vec<(u32, i32, u64)> =
+            self.daemons_killed.iter().filter(|k| all || k.2 <= now).map(|k| (k.0, k.1, k.3)).collect();
+        if due.is_empty() {
+            return;
+        }
+        self.daemons_killed.retain(|k| !(all || k.2 <= now));
+        for (id, pid, killed_ns) in due {
+            let gone_by = Instant::now() + Duration::from_secs(10);
+            while gust_launch::proc::pid_alive(pid as u32)
+                && !gust_launch::proc::is_zombie(pid as u32)
+                && Instant::now() < gone_by
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let repaired = std::env::current_exe().map_err(|e| e.to_string()).and_then(|exe| {
+                Command::new(exe)
+                    .args(["repair", "--id", &id.to_string(), "--hosts-file"])
+                    .arg(self.a.inst.hosts_path())
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| e.to_string())
+            });
+            match repaired {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => self
+                    .st
+                    .failed
+                    .push(format!("daemon {id} did not start again: {}", String::from_utf8_lossy(&out.stderr).trim())),
+                Err(e) => self.st.failed.push(format!("daemon {id} did not start again: {e}")),
+            }
+            self.daemon_down.push((killed_ns, monotonic_ns()));
+        }
+        // The restarted daemons' new pids.
+        match local_daemons(self.a) {
+            Ok(d) => self.daemons = d,
+            Err(e) => self.st.failed.push(e),
+        }
+    }
 }
 
-/// A daemon is never left stopped: not by an error, nor by a panic.
+/// A daemon is never left stopped or dead: not by an error, nor by a panic.
 impl Drop for Coordinator<'_> {
     fn drop(&mut self) {
         self.continue_daemons(true);
+        self.restart_daemons(true);
     }
 }
 
@@ -726,6 +832,7 @@ impl Coordinator<'_> {
             .map_err(|e| format!("cannot make {}: {e}", r.local.display()))?;
         let first = self.st.processes;
         self.unchecked.clear();
+        self.daemon_down.clear();
         let files = self.run_workers(r);
         let mut lines = Vec::new();
         let mut cut = 0;
@@ -742,7 +849,7 @@ impl Coordinator<'_> {
         let _ = std::fs::remove_dir_all(&r.local);
         self.st.rounds += 1;
         read?;
-        let ops = leave_undecided(gust_history::merge(lines)?, &r.base, &self.unchecked);
+        let ops = leave_undecided(gust_history::merge(lines)?, &r.base, &self.unchecked, &self.daemon_down);
         let mut paths: Vec<&str> = ops.iter().map(|o| o.path.as_str()).collect();
         paths.sort_unstable();
         paths.dedup();
@@ -785,6 +892,7 @@ impl Coordinator<'_> {
         while !running.is_empty() {
             let now = Instant::now();
             self.continue_daemons(false);
+            self.restart_daemons(false);
             self.reap(&mut running);
             for w in running.iter_mut().filter(|w| w.stopped_until.is_some_and(|t| t <= now)) {
                 signal(&w.child, libc::SIGCONT);
@@ -809,6 +917,7 @@ impl Coordinator<'_> {
             std::thread::sleep(POLL);
         }
         self.continue_daemons(true);
+        self.restart_daemons(true);
         files
     }
 
@@ -827,6 +936,19 @@ impl Coordinator<'_> {
         if let Err(e) = std::fs::write(&go, b"") {
             self.st.failed.push(format!("cannot make {}: {e}", go.display()));
         }
+    }
+
+    /// A daemon neither stopped nor killed now, chosen at random.
+    fn free_daemon(&mut self) -> Option<(u32, i32)> {
+        let free: Vec<(u32, i32)> = self
+            .daemons
+            .iter()
+            .copied()
+            .filter(|&(id, pid)| {
+                self.daemons_stopped.iter().all(|s| s.0 != pid) && self.daemons_killed.iter().all(|k| k.0 != id)
+            })
+            .collect();
+        (!free.is_empty()).then(|| free[self.rng.gen_range(0..free.len())])
     }
 
     fn fault_gap(&mut self) -> Duration {
@@ -893,17 +1015,25 @@ impl Coordinator<'_> {
         }
         let i = candidates[self.rng.gen_range(0..candidates.len())];
         match self.a.faults[self.rng.gen_range(0..self.a.faults.len())] {
-            Fault::DaemonStop => {
-                let free: Vec<i32> = self
-                    .daemon_pids
-                    .iter()
-                    .copied()
-                    .filter(|p| self.daemons_stopped.iter().all(|s| s.0 != *p))
-                    .collect();
-                if free.is_empty() {
+            Fault::DaemonKill => {
+                // One daemon down at a time: every change of a path on a down
+                // daemon has an unknown outcome, which the checker pays for.
+                // And a second of service after each restart.
+                let settled = self.daemon_down.last().is_none_or(|d| monotonic_ns() > d.1 + 1_000_000_000);
+                if !self.daemons_killed.is_empty() || !settled {
                     return;
                 }
-                let pid = free[self.rng.gen_range(0..free.len())];
+                let Some((id, pid)) = self.free_daemon() else { return };
+                let killed_ns = monotonic_ns();
+                // SAFETY: kill(2) on a daemon of the instance this run started on;
+                // `restart_daemons` (and Drop) starts it again.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let ms = self.rng.gen_range(DAEMON_DOWN_MS.0..=DAEMON_DOWN_MS.1);
+                self.daemons_killed.push((id, pid, Instant::now() + Duration::from_millis(ms), killed_ns));
+                self.st.daemon_kills += 1;
+            }
+            Fault::DaemonStop => {
+                let Some((_, pid)) = self.free_daemon() else { return };
                 let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
                 // SAFETY: kill(2) on a daemon of the instance this run started on;
                 // `continue_daemons` (and Drop) sends the SIGCONT.
@@ -966,7 +1096,12 @@ fn print_json(a: &HistoryArgs, t: &Totals) {
         out["processes"] = s.processes.into();
         out["run_seconds"] = s.seconds.into();
         out["ops_per_second"] = (t.operations as f64 / s.seconds.max(1e-9)).into();
-        out["faults"] = serde_json::json!({"kill": s.kills, "stop": s.stops, "daemon_stop": s.daemon_stops});
+        out["faults"] = serde_json::json!({
+            "kill": s.kills,
+            "stop": s.stops,
+            "daemon_stop": s.daemon_stops,
+            "daemon_kill": s.daemon_kills,
+        });
         out["workers_failed"] = s.failed.clone().into();
         out["workers_timed_out"] = s.timed_out.into();
         out["batches"] = serde_json::json!({BATCH_OPS[0]: s.batches[0], BATCH_OPS[1]: s.batches[1]});
@@ -988,7 +1123,10 @@ fn print_summary(a: &HistoryArgs, t: &Totals) {
                 a.seed
             );
             if !a.faults.is_empty() {
-                println!("faults: {} kills, {} stops, {} daemon stops", s.kills, s.stops, s.daemon_stops);
+                println!(
+                    "faults: {} kills, {} stops, {} daemon stops, {} daemon kills",
+                    s.kills, s.stops, s.daemon_stops, s.daemon_kills
+                );
             }
             println!(
                 "deferred under claims: {} create batches, {} remove batches reached the daemons",
