@@ -21,6 +21,12 @@ use gust_store::Res;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+mod attrs;
+mod control;
+mod data;
+mod listing;
+mod records;
+
 fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     if spans.len() > SPANS_PER_REQUEST_MAX {
         return Err(libc::EINVAL);
@@ -235,8 +241,9 @@ fn stat_data<'s>(state: &'s State, path: &str) -> (Reply, BulkOut<'s>) {
     }
 }
 
+/// Serves `req` by its class (control.rs, records.rs, attrs.rs, listing.rs, data.rs; batches,
+/// staging and locks in their own modules).
 fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
-    let md = &state.metadata;
     if req.while_recovering() == WhileRecovering::Refuses && out_of_service(state) {
         // Restarted after a crash, or fenced, in a replicated instance: its copies
         // may miss writes its peers took meanwhile; clients read and write the other
@@ -246,266 +253,53 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         return Err(libc::EHOSTDOWN);
     }
     match req {
-        Request::Ping => Ok(Response::Ok),
-        Request::Heartbeat { from } => {
-            if from == state.daemon_id {
-                return Err(libc::EINVAL);
-            }
-            state.fences.heartbeat(from).map(|fenced| Response::Lease { fenced })
-        }
-        Request::Fence { daemon } => {
-            if daemon == state.daemon_id || daemon as usize >= gust_hosts::DAEMONS_MAX {
-                return Err(libc::EINVAL);
-            }
-            let left = state.fences.fence(md, daemon, crate::lease::LEASE)?;
-            Ok(Response::Fenced { lease_left_ms: left.as_millis() as u64 })
-        }
-        Request::Unfence { daemon } => {
-            if daemon as usize >= gust_hosts::DAEMONS_MAX {
-                return Err(libc::EINVAL);
-            }
-            state.fences.unfence(md, daemon).map(|_| Response::Ok)
-        }
-        Request::Shutdown { keep } => {
-            state.wipe_on_exit.store(!keep, Ordering::SeqCst);
-            if keep {
-                // Tells a node agent that the data stays on purpose (gust-launch).
-                let _ = std::fs::write(state.rootdir.join(gust_hosts::KEPT_MARKER), b"");
-            }
-            // The main thread waits for SIGTERM (`wait_for_termination`); send it a
-            // moment later so this reply leaves first.
-            std::thread::spawn(|| {
-                std::thread::sleep(Duration::from_millis(50));
-                // SAFETY: signalling our own process.
-                unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
-            });
-            Ok(Response::Ok)
-        }
-        Request::Create { path, record, exclusive } => {
-            validate_path(&path)?;
-            if record.target.len() >= PATH_ARG_BYTES_MAX {
-                return Err(libc::ENAMETOOLONG);
-            }
-            let r = md.create(&path, &record, exclusive)?;
-            // Without `exclusive` an existing record comes back: no creation then.
-            if r == record {
-                state.events.record(EventKind::Create, &path, r.file_id, r.kind == FileKind::Dir);
-            }
-            Ok(Response::Record(r))
-        }
-        Request::Stat { path } => {
-            validate_path(&path)?;
-            md.get(&path)?.map(Response::Record).ok_or(libc::ENOENT)
-        }
-        Request::Remove { path, kind } => {
-            validate_path(&path)?;
-            let (record, inline) = md.remove(&path, kind == gust_proto::RemoveKind::Dir)?;
-            let event = if kind == gust_proto::RemoveKind::Moved { EventKind::MovedFrom } else { EventKind::Delete };
-            state.events.record(event, &path, record.file_id, record.kind == FileKind::Dir);
-            Ok(Response::Removed { record, inline })
-        }
-        Request::UpdateSize { path, file_id, end, append_len, mtime_ns } => {
-            validate_path(&path)?;
-            md.update_size(&path, file_id, end, append_len, mtime_ns).map(Response::Offset)
-        }
-        Request::Truncate { path, size, mtime_ns } => {
-            validate_path(&path)?;
-            let r = md.truncate(&path, size, mtime_ns)?;
-            state.events.record(EventKind::Modify, &path, r.file_id, false);
-            Ok(Response::Record(r))
-        }
-        Request::SetAttr { path, mode, atime_ns, mtime_ns, ctime_ns } => {
-            validate_path(&path)?;
-            let r = md.set_attr(&path, mode, atime_ns, mtime_ns, ctime_ns)?;
-            state.events.record(EventKind::Attrib, &path, r.file_id, r.kind == FileKind::Dir);
-            Ok(Response::Record(r))
-        }
-        Request::SetOwner { path, uid, gid, ctime_ns } => {
-            validate_path(&path)?;
-            md.set_owner(&path, uid, gid, ctime_ns).map(Response::Record)
-        }
-        Request::LinkCount { path, file_id, delta, ctime_ns } => {
-            validate_path(&path)?;
-            match md.link_count(&path, file_id, delta, ctime_ns)? {
-                LinkCount::Counted(r) => Ok(Response::Record(r)),
-                LinkCount::Removed(record) => Ok(Response::Removed { record, inline: false }),
-            }
-        }
-        Request::MarkLinked { path, file_id, link } => {
-            validate_path(&path)?;
-            validate_path(&link)?;
-            md.mark_linked(&path, file_id, &link).map(Response::Record)
-        }
-        Request::DirChanged { path, subdirs_delta, time_ns } => {
-            validate_path(&path)?;
-            md.dir_changed(&path, subdirs_delta, time_ns).map(|_| Response::Ok)
-        }
-        Request::PutRecord { path, record, replace } => {
-            validate_path(&path)?;
-            if record.target.len() >= PATH_ARG_BYTES_MAX {
-                return Err(libc::ENAMETOOLONG);
-            }
-            let old = md.put_record(&path, &record, replace)?;
-            state.events.record(EventKind::MovedTo, &path, record.file_id, record.kind == FileKind::Dir);
-            Ok(Response::MaybeRecord(old))
-        }
-        Request::ReadDir { dir, after, max_entries } => {
-            validate_path(&dir)?;
-            let max = max_entries.clamp(1, READDIR_PAGE_ENTRIES_MAX) as usize;
-            let (page, done) = md.read_dir(&dir, after.as_deref(), max, READDIR_PAGE_BYTES_MAX)?;
-            Ok(Response::DirPage {
-                entries: page.into_iter().map(|(name, kind)| DirEntry { name, kind }).collect(),
-                done,
-            })
-        }
-        Request::HasChildren { dir } => {
-            validate_path(&dir)?;
-            md.has_children(&dir).map(Response::Bool)
-        }
-        Request::ScanTree { dir, after, max_entries } => {
-            validate_path(&dir)?;
-            let max = max_entries.clamp(1, SCAN_PAGE_ENTRIES_MAX) as usize;
-            let (records, last_key, done) = md.scan_tree(&dir, after.as_deref(), max)?;
-            Ok(Response::Tree { records, last_key, done })
-        }
-        Request::PutRecords { records } => {
-            if records.len() > SCAN_PAGE_ENTRIES_MAX as usize {
-                return Err(libc::EINVAL);
-            }
-            for (p, r) in &records {
-                validate_path(p)?;
-                if r.target.len() >= PATH_ARG_BYTES_MAX {
-                    return Err(libc::ENAMETOOLONG);
-                }
-            }
-            md.put_records(&records)?;
-            for (p, r) in &records {
-                state.events.record(EventKind::MovedTo, p, r.file_id, r.kind == FileKind::Dir);
-            }
-            Ok(Response::Ok)
-        }
-        Request::RemoveRecords { paths } => {
-            if paths.len() > SCAN_PAGE_ENTRIES_MAX as usize {
-                return Err(libc::EINVAL);
-            }
-            for p in &paths {
-                validate_path(p)?;
-            }
-            md.remove_records(&paths)?;
-            // Only a directory rename removes records in batches.
-            for p in &paths {
-                state.events.record(EventKind::MovedFrom, p, 0, false);
-            }
-            Ok(Response::Ok)
-        }
-        Request::Write { file_id, spans } => {
-            validate_spans(&spans, Some(bulk_in.len()))?;
-            let n = state.chunks.write(file_id, &spans, bulk_in)?;
-            state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
-            Ok(Response::Written(n))
-        }
-        Request::Read { file_id, spans } => {
-            validate_spans(&spans, None)?;
-            let span_lens = state.chunks.read(file_id, &spans, bulk_out)?;
-            state.read_log.note(file_id, spans.iter().map(|s| (s.offset, s.offset + s.len as u64)));
-            state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
-            Ok(Response::Data { span_lens })
-        }
-        Request::TruncateChunks { file_id, size } => state.chunks.truncate(file_id, size).map(|_| Response::Ok),
-        Request::RemoveChunks { file_id } => state.chunks.remove(file_id).map(|_| Response::Ok),
-        Request::Fsync { file_id } => {
-            if let Some(f) = file_id {
-                state.chunks.sync(f)?;
-            }
-            md.sync().map(|_| Response::Ok)
-        }
-        Request::StatFs => {
-            let (total_bytes, free_bytes, avail_bytes) = state.capacity()?;
-            Ok(Response::StatFs { total_bytes, free_bytes, avail_bytes, files: md.estimate_records() })
-        }
-        Request::Stats => Ok(Response::Stats(state.metrics.snapshot(state.daemon_id))),
-        Request::Metrics => Ok(Response::Metrics(crate::metrics::collect(state))),
-        Request::CloseWrite { path } => {
-            validate_path(&path)?;
-            let file_id = if state.events.enabled() { md.get(&path)?.map(|r| r.file_id).unwrap_or(0) } else { 0 };
-            state.events.record(EventKind::CloseWrite, &path, file_id, false);
-            Ok(Response::Ok)
-        }
-        Request::Events { after_seq, prefix, max_entries } => {
-            if prefix.len() > PATH_BYTES_MAX {
-                return Err(libc::ENAMETOOLONG);
-            }
-            let max = max_entries.clamp(1, EVENTS_PAGE_ENTRIES_MAX) as usize;
-            let (events, last_seq, first_seq, next_seq) = state.events.page(after_seq, &prefix, max);
-            Ok(Response::Events { events, last_seq, first_seq, next_seq })
-        }
-        Request::Find { dir, query, after, max_entries } => {
-            validate_path(&dir)?;
-            if query.name.as_ref().is_some_and(|n| n.len() > FIND_PATTERN_BYTES_MAX) {
-                return Err(libc::EINVAL);
-            }
-            let max = max_entries.clamp(1, SCAN_PAGE_ENTRIES_MAX) as usize;
-            let (records, last_key, done) = md.scan_tree_where(
-                &dir,
-                after.as_deref(),
-                max,
-                FIND_SCAN_PAGE_KEYS_MAX as usize,
-                // -name first, on the key alone: most keys end there.
-                NameFilter {
-                    prefix: &query.name.as_ref().map(|g| glob_literal_prefix(g.as_bytes())).unwrap_or_default(),
-                    keep: |name| query.name.as_ref().is_none_or(|g| glob_match(g.as_bytes(), name)),
-                },
-                |r| query.matches_record(r),
-            )?;
-            Ok(Response::Tree { records, last_key, done })
-        }
-        Request::CreateInline { path, record } => {
-            validate_path(&path)?;
-            if bulk_in.len() > INLINE_BYTES_MAX || !record.target.is_empty() {
-                return Err(libc::EINVAL);
-            }
-            let r = md.create_inline(&path, &record, bulk_in)?;
-            state.events.record_created_and_closed(&path, r.file_id);
-            state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
-            Ok(Response::Record(r))
-        }
+        r @ (Request::Ping
+        | Request::Heartbeat { .. }
+        | Request::Fence { .. }
+        | Request::Unfence { .. }
+        | Request::Shutdown { .. }
+        | Request::StatFs
+        | Request::Stats
+        | Request::Metrics
+        | Request::Events { .. }
+        | Request::ReadLog { .. }
+        | Request::Trace { .. }) => control::serve(state, r),
+        r @ (Request::UpdateSize { .. }
+        | Request::Truncate { .. }
+        | Request::SetAttr { .. }
+        | Request::SetOwner { .. }
+        | Request::LinkCount { .. }
+        | Request::MarkLinked { .. }
+        | Request::DirChanged { .. }) => attrs::serve(state, r),
+        r @ (Request::Create { .. }
+        | Request::Stat { .. }
+        | Request::Remove { .. }
+        | Request::PutRecord { .. }
+        | Request::PutRecords { .. }
+        | Request::RemoveRecords { .. }
+        | Request::CloseWrite { .. }
+        | Request::CreateInline { .. }
+        | Request::DropInline { .. }) => records::serve(state, r, bulk_in),
+        r @ (Request::ReadDir { .. }
+        | Request::HasChildren { .. }
+        | Request::ScanTree { .. }
+        | Request::Find { .. }
+        | Request::ReadDirPlus { .. }) => listing::serve(state, r),
+        r @ (Request::Write { .. }
+        | Request::Read { .. }
+        | Request::TruncateChunks { .. }
+        | Request::RemoveChunks { .. }
+        | Request::Fsync { .. }
+        | Request::StatData { .. }
+        | Request::ReadMany { .. }) => data::serve(state, r, bulk_in, bulk_out),
         Request::CreateInlineBatch { entries } => crate::create_batch::create(state, entries, bulk_in),
         Request::RemoveBatch { paths } => crate::remove_batch::remove(state, paths),
-        // `handle` serves it without this copy; kept whole here for any other caller.
-        Request::StatData { path } => {
-            let (reply, out) = stat_data(state, &path);
-            out.into_buffer(bulk_out);
-            reply
-        }
-        Request::ReadMany { paths } => {
-            let (reply, out) = crate::read_many::serve(state, &paths);
-            out.into_buffer(bulk_out);
-            reply
-        }
-        Request::ReadDirPlus { dir, after, max_entries } => {
-            validate_path(&dir)?;
-            let max = max_entries.clamp(1, READDIR_PAGE_ENTRIES_MAX) as usize;
-            let (entries, done) = md.read_dir_plus(&dir, after.as_deref(), max, READDIR_PAGE_BYTES_MAX, true)?;
-            Ok(Response::DirPagePlus { entries, done })
-        }
-        Request::DropInline { path, file_id } => {
-            validate_path(&path)?;
-            md.drop_inline(&path, file_id).map(|_| Response::Ok)
-        }
         Request::StageCreate { entries } => crate::stage::create(state, entries),
         Request::StagePull { items } => crate::stage::copy(state, items, true),
         Request::StagePush { items } => crate::stage::copy(state, items, false),
         Request::StageExportFiles { items } => crate::stage::export(state, items),
         Request::StageHashSpans { items } => crate::stage::hash(state, items),
         Request::StageCommitFiles { items } => crate::stage::commit(state, items),
-        Request::ReadLog { after, max_entries } => {
-            let max = max_entries.clamp(1, READ_LOG_PAGE_ENTRIES_MAX) as usize;
-            let (entries, done, dropped) = state.read_log.page(after, max, SCAN_PAGE_BYTES_MAX);
-            Ok(Response::ReadLog { entries, done, dropped })
-        }
-        Request::Trace { on, names, dir } => {
-            crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok)
-        }
         // The session hands forwards to the proxy and switches a connection to
         // multiplexed service itself (proxy/); here only where it could not.
         Request::Multiplex => Ok(Response::Ok),
@@ -518,4 +312,11 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
             Err(libc::EPROTO)
         }
     }
+}
+
+/// A request `serve` gave to a class that does not serve it: a bug of this file,
+/// answered as a protocol error rather than a crash.
+fn misrouted(req: &Request) -> Reply {
+    tracing::error!("request {} reached the wrong class of requests", req.name());
+    Err(libc::EPROTO)
 }
