@@ -9,7 +9,7 @@
 //! besides its lookup and its bytes: a wake-up, a receive and a send, a frame to
 //! parse and one to build, the counters, a RocksDB iterator's setup.
 //!
-//! Not for: one file (dispatch.rs `stat_data`), chunk data.
+//! Not for: one file (dispatch/mod.rs `stat_data`), chunk data.
 
 use crate::dispatch::{out_of_service, BulkOut};
 use crate::state::State;

@@ -26,7 +26,7 @@ pub struct State {
     /// Set by a Shutdown request without `keep`: remove the root directory on exit.
     pub wipe_on_exit: AtomicBool,
     /// Restarted after a crash in a replicated instance: refuses everything about
-    /// the file system's contents with EHOSTDOWN until repaired (dispatch.rs).
+    /// the file system's contents with EHOSTDOWN until repaired (dispatch/mod.rs).
     pub recovering: AtomicBool,
     /// This daemon's lease from its peers (replicated instances): without it, it
     /// refuses contents like a recovering daemon (lease.rs).

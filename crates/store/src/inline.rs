@@ -197,7 +197,7 @@ impl MetadataStore {
     }
 
     /// The record of `path` and its inline data, if it has any, where RocksDB holds
-    /// it: a reply is written to the socket from there (dispatch.rs), with no copy
+    /// it: a reply is written to the socket from there (gust-daemon dispatch/mod.rs), with no copy
     /// into a buffer first. A point `get` would copy: RocksDB pins a value only
     /// from its block cache, which this family has none of (see family_options), so
     /// a value from an mmap'd table or the memtable is copied into the result (16%

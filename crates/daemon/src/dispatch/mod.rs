@@ -25,7 +25,10 @@ mod attrs;
 mod control;
 mod data;
 mod listing;
+mod offers;
 mod records;
+
+use offers::Offers;
 
 fn validate_spans(spans: &[Span], bulk_len: Option<usize>) -> Res<usize> {
     if spans.len() > SPANS_PER_REQUEST_MAX {
@@ -121,54 +124,8 @@ pub fn handle_for<'s>(
     }
     let traced = crate::trace::start(&req);
     let change = state.grants.begin_change(&req, caller.map(|h| h.id));
-    // Creates the caller deferred (under claims): their records are granted too.
-    let batch: Option<Vec<String>> = match (&req, caller) {
-        (Request::CreateInlineBatch { entries }, Some(h)) if h.leased() => {
-            Some(entries.iter().map(|(p, _)| p.clone()).collect())
-        }
-        _ => None,
-    };
-    // A create may bring its caller the claim on the directory (grants/claims.rs).
-    let created = match (&req, caller) {
-        (Request::Create { path, .. } | Request::CreateInline { path, .. }, Some(h)) if h.leased() => {
-            Some(path.clone())
-        }
-        _ => None,
-    };
     let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. } | Request::RemoveBatch { .. });
-    // Registered before the record is read: a change starting after the read finds it.
-    let granted = match (&req, caller) {
-        (
-            Request::Stat { path }
-            | Request::StatData { path }
-            | Request::Create { path, .. }
-            | Request::CreateInline { path, .. },
-            Some(h),
-        ) if validate_path(path).is_ok() => match state.grants.grant(path, h) {
-            Grant::No => None,
-            g => Some((path.clone(), g)),
-        },
-        _ => None,
-    };
-    // A listing's entries are granted after their records are read (grants.rs,
-    // `grant_listed`): the directory's change count comes first.
-    let listed = match (&req, caller) {
-        (Request::ReadDirPlus { dir, .. }, Some(h)) if h.leased() => Some((dir.clone(), state.grants.dir_epoch(dir))),
-        _ => None,
-    };
-    // A listing's first page: the directory's names here, granted before they are read.
-    let names = match (&req, caller) {
-        (Request::ReadDir { dir, after: None, .. } | Request::ReadDirPlus { dir, after: None, .. }, Some(h))
-            if validate_path(dir).is_ok() =>
-        {
-            let key = gust_proto::path::listing_key(dir);
-            match state.grants.grant(&key, h) {
-                Grant::No => None,
-                g => Some((key, g)),
-            }
-        }
-        _ => None,
-    };
+    let offers = caller.map(|h| Offers::before(state, &req, h));
     let (reply, out) = match req {
         Request::StatData { path } => stat_data(state, &path),
         Request::ReadMany { paths } => crate::read_many::serve(state, &paths),
@@ -177,41 +134,10 @@ pub fn handle_for<'s>(
     if let Some(c) = change {
         state.grants.end_change(c, removes && reply.is_ok());
     }
-    let mut flags = 0;
-    if let (Some((path, g)), Some(h)) = (granted, caller) {
-        if reply.is_ok() {
-            flags |= REPLY_GRANTED;
-        } else if g == Grant::New {
-            // Held before this request: the caller keeps what it cached under it.
-            state.grants.ungrant(&path, h);
-        }
-    }
-    if let (Some((key, g)), Some(h)) = (names, caller) {
-        if reply.is_ok() {
-            flags |= REPLY_LISTED;
-        } else if g == Grant::New {
-            state.grants.ungrant(&key, h);
-        }
-    }
-    if let (Some((dir, epoch)), Some(h), Ok(Response::DirPagePlus { entries, .. })) = (listed, caller, &reply) {
-        let paths: Vec<String> = entries.iter().map(|(name, _)| gust_proto::path::join(&dir, name)).collect();
-        if state.grants.grant_listed(&dir, &paths, h, epoch) {
-            flags |= REPLY_GRANTED;
-        }
-    }
-    if let (Some(paths), Some(h), Ok(Response::Staged(outs))) = (batch, caller, &reply) {
-        let made: Vec<String> = paths.into_iter().zip(outs).filter(|(_, o)| o.errno == 0).map(|(p, _)| p).collect();
-        if made.len() == outs.len() && state.grants.grant_all(&made, h) {
-            flags |= REPLY_GRANTED;
-        }
-    }
-    if let (Some(path), Some(h), true) = (created, caller, reply.is_ok()) {
-        let name = path.rsplit('/').next().unwrap_or_default();
-        let only_name = |dir: &str| matches!(state.metadata.read_dir(dir, None, 2, usize::MAX), Ok((page, _)) if page.len() == 1 && page[0].0 == name);
-        if state.grants.claim(&path, h, only_name) {
-            flags |= REPLY_CLAIMED;
-        }
-    }
+    let mut flags = match (offers, caller) {
+        (Some(o), Some(h)) => o.after(state, &reply, h),
+        _ => 0,
+    };
     if caller.is_some_and(|h| h.leased()) {
         flags |= REPLY_LEASED;
     }
