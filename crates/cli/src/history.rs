@@ -375,7 +375,10 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     let first = a.ops.map_or(CLAIMED_PATHS as u64, |n| n.min(CLAIMED_PATHS as u64));
     for i in 0..first {
         let path = format!("{}/q{i}", own_dir(&a.base, a.process));
-        record(client, &mut out, &a, seq, OpKind::Open, &path, MODES[rng.gen_range(0..MODES.len())])?;
+        let mode = MODES[rng.gen_range(0..MODES.len())];
+        if record(client, &mut out, &a, seq, OpKind::Open, &path, mode)? == Outcome::Errno(libc::EIO) {
+            wait_for_daemons(client);
+        }
         seq += 1;
     }
     wait_for_start(&a)?;
@@ -398,13 +401,21 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
             }
             let results = list(client, &a);
             let t = monotonic_ns();
+            let down = results.iter().any(|(_, r)| *r == Outcome::Errno(libc::EIO));
             for (inv, (_, result)) in invs.iter().zip(results) {
                 write_line(&mut out, &inv.completed(t, result), &a.out)?;
+            }
+            if down {
+                wait_for_daemons(client);
             }
             seq += a.paths as u64;
             continue;
         }
-        record(client, &mut out, &a, seq, kind, &path, arg)?;
+        if record(client, &mut out, &a, seq, kind, &path, arg)? == Outcome::Errno(libc::EIO) {
+            // A daemon is down (`--faults daemon-kill`): each call until it is back
+            // would be one more of unknown outcome, which the checker pays for.
+            wait_for_daemons(client);
+        }
         seq += 1;
     }
     // What is still deferred goes out before the process ends (the preload library
@@ -413,7 +424,8 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Makes one call, its invocation and its completion written around it.
+/// Makes one call, its invocation and its completion written around it; returns
+/// what it returned.
 fn record(
     client: &Client,
     out: &mut std::fs::File,
@@ -422,11 +434,20 @@ fn record(
     kind: OpKind,
     path: &str,
     arg: u32,
-) -> Result<(), String> {
+) -> Result<Outcome, String> {
     let inv = Line::invocation(a.process, seq, kind, path, arg, monotonic_ns());
     write_line(out, &inv, &a.out)?;
     let result = call(client, kind, path, arg);
-    write_line(out, &inv.completed(monotonic_ns(), result), &a.out)
+    write_line(out, &inv.completed(monotonic_ns(), result), &a.out)?;
+    Ok(result)
+}
+
+/// Waits until every daemon answers a ping (at most `START_WAIT`).
+fn wait_for_daemons(client: &Client) {
+    let deadline = Instant::now() + START_WAIT;
+    while (0..client.daemon_count()).any(|d| client.ping(d).is_err()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Says this worker is ready (`ready.<process>` in the start directory) and waits
