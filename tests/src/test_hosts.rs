@@ -96,6 +96,18 @@ impl TestHosts {
         gust_hosts::HostsFile::load(&self.hosts_file()).unwrap().daemons[i as usize].pid
     }
 
+    /// `program` run in host `i`'s namespace as a client of the instance: its hosts
+    /// file, over TCP as from another node. The caller adds arguments and
+    /// environment.
+    pub fn client_command(&self, i: u32, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns(i)])
+            .arg(program)
+            .env("GUST_HOSTS_FILE", self.hosts_file())
+            .env("GUST_TRANSPORT", "tcp");
+        cmd
+    }
+
     /// Runs `gust ARGS --hosts-file H` on host `i` (in its namespace).
     pub fn gust_on(&self, i: u32, args: &[&str]) -> std::process::Output {
         Command::new("ip")

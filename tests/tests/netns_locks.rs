@@ -13,7 +13,6 @@ mod common;
 
 use common::locker::{locker_bin, preload_lib, send_waiting, Locker};
 use gust_e2e::{gust_bin, sqlite, test_hosts::TestHosts};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn root() {
@@ -27,14 +26,10 @@ fn sqlite_from_two_test_hosts_through_the_preload_library() {
     hosts.start_instance(512 * 1024, 1);
     let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
     let on = |i: u32| {
-        let (ns, lib, hosts_file) = (hosts.ns(i), lib.clone(), hosts.hosts_file());
+        let (hosts, lib) = (&hosts, lib.clone());
         move |args: &[&str]| {
-            let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &ns, "python3"])
-                .args(args)
-                .env("LD_PRELOAD", &lib)
-                .env("GUST_HOSTS_FILE", &hosts_file)
-                .env("GUST_TRANSPORT", "tcp");
+            let mut cmd = hosts.client_command(i, "python3");
+            cmd.args(args).env("LD_PRELOAD", &lib);
             cmd
         }
     };
@@ -71,15 +66,13 @@ fn sqlite_from_two_test_hosts_through_fuse_mounts() {
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 1);
     let on = |i: u32| {
-        let (ns, hosts_file) = (hosts.ns(i), hosts.hosts_file());
+        let hosts = &hosts;
         move |args: &[&str]| {
-            let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &ns, "sh", "-c", ON_A_MOUNT, "sh"])
+            let mut cmd = hosts.client_command(i, "sh");
+            cmd.args(["-c", ON_A_MOUNT, "sh"])
                 .args(args)
                 .env("GUST", gust_bin())
-                .env("GUST_MOUNT_EXTRA", std::env::var("GUST_MOUNT_EXTRA").unwrap_or_default())
-                .env("GUST_HOSTS_FILE", &hosts_file)
-                .env("GUST_TRANSPORT", "tcp");
+                .env("GUST_MOUNT_EXTRA", std::env::var("GUST_MOUNT_EXTRA").unwrap_or_default());
             cmd
         }
     };
@@ -108,12 +101,8 @@ fn kill_9_of_a_holder_on_another_test_host_frees_its_locks() {
     hosts.start_instance(512 * 1024, 1);
     let bin = locker_bin(hosts.dir.path());
     let on = |i: u32| {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &hosts.ns(i)])
-            .arg(&bin)
-            .env("LD_PRELOAD", preload_lib())
-            .env("GUST_HOSTS_FILE", hosts.hosts_file())
-            .env("GUST_TRANSPORT", "tcp");
+        let mut cmd = hosts.client_command(i, &bin);
+        cmd.env("LD_PRELOAD", preload_lib());
         Locker::spawn(cmd)
     };
     let (mut a, mut b) = (on(0), on(1));

@@ -5,19 +5,17 @@
 //! as before. Needs root and iproute2 (scripts/setup.sh).
 
 use gust_e2e::{gust_bin, test_hosts::TestHosts};
-use std::process::Command;
 
 const FILE_BYTES: u64 = 4 << 20;
 
 /// Python on host `i` under the preload library, over TCP, with `env`.
 fn python(hosts: &TestHosts, i: u32, script: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
-    let out = Command::new("ip")
-        .args(["netns", "exec", &hosts.ns(i), "python3", "-c", script])
+    let out = hosts
+        .client_command(i, "python3")
+        .args(["-c", script])
         .args(args)
         .env("LD_PRELOAD", &lib)
-        .env("GUST_HOSTS_FILE", hosts.hosts_file())
-        .env("GUST_TRANSPORT", "tcp")
         .envs(env.iter().copied())
         .output()
         .expect("python3 in a test host");
