@@ -336,6 +336,34 @@ fn git_repository_in_the_mount() {
     assert!(out.contains("GIT-OK"), "{out}");
 }
 
+/// One name of a hard-linked file unlinked while a descriptor on it is open, as git
+/// does with each new object (it links the temporary file to the object's name and
+/// unlinks the temporary name, whose release the kernel sends later): the other
+/// name reaches the file, from new processes too, before and after the last close.
+/// Long entry and attribute timeouts keep the kernel's entry of the other name
+/// (from the link) in use, whatever the machine's speed. Before the fix the hidden
+/// name took the place of the inode's other name, and once the release removed it
+/// the other name reached nothing: git's "invalid object" of
+/// `git_repository_in_the_mount` under load.
+#[test]
+fn unlinking_one_name_of_an_open_linked_file_keeps_the_other() {
+    let inst = Instance::start(2);
+    let m = Mount::new(&inst, &["--entry-timeout", "60", "--attr-timeout", "60"]);
+    assert_is_gust(&m);
+    let out = sh(m.path(), "exec 3> a; echo data >&3; ln a b; rm a; cat b; exec 3>&-; echo CLOSED");
+    assert_eq!(out, "data\nCLOSED\n");
+    // The release comes after close(2) returned: wait for the hidden name to go,
+    // looking from outside the mount (a listing through it would tell the mount
+    // the names again).
+    let c = inst.client();
+    let hidden_gone =
+        || c.read_dir("/").map(|es| es.iter().all(|e| !e.name.starts_with(".gust_hidden"))).unwrap_or(false);
+    assert!(wait_until(Duration::from_secs(30), hidden_gone), "the hidden name stayed");
+    let out = sh(m.path(), "cat b; stat -c %h b; echo LINK-OK");
+    assert_eq!(out, "data\n1\nLINK-OK\n");
+    assert_eq!(c.stat("/b").unwrap().size, 5);
+}
+
 #[test]
 fn fio_psync_verify() {
     require("fio");

@@ -14,9 +14,10 @@ pub(crate) struct Node {
     pub(crate) lookups: u64,
     /// Open file handles on this inode.
     pub(crate) open_handles: u32,
-    /// Renamed to a hidden name because it was unlinked while open; removed at the
-    /// last release.
-    pub(crate) hidden: bool,
+    /// Names of this inode renamed to hidden ones because they were unlinked while
+    /// it was open; removed at the last release. Its other names (a hard-linked
+    /// file's) stay as they are.
+    pub(crate) hidden: Vec<String>,
     /// Other names of a hard-linked file that lookups found (the kernel may reach
     /// the inode through any): one takes over when `path` is unlinked.
     pub(crate) aliases: Vec<String>,
@@ -32,7 +33,7 @@ impl Node {
             known: None,
             lookups,
             open_handles: 0,
-            hidden: false,
+            hidden: Vec::new(),
             aliases: Vec::new(),
             dir_cache: None,
         }
@@ -74,12 +75,8 @@ impl Table {
         self.nodes.get(&ino).map(|n| n.path.clone()).ok_or(Errno(libc::ESTALE))
     }
 
-    pub(crate) fn set_path(&mut self, ino: u64, path: &str) {
-        self.set_path_linked(ino, path, false);
-    }
-
-    /// `set_path`; with `linked` (the file has more than one name), the old path
-    /// stays a name of the inode.
+    /// `path` is now the inode's name; with `linked` (the file has more than one
+    /// name), the old path stays a name of the inode.
     pub(crate) fn set_path_linked(&mut self, ino: u64, path: &str, linked: bool) {
         let Some(n) = self.nodes.get_mut(&ino) else { return };
         if n.path != path {
@@ -94,6 +91,22 @@ impl Table {
             }
         }
         self.by_path.insert(path.to_string(), ino);
+    }
+
+    /// The name `from` of `ino` is now `to`; its other names stay.
+    pub(crate) fn rename_name(&mut self, ino: u64, from: &str, to: &str) {
+        let Some(n) = self.nodes.get_mut(&ino) else { return };
+        if n.path == from {
+            n.path = to.to_string();
+        } else if let Some(a) = n.aliases.iter_mut().find(|a| *a == from) {
+            *a = to.to_string();
+        } else {
+            n.aliases.push(to.to_string());
+        }
+        if self.by_path.get(from) == Some(&ino) {
+            self.by_path.remove(from);
+        }
+        self.by_path.insert(to.to_string(), ino);
     }
 
     /// `path` names nothing any more; an inode it named keeps another name it has.
@@ -385,12 +398,16 @@ impl GustFs {
         self.negative.added(&hidden);
         self.client.rename(path, &hidden)?;
         self.negative.removed(path);
-        // The client's rename also moves its descriptors open on `path`.
+        // The client's rename also moves its descriptors open on `path`. Only that
+        // name is hidden: a hard-linked file's other names still reach the inode
+        // (git links each new object to its name and unlinks the temporary one,
+        // whose release may come later; hiding the inode's current name lost the
+        // object's).
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        t.set_path(ino, &hidden);
+        t.rename_name(ino, path, &hidden);
         let released = match t.nodes.get_mut(&ino) {
             Some(n) => {
-                n.hidden = true;
+                n.hidden.push(hidden.clone());
                 n.open_handles == 0
             }
             None => true,
@@ -410,7 +427,7 @@ impl GustFs {
             let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
             t.forget_path(hidden);
             if let Some(n) = t.nodes.get_mut(&ino) {
-                n.hidden = false;
+                n.hidden.retain(|h| h != hidden);
             }
             t.removing.push(hidden.to_string());
             t.drop_if_unused(ino);
@@ -427,7 +444,7 @@ impl GustFs {
     /// name until its last release.
     pub(crate) fn hidden_open_in(&self, dir: &str) -> bool {
         let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        t.nodes.values().any(|n| n.hidden && n.open_handles > 0 && gust_client::path::parent(&n.path) == dir)
+        t.nodes.values().any(|n| n.open_handles > 0 && n.hidden.iter().any(|h| gust_client::path::parent(h) == dir))
             || t.removing.iter().any(|p| gust_client::path::parent(p) == dir)
     }
 

@@ -436,16 +436,20 @@ impl Filesystem for GustFs {
                 let r = match t.nodes.get_mut(&ino.0) {
                     Some(n) => {
                         n.open_handles = n.open_handles.saturating_sub(1);
-                        (n.open_handles == 0 && n.hidden).then(|| n.path.clone())
+                        if n.open_handles == 0 {
+                            std::mem::take(&mut n.hidden)
+                        } else {
+                            Vec::new()
+                        }
                     }
-                    None => None,
+                    None => Vec::new(),
                 };
-                if r.is_none() {
+                if r.is_empty() {
                     t.drop_if_unused(ino.0);
                 }
                 r
             };
-            if let Some(p) = remove {
+            for p in remove {
                 self.remove_hidden(ino.0, &p);
             }
         }
