@@ -21,7 +21,7 @@
 //! renamed entry and, for directories, of every remembered descendant (the client
 //! core moves its own open descriptors). A file unlinked while open is
 //! renamed to a hidden name and removed at its last release (as libfuse does), so the
-//! open descriptors keep working.
+//! open descriptors keep working; a hard-linked file's other names stay as they are.
 //!
 //! Modules: `ops` (one method per kernel request), `inodes` (the inode table,
 //! attributes, handles, owners of new files), `listing` (READDIR/READDIRPLUS),
