@@ -10,10 +10,10 @@
 //!    times (batched per metadata daemon). A file that failed keeps size 0, so a
 //!    rerun copies it again and no reader takes it for complete.
 
-use crate::batch::{drive, Batcher, Throttle};
-use crate::report::{Failure, Progress};
-use crate::tree::{Existing, Item};
-use crate::{reason, Moved, Options};
+use crate::batch::{drive, Batcher};
+use crate::report::Failure;
+use crate::tree::Item;
+use crate::{reason, Job, Moved};
 use gust_client::stage_types::{entry_bytes, StageCommit, StageEntry, STAGE_BATCH_BYTES_MAX};
 use gust_client::{now_ns, Client, Kind, INLINE_BYTES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -40,15 +40,8 @@ impl Shared<'_> {
     }
 }
 
-pub(crate) fn copy(
-    c: &Client,
-    o: &Options,
-    items: &[Item],
-    todo: &[usize],
-    existing: &Existing,
-    progress: &Progress,
-    throttle: &Throttle,
-) -> Moved {
+pub(crate) fn copy(job: Job) -> Moved {
+    let Job { c, o, items, todo, existing, progress, throttle } = job;
     let sh = Shared { items, failures: Mutex::new(Vec::new()), staged: Mutex::new(Vec::new()) };
     let n = c.daemon_count();
     let now = now_ns();

@@ -126,6 +126,20 @@ pub fn refuse_url(arg: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// One stage's files for a mover (inbound.rs, outbound.rs, through_client.rs):
+/// the items, which of them to copy, what the destination holds, and the
+/// progress bar and bandwidth bound they share.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a> {
+    pub c: &'a Client,
+    pub o: &'a Options,
+    pub items: &'a [Item],
+    pub todo: &'a [usize],
+    pub existing: &'a tree::Existing,
+    pub progress: &'a report::Progress,
+    pub throttle: &'a batch::Throttle,
+}
+
 /// What a mover reports back: files done with their bytes, failures.
 pub(crate) struct Moved {
     pub staged: Vec<usize>,
@@ -171,10 +185,11 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
         rest
     };
     let throttle = batch::Throttle::new(max_bandwidth);
+    let job = Job { c, o, items: &items, todo: &todo, existing: &existing, progress: &progress, throttle: &throttle };
     let moved = match (via, o.direction) {
-        (Via::Client, _) => through_client::copy(c, o, &items, &todo, &existing, &progress, &throttle),
-        (_, Direction::In) => inbound::copy(c, o, &items, &todo, &existing, &progress, &throttle),
-        (_, Direction::Out) => outbound::copy(c, o, &items, &todo, &existing, &progress, &throttle),
+        (Via::Client, _) => through_client::copy(job),
+        (_, Direction::In) => inbound::copy(job),
+        (_, Direction::Out) => outbound::copy(job),
     };
     progress.finish();
     failures.extend(moved.failures);

@@ -9,12 +9,12 @@
 //!   and is renamed to its name. A file that failed leaves no file under its name.
 //! * Symlinks are made here.
 
-use crate::batch::{drive, Batcher, Throttle};
-use crate::report::{Failure, Progress};
-use crate::tree::{set_times_local, Existing, Item};
-use crate::{reason, Moved, Options};
+use crate::batch::{drive, Batcher};
+use crate::report::Failure;
+use crate::tree::set_times_local;
+use crate::{reason, Job, Moved};
 use gust_client::stage_types::{entry_bytes, StageExport};
-use gust_client::{Client, Kind, INLINE_BYTES_MAX};
+use gust_client::{Kind, INLINE_BYTES_MAX};
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -33,15 +33,8 @@ pub(crate) fn partial_name(dest: &str) -> String {
     }
 }
 
-pub(crate) fn copy(
-    c: &Client,
-    o: &Options,
-    items: &[Item],
-    todo: &[usize],
-    existing: &Existing,
-    progress: &Progress,
-    throttle: &Throttle,
-) -> Moved {
+pub(crate) fn copy(job: Job) -> Moved {
+    let Job { c, o, items, todo, existing, progress, throttle } = job;
     let failures = Mutex::new(Vec::new());
     let staged = Mutex::new(Vec::new());
     let fail = |i: usize, why: String| {

@@ -6,11 +6,10 @@
 //! modification time only once all its bytes are in (until then a rerun copies it
 //! again); a file staged out is written under a temporary name and renamed.
 
-use crate::batch::Throttle;
 use crate::outbound::partial_name;
-use crate::report::{Failure, Progress};
-use crate::tree::{set_times_local, Existing, Item};
-use crate::{reason, Direction, Moved, Options};
+use crate::report::Failure;
+use crate::tree::{set_times_local, Item};
+use crate::{reason, Direction, Job, Moved};
 use gust_client::{Client, Kind};
 use std::fs;
 use std::io::{Read, Write};
@@ -19,15 +18,8 @@ use std::sync::Mutex;
 
 const COPY_BUFFER_BYTES: usize = 4 << 20;
 
-pub(crate) fn copy(
-    c: &Client,
-    o: &Options,
-    items: &[Item],
-    todo: &[usize],
-    existing: &Existing,
-    progress: &Progress,
-    throttle: &Throttle,
-) -> Moved {
+pub(crate) fn copy(job: Job) -> Moved {
+    let Job { c, o, items, todo, existing, progress, throttle } = job;
     let queue = Mutex::new(todo.iter().copied().filter(|&i| !items[i].is_dir()).rev().collect::<Vec<_>>());
     let staged = Mutex::new(Vec::new());
     let failures = Mutex::new(Vec::new());
