@@ -273,10 +273,19 @@ impl Client {
         if p == "/" {
             return Err(Errno(libc::EADDRINUSE));
         }
-        self.check_parent(&p)?;
-        self.may_make(&p)?;
-        let record = Self::new_record(FileKind::Socket, mode, address.to_string());
-        self.call_md(&p, Request::Create { path: p.clone(), record, exclusive: true }).map(|_| ())
+        self.make_name(&p, Self::new_record(FileKind::Socket, mode, address.to_string())).map(|_| ())
+    }
+
+    /// Makes the new name `p` (normalized, not "/") with `record`, if its parent
+    /// exists (when checked) and the caller may: one exclusive create. mkdir,
+    /// symlink, mknod and a socket's bind.
+    fn make_name(&self, p: &str, record: Record) -> Result<Record> {
+        self.check_parent(p)?;
+        self.may_make(p)?;
+        match self.call_md(p, Request::Create { path: p.to_string(), record, exclusive: true })? {
+            Response::Record(r) => Ok(r),
+            r => Err(unexpected(r)),
+        }
     }
 
     /// The abstract address a socket record names ([`Client::bind_socket`]); `None`
@@ -294,14 +303,8 @@ impl Client {
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
-        self.check_parent(&p)?;
-        self.may_make(&p)?;
         let record = Record { size: rdev, ..Self::new_record(kind, mode, String::new()) };
-        let req = Request::Create { path: p.clone(), record, exclusive: true };
-        match self.call_md(&p, req)? {
-            Response::Record(r) => Ok(Stat::from_record(&r, self.chunk_size)),
-            r => Err(unexpected(r)),
-        }
+        self.make_name(&p, record).map(|r| Stat::from_record(&r, self.chunk_size))
     }
 
     pub(crate) fn mkdir_impl(&self, path: &str, mode: u32) -> Result<()> {
@@ -310,14 +313,7 @@ impl Client {
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
-        self.check_parent(&p)?;
-        self.may_make(&p)?;
-        let req = Request::Create {
-            path: p.clone(),
-            record: Self::new_record(FileKind::Dir, mode, String::new()),
-            exclusive: true,
-        };
-        self.call_md(&p, req)?;
+        self.make_name(&p, Self::new_record(FileKind::Dir, mode, String::new()))?;
         self.dir_changed(path::parent(&p), 1);
         Ok(())
     }
@@ -405,14 +401,7 @@ impl Client {
         if p == "/" {
             return Err(Errno(libc::EEXIST));
         }
-        self.check_parent(&p)?;
-        self.may_make(&p)?;
-        let req = Request::Create {
-            path: p.clone(),
-            record: Self::new_record(FileKind::Symlink, 0o777, target.to_string()),
-            exclusive: true,
-        };
-        self.call_md(&p, req).map(|_| ())
+        self.make_name(&p, Self::new_record(FileKind::Symlink, 0o777, target.to_string())).map(|_| ())
     }
 
     pub(crate) fn readlink_impl(&self, path: &str) -> Result<String> {
