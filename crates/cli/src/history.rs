@@ -40,6 +40,10 @@
 //! daemon is lost with it), calls that failed with EIO are undecided, and so are
 //! unlinks that returned near a kill (see `leave_undecided`).
 //!
+//! With `--netns NS0,NS1,...` worker k runs in network namespace NS[k mod n] over
+//! TCP (`ip netns exec`): clients on separate hosts, as the test suite's test hosts
+//! (tests/tests/netns_history.rs), so grants, claims and recalls cross hosts.
+//!
 //! A run counted in seconds goes in rounds of at most --round-seconds, each in a
 //! fresh directory, checked and dropped before the next: at ~30,000 operations a
 //! second (2 cores), ten minutes make 18 million operations and a few GB of history,
@@ -142,6 +146,11 @@ pub struct HistoryArgs {
     /// host).
     #[arg(long, value_enum, value_delimiter = ',')]
     faults: Vec<Fault>,
+    /// Run worker k in network namespace NETNS[k mod n] (`ip netns exec`), over
+    /// TCP: clients on separate hosts, such as the test hosts of the test suite
+    /// (needs root). The daemons are wherever the hosts file says.
+    #[arg(long, value_delimiter = ',')]
+    netns: Vec<String>,
     /// Print JSON instead of a summary.
     #[arg(long)]
     json: bool,
@@ -659,11 +668,13 @@ fn validate(a: &HistoryArgs) -> Result<(), String> {
     if !a.dir.starts_with('/') {
         return Err(format!("--dir {}: give a GustFS path from the root (/...)", a.dir));
     }
+    if !a.netns.is_empty() && a.faults.contains(&Fault::DaemonKill) {
+        // A killed daemon is started again here, not in its host's namespace.
+        return Err("--faults daemon-kill does not go with --netns".into());
+    }
     Ok(())
 }
 
-/// The pids of the instance's daemons, all of which must run on this host (a
-/// daemon-stop fault signals them).
 /// The instance's daemons (id, pid), all on this host.
 fn local_daemons(a: &HistoryArgs) -> Result<Vec<(u32, i32)>, String> {
     let path = a.inst.hosts_path();
@@ -983,9 +994,18 @@ impl Coordinator<'_> {
         self.st.processes += 1;
         let out = r.local.join(format!("history.{process}.jsonl"));
         files.push(out.clone());
-        let mut cmd = match std::env::current_exe() {
-            Ok(exe) => Command::new(exe),
+        let exe = match std::env::current_exe() {
+            Ok(exe) => exe,
             Err(e) => return self.st.failed.push(format!("worker {process}: cannot find the gust binary: {e}")),
+        };
+        // `ip netns exec` execs the worker: its pid is the worker's, for the faults.
+        let mut cmd = if self.a.netns.is_empty() {
+            Command::new(exe)
+        } else {
+            let ns = &self.a.netns[process as usize % self.a.netns.len()];
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(exe).env("GUST_TRANSPORT", "tcp");
+            c
         };
         cmd.args(["bench", "history-worker", "--process", &process.to_string(), "--seed", &self.a.seed.to_string()])
             .args(["--base", &r.base, "--paths", &self.a.paths.to_string()])
