@@ -114,6 +114,9 @@ pub enum Fault {
     /// SIGKILL a daemon (of an instance on this host) and start it again on its root
     /// directory 0.2-1.5 s later (`gust repair --id`).
     DaemonKill,
+    /// Set a host's link (`--links`) down for 0.5-3 s: its workers and its daemon
+    /// are cut off from the others.
+    LinkDown,
 }
 
 #[derive(Args)]
@@ -151,6 +154,10 @@ pub struct HistoryArgs {
     /// (needs root). The daemons are wherever the hosts file says.
     #[arg(long, value_delimiter = ',')]
     netns: Vec<String>,
+    /// Links of the hosts (`ip link` names in this namespace) for `--faults
+    /// link-down`.
+    #[arg(long, value_delimiter = ',')]
+    links: Vec<String>,
     /// Print JSON instead of a summary.
     #[arg(long)]
     json: bool,
@@ -497,6 +504,8 @@ struct RunStats {
     daemon_stops: u32,
     /// Daemons killed and started again (`--faults daemon-kill`).
     daemon_kills: u32,
+    /// Links set down and up again (`--faults link-down`).
+    link_downs: u32,
     /// Workers that exited with an error, or could not be started.
     failed: Vec<String>,
     /// Workers still running at a round's hard deadline (killed then).
@@ -668,6 +677,9 @@ fn validate(a: &HistoryArgs) -> Result<(), String> {
     if !a.dir.starts_with('/') {
         return Err(format!("--dir {}: give a GustFS path from the root (/...)", a.dir));
     }
+    if a.faults.contains(&Fault::LinkDown) && a.links.is_empty() {
+        return Err("--faults link-down needs --links".into());
+    }
     if !a.netns.is_empty() && a.faults.contains(&Fault::DaemonKill) {
         // A killed daemon is started again here, not in its host's namespace.
         return Err("--faults daemon-kill does not go with --netns".into());
@@ -727,6 +739,7 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
         },
         daemons_stopped: Vec::new(),
         daemons_killed: Vec::new(),
+        links_down: Vec::new(),
         daemon_down: Vec::new(),
     };
     let start = Instant::now();
@@ -770,6 +783,8 @@ struct Coordinator<'a> {
     /// Daemons killed (id, pid), when each is started again, when it was killed
     /// (CLOCK_MONOTONIC ns).
     daemons_killed: Vec<(u32, i32, Instant, u64)>,
+    /// Links down now (index in --links), when each goes up, when it went down.
+    links_down: Vec<(usize, Instant, u64)>,
     /// The times (CLOCK_MONOTONIC ns) daemons were down in this round: from the
     /// kill to the end of the restart.
     daemon_down: Vec<(u64, u64)>,
@@ -788,6 +803,20 @@ impl Coordinator<'_> {
                 true
             }
         });
+    }
+
+    /// Sets the links that are due (all of them with `all`) up again; their down
+    /// time counts as a daemon's (`leave_undecided`).
+    fn raise_links(&mut self, all: bool) {
+        let now = Instant::now();
+        let due: Vec<(usize, u64)> = self.links_down.iter().filter(|l| all || l.1 <= now).map(|l| (l.0, l.2)).collect();
+        self.links_down.retain(|l| !(all || l.1 <= now));
+        for (i, down_ns) in due {
+            if let Err(e) = set_link(&self.a.links[i], "up") {
+                self.st.failed.push(e);
+            }
+            self.daemon_down.push((down_ns, monotonic_ns()));
+        }
     }
 
     /// Starts the killed daemons that are due (all of them with `all`) again on
@@ -840,6 +869,7 @@ impl Drop for Coordinator<'_> {
     fn drop(&mut self) {
         self.continue_daemons(true);
         self.restart_daemons(true);
+        self.raise_links(true);
     }
 }
 
@@ -925,6 +955,7 @@ impl Coordinator<'_> {
             let now = Instant::now();
             self.continue_daemons(false);
             self.restart_daemons(false);
+            self.raise_links(false);
             self.reap(&mut running);
             for w in running.iter_mut().filter(|w| w.stopped_until.is_some_and(|t| t <= now)) {
                 signal(&w.child, libc::SIGCONT);
@@ -950,6 +981,7 @@ impl Coordinator<'_> {
         }
         self.continue_daemons(true);
         self.restart_daemons(true);
+        self.raise_links(true);
         files
     }
 
@@ -1073,6 +1105,21 @@ impl Coordinator<'_> {
                 self.daemons_killed.push((id, pid, Instant::now() + Duration::from_millis(ms), killed_ns));
                 self.st.daemon_kills += 1;
             }
+            Fault::LinkDown => {
+                let free: Vec<usize> =
+                    (0..self.a.links.len()).filter(|i| self.links_down.iter().all(|l| l.0 != *i)).collect();
+                if free.is_empty() {
+                    return;
+                }
+                let i = free[self.rng.gen_range(0..free.len())];
+                let down_ns = monotonic_ns();
+                if let Err(e) = set_link(&self.a.links[i], "down") {
+                    return self.st.failed.push(e);
+                }
+                let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
+                self.links_down.push((i, Instant::now() + Duration::from_millis(ms), down_ns));
+                self.st.link_downs += 1;
+            }
             Fault::DaemonStop => {
                 let Some((_, pid)) = self.free_daemon() else { return };
                 let ms = self.rng.gen_range(STOP_MS.0..=STOP_MS.1);
@@ -1104,6 +1151,18 @@ impl Coordinator<'_> {
             }
         }
     }
+}
+
+/// `ip link set LINK up|down`.
+fn set_link(link: &str, state: &str) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["link", "set", link, state])
+        .output()
+        .map_err(|e| format!("cannot run ip link set {link} {state}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("ip link set {link} {state}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(())
 }
 
 fn signal(c: &Child, sig: i32) {
@@ -1142,6 +1201,7 @@ fn print_json(a: &HistoryArgs, t: &Totals) {
             "stop": s.stops,
             "daemon_stop": s.daemon_stops,
             "daemon_kill": s.daemon_kills,
+            "link_down": s.link_downs,
         });
         out["workers_failed"] = s.failed.clone().into();
         out["workers_timed_out"] = s.timed_out.into();
@@ -1165,8 +1225,8 @@ fn print_summary(a: &HistoryArgs, t: &Totals) {
             );
             if !a.faults.is_empty() {
                 println!(
-                    "faults: {} kills, {} stops, {} daemon stops, {} daemon kills",
-                    s.kills, s.stops, s.daemon_stops, s.daemon_kills
+                    "faults: {} kills, {} stops, {} daemon stops, {} daemon kills, {} links down",
+                    s.kills, s.stops, s.daemon_stops, s.daemon_kills, s.link_downs
                 );
             }
             println!(

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Linearizability soak across three test hosts (network namespaces, as the test
+# suite makes them): one `gust bench history` worker on each host over TCP, with
+# workers SIGKILLed and SIGSTOPped and hosts' links set down (worker and daemon cut
+# off) for 0.5-3 s at random, seed 20261126, for SECONDS (default 600).
+# Usage: bench/run_history_hosts.sh [SECONDS]   (root, iproute2)
+# Output: the JSON report in bench/results/history-hosts-YYYYMMDD-HHMM.json and a
+# line of summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+seconds=${1:-600}
+out=$PWD/bench/results/history-hosts-$(date +%Y%m%d-%H%M).json
+mkdir -p bench/results
+GUST_SOAK_SECONDS=$seconds GUST_SOAK_REPORT=$out \
+  cargo test --release -p gust-e2e --test netns_history soak_on_three_test_hosts -- --ignored --exact >/dev/null
+python3 - "$out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+f = r.get("faults", {})
+print(f"history on 3 hosts: {r['verdict']}: {r['operations']} operations in {r.get('rounds', 0)} round(s), "
+      f"{r.get('run_seconds', 0):.0f} s, {f.get('kill', 0)} kills, {f.get('stop', 0)} stops, "
+      f"{f.get('link_down', 0)} links down, {r['never_returned']} never returned, {r['violations']} violations; "
+      f"report {sys.argv[1]}")
+PY
