@@ -151,7 +151,8 @@ pub struct HistoryArgs {
     faults: Vec<Fault>,
     /// Run worker k in network namespace NETNS[k mod n] (`ip netns exec`), over
     /// TCP: clients on separate hosts, such as the test hosts of the test suite
-    /// (needs root). The daemons are wherever the hosts file says.
+    /// (needs root). The daemons are wherever the hosts file says; `daemon-kill`
+    /// starts daemon i again in NETNS[i].
     #[arg(long, value_delimiter = ',')]
     netns: Vec<String>,
     /// Links of the hosts (`ip link` names in this namespace) for `--faults
@@ -680,9 +681,8 @@ fn validate(a: &HistoryArgs) -> Result<(), String> {
     if a.faults.contains(&Fault::LinkDown) && a.links.is_empty() {
         return Err("--faults link-down needs --links".into());
     }
-    if !a.netns.is_empty() && a.faults.contains(&Fault::DaemonKill) {
-        // A killed daemon is started again here, not in its host's namespace.
-        return Err("--faults daemon-kill does not go with --netns".into());
+    if !a.netns.is_empty() && a.faults.contains(&Fault::DaemonKill) && a.netns.len() < local_daemons(a)?.len() {
+        return Err("--faults daemon-kill with --netns needs a namespace for each daemon (daemon i in the i-th)".into());
     }
     Ok(())
 }
@@ -839,8 +839,17 @@ impl Coordinator<'_> {
                 std::thread::sleep(Duration::from_millis(5));
             }
             let repaired = std::env::current_exe().map_err(|e| e.to_string()).and_then(|exe| {
-                Command::new(exe)
-                    .args(["repair", "--id", &id.to_string(), "--hosts-file"])
+                // With --netns, daemon i lives in NETNS[i]: it is started again there
+                // (`gust repair` starts it as its own child, in its namespace).
+                let mut cmd = match self.a.netns.get(id as usize) {
+                    None => Command::new(exe),
+                    Some(ns) => {
+                        let mut c = Command::new("ip");
+                        c.args(["netns", "exec", ns]).arg(exe).env("GUST_TRANSPORT", "tcp");
+                        c
+                    }
+                };
+                cmd.args(["repair", "--id", &id.to_string(), "--hosts-file"])
                     .arg(self.a.inst.hosts_path())
                     .stdin(Stdio::null())
                     .output()
