@@ -40,6 +40,8 @@ impl TestHosts {
     }
 
     pub fn create() -> TestHosts {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
         // Unique per test of this process too (they run in parallel); interface
         // names stay within 15 bytes.
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -32,13 +32,8 @@ fn run(hosts: &TestHosts, seconds: &str, seed: &str, faults: &str) -> serde_json
     report
 }
 
-fn root() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
-}
-
 #[test]
 fn clients_on_three_test_hosts_are_linearizable_through_kills_stops_links_down_and_daemon_kills() {
-    root();
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 1);
     let report = run(&hosts, "4", "7", "kill,stop,link-down,daemon-kill");
@@ -63,7 +58,6 @@ fn clients_on_three_test_hosts_are_linearizable_through_kills_stops_links_down_a
 #[test]
 #[ignore]
 fn soak_on_three_test_hosts() {
-    root();
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 1);
     let seconds = std::env::var("GUST_SOAK_SECONDS").unwrap_or_else(|_| "600".into());

@@ -15,13 +15,8 @@ use common::locker::{locker_bin, preload_lib, send_waiting, Locker};
 use gust_e2e::{gust_bin, sqlite, test_hosts::TestHosts};
 use std::time::{Duration, Instant};
 
-fn root() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
-}
-
 #[test]
 fn sqlite_from_two_test_hosts_through_the_preload_library() {
-    root();
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 1);
     let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
@@ -62,7 +57,6 @@ exit $rc
 
 #[test]
 fn sqlite_from_two_test_hosts_through_fuse_mounts() {
-    root();
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 1);
     let on = |i: u32| {
@@ -96,7 +90,6 @@ fn sqlite_from_two_test_hosts_through_fuse_mounts() {
 /// flock alike).
 #[test]
 fn kill_9_of_a_holder_on_another_test_host_frees_its_locks() {
-    root();
     let mut hosts = TestHosts::create();
     hosts.start_instance(512 * 1024, 1);
     let bin = locker_bin(hosts.dir.path());
