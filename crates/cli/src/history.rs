@@ -393,9 +393,7 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     for i in 0..first {
         let path = format!("{}/q{i}", own_dir(&a.base, a.process));
         let mode = MODES[rng.gen_range(0..MODES.len())];
-        if record(client, &mut out, &a, seq, OpKind::Open, &path, mode)? == Outcome::Errno(libc::EIO) {
-            wait_for_daemons(client);
-        }
+        record(client, &mut out, &a, seq, OpKind::Open, &path, mode)?;
         seq += 1;
     }
     wait_for_start(&a)?;
@@ -428,11 +426,7 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
             seq += a.paths as u64;
             continue;
         }
-        if record(client, &mut out, &a, seq, kind, &path, arg)? == Outcome::Errno(libc::EIO) {
-            // A daemon is down (`--faults daemon-kill`): each call until it is back
-            // would be one more of unknown outcome, which the checker pays for.
-            wait_for_daemons(client);
-        }
+        record(client, &mut out, &a, seq, kind, &path, arg)?;
         seq += 1;
     }
     // What is still deferred goes out before the process ends (the preload library
@@ -441,8 +435,10 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Makes one call, its invocation and its completion written around it; returns
-/// what it returned.
+/// Makes one call, its invocation and its completion written around it. A call
+/// that met a down daemon (EIO) is followed by a wait for the daemons: each call
+/// until it is back would be one more of unknown outcome, which the checker pays
+/// for.
 fn record(
     client: &Client,
     out: &mut std::fs::File,
@@ -451,12 +447,15 @@ fn record(
     kind: OpKind,
     path: &str,
     arg: u32,
-) -> Result<Outcome, String> {
+) -> Result<(), String> {
     let inv = Line::invocation(a.process, seq, kind, path, arg, monotonic_ns());
     write_line(out, &inv, &a.out)?;
     let result = call(client, kind, path, arg);
     write_line(out, &inv.completed(monotonic_ns(), result), &a.out)?;
-    Ok(result)
+    if result == Outcome::Errno(libc::EIO) {
+        wait_for_daemons(client);
+    }
+    Ok(())
 }
 
 /// Waits until every daemon answers a ping (at most `START_WAIT`).
@@ -794,24 +793,18 @@ impl Coordinator<'_> {
     /// Continues the stopped daemons that are due (all of them with `all`).
     fn continue_daemons(&mut self, all: bool) {
         let now = Instant::now();
-        self.daemons_stopped.retain(|&(pid, until)| {
-            if all || until <= now {
-                // SAFETY: kill(2) on a daemon of the instance this run started on.
-                unsafe { libc::kill(pid, libc::SIGCONT) };
-                false
-            } else {
-                true
-            }
-        });
+        for (pid, _) in self.daemons_stopped.extract_if(.., |d| all || d.1 <= now) {
+            // SAFETY: kill(2) on a daemon of the instance this run started on.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
     }
 
     /// Sets the links that are due (all of them with `all`) up again; their down
     /// time counts as a daemon's (`leave_undecided`).
     fn raise_links(&mut self, all: bool) {
         let now = Instant::now();
-        let due: Vec<(usize, u64)> = self.links_down.iter().filter(|l| all || l.1 <= now).map(|l| (l.0, l.2)).collect();
-        self.links_down.retain(|l| !(all || l.1 <= now));
-        for (i, down_ns) in due {
+        let due: Vec<_> = self.links_down.extract_if(.., |l| all || l.1 <= now).collect();
+        for (i, _, down_ns) in due {
             if let Err(e) = set_link(&self.a.links[i], "up") {
                 self.st.failed.push(e);
             }
@@ -824,13 +817,11 @@ impl Coordinator<'_> {
     /// serves.
     fn restart_daemons(&mut self, all: bool) {
         let now = Instant::now();
-        let due: Vec<(u32, i32, u64)> =
-            self.daemons_killed.iter().filter(|k| all || k.2 <= now).map(|k| (k.0, k.1, k.3)).collect();
+        let due: Vec<_> = self.daemons_killed.extract_if(.., |k| all || k.2 <= now).collect();
         if due.is_empty() {
             return;
         }
-        self.daemons_killed.retain(|k| !(all || k.2 <= now));
-        for (id, pid, killed_ns) in due {
+        for (id, pid, _, killed_ns) in due {
             let gone_by = Instant::now() + Duration::from_secs(10);
             while gust_launch::proc::pid_alive(pid as u32)
                 && !gust_launch::proc::is_zombie(pid as u32)
@@ -838,17 +829,9 @@ impl Coordinator<'_> {
             {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            let repaired = std::env::current_exe().map_err(|e| e.to_string()).and_then(|exe| {
-                // With --netns, daemon i lives in NETNS[i]: it is started again there
-                // (`gust repair` starts it as its own child, in its namespace).
-                let mut cmd = match self.a.netns.get(id as usize) {
-                    None => Command::new(exe),
-                    Some(ns) => {
-                        let mut c = Command::new("ip");
-                        c.args(["netns", "exec", ns]).arg(exe).env("GUST_TRANSPORT", "tcp");
-                        c
-                    }
-                };
+            // With --netns, daemon i lives in NETNS[i]: it is started again there
+            // (`gust repair` starts it as its own child, in its namespace).
+            let repaired = gust_on(self.a.netns.get(id as usize)).and_then(|mut cmd| {
                 cmd.args(["repair", "--id", &id.to_string(), "--hosts-file"])
                     .arg(self.a.inst.hosts_path())
                     .stdin(Stdio::null())
@@ -1035,18 +1018,11 @@ impl Coordinator<'_> {
         self.st.processes += 1;
         let out = r.local.join(format!("history.{process}.jsonl"));
         files.push(out.clone());
-        let exe = match std::env::current_exe() {
-            Ok(exe) => exe,
-            Err(e) => return self.st.failed.push(format!("worker {process}: cannot find the gust binary: {e}")),
-        };
         // `ip netns exec` execs the worker: its pid is the worker's, for the faults.
-        let mut cmd = if self.a.netns.is_empty() {
-            Command::new(exe)
-        } else {
-            let ns = &self.a.netns[process as usize % self.a.netns.len()];
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(exe).env("GUST_TRANSPORT", "tcp");
-            c
+        let ns = (!self.a.netns.is_empty()).then(|| &self.a.netns[process as usize % self.a.netns.len()]);
+        let mut cmd = match gust_on(ns) {
+            Ok(cmd) => cmd,
+            Err(e) => return self.st.failed.push(format!("worker {process}: {e}")),
         };
         cmd.args(["bench", "history-worker", "--process", &process.to_string(), "--seed", &self.a.seed.to_string()])
             .args(["--base", &r.base, "--paths", &self.a.paths.to_string()])
@@ -1160,6 +1136,19 @@ impl Coordinator<'_> {
             }
         }
     }
+}
+
+/// This gust binary as a command, in network namespace `ns` (over TCP) if given.
+fn gust_on(ns: Option<&String>) -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
+    Ok(match ns {
+        None => Command::new(exe),
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(exe).env("GUST_TRANSPORT", "tcp");
+            c
+        }
+    })
 }
 
 /// `ip link set LINK up|down`.
