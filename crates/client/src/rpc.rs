@@ -14,7 +14,7 @@ use gust_transport::{Endpoint, Stream};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::Duration;
 use tracing::debug;
 
@@ -100,6 +100,29 @@ pub(crate) struct DaemonLink {
     /// elsewhere in the hosts file.
     entry: RwLock<DaemonEntry>,
     idle: Mutex<(u64, Vec<Conn>)>, // (fork generation that opened them, connections)
+}
+
+/// Tries at the pool's lock before a call does without the pool (`DaemonLink::pool`).
+const POOL_LOCK_TRIES: u32 = 200;
+
+impl DaemonLink {
+    /// The pool of idle connections, locked; None if the lock stays taken. A child
+    /// forked while another thread of its parent held it inherits it taken for good
+    /// (that thread does not exist in the child), and its first call would wait
+    /// forever: after a short spin the caller connects anew, or drops the connection
+    /// it would have given back. Another thread of this process holds the lock only
+    /// for a push or a pop.
+    fn pool(&self) -> Option<MutexGuard<'_, (u64, Vec<Conn>)>> {
+        for i in 0..POOL_LOCK_TRIES {
+            match self.idle.try_lock() {
+                Ok(g) => return Some(g),
+                Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) if i < 16 => std::hint::spin_loop(),
+                Err(TryLockError::WouldBlock) => std::thread::yield_now(),
+            }
+        }
+        None
+    }
 }
 
 pub(crate) struct Transport {
@@ -306,7 +329,9 @@ impl Transport {
         *e = new;
         drop(e);
         // Pooled connections lead to the old address.
-        link.idle.lock().unwrap_or_else(|e| e.into_inner()).1.clear();
+        if let Some(mut idle) = link.pool() {
+            idle.1.clear();
+        }
         true
     }
 
@@ -352,8 +377,7 @@ impl Transport {
 
     /// An idle pooled connection (second value true) or a new one.
     fn take(&self, daemon: u32) -> Result<(Conn, bool), Errno> {
-        {
-            let mut idle = self.links[daemon as usize].idle.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut idle) = self.links[daemon as usize].pool() {
             let generation = FORK_GENERATION.load(Ordering::Relaxed);
             if idle.0 != generation {
                 // After fork the parent's sockets are shared: never use them here.
@@ -372,7 +396,7 @@ impl Transport {
     }
 
     fn give_back(&self, daemon: u32, c: Conn) {
-        let mut idle = self.links[daemon as usize].idle.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut idle) = self.links[daemon as usize].pool() else { return };
         if idle.0 == FORK_GENERATION.load(Ordering::Relaxed) && idle.1.len() < IDLE_CONNECTIONS_MAX {
             idle.1.push(c);
         }
