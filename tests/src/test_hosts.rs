@@ -68,8 +68,21 @@ impl TestHosts {
             // switch: daemons heartbeat their peers (fencing).
             ip(&["-n", &ns, "route", "add", "default", "via", &format!("10.77.{i}.1")]);
         }
+        // Where packets for a host whose link is down go: a link without carrier (its
+        // peer end stays down), so they vanish, as on a switch port that went dark.
+        // Without it the connected route leaves with the link and the default route
+        // takes them off this machine, where something else may answer (an egress
+        // proxy answered HTTP here: a fast failure, not the silence tests expect).
+        ip(&["link", "add", &t.sink(), "type", "veth", "peer", "name", &format!("gv{}t", t.tag)]);
+        ip(&["link", "set", &t.sink(), "up"]);
+        ip(&["route", "replace", "10.77.0.0/16", "dev", &t.sink()]);
         std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").expect("enable forwarding between the test hosts");
         t
+    }
+
+    /// The link that silently takes packets for the test hosts' range (see `create`).
+    fn sink(&self) -> String {
+        format!("gv{}s", self.tag)
     }
 
     /// Policy-routing table of the partial partition (unique per test).
@@ -194,5 +207,6 @@ impl Drop for TestHosts {
             let _ = Command::new("ip").args(["link", "del", &self.link(i)]).output();
             let _ = Command::new("ip").args(["netns", "del", &self.ns(i)]).output();
         }
+        let _ = Command::new("ip").args(["link", "del", &self.sink()]).output();
     }
 }

@@ -103,19 +103,24 @@ fn two_replicas_on_separate_hosts_keep_working_through_a_partition() {
     let bound = Duration::from_secs(5);
     let timed =
         |what: &str, t: Instant| assert!(t.elapsed() < bound, "{what} took {:?} during the partition", t.elapsed());
+    let why = |what: &str, e: Errno| -> ! {
+        let logs: String = (0..HOSTS).map(|i| format!("daemon {i}'s log:\n{}\n", hosts.daemon_log(i))).collect();
+        panic!("{what}: {e:?} during the partition ({:?})\n{logs}", c.last_transport_error())
+    };
     for p in &small {
         let t = Instant::now();
-        assert_eq!(get(&c, p, p.len()).unwrap(), p.as_bytes(), "{p}");
+        let got = get(&c, p, p.len()).unwrap_or_else(|e| why(p, e));
+        assert_eq!(got, p.as_bytes(), "{p}");
         timed(p, t);
     }
     let t = Instant::now();
-    assert!(get(&c, "/big", big.len()).unwrap() == big, "/big during the partition");
+    assert!(get(&c, "/big", big.len()).unwrap_or_else(|e| why("/big", e)) == big, "/big during the partition");
     timed("read /big", t);
     for i in 0..20 {
         let p = format!("/during{i}");
         let t = Instant::now();
-        put(&c, &p, p.as_bytes()).unwrap();
-        assert_eq!(get(&c, &p, p.len()).unwrap(), p.as_bytes());
+        put(&c, &p, p.as_bytes()).unwrap_or_else(|e| why(&p, e));
+        assert_eq!(get(&c, &p, p.len()).unwrap_or_else(|e| why(&p, e)), p.as_bytes());
         timed(&p, t);
     }
     let t = Instant::now();

@@ -460,7 +460,8 @@ impl Transport {
     /// Reads one reply: its bulk, for a Read reply with a `dest`, straight into
     /// `buf`; for a reply that `place` takes, into its buffer (the placer is told
     /// the call's index in its batch); else into a vector. The error says whether
-    /// no byte of it arrived.
+    /// the connection ended before any byte of it arrived (closed or reset; not a
+    /// timeout).
     fn recv_placed(
         &self,
         c: &mut Conn,
@@ -479,7 +480,8 @@ impl Transport {
             }
         }
         // The first byte separately: "nothing came" (the daemon died before the
-        // reply) is what makes a retry safe for idempotent requests.
+        // reply: the connection was closed or reset) is what makes a retry safe
+        // for idempotent requests.
         // A read with a timeout is interrupted by a stop and continue (SIGSTOP,
         // SIGCONT) even with SA_RESTART (signal(7)): that is no failure.
         let first = loop {
@@ -488,7 +490,12 @@ impl Transport {
                 r => break r,
             }
         };
-        let first = first.map_err(|e| (true, format!("no reply: {e}")))?;
+        // Nothing within the RPC timeout is no sign of a dead connection to a daemon
+        // that may be back: sending again would only wait as long once more.
+        let first = first.map_err(|e| {
+            let silent = matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
+            (!silent, format!("no reply: {e}"))
+        })?;
         if first.is_empty() {
             return Err((true, "no reply: connection closed by the daemon".into()));
         }
@@ -646,8 +653,11 @@ impl Transport {
     ///
     /// A pooled connection may have died with its daemon (which may be back by now).
     /// Such a call is sent again, once, on a new connection when that cannot apply it
-    /// twice: when sending failed (the daemon never got a whole frame), or when no
-    /// byte of the reply came and the request is idempotent.
+    /// twice: when sending failed (the daemon never got a whole frame), or when the
+    /// connection ended before any byte of the reply came and the request is
+    /// idempotent. A reply that did not come within the RPC timeout is a failure
+    /// at once: sending again would wait as long again (replica.rs counts on one
+    /// timeout per operation that meets a hung or cut-off daemon).
     pub fn batch(&self, calls: Vec<Call<'_>>) -> Vec<Answer> {
         let dests = calls.iter().map(|_| None).collect();
         self.batch_into(calls, dests, &mut [])

@@ -31,6 +31,11 @@ pub struct Fences {
     /// When this daemon's own heartbeat to a peer last found nothing listening
     /// (lease.rs): its process was gone then.
     refused: Mutex<HashMap<u32, Instant>>,
+    /// Held while a fence is written to the store (a synced write, slow on a busy
+    /// disk), in place of `fenced`: heartbeats, which need `fenced`, are answered
+    /// meanwhile. Holding `fenced` there made the other peers' heartbeats wait for
+    /// the disk, and a write longer than their lease stopped them serving.
+    storing: Mutex<()>,
 }
 
 impl Fences {
@@ -39,6 +44,7 @@ impl Fences {
             fenced: Mutex::new(HashSet::new()),
             granted: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
+            storing: Mutex::new(()),
         }
     }
 
@@ -70,15 +76,21 @@ impl Fences {
 
     /// Fences `daemon` (durably first); returns how long its lease from this daemon
     /// may still run.
+    ///
+    /// Durable before it counts: the fence is stored, then heartbeats see it. Grants
+    /// made while it was being stored are in the answer (the lease left is read
+    /// after), and none is made once it counts (both under `fenced`).
     pub fn fence(&self, md: &MetadataStore, daemon: u32, lease: Duration) -> Res<Duration> {
-        let mut fenced = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
-        if !fenced.contains(&daemon) {
+        let storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.is_fenced(daemon) {
             md.set_fence(daemon, true)?;
-            fenced.insert(daemon);
+            self.fenced.lock().unwrap_or_else(|e| e.into_inner()).insert(daemon);
             tracing::warn!(
                 "daemon {daemon} fenced by a client: it missed changes; it serves again after `gust repair`"
             );
         }
+        drop(storing);
+        let _fenced = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
         let Some(granted) = self.granted.lock().unwrap_or_else(|e| e.into_inner()).get(&daemon).copied() else {
             return Ok(Duration::ZERO);
         };
@@ -100,14 +112,20 @@ impl Fences {
         self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, asked);
     }
 
+    /// Lifts the fence on `daemon`: it counts no longer (heartbeats get `not
+    /// fenced`) only once the store no longer holds it.
     pub fn unfence(&self, md: &MetadataStore, daemon: u32) -> Res<()> {
-        let mut fenced = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
-        if fenced.contains(&daemon) {
+        let _storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_fenced(daemon) {
             md.set_fence(daemon, false)?;
-            fenced.remove(&daemon);
+            self.fenced.lock().unwrap_or_else(|e| e.into_inner()).remove(&daemon);
             tracing::info!("daemon {daemon} unfenced (repaired)");
         }
         Ok(())
+    }
+
+    fn is_fenced(&self, daemon: u32) -> bool {
+        self.fenced.lock().unwrap_or_else(|e| e.into_inner()).contains(&daemon)
     }
 }
 

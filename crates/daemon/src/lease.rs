@@ -123,7 +123,9 @@ impl Default for Lease {
 /// What one round of heartbeats found.
 #[derive(Debug, PartialEq, Eq)]
 enum Round {
-    Renewed,
+    /// With the milliseconds the lease had run out for when this round started
+    /// (0 if it still held).
+    Renewed(u64),
     Fenced(u32),
     /// No peer answered and not all refused: (peers, first failure).
     Lost(usize, String),
@@ -237,8 +239,10 @@ impl Heartbeats {
             }
         }
         if answered > 0 || refused == answers.len() {
+            let until = self.state.lease.until_ms.load(Ordering::Acquire);
+            let lapsed = if until == 0 { 0 } else { start_ms.saturating_sub(until) };
             self.state.lease.renew_from(start_ms);
-            Round::Renewed
+            Round::Renewed(lapsed)
         } else {
             Round::Lost(answers.len(), failure)
         }
@@ -259,10 +263,17 @@ impl Heartbeats {
             }
             last_ms = now;
             match self.round() {
-                Round::Renewed => {
+                Round::Renewed(lapsed) => {
                     if lost_logged {
                         tracing::info!("daemon {}: lease renewed; serving again", self.state.daemon_id);
                         lost_logged = false;
+                    } else if lapsed > 0 {
+                        // Peers answered, but none within a lease: contents were
+                        // refused meanwhile, and nothing else would say so.
+                        tracing::warn!(
+                            "daemon {}: its lease had run out for {lapsed} ms before a peer's heartbeat answer                              renewed it (peers slow to answer); contents were refused (EHOSTDOWN) meanwhile",
+                            self.state.daemon_id
+                        );
                     }
                 }
                 Round::Fenced(by) => {
@@ -322,7 +333,7 @@ pub fn start(state: Arc<State>, hosts_path: &Path, replicas: u32) -> Result<(), 
         Round::Lost(peers, why) => {
             tracing::warn!("daemon {}: no lease yet ({peers} peers, {why}); serving once one answers", state.daemon_id)
         }
-        Round::Renewed => {}
+        Round::Renewed(_) => {}
     }
     state.lease.first_round_done();
     std::thread::Builder::new()
