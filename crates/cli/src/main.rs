@@ -11,6 +11,7 @@ mod mount;
 mod probe;
 mod repair;
 mod run;
+mod scrub;
 mod stage;
 mod stats;
 mod trace;
@@ -164,6 +165,10 @@ enum Cmd {
     /// Bring a daemon of a replicated instance up to date from its replicas (after
     /// it crashed and came back recovering, or was fenced after missing changes): gust repair --id D
     Repair(repair::RepairArgs),
+    /// Verify every chunk of the instance against its checksums at a bounded rate,
+    /// rewrite what is corrupt from another copy (with replicas), list the rest:
+    /// gust scrub [--rate-mib N] [--json]
+    Scrub(scrub::ScrubArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -265,6 +270,7 @@ fn main() -> ExitCode {
         Cmd::Probe(a) => probe::run(a),
         Cmd::Trace(a) => trace::run(a),
         Cmd::Repair(a) => repair::run(a),
+        Cmd::Scrub(a) => scrub::run(a),
         Cmd::NodeClean(a) => cluster::node_clean(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };

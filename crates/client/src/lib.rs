@@ -48,6 +48,7 @@ mod fork_local;
 mod grants;
 mod home;
 mod inline;
+mod integrity;
 mod links;
 mod listing;
 mod locks;
@@ -84,6 +85,7 @@ pub use events::{EventsPage, Gap};
 pub use exit::settle_at_exit;
 /// What staging requests carry (see gust_proto::stage).
 pub use gust_proto::stage as stage_types;
+pub use gust_proto::CorruptRange;
 pub use gust_proto::Span;
 pub use gust_proto::{now_ns, path};
 pub use gust_proto::{
@@ -91,6 +93,7 @@ pub use gust_proto::{
     LockMode, OpMetrics, Record, INLINE_BYTES_MAX, LOCK_END_EOF, PATH_ARG_BYTES_MAX,
 };
 pub use inline::WholeFile;
+pub use integrity::ScrubPage;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use locks::{LockDone, LockState, PROCESS_OWNER};
 pub use open_files::OPEN_FILES_MAX;
@@ -219,6 +222,7 @@ impl Client {
                 replicas: hosts.replicas,
                 proxy: false,
                 grants: opts.grants && hosts.cache_of.is_none(),
+                chunk_bytes: hosts.chunk_size_bytes,
             },
         );
         let dist: Box<dyn Distributor> = match hosts.placement {

@@ -28,6 +28,7 @@
 //!
 //! Not for: where things live (gust_placement), framing and connections (rpc.rs).
 
+use crate::integrity::CORRUPT;
 use crate::rpc::{Answer, Call, Dest, Transport};
 use crate::{Client, Errno};
 use gust_placement::replica_group;
@@ -89,7 +90,14 @@ impl Transport {
     /// positions `dests` give.
     pub fn batch_into(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
         if self.replicas <= 1 {
-            return self.send_batch(calls, dests, buf);
+            let daemons: Vec<u32> = calls.iter().map(|c| c.daemon).collect();
+            let mut answers = self.send_batch(calls, dests, buf);
+            for (a, d) in answers.iter_mut().zip(daemons) {
+                if matches!(a, Err(Errno(CORRUPT))) {
+                    *a = Err(self.corrupt_error(d, false));
+                }
+            }
+            return answers;
         }
         let mut answers: Vec<Option<Answer>> = (0..calls.len()).map(|_| None).collect();
         // For First calls: the group members not yet tried.
@@ -101,6 +109,10 @@ impl Transport {
         // (call index, member) of each change that went without a member: fenced
         // before the change is acknowledged (fence.rs).
         let mut skipped: Vec<(usize, u32)> = Vec::new();
+        // (call index, member) of each read a member answered EUCLEAN (a corrupt
+        // block: integrity.rs), and per call the member whose answer counts.
+        let mut corrupt: Vec<(usize, u32)> = Vec::new();
+        let mut answered_by: Vec<Option<u32>> = vec![None; calls.len()];
         for (i, c) in calls.iter().enumerate() {
             let r = route(&c.req);
             let members: Vec<u32> = match r {
@@ -134,6 +146,17 @@ impl Transport {
             let mut retry: Vec<(usize, u32)> = Vec::new();
             // Per call, whether some member answered.
             for ((i, m), a) in std::mem::take(&mut sent).into_iter().zip(got) {
+                if matches!(a, Err(Errno(CORRUPT))) && route(&calls[i].req) == Copies::First {
+                    // Not down: only this data is bad there. The next member is asked.
+                    corrupt.push((i, m));
+                    if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
+                        let d = untried[i].remove(next);
+                        retry.push((i, d));
+                    } else if answers[i].is_none() {
+                        answers[i] = Some(Err(self.corrupt_error(m, true)));
+                    }
+                    continue;
+                }
                 if self.unavailable(m, &a) {
                     if route(&calls[i].req) == Copies::All {
                         skipped.push((i, m));
@@ -156,7 +179,10 @@ impl Transport {
                 match &answers[i] {
                     Some(Ok(_)) => {}
                     Some(Err(prev)) if *prev != Errno(libc::EIO) => {}
-                    _ => answers[i] = Some(a),
+                    _ => {
+                        answers[i] = Some(a);
+                        answered_by[i] = Some(m);
+                    }
                 }
             }
             if retry.is_empty() {
@@ -172,6 +198,16 @@ impl Transport {
         let mut answers: Vec<Answer> = answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect();
         if !skipped.is_empty() {
             self.fence_before_acknowledging(&skipped, &mut answers);
+        }
+        for (i, bad) in corrupt {
+            if let (Ok(_), Some(good)) = (&answers[i], answered_by[i]) {
+                self.repair_blocks(&calls[i].req, good, bad);
+            }
+        }
+        for (a, c) in answers.iter_mut().zip(&calls) {
+            if matches!(a, Err(Errno(CORRUPT))) {
+                *a = Err(self.corrupt_error(c.daemon, true));
+            }
         }
         answers
     }

@@ -151,6 +151,9 @@ pub(crate) struct Transport {
     proxy: Option<u32>,
     /// What this process caches under the daemons' grants (grants.rs).
     pub(crate) grants: crate::grants::Cache,
+    /// The instance's chunk size: a repair of corrupt blocks stays in its chunk
+    /// (integrity.rs).
+    pub(crate) chunk_bytes: u64,
 }
 
 /// How a transport works (`Transport::new`).
@@ -166,6 +169,8 @@ pub(crate) struct TransportOptions {
     pub proxy: bool,
     /// Take grants (grants.rs; off with copies and through the proxy anyway).
     pub grants: bool,
+    /// The instance's chunk size (integrity.rs).
+    pub chunk_bytes: u64,
 }
 
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
@@ -238,7 +243,7 @@ impl Bulk {
 
 impl Transport {
     pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, o: TransportOptions) -> Self {
-        let TransportOptions { timeout, force_tcp, replicas, proxy, grants } = o;
+        let TransportOptions { timeout, force_tcp, replicas, proxy, grants, chunk_bytes } = o;
         register_fork_handler();
         // This node's daemon: on this host, with its socket here (test hosts in one
         // machine share host names only when they share the file system too).
@@ -277,6 +282,7 @@ impl Transport {
             epoch: std::time::Instant::now(),
             grants: crate::grants::Cache::new(links_len, grants && proxy.is_none() && replicas == 1),
             proxy,
+            chunk_bytes,
         }
     }
 

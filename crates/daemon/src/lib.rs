@@ -330,6 +330,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     // spilled bytes on its next daemon).
     // Placements that spill: reads probe the next daemon past a hole (client spill.rs).
     chunks.set_trim_holes(matches!(hosts.placement, gust_hosts::Placement::Capacity | gust_hosts::Placement::Local));
+    chunks.set_identity(format!("daemon {daemon_id}"), hosts.chunk_size_bytes);
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     if let Some(d) = &cfg.trace_dir {

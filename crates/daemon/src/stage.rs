@@ -195,12 +195,14 @@ fn pull_one(state: &State, i: &StageChunks) -> Res<u64> {
     let local = state.chunks.local_file(i.file_id, true)?.expect("create=true always yields a file");
     let mut total = 0;
     for s in &i.spans {
-        let n = copy_range(&src, &local, s.offset, s.len as u64).map_err(os_errno)?;
+        let n = copy_range(&src, &local.data, s.offset, s.len as u64).map_err(os_errno)?;
         total += n;
         if n < s.len as u64 {
             break; // the external file ended early: the client sees a short count
         }
     }
+    // Copied by the kernel, summed after from what landed.
+    state.chunks.sum_spans(i.file_id, &i.spans)?;
     state.metrics.bytes_written.fetch_add(total, Ordering::Relaxed);
     Ok(total)
 }
@@ -208,6 +210,10 @@ fn pull_one(state: &State, i: &StageChunks) -> Res<u64> {
 fn push_one(state: &State, i: &StageChunks) -> Res<u64> {
     let dst = open_external(&i.external, true)?;
     let Some(local) = state.chunks.local_file(i.file_id, false)? else { return Ok(0) };
+    // Nothing corrupt leaves for the parallel file system: the spans are verified
+    // first (a read pass; the copy itself stays in the kernel).
+    state.chunks.verify_spans(i.file_id, &i.spans)?;
+    let local = &local.data;
     let local_len = local.metadata().map_err(os_errno)?.len();
     let mut total = 0;
     for s in &i.spans {
@@ -215,7 +221,7 @@ fn push_one(state: &State, i: &StageChunks) -> Res<u64> {
         // its creator, reads zeros there already.
         let len = (s.len as u64).min(local_len.saturating_sub(s.offset));
         if len > 0 {
-            total += copy_range(&local, &dst, s.offset, len).map_err(os_errno)?;
+            total += copy_range(local, &dst, s.offset, len).map_err(os_errno)?;
         }
     }
     state.metrics.bytes_read.fetch_add(total, Ordering::Relaxed);

@@ -75,7 +75,9 @@ pub fn start(req: &Request) -> Option<Traced> {
             record.path = paths.first().cloned().unwrap_or_default();
             record.size = paths.len() as u64;
         }
-        Request::Read { file_id, spans } | Request::Write { file_id, spans } => {
+        Request::Read { file_id, spans }
+        | Request::Write { file_id, spans }
+        | Request::RepairBlocks { file_id, spans } => {
             record.file_id = *file_id;
             record.offset = spans.first().map_or(0, |s| s.offset);
         }

@@ -29,7 +29,7 @@ pub fn now_ns() -> i64 {
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 12;
+pub const PROTOCOL_VERSION: u16 = 13;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -50,6 +50,12 @@ pub const PATH_ARG_BYTES_MAX: usize = 4096;
 pub const NAME_BYTES_MAX: usize = 255;
 /// Bound on the spans in one read or write request.
 pub const SPANS_PER_REQUEST_MAX: usize = 4096;
+
+/// A daemon's chunk store keeps a checksum per block of this many bytes of each
+/// local file, and verifies it on every read (gust-store, sums.rs). A read that
+/// meets a block whose bytes no longer match is answered `EUCLEAN` (the kernel's
+/// EFSCORRUPTED); a client repairing it from a copy rewrites whole blocks.
+pub const SUM_BLOCK_BYTES: usize = 4096;
 /// Largest file whose data a metadata daemon keeps beside its record ("inline"):
 /// such a file is created with its data in one request and opened with it in one.
 /// A file that grows past it moves to chunks. Why this size: docs/DESIGN.md, "Small

@@ -537,6 +537,16 @@ requests! {
     /// [`crate::REMOVE_BATCH_ENTRIES_MAX`] paths (EINVAL). A second try finds its
     /// paths gone (ENOENT each).
     62 OP_REMOVE_BATCH "remove_batch" RemoveBatch { paths: Vec<String> } idempotent(false) copies(All) recovering(Refuses) trace(MdUpdate),
+    /// Rewrite, from a copy's bytes (the bulk, the spans' bytes one after the
+    /// other), the blocks of the spans that are corrupt on this daemon (their
+    /// bytes do not match their checksums; docs/DESIGN.md, "Checksums"); other
+    /// blocks are left as they are. Answers `Written` with the blocks rewritten.
+    63 OP_REPAIR_BLOCKS "repair_blocks" RepairBlocks { file_id: u128, spans: Vec<Span> } idempotent(true) copies(Addressed) recovering(Refuses) trace(ChunkWrite),
+    /// Verify this daemon's local chunk files against their checksums, in file id
+    /// order from the first after `after`, until about `max_bytes` were read (at
+    /// least one file). Answers `Scrubbed`; `gust scrub` pages through every
+    /// daemon with it.
+    64 OP_SCRUB "scrub" Scrub { after: Option<u128>, max_bytes: u64 } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
 }
 
 impl Request {
@@ -911,6 +921,23 @@ responses! {
     /// Answer to `remove_batch`: per path, in order, what `remove` would have
     /// answered.
     24 RemovedBatch(Vec<RemoveOutcome>),
+    /// Answer to `scrub`: files and bytes verified, the corrupt ranges found, and
+    /// the cursor of the next page (None: this daemon is done).
+    25 Scrubbed {
+        files: u64,
+        bytes: u64,
+        corrupt: Vec<CorruptRange>,
+        next: Option<u128>,
+    },
+}
+
+/// Bytes of a daemon's local file of `file_id` (at file offsets: chunk `k` sits at
+/// `k * chunk_size`) whose blocks do not match their checksums.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorruptRange {
+    pub file_id: u128,
+    pub offset: u64,
+    pub len: u64,
 }
 
 /// One path of a `remove_batch` reply.
@@ -1238,6 +1265,14 @@ mod tests {
                 Request::RemoveBatch { paths: vec!["/a".into(), "/b".into()] },
                 "3e000000  0200000000000000  0200000000000000 2f61  0200000000000000 2f62".into(),
             ),
+            (
+                Request::RepairBlocks { file_id: 7, spans: vec![Span { offset: 0, len: 4096 }] },
+                "3f000000  07000000000000000000000000000000  0100000000000000 0000000000000000 00100000".into(),
+            ),
+            (
+                Request::Scrub { after: Some(7), max_bytes: 4096 },
+                "40000000  01 07000000000000000000000000000000  0010000000000000".into(),
+            ),
         ]
     }
 
@@ -1327,6 +1362,8 @@ mod tests {
                 (60, "link_count", false),
                 (61, "mark_linked", true),
                 (62, "remove_batch", false),
+                (63, "repair_blocks", true),
+                (64, "scrub", true),
             ]
         );
         for (code, name) in OPS {
@@ -1522,6 +1559,20 @@ mod tests {
                 // count, then per path its tag (0 Removed: record, inline; 1 Failed: errno).
                 format!("{ok} 18000000  0200000000000000  00000000 {REC} 01  01000000 02000000"),
             ),
+            (
+                Ok(Response::Scrubbed {
+                    files: 2,
+                    bytes: 4096,
+                    corrupt: vec![CorruptRange { file_id: 7, offset: 0, len: 4096 }],
+                    next: Some(9),
+                }),
+                // files, bytes, count, (file_id, offset, len), Some(next).
+                format!(
+                    "{ok} 19000000  0200000000000000 0010000000000000  0100000000000000 \
+                     07000000000000000000000000000000 0000000000000000 0010000000000000  \
+                     01 09000000000000000000000000000000"
+                ),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1537,16 +1588,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0c00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0d00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0c00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0d00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0c00 0d00 0807060504030201 28000000 02000000  \
+        let want = hex("47555354 0d00 0d00 0807060504030201 28000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
@@ -1563,18 +1614,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0c00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0d00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0c00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0d00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0c00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0d00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

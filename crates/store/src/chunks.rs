@@ -3,7 +3,9 @@
 //! offset. Holes read as zeros; truncate is one `ftruncate`; unlink is one `unlink`.
 //!
 //! Local files are named by file id (hex) under `chunks/<first two hex digits>/`, so
-//! no client-supplied path ever reaches the local file system.
+//! no client-supplied path ever reaches the local file system. Beside each, its
+//! checksums (`<id>.sum`, sums.rs): every read is verified against them, and a
+//! block whose bytes no longer match is never served (EUCLEAN).
 //!
 //! A declared capacity (`gust daemon --capacity`, for tests of capacity placement:
 //! a test cannot make disks of different sizes) bounds the bytes the local files
@@ -13,8 +15,9 @@
 //! refuse it. An overwrite of bytes the store holds needs no room and is never
 //! refused.
 
+use crate::sums::{self, Regions};
 use gust_proto::Span;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
@@ -29,7 +32,13 @@ const OPEN_FILES_MAX: usize = 2048;
 
 pub struct ChunkStore {
     dir: PathBuf,
-    open: Mutex<HashMap<u128, Arc<File>>>,
+    open: Mutex<HashMap<u128, Arc<Local>>>,
+    /// Serialize the writes that touch a block and its sum (sums.rs).
+    regions: Regions,
+    /// Who this store is, for log lines about corrupt blocks ("daemon 3").
+    label: String,
+    /// The instance's chunk size, to name the chunk of a corrupt block.
+    chunk_bytes: u64,
     quota: Option<Quota>,
     /// Cut read spans where only a hole follows (capacity placement's readers look
     /// for the rest on the chunk's next daemon); off, spans end at the local file's
@@ -65,7 +74,22 @@ impl ChunkStore {
         for i in 0..256 {
             b.create(dir.join(format!("{i:02x}")))?;
         }
-        Ok(ChunkStore { dir: dir.to_path_buf(), open: Mutex::new(HashMap::new()), quota: None, trim_holes: true })
+        Ok(ChunkStore {
+            dir: dir.to_path_buf(),
+            open: Mutex::new(HashMap::new()),
+            regions: Regions::new(),
+            label: "chunk store".into(),
+            chunk_bytes: 0,
+            quota: None,
+            trim_holes: true,
+        })
+    }
+
+    /// Names the store in its log lines ("daemon 3") and gives the chunk size, so
+    /// that a corrupt block's line names its chunk.
+    pub fn set_identity(&mut self, label: String, chunk_bytes: u64) {
+        self.label = label;
+        self.chunk_bytes = chunk_bytes;
     }
 
     /// Whether reads cut spans where only a hole follows (on by default; a daemon
@@ -90,7 +114,8 @@ impl ChunkStore {
         let mut bytes = 0;
         for i in 0..256 {
             let Ok(rd) = fs::read_dir(self.dir.join(format!("{i:02x}"))) else { continue };
-            for e in rd.flatten() {
+            // The sums are the store's overhead (8 bytes per 4 KiB), not file data.
+            for e in rd.flatten().filter(|e| !e.file_name().to_string_lossy().ends_with(SUM_SUFFIX)) {
                 if let Ok(m) = e.metadata() {
                     bytes += size(&m);
                 }
@@ -111,45 +136,332 @@ impl ChunkStore {
         self.dir.join(&h[..2]).join(h)
     }
 
-    fn file(&self, file_id: u128, create: bool) -> Res<Option<Arc<File>>> {
+    fn sum_path(&self, file_id: u128) -> PathBuf {
+        let mut p = self.path(file_id).into_os_string();
+        p.push(SUM_SUFFIX);
+        PathBuf::from(p)
+    }
+
+    fn file(&self, file_id: u128, create: bool) -> Res<Option<Arc<Local>>> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = open.get(&file_id) {
             return Ok(Some(f.clone()));
         }
-        let r = OpenOptions::new().read(true).write(true).create(create).mode(0o600).open(self.path(file_id));
-        match r {
-            Ok(f) => {
-                if open.len() >= OPEN_FILES_MAX {
-                    open.clear();
-                }
-                let f = Arc::new(f);
-                open.insert(file_id, f.clone());
-                Ok(Some(f))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => Ok(None),
-            Err(e) => Err(errno(e)),
+        let opts = || {
+            let mut o = OpenOptions::new();
+            o.read(true).write(true).create(create).mode(0o600);
+            o
+        };
+        let data = match opts().open(self.path(file_id)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) => return Err(errno(e)),
+        };
+        // Created with its data file: a local file of an older build has none (its
+        // blocks read as unsummed until written again).
+        let sums = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.sum_path(file_id));
+        let f = Arc::new(Local { data, sums: sums.map_err(errno)? });
+        if open.len() >= OPEN_FILES_MAX {
+            open.clear();
         }
+        open.insert(file_id, f.clone());
+        Ok(Some(f))
     }
 
     /// The local file of `file_id` (created if `create`; None if absent otherwise),
     /// for staging, which copies between it and an external file at equal offsets.
-    pub fn local_file(&self, file_id: u128, create: bool) -> Res<Option<Arc<File>>> {
+    /// A copy into it is followed by [`ChunkStore::sum_spans`], a copy out of it
+    /// preceded by [`ChunkStore::verify_spans`].
+    pub fn local_file(&self, file_id: u128, create: bool) -> Res<Option<Arc<Local>>> {
         self.file(file_id, create)
     }
 
     pub fn write(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
         let f = self.file(file_id, true)?.expect("create=true always yields a file");
-        let Some(q) = &self.quota else { return Self::write_spans(&f, spans, data) };
+        let ranges = || spans.iter().map(|s| (s.offset, s.offset + s.len as u64));
+        let end = ranges().map(|r| r.1).max().unwrap_or(0);
+        // A write that extends the file extends its old last block too: it also
+        // locks that block's region (and only one that holds it changes the length,
+        // so the length it saw stays until it is done), then reads and sums the
+        // block again as an edge of the write.
+        let (_regions, m) = loop {
+            let len = f.data.metadata().map_err(errno)?.len();
+            let tail = (end > len).then_some((len.saturating_sub(1), len));
+            let regions = self.regions.lock(file_id, ranges().chain(tail));
+            let m = f.data.metadata().map_err(errno)?;
+            let extends = end > m.len();
+            let tail_locked = tail.is_some() && Regions::same(m.len().saturating_sub(1), len.saturating_sub(1));
+            if !extends || tail_locked {
+                break (regions, m);
+            }
+        };
+        let Some(q) = &self.quota else { return self.write_summed(&f, file_id, spans, data, m.len()) };
         let mut used = q.used_bytes.lock().unwrap_or_else(|e| e.into_inner());
-        let m = f.metadata().map_err(errno)?;
-        let need: u64 = spans.iter().map(|s| hole_bytes(&f, s.offset, s.offset + s.len as u64, m.len())).sum();
+        let need: u64 = spans.iter().map(|s| hole_bytes(&f.data, s.offset, s.offset + s.len as u64, m.len())).sum();
         if need > 0 && *used + need > q.capacity_bytes {
             return Err(libc::ENOSPC);
         }
-        let r = Self::write_spans(&f, spans, data);
-        let after = f.metadata().map(|a| allocated(&a)).unwrap_or(allocated(&m) + need);
+        let r = self.write_summed(&f, file_id, spans, data, m.len());
+        let after = f.data.metadata().map(|a| allocated(&a)).unwrap_or(allocated(&m) + need);
         *used = (*used + after).saturating_sub(allocated(&m));
         r
+    }
+
+    /// Writes `spans` and their blocks' sums (the regions are locked). A block
+    /// the write covers whole is summed from `data`; any other block it touches
+    /// (and the old last block, which a longer file extends) is summed again from
+    /// the file after the write. If some of that block's old bytes stay, they are
+    /// verified first: a corrupt block is marked `POISONED`, so reads still find
+    /// it corrupt instead of the write blessing the damage.
+    fn write_summed(&self, f: &Local, file_id: u128, spans: &[Span], data: &[u8], old_len: u64) -> Res<u64> {
+        let b = sums::SUM_BLOCK_BYTES as u64;
+        let new_len = spans.iter().map(|s| s.offset + s.len as u64).fold(old_len, u64::max);
+        // Whether some span overwrites every old byte of block `blk`.
+        let renewed = |blk: u64| {
+            let old_end = ((blk + 1) * b).min(old_len);
+            blk * b >= old_len || spans.iter().any(|s| s.offset <= blk * b && s.offset + s.len as u64 >= old_end)
+        };
+        // Blocks summed again from the file, and whether they may be (their old
+        // bytes matched their sums, or none stay).
+        let mut edges: BTreeMap<u64, bool> = BTreeMap::new();
+        for s in spans.iter().filter(|s| s.len > 0) {
+            let end = s.offset + s.len as u64;
+            let (first, last) = sums::blocks(s.offset, end);
+            for blk in [first, last] {
+                if s.offset > blk * b || end < (blk + 1) * b {
+                    edges.insert(blk, true);
+                }
+            }
+        }
+        if new_len > old_len && !old_len.is_multiple_of(b) {
+            edges.insert(old_len / b, true);
+        }
+        let mut buf = Vec::new();
+        for (&blk, ok) in edges.iter_mut() {
+            if !renewed(blk) {
+                *ok = self.block_matches(f, file_id, blk, old_len, &mut buf)?;
+            }
+        }
+        let n = Self::write_spans(&f.data, spans, data)?;
+        let mut new_sums: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut pos = 0usize;
+        for s in spans {
+            let len = s.len as usize;
+            let bytes = &data[pos..pos + len];
+            pos += len;
+            if len == 0 {
+                continue;
+            }
+            let end = s.offset + len as u64;
+            let (first, last) = sums::blocks(s.offset, end);
+            for blk in first..=last {
+                if !edges.contains_key(&blk) {
+                    let at = (blk * b - s.offset) as usize;
+                    new_sums.insert(blk, sums::sum_of(&bytes[at..at + b as usize]));
+                }
+            }
+        }
+        let len_now = f.data.metadata().map_err(errno)?.len();
+        for (&blk, &ok) in &edges {
+            if ok {
+                sums::read_block(&f.data, blk, len_now, &mut buf).map_err(errno)?;
+                new_sums.insert(blk, sums::sum_of(&buf));
+            } else {
+                new_sums.insert(blk, sums::POISONED);
+            }
+        }
+        self.store_sums(f, &new_sums)?;
+        Ok(n)
+    }
+
+    /// Writes `sums` (block, value) in runs of consecutive blocks.
+    fn store_sums(&self, f: &Local, new_sums: &BTreeMap<u64, u64>) -> Res<()> {
+        let mut run: Vec<u64> = Vec::new();
+        let mut run_first = 0;
+        for (&blk, &v) in new_sums {
+            if !run.is_empty() && blk != run_first + run.len() as u64 {
+                sums::write_sums(&f.sums, run_first, &run).map_err(errno)?;
+                run.clear();
+            }
+            if run.is_empty() {
+                run_first = blk;
+            }
+            run.push(v);
+        }
+        if !run.is_empty() {
+            sums::write_sums(&f.sums, run_first, &run).map_err(errno)?;
+        }
+        Ok(())
+    }
+
+    /// Whether block `blk` of a local file `len` long matches its sum (or has
+    /// none); a mismatch is logged.
+    fn block_matches(&self, f: &Local, file_id: u128, blk: u64, len: u64, buf: &mut Vec<u8>) -> Res<bool> {
+        let stored = sums::read_sums(&f.sums, blk, blk).map_err(errno)?[0];
+        if stored == 0 {
+            return Ok(true);
+        }
+        sums::read_block(&f.data, blk, len, buf).map_err(errno)?;
+        if sums::sum_of(buf) == stored {
+            return Ok(true);
+        }
+        self.report(file_id, blk, blk, "met by a write of part of it: the block stays corrupt");
+        Ok(false)
+    }
+
+    /// Logs corrupt blocks `first..=last` of `file_id`.
+    fn report(&self, file_id: u128, first: u64, last: u64, what: &str) {
+        let b = sums::SUM_BLOCK_BYTES as u64;
+        let (start, end) = (first * b, (last + 1) * b);
+        let chunk = start.checked_div(self.chunk_bytes).map_or(String::new(), |k| format!(", chunk {k}"));
+        tracing::error!(
+            "{}: checksum mismatch in file {file_id:032x}{chunk}, bytes {start}-{end} of its local file: corrupt \
+             on this node's disk, not served ({what})",
+            self.label
+        );
+    }
+
+    /// Rewrites, from a copy's bytes (`data`, the spans' bytes one after the
+    /// other), the blocks of `spans` that are corrupt here: only those whose
+    /// bytes do not match their sum, and not `POISONED` ones (the copy's bytes may
+    /// predate the write that poisoned them). A block the copy's spans do not
+    /// cover whole is left. Returns how many blocks were rewritten.
+    pub fn repair(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
+        let Some(f) = self.file(file_id, false)? else { return Ok(0) };
+        let ranges = || spans.iter().filter(|s| s.len > 0).map(|s| (s.offset, s.offset + s.len as u64));
+        let _regions = self.regions.lock(file_id, ranges());
+        let len = f.data.metadata().map_err(errno)?.len();
+        let mut fixed = BTreeMap::new();
+        let mut buf = Vec::new();
+        let mut pos = 0usize;
+        for s in spans {
+            let (start, end) = (s.offset, s.offset + s.len as u64);
+            let bytes = &data[pos..pos + s.len as usize];
+            pos += s.len as usize;
+            if s.len == 0 || start >= len {
+                continue;
+            }
+            let (first, last) = sums::blocks(start, end.min(len));
+            let stored = sums::read_sums(&f.sums, first, last).map_err(errno)?;
+            for (blk, &want) in (first..=last).zip(&stored) {
+                let (bs, be) = sums::block_range(blk, len);
+                if want == 0 || want == sums::POISONED || bs < start || be > end {
+                    continue;
+                }
+                sums::read_block(&f.data, blk, len, &mut buf).map_err(errno)?;
+                if sums::sum_of(&buf) == want {
+                    continue;
+                }
+                let good = &bytes[(bs - start) as usize..(be - start) as usize];
+                f.data.write_all_at(good, bs).map_err(errno)?;
+                fixed.insert(blk, sums::sum_of(good));
+            }
+        }
+        self.store_sums(&f, &fixed)?;
+        if let (Some(first), Some(last)) = (fixed.keys().next(), fixed.keys().last()) {
+            tracing::warn!(
+                "{}: {} corrupt block(s) of file {file_id:032x} rewritten from a copy (blocks {first}-{last})",
+                self.label,
+                fixed.len()
+            );
+        }
+        Ok(fixed.len() as u64)
+    }
+
+    /// Verifies the local files after `after` (in file id order) against their
+    /// sums, until about `max_bytes` were read (at least one file): `gust scrub`'s
+    /// page. Corrupt blocks are logged as reads log them.
+    pub fn scrub(&self, after: Option<u128>, max_bytes: u64) -> Res<ScrubPage> {
+        let mut page = ScrubPage { files: 0, bytes: 0, corrupt: Vec::new(), next: None };
+        let first_dir = after.map_or(0, |a| (a >> 120) as usize);
+        for dir in first_dir..256 {
+            let Ok(rd) = fs::read_dir(self.dir.join(format!("{dir:02x}"))) else { continue };
+            let mut ids: Vec<u128> = rd
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name();
+                    let name = name.to_str()?;
+                    (name.len() == 32).then(|| u128::from_str_radix(name, 16).ok()).flatten()
+                })
+                .filter(|id| after.is_none_or(|a| *id > a))
+                .collect();
+            ids.sort_unstable();
+            for id in ids {
+                let Some(f) = self.file(id, false)? else { continue };
+                let (bytes, bad) = self.verify_file(&f, id)?;
+                page.files += 1;
+                page.bytes += bytes;
+                page.corrupt.extend(bad.into_iter().map(|(offset, len)| (id, offset, len)));
+                if page.bytes >= max_bytes {
+                    page.next = Some(id);
+                    return Ok(page);
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    /// Reads a whole local file in pieces of a region and verifies them: its
+    /// length and its corrupt ranges (offset, length).
+    fn verify_file(&self, f: &Local, file_id: u128) -> Res<(u64, Vec<(u64, u64)>)> {
+        let len = f.data.metadata().map_err(errno)?.len();
+        let mut bad = Vec::new();
+        let (mut buf, mut tmp) = (Vec::new(), Vec::new());
+        let mut pos = 0;
+        while pos < len {
+            let n = sums::REGION_BYTES.min(len - pos);
+            buf.clear();
+            buf.resize(n as usize, 0);
+            sums::read_full(&f.data, &mut buf, pos).map_err(errno)?;
+            if !self.span_matches(f, pos, &buf, &mut tmp)? {
+                // As a read: under the region's lock, look again.
+                let _regions = self.regions.lock(file_id, [(pos, pos + n)].into_iter());
+                sums::read_full(&f.data, &mut buf, pos).map_err(errno)?;
+                if let Some((first, last)) = self.span_mismatch(f, pos, &buf, &mut tmp)? {
+                    self.report(file_id, first, last, "a scrub");
+                    let b = sums::SUM_BLOCK_BYTES as u64;
+                    let end = ((last + 1) * b).min(len);
+                    bad.push((first * b, end - first * b));
+                }
+            }
+            pos += n;
+        }
+        Ok((len, bad))
+    }
+
+    /// Sums the blocks of `spans` again from the local file's bytes (after
+    /// staging copied into it).
+    pub fn sum_spans(&self, file_id: u128, spans: &[Span]) -> Res<()> {
+        let Some(f) = self.file(file_id, false)? else { return Ok(()) };
+        let ranges = || spans.iter().filter(|s| s.len > 0).map(|s| (s.offset, s.offset + s.len as u64));
+        let _regions = self.regions.lock(file_id, ranges());
+        let len = f.data.metadata().map_err(errno)?.len();
+        let mut new_sums = BTreeMap::new();
+        let mut buf = Vec::new();
+        for (start, end) in ranges() {
+            if start >= len {
+                continue;
+            }
+            let (first, last) = sums::blocks(start, end.min(len));
+            for blk in first..=last {
+                sums::read_block(&f.data, blk, len, &mut buf).map_err(errno)?;
+                new_sums.insert(blk, sums::sum_of(&buf));
+            }
+        }
+        self.store_sums(&f, &new_sums)
+    }
+
+    /// Verifies the blocks of `spans` (before staging copies out of the local
+    /// file): EUCLEAN if one does not match its sum.
+    pub fn verify_spans(&self, file_id: u128, spans: &[Span]) -> Res<()> {
+        let mut out = Vec::new();
+        self.read(file_id, spans, &mut out).map(|_| ())
     }
 
     fn write_spans(f: &File, spans: &[Span], data: &[u8]) -> Res<u64> {
@@ -167,9 +479,71 @@ impl ChunkStore {
     /// follows inside it (the caller reads the rest as zeros). Holes between data
     /// come back as zeros. The cut tells a client of capacity placement that the
     /// rest of the span may have spilled to the chunk's next daemon.
+    ///
+    /// Every block a span touches is verified against its sum; one that does not
+    /// match fails the read with EUCLEAN (and a log line naming the file, chunk and
+    /// bytes): it is never served.
     pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
         out.clear();
         let Some(f) = self.file(file_id, false)? else { return Ok(vec![0; spans.len()]) };
+        let lens = self.read_unverified(&f, spans, out)?;
+        let mut pos = 0;
+        let mut buf = Vec::new();
+        for (s, &n) in spans.iter().zip(&lens) {
+            let n = n as usize;
+            if n > 0 && !self.span_matches(&f, s.offset, &out[pos..pos + n], &mut buf)? {
+                // A writer may be between a block's bytes and its sum: under the
+                // locks of the span's regions, read it and look again.
+                let _regions = self.regions.lock(file_id, [(s.offset, s.offset + n as u64)].into_iter());
+                sums::read_full(&f.data, &mut out[pos..pos + n], s.offset).map_err(errno)?;
+                if let Some((first, last)) = self.span_mismatch(&f, s.offset, &out[pos..pos + n], &mut buf)? {
+                    self.report(file_id, first, last, "a read");
+                    return Err(libc::EUCLEAN);
+                }
+            }
+            pos += n;
+        }
+        Ok(lens)
+    }
+
+    /// Whether the blocks that `bytes`, read at `offset`, touch match their sums.
+    fn span_matches(&self, f: &Local, offset: u64, bytes: &[u8], buf: &mut Vec<u8>) -> Res<bool> {
+        self.span_mismatch(f, offset, bytes, buf).map(|m| m.is_none())
+    }
+
+    /// The first and last block, touched by `bytes` read at `offset`, that do not
+    /// match their sums (None if all do or have none). Blocks wholly inside
+    /// `bytes` are summed from them, the edge blocks read whole from the file.
+    fn span_mismatch(&self, f: &Local, offset: u64, bytes: &[u8], buf: &mut Vec<u8>) -> Res<Option<(u64, u64)>> {
+        let end = offset + bytes.len() as u64;
+        let (first, last) = sums::blocks(offset, end);
+        let stored = sums::read_sums(&f.sums, first, last).map_err(errno)?;
+        if stored.iter().all(|&v| v == 0) {
+            return Ok(None);
+        }
+        let len = f.data.metadata().map_err(errno)?.len();
+        let mut bad: Option<(u64, u64)> = None;
+        for (blk, &want) in (first..=last).zip(&stored) {
+            if want == 0 {
+                continue;
+            }
+            let (bs, be) = sums::block_range(blk, len);
+            let got = if bs >= offset && be <= end && be > bs {
+                sums::sum_of(&bytes[(bs - offset) as usize..(be - offset) as usize])
+            } else {
+                sums::read_block(&f.data, blk, len, buf).map_err(errno)?;
+                sums::sum_of(buf)
+            };
+            if got != want {
+                bad = Some((bad.map_or(blk, |b| b.0), blk));
+            }
+        }
+        Ok(bad)
+    }
+
+    /// `read` without the sums.
+    fn read_unverified(&self, f: &Local, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
+        let f = &f.data;
         let m = f.metadata().map_err(errno)?;
         let local_len = m.len();
         // A file with as many bytes allocated as it is long has no hole: no need to
@@ -179,7 +553,7 @@ impl ChunkStore {
         let mut lens = Vec::with_capacity(spans.len());
         for s in spans {
             let end = (s.offset + s.len as u64).min(local_len);
-            let end = if trim { data_end(&f, s.offset, end) } else { end };
+            let end = if trim { data_end(f, s.offset, end) } else { end };
             let want = end.saturating_sub(s.offset) as usize;
             let start = out.len();
             out.resize(start + want, 0);
@@ -198,12 +572,25 @@ impl ChunkStore {
         Ok(lens)
     }
 
+    /// Shortens the local file to `size` (never lengthens it: the rest reads as a
+    /// hole anyway), its sums with it; the new last block is summed again if its
+    /// old bytes matched.
     pub fn truncate(&self, file_id: u128, size: u64) -> Res<()> {
         let Some(f) = self.file(file_id, false)? else { return Ok(()) };
+        let _regions = self.regions.lock_all();
         let mut used = self.quota.as_ref().map(|q| q.used_bytes.lock().unwrap_or_else(|e| e.into_inner()));
-        let m = f.metadata().map_err(errno)?;
+        let m = f.data.metadata().map_err(errno)?;
         if m.len() > size {
-            f.set_len(size).map_err(errno)?;
+            let b = sums::SUM_BLOCK_BYTES as u64;
+            let mut buf = Vec::new();
+            let tail = !size.is_multiple_of(b) && self.block_matches(&f, file_id, size / b, m.len(), &mut buf)?;
+            f.data.set_len(size).map_err(errno)?;
+            f.sums.set_len(size.div_ceil(b) * sums::SUM_BYTES).map_err(errno)?;
+            if tail {
+                sums::read_block(&f.data, size / b, size, &mut buf).map_err(errno)?;
+                sums::write_sums(&f.sums, size / b, &[sums::sum_of(&buf)]).map_err(errno)?;
+            }
+            let f = &f.data;
             if let Some(u) = used.as_deref_mut() {
                 let after = f.metadata().map(|a| allocated(&a)).unwrap_or(0);
                 *u = u.saturating_sub(allocated(&m).saturating_sub(after));
@@ -216,6 +603,7 @@ impl ChunkStore {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&file_id);
         let mut used = self.quota.as_ref().map(|q| q.used_bytes.lock().unwrap_or_else(|e| e.into_inner()));
         let len = fs::metadata(self.path(file_id)).map(|m| allocated(&m)).unwrap_or(0);
+        let _ = fs::remove_file(self.sum_path(file_id));
         match fs::remove_file(self.path(file_id)) {
             Ok(()) => {
                 if let Some(u) = used.as_deref_mut() {
@@ -233,7 +621,8 @@ impl ChunkStore {
     pub fn sync(&self, file_id: u128) -> Res<()> {
         match self.file(file_id, false)? {
             Some(f) => {
-                f.sync_data().map_err(errno)?;
+                f.data.sync_data().map_err(errno)?;
+                f.sums.sync_data().map_err(errno)?;
                 let dir = self.path(file_id);
                 let dir = dir.parent().expect("chunk files live in a subdirectory");
                 File::open(dir).and_then(|d| d.sync_all()).map_err(errno)
@@ -242,6 +631,24 @@ impl ChunkStore {
         }
     }
 }
+
+/// One page of a scrub: files and bytes verified, corrupt ranges (file id,
+/// offset, length), and the last file verified if there may be more.
+pub struct ScrubPage {
+    pub files: u64,
+    pub bytes: u64,
+    pub corrupt: Vec<(u128, u64, u64)>,
+    pub next: Option<u128>,
+}
+
+/// A local file and its sums, open.
+pub struct Local {
+    pub data: File,
+    sums: File,
+}
+
+/// The suffix of a local file's sums beside it.
+const SUM_SUFFIX: &str = ".sum";
 
 /// Bytes a local file occupies on disk.
 fn allocated(m: &fs::Metadata) -> u64 {
@@ -380,6 +787,186 @@ mod tests {
         assert_eq!(lens, vec![4096, 0]);
         let lens = s.read(5, &[Span { offset: 4 * mb, len: 8192 }], &mut out).unwrap();
         assert_eq!(lens, vec![4096]);
+    }
+
+    /// Flips one bit of byte `at` of `file_id`'s local file, as a disk might.
+    fn flip(s: &ChunkStore, file_id: u128, at: u64) {
+        let f = OpenOptions::new().read(true).write(true).open(s.path(file_id)).unwrap();
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, at).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+    }
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    fn read(s: &ChunkStore, file_id: u128, offset: u64, len: u32) -> Res<Vec<u8>> {
+        let mut out = Vec::new();
+        s.read(file_id, &[Span { offset, len }], &mut out).map(|_| out)
+    }
+
+    /// A flipped bit is never served: a read of any range that touches its block
+    /// fails with EUCLEAN, whole or in part; the other blocks read as written.
+    #[test]
+    fn a_flipped_bit_fails_every_read_of_its_block_and_no_other() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let data = bytes(5 * 4096 + 100, 1);
+        s.write(1, &[Span { offset: 0, len: data.len() as u32 }], &data).unwrap();
+        flip(&s, 1, 2 * 4096 + 7);
+        assert_eq!(read(&s, 1, 0, data.len() as u32), Err(libc::EUCLEAN));
+        assert_eq!(read(&s, 1, 2 * 4096 + 4000, 10), Err(libc::EUCLEAN), "a read inside the block");
+        assert_eq!(read(&s, 1, 4096 + 4000, 200), Err(libc::EUCLEAN), "a read ending in the block");
+        assert!(read(&s, 1, 0, 2 * 4096).unwrap() == data[..2 * 4096]);
+        assert!(read(&s, 1, 3 * 4096 + 1, 2 * 4096).unwrap() == data[3 * 4096 + 1..5 * 4096 + 1]);
+        // The last block is partial: summed up to the file's end.
+        flip(&s, 1, 5 * 4096 + 99);
+        assert_eq!(read(&s, 1, 5 * 4096 + 50, 10), Err(libc::EUCLEAN));
+    }
+
+    /// Writes of part of a block (unaligned, appends, a gap past the end) keep
+    /// every block's sum right; truncation to the middle of a block too.
+    #[test]
+    fn partial_writes_appends_gaps_and_truncation_keep_sums_right() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let mut model = vec![0u8; 0];
+        let mut put = |s: &ChunkStore, offset: usize, data: &[u8]| {
+            s.write(3, &[Span { offset: offset as u64, len: data.len() as u32 }], data).unwrap();
+            if model.len() < offset + data.len() {
+                model.resize(offset + data.len(), 0);
+            }
+            model[offset..offset + data.len()].copy_from_slice(data);
+            assert_eq!(read(s, 3, 0, 1 << 20).unwrap(), model, "after a write at {offset}");
+            model.clone()
+        };
+        put(&s, 10, &bytes(100, 2));
+        put(&s, 110, &bytes(5000, 3)); // an append across a block boundary
+        put(&s, 3 * 4096 + 5, &bytes(7, 4)); // past the end: a gap of zeros
+        put(&s, 4000, &bytes(200, 5)); // an overwrite straddling two blocks
+        let m = put(&s, 0, &bytes(4096, 6)); // a whole block
+        s.truncate(3, 4096 + 300).unwrap();
+        assert_eq!(read(&s, 3, 0, 1 << 20).unwrap(), &m[..4096 + 300]);
+        s.write(3, &[Span { offset: 9000, len: 3 }], b"end").unwrap();
+        let mut want = m[..4096 + 300].to_vec();
+        want.resize(9003, 0);
+        want[9000..].copy_from_slice(b"end");
+        assert_eq!(read(&s, 3, 0, 1 << 20).unwrap(), want, "a write past a truncated end");
+    }
+
+    /// A write of part of a corrupt block does not bless the damage: the block
+    /// stays corrupt (poisoned), and a repair from a copy leaves it alone. A write
+    /// of the whole block renews it.
+    #[test]
+    fn a_partial_write_to_a_corrupt_block_keeps_it_corrupt() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let data = bytes(3 * 4096, 7);
+        s.write(4, &[Span { offset: 0, len: data.len() as u32 }], &data).unwrap();
+        flip(&s, 4, 4096 + 1);
+        s.write(4, &[Span { offset: 4096 + 100, len: 3 }], b"new").unwrap();
+        assert_eq!(read(&s, 4, 4096, 10), Err(libc::EUCLEAN));
+        assert_eq!(s.repair(4, &[Span { offset: 4096, len: 4096 }], &data[4096..8192]), Ok(0), "poisoned: left");
+        assert_eq!(read(&s, 4, 4096, 10), Err(libc::EUCLEAN));
+        s.write(4, &[Span { offset: 4096, len: 4096 }], &data[4096..8192]).unwrap();
+        assert_eq!(read(&s, 4, 0, 3 * 4096).unwrap(), data);
+    }
+
+    /// A repair rewrites the corrupt blocks it is given whole, and only those: a
+    /// good block keeps its bytes even if the copy's differ.
+    #[test]
+    fn a_repair_rewrites_only_corrupt_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let data = bytes(4 * 4096 + 10, 9);
+        s.write(5, &[Span { offset: 0, len: data.len() as u32 }], &data).unwrap();
+        flip(&s, 5, 2 * 4096);
+        flip(&s, 5, 4 * 4096 + 3); // the partial last block
+        let mut copy = data.clone();
+        copy[0] ^= 0xff; // block 0 is good here: the copy's byte must not land
+        let span = Span { offset: 0, len: copy.len() as u32 };
+        assert_eq!(s.repair(5, &[span], &copy), Ok(2));
+        assert_eq!(read(&s, 5, 0, 1 << 20).unwrap(), data);
+        assert_eq!(s.repair(5, &[span], &copy), Ok(0), "nothing corrupt is left");
+    }
+
+    /// Local files of a build without sums (no sidecar) read unverified, and are
+    /// summed from their next writes on.
+    #[test]
+    fn files_without_sums_read_unverified() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let data = bytes(10_000, 11);
+        s.write(6, &[Span { offset: 0, len: 10_000 }], &data).unwrap();
+        s.open.lock().unwrap().clear();
+        fs::remove_file(s.sum_path(6)).unwrap();
+        flip(&s, 6, 5);
+        let mut want = data.clone();
+        want[5] ^= 0x10;
+        assert_eq!(read(&s, 6, 0, 10_000).unwrap(), want, "no sums: served as it is");
+        s.write(6, &[Span { offset: 0, len: 4096 }], &data[..4096]).unwrap();
+        flip(&s, 6, 6);
+        assert_eq!(read(&s, 6, 0, 10), Err(libc::EUCLEAN), "summed once written");
+    }
+
+    /// Writers of overlapping unaligned ranges of one file, and readers beside
+    /// them: no read ever finds a block and its sum disagreeing.
+    #[test]
+    fn concurrent_writers_and_readers_never_see_a_false_mismatch() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Arc::new(ChunkStore::open(d.path()).unwrap());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let mut x = t * 7919 + 1;
+                    for _ in 0..400 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let offset = (x >> 33) % (3 << 20);
+                        let len = 1 + ((x >> 13) % 20_000) as u32;
+                        if t % 2 == 0 {
+                            s.write(8, &[Span { offset, len }], &bytes(len as usize, t as u8)).unwrap();
+                        } else {
+                            let r = read(&s, 8, offset, len);
+                            assert!(r.is_ok(), "read {offset}+{len}: {r:?}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(read(&s, 8, 0, 4 << 20).is_ok());
+    }
+
+    /// A scrub pages through every local file in id order and names the corrupt
+    /// ranges; each file is verified whole.
+    #[test]
+    fn a_scrub_finds_every_corrupt_range_page_by_page() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let ids = [5u128, 1 << 121, 3 << 120, 77];
+        for id in ids {
+            s.write(id, &[Span { offset: 0, len: 20_000 }], &bytes(20_000, id as u8)).unwrap();
+        }
+        flip(&s, 77, 9000);
+        flip(&s, 3 << 120, 19_999);
+        let (mut after, mut seen, mut bad) = (None, Vec::new(), Vec::new());
+        loop {
+            let p = s.scrub(after, 30_000).unwrap();
+            assert!(p.files <= 2, "about max_bytes a page");
+            seen.push(p.files);
+            bad.extend(p.corrupt);
+            match p.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(seen.iter().sum::<u64>(), 4, "every file once: {seen:?}");
+        bad.sort();
+        assert_eq!(bad, vec![(77, 8192, 4096), (3 << 120, 16_384, 20_000 - 16_384)]);
     }
 
     #[test]

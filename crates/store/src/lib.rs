@@ -9,6 +9,7 @@
 //! * `inline`: small files' data beside their records (column family `inline`).
 //! * `fences`: which daemons clients fenced here (column family `fences`).
 //! * `chunks`: the chunk store.
+//! * `sums`: checksums of the chunk store's blocks, verified on every read.
 //! * `rebuild`: a daemon's stores emptied and filled again (`gust repair`).
 //!
 //! Every operation answers an errno ([`Res`]): the daemon sends it to the client as
@@ -33,6 +34,7 @@ pub mod metadata;
 #[cfg(feature = "rocksdb")]
 pub mod rebuild;
 pub mod record;
+pub mod sums;
 
 /// errno-valued result of every store operation (and of the daemon's requests).
 pub type Res<T> = Result<T, i32>;

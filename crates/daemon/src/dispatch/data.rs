@@ -2,6 +2,11 @@
 //! and the reads of whole small files (stat with data, `read_many`).
 
 use super::*;
+use gust_proto::CorruptRange;
+
+/// Bound on the bytes one `scrub` request reads (a page answers within a second
+/// or two on a slow disk, far inside any RPC timeout).
+const SCRUB_PAGE_BYTES_MAX: u64 = 256 << 20;
 
 pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
@@ -11,6 +16,15 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut 
             let n = state.chunks.write(file_id, &spans, bulk_in)?;
             state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
             Ok(Response::Written(n))
+        }
+        Request::RepairBlocks { file_id, spans } => {
+            validate_spans(&spans, Some(bulk_in.len()))?;
+            state.chunks.repair(file_id, &spans, bulk_in).map(Response::Written)
+        }
+        Request::Scrub { after, max_bytes } => {
+            let p = state.chunks.scrub(after, max_bytes.clamp(1, SCRUB_PAGE_BYTES_MAX))?;
+            let corrupt = p.corrupt.into_iter().map(|(file_id, offset, len)| CorruptRange { file_id, offset, len });
+            Ok(Response::Scrubbed { files: p.files, bytes: p.bytes, corrupt: corrupt.collect(), next: p.next })
         }
         Request::Read { file_id, spans } => {
             validate_spans(&spans, None)?;

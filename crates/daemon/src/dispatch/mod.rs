@@ -212,6 +212,8 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         | Request::Find { .. }
         | Request::ReadDirPlus { .. }) => listing::serve(state, r),
         r @ (Request::Write { .. }
+        | Request::RepairBlocks { .. }
+        | Request::Scrub { .. }
         | Request::Read { .. }
         | Request::TruncateChunks { .. }
         | Request::RemoveChunks { .. }
