@@ -132,6 +132,7 @@ fn gust_scrub_finds_and_repairs_what_no_read_met() {
     assert_eq!(found.len(), 1, "{r}");
     assert_eq!(found[0]["daemon"], second);
     assert_eq!(found[0]["file_id"], format!("{id:032x}"));
+    assert_eq!(found[0]["paths"], serde_json::json!(["/f"]));
     assert_eq!(found[0]["chunk"], 9);
     assert_eq!(found[0]["offset"], at / 4096 * 4096);
     assert_eq!(found[0]["repaired"], false);

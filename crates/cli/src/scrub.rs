@@ -13,8 +13,9 @@
 
 use crate::instance::InstanceArgs;
 use clap::Args;
-use gust_client::{Client, ClientOptions, CorruptRange};
+use gust_client::{Client, ClientOptions, CorruptRange, FindQuery, Kind};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,9 @@ struct Found {
     daemon: u32,
     /// The file id, 32 hex digits (as in the daemon's log).
     file_id: String,
+    /// The file's path (every name, for a hard-linked file), looked up once the
+    /// scrub is over; none if the file is gone.
+    paths: Vec<String>,
     chunk: u64,
     offset: u64,
     len: u64,
@@ -104,6 +108,7 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
         }
     }
     bar.finish();
+    name_files(&c, &mut r.corrupt);
     r.seconds = started.elapsed().as_secs_f64();
     let left = r.corrupt.iter().filter(|f| !f.repaired).count();
     if a.json {
@@ -125,6 +130,7 @@ fn found(c: &Client, d: u32, range: &CorruptRange, repair: bool) -> Found {
     let mut f = Found {
         daemon: d,
         file_id: format!("{:032x}", range.file_id),
+        paths: Vec::new(),
         chunk: range.offset / c.chunk_size_bytes().max(1),
         offset: range.offset,
         len: range.len,
@@ -142,6 +148,25 @@ fn found(c: &Client, d: u32, range: &CorruptRange, repair: bool) -> Found {
     f
 }
 
+/// Finds the paths of the files with corrupt ranges: one pass over the namespace
+/// (daemons hold chunks by file id only), and only if something was found.
+fn name_files(c: &Client, found: &mut [Found]) {
+    if found.is_empty() {
+        return;
+    }
+    let q = FindQuery { kind: Some(Kind::File), now_ns: gust_client::now_ns(), ..Default::default() };
+    let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+    let _ = c.find("/", &q, |p, rec| {
+        let id = format!("{:032x}", rec.file_id);
+        if found.iter().any(|f| f.file_id == id) {
+            paths.entry(id).or_default().push(p.to_string());
+        }
+    });
+    for f in found.iter_mut() {
+        f.paths = paths.get(&f.file_id).cloned().unwrap_or_default();
+    }
+}
+
 fn print_report(r: &Report, chunk_bytes: u64) {
     println!(
         "scrubbed {} daemon(s): {} file(s), {} verified in {:.1} s; {} corrupt range(s), {} repaired",
@@ -153,10 +178,10 @@ fn print_report(r: &Report, chunk_bytes: u64) {
         r.corrupt.iter().filter(|f| f.repaired).count()
     );
     for f in &r.corrupt {
+        let name = if f.paths.is_empty() { format!("file {}", f.file_id) } else { f.paths.join(", ") };
         println!(
-            "  daemon {}: file {} chunk {} (chunk size {}), bytes {}-{}: {}",
+            "  daemon {}: {name} chunk {} (chunk size {}), bytes {}-{}: {}",
             f.daemon,
-            f.file_id,
             f.chunk,
             crate::human_size(chunk_bytes),
             f.offset,
