@@ -42,7 +42,11 @@ fn requests() -> Vec<Request> {
         Request::HasChildren { dir: "/d".into() },
         Request::ScanTree { dir: "/d".into(), after: Some(vec![1, 2]), max_entries: 5 },
         Request::RemoveRecords { paths: vec!["/a".into(), "/b".into()] },
-        Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 4 }] },
+        Request::Write {
+            file_id: 7,
+            spans: vec![Span { offset: 0, len: 4 }],
+            sums: vec![gust_proto::sums::sum_of(b"data")],
+        },
         Request::Read { file_id: 7, spans: vec![Span { offset: 512, len: 8 }, Span { offset: 1 << 19, len: 2 }] },
         Request::TruncateChunks { file_id: 7, size: 100 },
         Request::RemoveChunks { file_id: 7 },

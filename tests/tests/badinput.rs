@@ -197,7 +197,7 @@ fn malformed_frames_after_the_handshake() {
     // Truncated frames: a partial header, a header with half its body, a body with
     // half its bulk; then the peer closes its side.
     let full = {
-        let req = Request::Write { file_id: 5, spans: vec![Span { offset: 0, len: 100 }] };
+        let req = Request::Write { file_id: 5, spans: vec![Span { offset: 0, len: 100 }], sums: vec![] };
         let body = encode(&req);
         let mut f = header(req.op(), body.len() as u32, 100).to_vec();
         f.extend_from_slice(&body);
@@ -287,10 +287,21 @@ fn bad_requests_get_errors_and_keep_the_connection() {
         Err(libc::ENAMETOOLONG)
     );
     // Spans that do not match the bulk, overflow, or ask for too much.
-    let w = |spans: Vec<Span>| Request::Write { file_id: 5, spans };
+    let w = |spans: Vec<Span>| Request::Write { file_id: 5, spans, sums: vec![] };
     assert_eq!(call(&mut s, &w(vec![Span { offset: 0, len: 10 }]), &[1u8; 4]), Err(libc::EINVAL));
     assert_eq!(call(&mut s, &w(vec![Span { offset: u64::MAX - 2, len: 4 }]), &[1u8; 4]), Err(libc::EFBIG));
     assert_eq!(call(&mut s, &w(vec![Span { offset: 0, len: 0 }; 5_000]), &[]), Err(libc::EINVAL));
+    // Bytes that do not match the writer's sums (corrupted on the way) write
+    // nothing; sums that do not count the pieces are refused.
+    let summed = |sums: Vec<u64>| Request::Write { file_id: 6, spans: vec![Span { offset: 4000, len: 200 }], sums };
+    let bytes = [3u8; 200];
+    let good = vec![gust_proto::sums::sum_of(&bytes[..96]), gust_proto::sums::sum_of(&bytes[96..])];
+    assert_eq!(call(&mut s, &summed(vec![good[0], good[1] ^ 1]), &bytes), Err(libc::EBADMSG));
+    let read6 = Request::Read { file_id: 6, spans: vec![Span { offset: 0, len: 8192 }] };
+    assert!(matches!(call(&mut s, &read6, &[]), Ok(Response::Data { span_lens }) if span_lens == vec![0]));
+    assert_logged(&inst, 0, "do not match the writer's checksums");
+    assert_eq!(call(&mut s, &summed(vec![good[0]]), &bytes), Err(libc::EINVAL));
+    assert!(matches!(call(&mut s, &summed(good), &bytes), Ok(Response::Written(200))));
     let huge_read = Request::Read { file_id: 5, spans: vec![Span { offset: 0, len: u32::MAX }; 16] };
     assert_eq!(call(&mut s, &huge_read, &[]), Err(libc::EINVAL));
     // A batch of creates whose sizes do not add up to its data, or with too many

@@ -150,7 +150,7 @@ fn stalled_and_greedy_peers_hold_up_no_one_and_are_cut_off() {
         .collect();
     // Authenticated peers that send half a header, or a header and part of a 1 MiB
     // write, then nothing.
-    let w = Request::Write { file_id: 9, spans: vec![Span { offset: 0, len: 1 << 20 }] };
+    let w = Request::Write { file_id: 9, spans: vec![Span { offset: 0, len: 1 << 20 }], sums: vec![] };
     let mut half_frames: Vec<TcpStream> = (0..100)
         .map(|i| {
             let mut s = authed(&addr, &secret);
@@ -164,7 +164,7 @@ fn stalled_and_greedy_peers_hold_up_no_one_and_are_cut_off() {
         })
         .collect();
     // Greedy peers: 1 MiB reads, pipelined, replies never taken.
-    let dir_w = Request::Write { file_id: 77, spans: vec![Span { offset: 0, len: 1 << 20 }] };
+    let dir_w = Request::Write { file_id: 77, spans: vec![Span { offset: 0, len: 1 << 20 }], sums: vec![] };
     let mut setup = authed(&addr, &secret);
     setup.write_all(&frame(&dir_w, 1, 1 << 20)).unwrap();
     setup.write_all(&vec![3u8; 1 << 20]).unwrap();
@@ -243,7 +243,7 @@ fn request_memory_stays_under_its_bound_with_a_thousand_maximum_frames() {
     // Every peer sends the header of a maximum-size write, then its bulk bytes as
     // fast as its socket takes them.
     let len = BULK_BYTES_MAX;
-    let w = Request::Write { file_id: 5, spans: vec![Span { offset: 0, len }] };
+    let w = Request::Write { file_id: 5, spans: vec![Span { offset: 0, len }], sums: vec![] };
     let mut peers: Vec<(TcpStream, usize)> = (0..PEERS)
         .map(|i| {
             let mut s = authed(&addr, &secret);

@@ -1,7 +1,10 @@
-//! Checksums, the client's part (docs/DESIGN.md, "Checksums"). A daemon's chunk
-//! store verifies every block it reads against the sum it stored (gust-store,
-//! sums.rs) and answers EUCLEAN (117, the kernel's EFSCORRUPTED) instead of
-//! corrupt bytes. Here:
+//! Checksums, the client's part (docs/DESIGN.md, "Checksums"). Every write
+//! carries the client's sum of each piece it writes (gust-proto's sums.rs; spill.rs
+//! computes them), which the daemon checks before it writes anything: bytes
+//! corrupted on their way are refused (EBADMSG), and the application gets EIO.
+//! The daemon's chunk store verifies every block it reads against the sum it
+//! stored (gust-store, sums.rs) and answers EUCLEAN (117, the kernel's
+//! EFSCORRUPTED) instead of corrupt bytes. Here:
 //!
 //! * With copies (R > 1), replica.rs asks a read answered EUCLEAN of the next
 //!   member of the group, as if the first were down (it is not marked down: the
@@ -33,6 +36,17 @@ impl Transport {
         let msg = format!(
             "daemon {daemon} holds a corrupt block of this data (checksum mismatch; its log names the file and \
              chunk): not served, and {rest}"
+        );
+        *self.last_error_slot() = Some(msg);
+        Errno(libc::EIO)
+    }
+
+    /// EIO for a write whose bytes `daemon` found corrupted on their way (they did
+    /// not match the sums this client sent: EBADMSG); it wrote nothing.
+    pub(crate) fn corrupt_on_the_way(&self, daemon: u32) -> Errno {
+        let msg = format!(
+            "daemon {daemon} received bytes of a write that do not match their checksums (corrupted on the way); \
+             it wrote nothing"
         );
         *self.last_error_slot() = Some(msg);
         Errno(libc::EIO)

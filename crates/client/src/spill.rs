@@ -24,6 +24,7 @@ use crate::error::unexpected;
 use crate::routing::{group_spans, Placed};
 use crate::rpc::{Call, Dest};
 use crate::{Client, Errno, Result};
+use gust_proto::sums::piece_sums;
 use gust_proto::{Request, Response, Span};
 use std::collections::BTreeMap;
 
@@ -54,10 +55,15 @@ impl Client {
             let group_list: Vec<(u32, Vec<Placed>)> = std::mem::take(&mut groups).into_iter().collect();
             let mut calls: Vec<Call> = group_list
                 .iter()
-                .map(|(d, spans)| Call {
-                    daemon: *d,
-                    bulk: spans.iter().map(|(s, rel)| &data[*rel..*rel + s.len as usize]).collect(),
-                    req: Request::Write { file_id, spans: spans.iter().map(|x| x.0).collect() },
+                .map(|(d, spans)| {
+                    let bulk: Vec<&[u8]> = spans.iter().map(|(s, rel)| &data[*rel..*rel + s.len as usize]).collect();
+                    // The daemon checks them before it writes (integrity.rs).
+                    let sums = spans.iter().zip(&bulk).flat_map(|((s, _), b)| piece_sums(s.offset, b)).collect();
+                    Call {
+                        daemon: *d,
+                        bulk,
+                        req: Request::Write { file_id, spans: spans.iter().map(|x| x.0).collect(), sums },
+                    }
                 })
                 .collect();
             calls.extend(extra.take().unwrap_or_default());
@@ -68,6 +74,9 @@ impl Client {
                     Ok((r, _)) => first_err = first_err.or(Some(unexpected(r))),
                     Err(Errno(libc::ENOSPC)) if i < group_list.len() && rank < spill => {
                         pending.extend(group_list[i].1.iter().copied())
+                    }
+                    Err(Errno(libc::EBADMSG)) if i < group_list.len() => {
+                        first_err = first_err.or(Some(self.transport.corrupt_on_the_way(group_list[i].0)))
                     }
                     Err(e) => first_err = first_err.or(Some(e)),
                 }

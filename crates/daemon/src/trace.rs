@@ -76,7 +76,7 @@ pub fn start(req: &Request) -> Option<Traced> {
             record.size = paths.len() as u64;
         }
         Request::Read { file_id, spans }
-        | Request::Write { file_id, spans }
+        | Request::Write { file_id, spans, .. }
         | Request::RepairBlocks { file_id, spans } => {
             record.file_id = *file_id;
             record.offset = spans.first().map_or(0, |s| s.offset);

@@ -13,6 +13,7 @@ pub mod lock;
 pub mod msg;
 pub mod path;
 pub mod stage;
+pub mod sums;
 
 pub use find::{Cmp, FindQuery, FIND_PATTERN_BYTES_MAX};
 pub use frame::{read_frame, write_frame, Frame, FrameError, Header};

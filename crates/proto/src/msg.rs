@@ -352,7 +352,7 @@ requests! {
     /// Remove these records if present (directory rename's second phase).
     12 OP_REMOVE_RECORDS "remove_records" RemoveRecords { paths: Vec<String> } idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate),
     /// Write the bulk section: spans in order, their bytes concatenated.
-    13 OP_WRITE "write" Write { file_id: u128, spans: Vec<Span> } idempotent(true) copies(All) recovering(Refuses) trace(ChunkWrite),
+    13 OP_WRITE "write" Write { file_id: u128, spans: Vec<Span>, sums: Vec<u64> } idempotent(true) copies(All) recovering(Refuses) trace(ChunkWrite),
     /// Read spans; the response bulk holds their bytes concatenated (holes as zeros).
     14 OP_READ "read" Read { file_id: u128, spans: Vec<Span> } idempotent(true) copies(First) recovering(Refuses) trace(ChunkRead),
     /// Cut this daemon's local file of `file_id` to `size` bytes if longer.
@@ -1072,8 +1072,10 @@ mod tests {
                 "0c000000  0200000000000000  0200000000000000 2f61  0200000000000000 2f62".into(),
             ),
             (
-                Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 4 }] },
-                "0d000000  07000000000000000000000000000000  0100000000000000  0000000000000000 04000000".into(),
+                Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 4 }], sums: vec![5] },
+                "0d000000  07000000000000000000000000000000  0100000000000000  0000000000000000 04000000  \
+                 0100000000000000 0500000000000000"
+                    .into(),
             ),
             (
                 Request::Read {
@@ -1594,11 +1596,12 @@ mod tests {
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(show(&out), show(&hex("47555354 0d00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
-        let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }] };
+        let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0d00 0d00 0807060504030201 28000000 02000000  \
-             0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000  6869");
+        let want = hex("47555354 0d00 0d00 0807060504030201 30000000 02000000  \
+             0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
+             0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
         let req = Request::Lock {

@@ -183,6 +183,17 @@ impl ChunkStore {
     }
 
     pub fn write(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
+        self.write_checked(file_id, spans, data, &[])
+    }
+
+    /// `write`, with the writer's sums of the pieces of `data` (gust-proto's
+    /// `sums::piece_sums`; empty: unchecked). Nothing is written if a piece does
+    /// not match its sum (EBADMSG: the bytes were corrupted on their way here), or
+    /// if the sums do not count the pieces (EINVAL).
+    pub fn write_checked(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64]) -> Res<u64> {
+        // Whole blocks' sums, computed (and checked against `given`) before anything
+        // is written, and stored after.
+        let whole = whole_block_sums(spans, data, given)?;
         let f = self.file(file_id, true)?.expect("create=true always yields a file");
         let ranges = || spans.iter().map(|s| (s.offset, s.offset + s.len as u64));
         let end = ranges().map(|r| r.1).max().unwrap_or(0);
@@ -201,13 +212,13 @@ impl ChunkStore {
                 break (regions, m);
             }
         };
-        let Some(q) = &self.quota else { return self.write_summed(&f, file_id, spans, data, m.len()) };
+        let Some(q) = &self.quota else { return self.write_summed(&f, file_id, spans, data, m.len(), whole) };
         let mut used = q.used_bytes.lock().unwrap_or_else(|e| e.into_inner());
         let need: u64 = spans.iter().map(|s| hole_bytes(&f.data, s.offset, s.offset + s.len as u64, m.len())).sum();
         if need > 0 && *used + need > q.capacity_bytes {
             return Err(libc::ENOSPC);
         }
-        let r = self.write_summed(&f, file_id, spans, data, m.len());
+        let r = self.write_summed(&f, file_id, spans, data, m.len(), whole);
         let after = f.data.metadata().map(|a| allocated(&a)).unwrap_or(allocated(&m) + need);
         *used = (*used + after).saturating_sub(allocated(&m));
         r
@@ -219,7 +230,15 @@ impl ChunkStore {
     /// the file after the write. If some of that block's old bytes stay, they are
     /// verified first: a corrupt block is marked `POISONED`, so reads still find
     /// it corrupt instead of the write blessing the damage.
-    fn write_summed(&self, f: &Local, file_id: u128, spans: &[Span], data: &[u8], old_len: u64) -> Res<u64> {
+    fn write_summed(
+        &self,
+        f: &Local,
+        file_id: u128,
+        spans: &[Span],
+        data: &[u8],
+        old_len: u64,
+        whole: BTreeMap<u64, u64>,
+    ) -> Res<u64> {
         let b = sums::SUM_BLOCK_BYTES as u64;
         let new_len = spans.iter().map(|s| s.offset + s.len as u64).fold(old_len, u64::max);
         // Whether some span overwrites every old byte of block `blk`.
@@ -249,24 +268,7 @@ impl ChunkStore {
             }
         }
         let n = Self::write_spans(&f.data, spans, data)?;
-        let mut new_sums: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut pos = 0usize;
-        for s in spans {
-            let len = s.len as usize;
-            let bytes = &data[pos..pos + len];
-            pos += len;
-            if len == 0 {
-                continue;
-            }
-            let end = s.offset + len as u64;
-            let (first, last) = sums::blocks(s.offset, end);
-            for blk in first..=last {
-                if !edges.contains_key(&blk) {
-                    let at = (blk * b - s.offset) as usize;
-                    new_sums.insert(blk, sums::sum_of(&bytes[at..at + b as usize]));
-                }
-            }
-        }
+        let mut new_sums: BTreeMap<u64, u64> = whole.into_iter().filter(|(blk, _)| !edges.contains_key(blk)).collect();
         let len_now = f.data.metadata().map_err(errno)?.len();
         for (&blk, &ok) in &edges {
             if ok {
@@ -632,6 +634,40 @@ impl ChunkStore {
     }
 }
 
+/// The sums of the whole blocks that `spans` (with their bytes `data`) cover,
+/// by block, checking every piece against `given` (the writer's, if any).
+fn whole_block_sums(spans: &[Span], data: &[u8], given: &[u64]) -> Res<BTreeMap<u64, u64>> {
+    let b = sums::SUM_BLOCK_BYTES;
+    let mut whole = BTreeMap::new();
+    let mut given = given.iter();
+    let checked = !given.as_slice().is_empty();
+    let mut pos = 0usize;
+    for s in spans {
+        let bytes = &data[pos..pos + s.len as usize];
+        pos += s.len as usize;
+        for (at, n) in gust_proto::sums::pieces(s.offset, bytes.len()) {
+            if n < b && !checked {
+                continue;
+            }
+            let sum = sums::sum_of(&bytes[at..at + n]);
+            if checked {
+                match given.next() {
+                    None => return Err(libc::EINVAL),
+                    Some(g) if *g != sum => return Err(libc::EBADMSG),
+                    Some(_) => {}
+                }
+            }
+            if n == b {
+                whole.insert((s.offset + at as u64) / b as u64, sum);
+            }
+        }
+    }
+    if given.next().is_some() {
+        return Err(libc::EINVAL);
+    }
+    Ok(whole)
+}
+
 /// One page of a scrub: files and bytes verified, corrupt ranges (file id,
 /// offset, length), and the last file verified if there may be more.
 pub struct ScrubPage {
@@ -889,6 +925,26 @@ mod tests {
         assert_eq!(s.repair(5, &[span], &copy), Ok(2));
         assert_eq!(read(&s, 5, 0, 1 << 20).unwrap(), data);
         assert_eq!(s.repair(5, &[span], &copy), Ok(0), "nothing corrupt is left");
+    }
+
+    /// A write whose bytes do not match the writer's sums writes nothing
+    /// (EBADMSG); sums that do not count its pieces are refused (EINVAL).
+    #[test]
+    fn a_write_whose_bytes_do_not_match_its_sums_writes_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let data = bytes(10_000, 13);
+        let span = [Span { offset: 3000, len: 10_000 }];
+        let sums: Vec<u64> = gust_proto::sums::piece_sums(3000, &data).collect();
+        assert_eq!(sums.len(), 4, "1096 + 4096 + 4096 + 712 bytes");
+        let mut bad = data.clone();
+        bad[5000] ^= 1;
+        assert_eq!(s.write_checked(9, &span, &bad, &sums), Err(libc::EBADMSG));
+        assert_eq!(read(&s, 9, 0, 1 << 20).unwrap(), b"", "nothing written");
+        assert_eq!(s.write_checked(9, &span, &data, &sums[..3]), Err(libc::EINVAL));
+        assert_eq!(s.write_checked(9, &span, &data, &[sums.clone(), vec![1]].concat()), Err(libc::EINVAL));
+        assert_eq!(s.write_checked(9, &span, &data, &sums), Ok(10_000));
+        assert!(read(&s, 9, 3000, 10_000).unwrap() == data);
     }
 
     /// Local files of a build without sums (no sidecar) read unverified, and are

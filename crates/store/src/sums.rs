@@ -49,16 +49,11 @@ pub const STRIPES: usize = 256;
 /// it matches no bytes (reads keep failing over to a copy), and a repair from a
 /// copy leaves it alone, since the copy's bytes may predate that write. Only a
 /// write of every old byte of the block (or `gust repair`) renews it.
-pub const POISONED: u64 = u64::MAX;
+pub use gust_proto::sums::POISONED;
 
-/// The sum stored for `bytes` (never 0, which means "none", nor `POISONED`).
-pub fn sum_of(bytes: &[u8]) -> u64 {
-    match xxh3_64(bytes) {
-        0 => 1,
-        POISONED => POISONED - 1,
-        s => s,
-    }
-}
+/// The sum stored for a block's bytes (never 0, which means "none", nor
+/// `POISONED`): gust-proto's, the one clients compute for the pieces they write.
+pub use gust_proto::sums::sum_of;
 
 /// Blocks `first..=last` that bytes `start..end` (end > start) touch.
 pub fn blocks(start: u64, end: u64) -> (u64, u64) {

@@ -11,9 +11,17 @@ const SCRUB_PAGE_BYTES_MAX: u64 = 256 << 20;
 pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
     match req {
-        Request::Write { file_id, spans } => {
+        Request::Write { file_id, spans, sums } => {
             validate_spans(&spans, Some(bulk_in.len()))?;
-            let n = state.chunks.write(file_id, &spans, bulk_in)?;
+            let n = state.chunks.write_checked(file_id, &spans, bulk_in, &sums).inspect_err(|&e| {
+                if e == libc::EBADMSG {
+                    tracing::warn!(
+                        "daemon {}: a write of file {file_id:032x} arrived with bytes that do not match the \
+                         writer's checksums (corrupted on the way): nothing written, EBADMSG",
+                        state.daemon_id
+                    );
+                }
+            })?;
             state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
             Ok(Response::Written(n))
         }
