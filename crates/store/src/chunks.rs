@@ -421,16 +421,10 @@ impl ChunkStore {
             buf.clear();
             buf.resize(n as usize, 0);
             sums::read_full(&f.data, &mut buf, pos).map_err(errno)?;
-            if !self.span_matches(f, pos, &buf, &mut tmp)? {
-                // As a read: under the region's lock, look again.
-                let _regions = self.regions.lock(file_id, [(pos, pos + n)].into_iter());
-                sums::read_full(&f.data, &mut buf, pos).map_err(errno)?;
-                if let Some((first, last)) = self.span_mismatch(f, pos, &buf, &mut tmp)? {
-                    self.report(file_id, first, last, "a scrub");
-                    let b = sums::SUM_BLOCK_BYTES as u64;
-                    let end = ((last + 1) * b).min(len);
-                    bad.push((first * b, end - first * b));
-                }
+            if let Some((first, last)) = self.corrupt_blocks(f, file_id, pos, &mut buf, &mut tmp, "a scrub")? {
+                let b = sums::SUM_BLOCK_BYTES as u64;
+                let end = ((last + 1) * b).min(len);
+                bad.push((first * b, end - first * b));
             }
             pos += n;
         }
@@ -493,24 +487,40 @@ impl ChunkStore {
         let mut buf = Vec::new();
         for (s, &n) in spans.iter().zip(&lens) {
             let n = n as usize;
-            if n > 0 && !self.span_matches(&f, s.offset, &out[pos..pos + n], &mut buf)? {
-                // A writer may be between a block's bytes and its sum: under the
-                // locks of the span's regions, read it and look again.
-                let _regions = self.regions.lock(file_id, [(s.offset, s.offset + n as u64)].into_iter());
-                sums::read_full(&f.data, &mut out[pos..pos + n], s.offset).map_err(errno)?;
-                if let Some((first, last)) = self.span_mismatch(&f, s.offset, &out[pos..pos + n], &mut buf)? {
-                    self.report(file_id, first, last, "a read");
-                    return Err(libc::EUCLEAN);
-                }
+            if n > 0
+                && self.corrupt_blocks(&f, file_id, s.offset, &mut out[pos..pos + n], &mut buf, "a read")?.is_some()
+            {
+                return Err(libc::EUCLEAN);
             }
             pos += n;
         }
         Ok(lens)
     }
 
-    /// Whether the blocks that `bytes`, read at `offset`, touch match their sums.
-    fn span_matches(&self, f: &Local, offset: u64, bytes: &[u8], buf: &mut Vec<u8>) -> Res<bool> {
-        self.span_mismatch(f, offset, bytes, buf).map(|m| m.is_none())
+    /// The first and last corrupt block that `bytes`, read at `offset`, touch
+    /// (None if they all match their sums), logged for `what`. A mismatch is
+    /// looked at again before it counts: a writer may be between a block's bytes
+    /// and its sum, so under the locks of the regions the bytes are read again
+    /// (into `bytes`) and checked again.
+    fn corrupt_blocks(
+        &self,
+        f: &Local,
+        file_id: u128,
+        offset: u64,
+        bytes: &mut [u8],
+        buf: &mut Vec<u8>,
+        what: &str,
+    ) -> Res<Option<(u64, u64)>> {
+        if self.span_mismatch(f, offset, bytes, buf)?.is_none() {
+            return Ok(None);
+        }
+        let _regions = self.regions.lock(file_id, [(offset, offset + bytes.len() as u64)].into_iter());
+        sums::read_full(&f.data, bytes, offset).map_err(errno)?;
+        let bad = self.span_mismatch(f, offset, bytes, buf)?;
+        if let Some((first, last)) = bad {
+            self.report(file_id, first, last, what);
+        }
+        Ok(bad)
     }
 
     /// The first and last block, touched by `bytes` read at `offset`, that do not
@@ -559,16 +569,8 @@ impl ChunkStore {
             let want = end.saturating_sub(s.offset) as usize;
             let start = out.len();
             out.resize(start + want, 0);
-            let buf = &mut out[start..];
-            let mut done = 0;
-            while done < buf.len() {
-                match f.read_at(&mut buf[done..], s.offset + done as u64) {
-                    Ok(0) => break, // shrunk concurrently: the rest stays zero
-                    Ok(n) => done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(errno(e)),
-                }
-            }
+            // Shrunk concurrently: the rest stays zero.
+            sums::read_full(f, &mut out[start..], s.offset).map_err(errno)?;
             lens.push(want as u32);
         }
         Ok(lens)

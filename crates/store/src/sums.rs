@@ -69,15 +69,8 @@ pub fn block_range(b: u64, len: u64) -> (u64, u64) {
 pub fn read_sums(sums: &File, first: u64, last: u64) -> io::Result<Vec<u64>> {
     let n = (last - first + 1) as usize;
     let mut raw = vec![0u8; n * SUM_BYTES as usize];
-    let mut done = 0;
-    while done < raw.len() {
-        match sums.read_at(&mut raw[done..], first * SUM_BYTES + done as u64) {
-            Ok(0) => break, // past the sidecar's end: no sums there
-            Ok(k) => done += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    // Past the sidecar's end: no sums there (zeros).
+    read_full(sums, &mut raw, first * SUM_BYTES)?;
     Ok(raw.chunks_exact(SUM_BYTES as usize).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
 }
 
@@ -96,7 +89,8 @@ pub fn read_block(data: &File, b: u64, len: u64, buf: &mut Vec<u8>) -> io::Resul
     read_full(data, buf, start)
 }
 
-/// `read_at` until `buf` is full or the file ends.
+/// `read_at` until `buf` is full or the file ends (the rest of `buf` is left as
+/// it was).
 pub fn read_full(f: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
