@@ -151,11 +151,17 @@ echo done
 fn a_client_killed_mid_request_costs_the_daemon_nothing() {
     use_shm();
     let inst = Instance::start(2);
-    let mut dd = preload_bash(&inst, "exec dd if=/dev/zero of=/gustfs/big bs=1M count=20000 2>/dev/null", &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Every byte over the rings (short-circuit I/O would write them into the
+    // daemons' local files itself).
+    let mut dd = preload_bash(
+        &inst,
+        "exec dd if=/dev/zero of=/gustfs/big bs=1M count=20000 2>/dev/null",
+        &[("GUST_SHORT_CIRCUIT", "0")],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     // Writing (1 MiB writes go to both daemons), several MiB of it on each, then
     // the kill: frames are in flight in the rings.
     assert!(

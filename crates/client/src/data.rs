@@ -9,6 +9,7 @@
 
 use crate::error::unexpected;
 use crate::open_files::OpenFile;
+use crate::routing::Placed;
 use crate::rpc::Call;
 use crate::{namespace::now_ns, Client, Errno, Result};
 use gust_proto::{FileKind, Request, Response, Span};
@@ -111,7 +112,7 @@ impl Client {
     /// costs one round trip however many daemons hold its chunks.
     fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         let len = buf.len() as u64;
-        let per_daemon: Vec<_> = self.spans_by_daemon(f.file_id(), offset, len).into_iter().collect();
+        let mut per_daemon: Vec<_> = self.spans_by_daemon(f.file_id(), offset, len).into_iter().collect();
         // Of a hard-linked file, the size is at its link path (links.rs).
         let path = f.attrs_path();
         // The size (and inline data) from a grant this process holds (grants.rs):
@@ -125,6 +126,17 @@ impl Client {
                 return Ok(crate::inline::read_inline(record.size, data, buf, offset));
             }
         }
+        // What daemons of this node handed over is read here (short_circuit.rs),
+        // straight into `buf`.
+        let mut local = Vec::new();
+        let ask = Self::may_ask(f);
+        per_daemon.retain(|(d, spans)| match self.read_handed(*d, f.file_id(), spans, buf, ask) {
+            Some(r) => {
+                local.push((spans.clone(), r));
+                false
+            }
+            None => true,
+        });
         let mut calls = Vec::new();
         let mut dests = Vec::new();
         if held.is_none() {
@@ -164,13 +176,16 @@ impl Client {
         let mut first_err = None;
         let mut short = Vec::new();
         let spills = self.dist.spill_daemons() > 0 && inline.is_none();
-        for ((_, spans), a) in per_daemon.iter().zip(answers) {
+        let local =
+            local.into_iter().map(|(spans, r)| (spans, r.map(|span_lens| (Response::Data { span_lens }, Vec::new()))));
+        let remote = per_daemon.into_iter().map(|(_, spans)| spans).zip(answers);
+        for (spans, a) in local.chain(remote) {
             match a {
                 Ok((Response::Data { span_lens }, _)) => {
                     if spills {
                         // Parts inside the file that this daemon does not hold may
                         // have spilled to the chunk's next daemons (spill.rs).
-                        short.extend(crate::spill::remainders(spans, &span_lens).filter_map(|(s, at)| {
+                        short.extend(crate::spill::remainders(&spans, &span_lens).filter_map(|(s, at)| {
                             let inside = size.saturating_sub(s.offset).min(s.len as u64);
                             (inside > 0).then_some((Span { offset: s.offset, len: inside as u32 }, at))
                         }));
@@ -193,6 +208,28 @@ impl Client {
             self.read_spilled(f.file_id(), short, buf)?;
         }
         Ok(size.saturating_sub(offset).min(len) as usize)
+    }
+
+    /// Reads `spans` (with their places in `buf`) from the local file `daemon`
+    /// handed this process, if it did (short_circuit.rs): how many bytes of each
+    /// it holds, as a daemon answers. None: send a request. A block that fails its
+    /// checksum here is read again through the daemon (which takes the file back
+    /// first), so that the corruption is found, logged and answered where it is
+    /// without short-circuit I/O.
+    fn read_handed(
+        &self,
+        daemon: u32,
+        file_id: u128,
+        spans: &[Placed],
+        buf: &mut [u8],
+        ask: bool,
+    ) -> Option<Result<Vec<u32>>> {
+        let h = self.handed(daemon, file_id, ask)?;
+        let access = &self.transport.grants.short_circuit()?.access;
+        match h.with(|local| access.read_placed(local, file_id, spans, buf))? {
+            Err(crate::integrity::CORRUPT) => None,
+            r => Some(r.map_err(Errno)),
+        }
     }
 
     pub(crate) fn check_writable(f: &OpenFile) -> Result<()> {
@@ -283,7 +320,7 @@ impl Client {
                     bulk: Vec::new(),
                 });
             }
-            match self.write_chunks(f.file_id(), at, piece, extra) {
+            match self.write_chunks(f.file_id(), at, piece, extra, Self::may_ask(f)) {
                 // Only the size update can say so: the file was linked since its open
                 // (links.rs). The data is written; the size goes to the link path.
                 Err(Errno(libc::EREMOTE)) => {

@@ -153,6 +153,8 @@ struct Records {
     next_listing_id: AtomicU64,
     /// Claims held (claims.rs).
     pub(crate) claims: crate::claims::Held,
+    /// Local files handed by daemons of this node (short_circuit.rs), if on.
+    short: Option<crate::short_circuit::Table>,
 }
 
 /// A directory's names under listing grants of every daemon.
@@ -198,6 +200,9 @@ impl Records {
     }
 
     fn forget_daemon(&self, daemon: u32) {
+        if let Some(t) = &self.short {
+            t.forget_daemon(daemon);
+        }
         // What this process deferred under them goes out at its next path
         // operation, no longer held back (claims.rs).
         self.claims.lost_daemon(daemon);
@@ -281,12 +286,12 @@ fn new_id() -> u64 {
 }
 
 impl Cache {
-    pub(crate) fn new(daemons: usize, on: bool) -> Cache {
+    pub(crate) fn new(daemons: usize, on: bool, short: Option<crate::short_circuit::Table>) -> Cache {
         Cache {
             on,
             off_after_fork: AtomicBool::new(false),
             locks: Arc::new(crate::locks::LockTable::default()),
-            records: Arc::new(Records::default()),
+            records: Arc::new(Records { short, ..Records::default() }),
             daemons: (0..daemons).map(|_| DaemonGrants::default()).collect(),
             id: AtomicU64::new(new_id()),
             id_generation: AtomicU64::new(crate::rpc::fork_generation()),
@@ -360,6 +365,11 @@ impl Cache {
         }
         self.records.generation.fetch_add(1, Ordering::SeqCst);
         self.records.listing_generation.fetch_add(1, Ordering::SeqCst);
+        if let Some(t) = &self.records.short {
+            if !t.forget_all_after_fork() {
+                clean = false;
+            }
+        }
         // The parent's claims are the parent's (it sends what it deferred).
         if !self.records.claims.forget_all_after_fork() {
             clean = false;
@@ -382,6 +392,20 @@ impl Cache {
             self.off_after_fork.store(true, Ordering::Relaxed);
         }
         self.locks.forget_all();
+    }
+
+    /// The local files handed to this process (short_circuit.rs), if on.
+    pub(crate) fn short_circuit(&self) -> Option<&crate::short_circuit::Table> {
+        self.client_id();
+        if !self.on() {
+            return None;
+        }
+        self.records.short.as_ref()
+    }
+
+    /// `usable`, for short_circuit.rs.
+    pub(crate) fn lease(&self, daemon: u32) -> Option<bool> {
+        self.usable(daemon)
     }
 
     /// Whether grants of `daemon` may be used now; `renew` true when less than half
@@ -496,6 +520,17 @@ impl Cache {
         !d.up.load(Ordering::Acquire) && d.retry_at_ms.load(Ordering::Relaxed) <= self.now_ms()
     }
 
+    /// Whether a callback connection to `daemon` may be opened now, however few
+    /// lookups it served (short_circuit.rs: a file this process transfers much of).
+    pub(crate) fn link_due(&self, daemon: u32) -> bool {
+        self.client_id();
+        if !self.on() {
+            return false;
+        }
+        let Some(d) = self.daemons.get(daemon as usize) else { return false };
+        !d.up.load(Ordering::Acquire) && d.retry_at_ms.load(Ordering::Relaxed) <= self.now_ms()
+    }
+
     /// Whether the callback connection to `daemon` is open (in this process).
     pub(crate) fn link_up(&self, daemon: u32) -> bool {
         self.client_id();
@@ -569,7 +604,11 @@ impl Cache {
                             records.claims.lost(daemon, dir);
                             claims = true;
                         }
-                        None => records.forget(p),
+                        None => match (gust_proto::path::data_file(p), &records.short) {
+                            (Some(file_id), Some(t)) => t.forget(daemon, file_id),
+                            (Some(_), None) => {}
+                            (None, _) => records.forget(p),
+                        },
                     }
                 }
                 if claims {

@@ -422,7 +422,7 @@ impl Client {
     /// the chunks just written are this client's to remove.
     pub(crate) fn migrate_inline(&self, p: &str, rec: &Record, data: &[u8]) -> Result<()> {
         if !data.is_empty() {
-            self.write_chunks(rec.file_id, 0, data, Vec::new())?;
+            self.write_chunks(rec.file_id, 0, data, Vec::new(), false)?;
         }
         match self.call_md(p, Request::DropInline { path: p.to_string(), file_id: rec.file_id }) {
             Err(e @ Errno(libc::ENOENT | libc::ESTALE)) if !data.is_empty() => {

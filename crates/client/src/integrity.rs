@@ -172,6 +172,7 @@ mod tests {
                     proxy: false,
                     grants: false,
                     chunk_bytes,
+                    short_circuit: None,
                 },
             );
             let w = tr.whole_blocks(&Span { offset, len });

@@ -62,6 +62,7 @@ mod rename;
 mod replica;
 mod routing;
 mod rpc;
+mod short_circuit;
 mod size_cache;
 mod spill;
 mod staging;
@@ -119,11 +120,20 @@ pub struct ClientOptions {
     /// Check mode bits for callers other than root and the instance's owner
     /// (permissions.rs); a FUSE mount leaves them to the kernel.
     pub check_permissions: bool,
+    /// Read and write the chunks a daemon of this node holds in its local file
+    /// itself (short_circuit.rs); `GUST_SHORT_CIRCUIT=0` turns it off.
+    pub short_circuit: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { rpc_timeout: Duration::from_secs(30), force_tcp: false, grants: true, check_permissions: true }
+        ClientOptions {
+            rpc_timeout: Duration::from_secs(30),
+            force_tcp: false,
+            grants: true,
+            check_permissions: true,
+            short_circuit: true,
+        }
     }
 }
 
@@ -135,6 +145,7 @@ impl ClientOptions {
         }
         o.force_tcp = std::env::var("GUST_TRANSPORT").map(|v| v == "tcp").unwrap_or(false);
         o.grants = std::env::var("GUST_GRANTS").map_or(true, |v| v != "0");
+        o.short_circuit = std::env::var("GUST_SHORT_CIRCUIT").map_or(true, |v| v != "0");
         o
     }
 }
@@ -223,6 +234,12 @@ impl Client {
                 proxy: false,
                 grants: opts.grants && hosts.cache_of.is_none(),
                 chunk_bytes: hosts.chunk_size_bytes,
+                // Cut read spans where a hole follows, as the daemons of placements
+                // that spill do (gust-daemon's lib.rs).
+                short_circuit: opts.short_circuit.then_some(matches!(
+                    hosts.placement,
+                    gust_hosts::Placement::Capacity | gust_hosts::Placement::Local
+                )),
             },
         );
         let dist: Box<dyn Distributor> = match hosts.placement {

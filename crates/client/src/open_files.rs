@@ -55,6 +55,10 @@ pub(crate) struct OpenFile {
     pub(crate) linked_at: OnceLock<String>,
     /// The owner of this description's OFD and flock locks (locks.rs).
     pub(crate) lock_owner: u64,
+    /// Reads and writes of chunk data through this description (up to
+    /// `short_circuit::ASK_AFTER`: from then on a daemon of this node is asked to
+    /// hand its local file over).
+    pub(crate) transfers: std::sync::atomic::AtomicU32,
 }
 
 impl OpenFile {
@@ -76,6 +80,7 @@ impl OpenFile {
             kind,
             flags,
             offset: Mutex::new(0),
+            transfers: std::sync::atomic::AtomicU32::new(0),
             pending: Mutex::new(pending),
             settle_error: Mutex::new(None),
             snapshot: None,

@@ -171,6 +171,9 @@ pub(crate) struct TransportOptions {
     pub grants: bool,
     /// The instance's chunk size (integrity.rs).
     pub chunk_bytes: u64,
+    /// Short-circuit I/O (short_circuit.rs), with whether reads cut spans where
+    /// a hole follows; None: off.
+    pub short_circuit: Option<bool>,
 }
 
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
@@ -243,7 +246,7 @@ impl Bulk {
 
 impl Transport {
     pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, o: TransportOptions) -> Self {
-        let TransportOptions { timeout, force_tcp, replicas, proxy, grants, chunk_bytes } = o;
+        let TransportOptions { timeout, force_tcp, replicas, proxy, grants, chunk_bytes, short_circuit } = o;
         register_fork_handler();
         // This node's daemon: on this host, with its socket here (test hosts in one
         // machine share host names only when they share the file system too).
@@ -280,7 +283,13 @@ impl Transport {
             down_until_ms,
             fenced_until_ms,
             epoch: std::time::Instant::now(),
-            grants: crate::grants::Cache::new(links_len, grants && proxy.is_none() && replicas == 1),
+            grants: {
+                let on = grants && proxy.is_none() && replicas == 1;
+                let short = short_circuit
+                    .filter(|_| on && !force_tcp)
+                    .map(|trim| crate::short_circuit::Table::new(links_len, chunk_bytes, trim));
+                crate::grants::Cache::new(links_len, on, short)
+            },
             proxy,
             chunk_bytes,
         }
@@ -569,6 +578,18 @@ impl Transport {
         let on_this_node = !self.force_tcp && entry.host == self.this_host;
         let local = entry.node_local().filter(|e| on_this_node && matches!(e, Endpoint::Unix(p) if p.exists()));
         local.or_else(|| entry.network()).cloned()
+    }
+
+    /// The short-circuit socket of `daemon` if it is on this node.
+    pub(crate) fn short_circuit_socket(&self, daemon: u32) -> Option<PathBuf> {
+        let entry = self.links.get(daemon as usize)?.entry.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if self.force_tcp || entry.host != self.this_host {
+            return None;
+        }
+        match entry.node_local() {
+            Some(Endpoint::Unix(p)) if p.exists() => Some(p.parent()?.join(gust_proto::short_circuit::SOCKET_NAME)),
+            _ => None,
+        }
     }
 
     pub(crate) fn secret(&self) -> &[u8] {

@@ -45,14 +45,38 @@ impl Client {
     /// (sent in the first round, their replies checked). The first error in call
     /// order is the answer, except that ENOSPC from a chunk's daemon moves its spans
     /// on (module doc).
-    pub(crate) fn write_chunks(&self, file_id: u128, at: u64, data: &[u8], extra: Vec<Call<'_>>) -> Result<()> {
+    /// With `ask`, a daemon of this node may be asked to hand its local file over
+    /// (short_circuit.rs).
+    pub(crate) fn write_chunks(
+        &self,
+        file_id: u128,
+        at: u64,
+        data: &[u8],
+        extra: Vec<Call<'_>>,
+        ask: bool,
+    ) -> Result<()> {
         let spill = self.dist.spill_daemons();
         let mut pending: Vec<Placed> = Vec::new();
         let mut first_err: Option<Errno> = None;
         let mut extra = Some(extra);
         let mut groups = self.spans_by_daemon(file_id, at, data.len() as u64);
         for rank in 0..=spill {
-            let group_list: Vec<(u32, Vec<Placed>)> = std::mem::take(&mut groups).into_iter().collect();
+            let mut group_list: Vec<(u32, Vec<Placed>)> = std::mem::take(&mut groups).into_iter().collect();
+            if rank == 0 {
+                // What daemons of this node handed over is written here (short_circuit.rs).
+                group_list.retain(|(d, spans)| match self.write_handed(*d, file_id, spans, data, ask) {
+                    None => true,
+                    Some(Ok(())) => false,
+                    Some(Err(Errno(libc::ENOSPC))) if spill > 0 => {
+                        pending.extend(spans.iter().copied());
+                        false
+                    }
+                    Some(Err(e)) => {
+                        first_err = first_err.or(Some(e));
+                        false
+                    }
+                });
+            }
             let mut calls: Vec<Call> = group_list
                 .iter()
                 .map(|(d, spans)| {
@@ -67,7 +91,7 @@ impl Client {
                 })
                 .collect();
             calls.extend(extra.take().unwrap_or_default());
-            let answers = self.transport.batch(calls);
+            let answers = if calls.is_empty() { Vec::new() } else { self.transport.batch(calls) };
             for (i, a) in answers.into_iter().enumerate() {
                 match a {
                     Ok((Response::Written(_) | Response::Ok | Response::Offset(_), _)) => {}
@@ -87,6 +111,21 @@ impl Client {
             groups = self.group_by_rank(file_id, std::mem::take(&mut pending), rank + 1);
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// Writes `spans` (their bytes in `data`) in the local file `daemon` handed
+    /// this process, if it did (short_circuit.rs); None: send a request.
+    fn write_handed(&self, daemon: u32, file_id: u128, spans: &[Placed], data: &[u8], ask: bool) -> Option<Result<()>> {
+        let h = self.handed(daemon, file_id, ask)?;
+        let access = &self.transport.grants.short_circuit()?.access;
+        h.with(|local| {
+            for (s, rel) in spans {
+                access
+                    .write(local, file_id, std::slice::from_ref(s), &data[*rel..*rel + s.len as usize], &[])
+                    .map_err(Errno)?;
+            }
+            Ok(())
+        })
     }
 
     /// After a read round, asks the chunks' next daemons for the parts of spans that

@@ -550,21 +550,38 @@ impl Grants {
     /// Before `req` changes records: marks its paths as changing (no new grants to
     /// others), takes every other holder's grant on them back (a recall each, in
     /// parallel per holder) and returns what `end_change` needs. Nothing to do (and
-    /// no lock taken) for a request that changes no record.
+    /// no lock taken) for a request that changes no record and touches no chunk
+    /// data.
     pub fn begin_change(&self, req: &Request, caller: Option<u64>) -> Option<Change> {
-        let mut paths = Vec::new();
-        req.changed_paths(|p| paths.push(p.to_string()));
-        if paths.is_empty() {
-            return None;
-        }
+        let mut keys: Vec<(String, Option<u64>)> = Vec::new();
+        req.changed_paths(|p| keys.push((p.to_string(), caller)));
         // A name made or taken away changes its directory's listing: the grants on
         // the directory's names are recalled like a record's.
         let mut listings = Vec::new();
         req.names_changed(|p| listings.push(gust_proto::path::listing_key(gust_proto::path::parent(p))));
         listings.sort();
         listings.dedup();
-        paths.extend(listings);
-        let grace = *lock(&self.grace_until);
+        keys.extend(listings.into_iter().map(|l| (l, caller)));
+        // A file's local file handed to a client (short-circuit I/O) comes back
+        // before this daemon reads or writes it for anyone, the holder too: its
+        // own request would race its own descriptors (a block and its sum).
+        req.chunk_files(|id| keys.push((gust_proto::path::data_key(id), None)));
+        if keys.is_empty() {
+            return None;
+        }
+        Some(self.begin_keys(keys))
+    }
+
+    /// `begin_change` for these keys, each with the caller its holders are not
+    /// recalled from.
+    pub fn begin_keys(&self, keys: Vec<(String, Option<u64>)>) -> Change {
+        // Not for chunk data alone: a holder of the previous incarnation's local
+        // files forgot them when its callback connection ended with that process.
+        let grace = if keys.iter().all(|(k, _)| gust_proto::path::data_file(k).is_some()) {
+            None
+        } else {
+            *lock(&self.grace_until)
+        };
         if let Some(until) = grace {
             let now = Instant::now();
             if now < until {
@@ -579,16 +596,17 @@ impl Grants {
         let mut sent: Vec<(String, u32)> = Vec::new();
         {
             let mut guard = lock(&self.table);
-            for p in &paths {
-                guard.paths.entry(p.clone()).or_default().changing.push(caller);
+            for (p, caller) in &keys {
+                guard.paths.entry(p.clone()).or_default().changing.push(*caller);
             }
             // A change that started earlier may still wait for its recalls: this one
             // must not return before those holders forgot the path either.
-            while paths.iter().any(|p| guard.paths.get(p).is_some_and(|e| e.recalling > 0)) {
+            while keys.iter().any(|(p, _)| guard.paths.get(p).is_some_and(|e| e.recalling > 0)) {
                 guard = self.recalls_ended.wait(guard).unwrap_or_else(|e| e.into_inner());
             }
             let t = &mut *guard;
-            for p in &paths {
+            for (p, caller) in &keys {
+                let caller = *caller;
                 let e = t.paths.get_mut(p).expect("marked above");
                 let others: Vec<u64> = e.holders.iter().copied().filter(|&c| Some(c) != caller).collect();
                 if others.is_empty() {
@@ -607,10 +625,16 @@ impl Grants {
                     // Its other grants in this directory go in the same recall: a
                     // process changing one of another's files there tends to change
                     // the rest (mdtest -N), and each would cost a recall of its own.
-                    // Not for a listing: a name made there says nothing of the others.
-                    let listing = gust_proto::path::listing_dir(p).is_some();
+                    // Not for a listing: a name made there says nothing of the others;
+                    // nor for chunk data, which has no directory.
+                    let listing =
+                        gust_proto::path::listing_dir(p).is_some() || gust_proto::path::data_file(p).is_some();
                     let neighbours: Vec<String> = t.held.get(&c).filter(|_| !listing).map_or(Vec::new(), |s| {
-                        s.in_dir(dir).filter(|q| !paths.contains(q)).take(NEIGHBOURS_MAX).cloned().collect()
+                        s.in_dir(dir)
+                            .filter(|q| !keys.iter().any(|(k, _)| k == *q))
+                            .take(NEIGHBOURS_MAX)
+                            .cloned()
+                            .collect()
                     });
                     for q in neighbours {
                         let Some(e) = t.paths.get_mut(&q) else { continue };
@@ -640,7 +664,20 @@ impl Grants {
             }
             self.recalls_ended.notify_all();
         }
-        Some(Change { paths, caller })
+        Change { keys }
+    }
+
+    /// Marks the chunk data of `file_id` as being read for this daemon (a scrub),
+    /// unless a client holds its local file: then None, and the caller leaves the
+    /// file alone (the holder's reads verify it). Ends with `end_change`.
+    pub fn hold_data_unless_held(&self, file_id: u128) -> Option<Change> {
+        let key = gust_proto::path::data_key(file_id);
+        let mut t = lock(&self.table);
+        if t.paths.get(&key).is_some_and(|e| !e.holders.is_empty() || e.recalling > 0) {
+            return None;
+        }
+        t.paths.entry(key.clone()).or_default().changing.push(None);
+        Some(Change { keys: vec![(key, None)] })
     }
 
     /// The change is applied (or failed): its paths may be granted again. With
@@ -648,12 +685,12 @@ impl Grants {
     pub fn end_change(&self, c: Change, removed: bool) {
         // Before the paths may be granted again: a listing that read them before
         // this change sees the count move (`grant_listed`).
-        for p in &c.paths {
+        for (p, _) in &c.keys {
             self.dir_changes[dir_bucket(gust_proto::path::parent(p))].fetch_add(1, Ordering::SeqCst);
         }
         let mut t = lock(&self.table);
         let t = &mut *t;
-        for p in &c.paths {
+        for (p, caller) in &c.keys {
             if let Some(e) = t.paths.get_mut(p) {
                 if removed {
                     for h in e.holders.drain(..) {
@@ -661,7 +698,7 @@ impl Grants {
                         t.held.remove(h, p);
                     }
                 }
-                if let Some(i) = e.changing.iter().position(|x| *x == c.caller) {
+                if let Some(i) = e.changing.iter().position(|x| x == caller) {
                     e.changing.swap_remove(i);
                 }
                 if e.unused() {
@@ -738,10 +775,21 @@ pub enum Grant {
     Held,
 }
 
+/// Ends its change when dropped.
+pub struct EndOnDrop<'a>(pub &'a Grants, pub Option<Change>);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.1.take() {
+            self.0.end_change(c, false);
+        }
+    }
+}
+
 /// A change under way (see `Grants::begin_change`).
 pub struct Change {
-    paths: Vec<String>,
-    caller: Option<u64>,
+    /// Each key with the caller its holders were not recalled from.
+    keys: Vec<(String, Option<u64>)>,
 }
 
 #[cfg(test)]

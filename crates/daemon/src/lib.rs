@@ -28,6 +28,7 @@ pub mod read_log;
 mod read_many;
 mod remove_batch;
 pub mod server;
+pub mod short_circuit;
 pub mod stage;
 pub mod state;
 pub mod trace;
@@ -367,6 +368,16 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     if hosts.replicas > 1 {
         state.lease.require();
     }
+    // Short-circuit I/O for clients on this node (short_circuit.rs), beside the
+    // Unix socket they ask it on.
+    let sc_path = rootdir.join(gust_proto::short_circuit::SOCKET_NAME);
+    if uds.is_some() {
+        ctx(
+            short_circuit::start(state.clone(), &sc_path, hosts.replicas),
+            "cannot bind short-circuit socket",
+            &sc_path,
+        )?;
+    }
     let fds = server::raise_descriptor_limit();
     let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
     ctx(proxy::start(&state, cfg.hosts_file.clone(), cfg.server.threads), "cannot start the node proxy in", &rootdir)?;
@@ -399,6 +410,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         let _ = fs::write(&clean, b"");
     }
     let _ = fs::remove_file(&shm_path);
+    let _ = fs::remove_file(&sc_path);
     if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
         tracing::info!("removing root directory {} (gust stop)", rootdir.display());
         ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;

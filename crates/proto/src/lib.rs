@@ -12,6 +12,7 @@ pub mod handshake;
 pub mod lock;
 pub mod msg;
 pub mod path;
+pub mod short_circuit;
 pub mod stage;
 pub mod sums;
 

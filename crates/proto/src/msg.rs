@@ -578,6 +578,27 @@ impl Request {
         }
     }
 
+    /// Calls `f` with each file whose chunk data at the daemon this request reads
+    /// or changes: a client handed that local file (short-circuit I/O) gives it
+    /// back first, whoever asks.
+    pub fn chunk_files(&self, mut f: impl FnMut(u128)) {
+        match self {
+            Request::Write { file_id, .. }
+            | Request::Read { file_id, .. }
+            | Request::TruncateChunks { file_id, .. }
+            | Request::RemoveChunks { file_id }
+            | Request::RepairBlocks { file_id, .. } => f(*file_id),
+            Request::StagePull { items } | Request::StagePush { items } => items.iter().for_each(|i| f(i.file_id)),
+            Request::StageExportFiles { items } => items.iter().for_each(|i| f(i.file_id)),
+            Request::StageHashSpans { items } => items.iter().for_each(|i| {
+                if let crate::stage::HashSource::Chunks(id) = i.source {
+                    f(id)
+                }
+            }),
+            _ => {}
+        }
+    }
+
     /// The paths whose names this request makes or takes away (a subset of
     /// [`Request::changed_paths`]): their directories' listings change.
     pub fn names_changed(&self, mut f: impl FnMut(&str)) {

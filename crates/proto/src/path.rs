@@ -149,6 +149,21 @@ pub fn claim_dir(key: &str) -> Option<&str> {
     key.strip_prefix(CLAIM_PREFIX).filter(|d| d.starts_with('/'))
 }
 
+/// The key of a grant on file `file_id`'s chunk data at one daemon (its local
+/// file handed to a client: short-circuit I/O, docs/DESIGN.md): "//data/" and the
+/// id in hex, which no normalized path, listing, claim or link key is.
+pub fn data_key(file_id: u128) -> String {
+    format!("{DATA_PREFIX}{file_id:032x}")
+}
+
+const DATA_PREFIX: &str = "//data/";
+
+/// The file a [`data_key`] is the grant on.
+pub fn data_file(key: &str) -> Option<u128> {
+    let hex = key.strip_prefix(DATA_PREFIX)?;
+    (hex.len() == 32).then(|| u128::from_str_radix(hex, 16).ok()).flatten()
+}
+
 /// `dir/name` for a normalized `dir`; `name` is not checked (see [`child`]).
 pub fn join(dir: &str, name: &str) -> String {
     if dir == "/" {

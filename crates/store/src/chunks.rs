@@ -15,7 +15,9 @@
 //! refuse it. An overwrite of bytes the store holds needs no room and is never
 //! refused.
 
-use crate::sums::{self, Regions};
+pub use crate::chunk_file::Local;
+use crate::chunk_file::{whole_block_sums, Access};
+use crate::sums;
 use gust_proto::Span;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -33,17 +35,9 @@ const OPEN_FILES_MAX: usize = 2048;
 pub struct ChunkStore {
     dir: PathBuf,
     open: Mutex<HashMap<u128, Arc<Local>>>,
-    /// Serialize the writes that touch a block and its sum (sums.rs).
-    regions: Regions,
-    /// Who this store is, for log lines about corrupt blocks ("daemon 3").
-    label: String,
-    /// The instance's chunk size, to name the chunk of a corrupt block.
-    chunk_bytes: u64,
+    /// How the local files are read and written with their sums (chunk_file.rs).
+    access: Access,
     quota: Option<Quota>,
-    /// Cut read spans where only a hole follows (capacity placement's readers look
-    /// for the rest on the chunk's next daemon); off, spans end at the local file's
-    /// end only, without the SEEK_DATA calls.
-    trim_holes: bool,
 }
 
 /// A declared capacity and the bytes counted against it (allocated blocks). Writes
@@ -54,7 +48,7 @@ struct Quota {
     used_bytes: Mutex<u64>,
 }
 
-fn errno(e: io::Error) -> i32 {
+pub(crate) fn errno(e: io::Error) -> i32 {
     let n = e.raw_os_error().unwrap_or(libc::EIO);
     // A full disk, a quota or a file too large is the client's to report; anything
     // else is the local file system failing under the store.
@@ -77,25 +71,22 @@ impl ChunkStore {
         Ok(ChunkStore {
             dir: dir.to_path_buf(),
             open: Mutex::new(HashMap::new()),
-            regions: Regions::new(),
-            label: "chunk store".into(),
-            chunk_bytes: 0,
+            access: Access::new("chunk store".into(), 0, true),
             quota: None,
-            trim_holes: true,
         })
     }
 
     /// Names the store in its log lines ("daemon 3") and gives the chunk size, so
     /// that a corrupt block's line names its chunk.
     pub fn set_identity(&mut self, label: String, chunk_bytes: u64) {
-        self.label = label;
-        self.chunk_bytes = chunk_bytes;
+        self.access.label = label;
+        self.access.chunk_bytes = chunk_bytes;
     }
 
     /// Whether reads cut spans where only a hole follows (on by default; a daemon
     /// of a wide-striped instance turns it off, its readers need not know).
     pub fn set_trim_holes(&mut self, on: bool) {
-        self.trim_holes = on;
+        self.access.trim_holes = on;
     }
 
     /// Bounds the store to `capacity_bytes` of allocated blocks (counting what is
@@ -195,138 +186,19 @@ impl ChunkStore {
         // is written, and stored after.
         let whole = whole_block_sums(spans, data, given)?;
         let f = self.file(file_id, true)?.expect("create=true always yields a file");
-        let ranges = || spans.iter().map(|s| (s.offset, s.offset + s.len as u64));
-        let end = ranges().map(|r| r.1).max().unwrap_or(0);
-        // A write that extends the file extends its old last block too: it also
-        // locks that block's region (and only one that holds it changes the length,
-        // so the length it saw stays until it is done), then reads and sums the
-        // block again as an edge of the write.
-        let (_regions, m) = loop {
-            let len = f.data.metadata().map_err(errno)?.len();
-            let tail = (end > len).then_some((len.saturating_sub(1), len));
-            let regions = self.regions.lock(file_id, ranges().chain(tail));
-            let m = f.data.metadata().map_err(errno)?;
-            let extends = end > m.len();
-            let tail_locked = tail.is_some() && Regions::same(m.len().saturating_sub(1), len.saturating_sub(1));
-            if !extends || tail_locked {
-                break (regions, m);
-            }
+        let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
+        let Some(q) = &self.quota else {
+            return self.access.write_summed(&f, file_id, spans, data, m.len(), whole);
         };
-        let Some(q) = &self.quota else { return self.write_summed(&f, file_id, spans, data, m.len(), whole) };
         let mut used = q.used_bytes.lock().unwrap_or_else(|e| e.into_inner());
         let need: u64 = spans.iter().map(|s| hole_bytes(&f.data, s.offset, s.offset + s.len as u64, m.len())).sum();
         if need > 0 && *used + need > q.capacity_bytes {
             return Err(libc::ENOSPC);
         }
-        let r = self.write_summed(&f, file_id, spans, data, m.len(), whole);
+        let r = self.access.write_summed(&f, file_id, spans, data, m.len(), whole);
         let after = f.data.metadata().map(|a| allocated(&a)).unwrap_or(allocated(&m) + need);
         *used = (*used + after).saturating_sub(allocated(&m));
         r
-    }
-
-    /// Writes `spans` and their blocks' sums (the regions are locked). A block
-    /// the write covers whole is summed from `data`; any other block it touches
-    /// (and the old last block, which a longer file extends) is summed again from
-    /// the file after the write. If some of that block's old bytes stay, they are
-    /// verified first: a corrupt block is marked `POISONED`, so reads still find
-    /// it corrupt instead of the write blessing the damage.
-    fn write_summed(
-        &self,
-        f: &Local,
-        file_id: u128,
-        spans: &[Span],
-        data: &[u8],
-        old_len: u64,
-        whole: BTreeMap<u64, u64>,
-    ) -> Res<u64> {
-        let b = sums::SUM_BLOCK_BYTES as u64;
-        let new_len = spans.iter().map(|s| s.offset + s.len as u64).fold(old_len, u64::max);
-        // Whether some span overwrites every old byte of block `blk`.
-        let renewed = |blk: u64| {
-            let old_end = ((blk + 1) * b).min(old_len);
-            blk * b >= old_len || spans.iter().any(|s| s.offset <= blk * b && s.offset + s.len as u64 >= old_end)
-        };
-        // Blocks summed again from the file, and whether they may be (their old
-        // bytes matched their sums, or none stay).
-        let mut edges: BTreeMap<u64, bool> = BTreeMap::new();
-        for s in spans.iter().filter(|s| s.len > 0) {
-            let end = s.offset + s.len as u64;
-            let (first, last) = sums::blocks(s.offset, end);
-            for blk in [first, last] {
-                if s.offset > blk * b || end < (blk + 1) * b {
-                    edges.insert(blk, true);
-                }
-            }
-        }
-        if new_len > old_len && !old_len.is_multiple_of(b) {
-            edges.insert(old_len / b, true);
-        }
-        let mut buf = Vec::new();
-        for (&blk, ok) in edges.iter_mut() {
-            if !renewed(blk) {
-                *ok = self.block_matches(f, file_id, blk, old_len, &mut buf)?;
-            }
-        }
-        let n = Self::write_spans(&f.data, spans, data)?;
-        let mut new_sums: BTreeMap<u64, u64> = whole.into_iter().filter(|(blk, _)| !edges.contains_key(blk)).collect();
-        let len_now = f.data.metadata().map_err(errno)?.len();
-        for (&blk, &ok) in &edges {
-            if ok {
-                sums::read_block(&f.data, blk, len_now, &mut buf).map_err(errno)?;
-                new_sums.insert(blk, sums::sum_of(&buf));
-            } else {
-                new_sums.insert(blk, sums::POISONED);
-            }
-        }
-        self.store_sums(f, &new_sums)?;
-        Ok(n)
-    }
-
-    /// Writes `sums` (block, value) in runs of consecutive blocks.
-    fn store_sums(&self, f: &Local, new_sums: &BTreeMap<u64, u64>) -> Res<()> {
-        let mut run: Vec<u64> = Vec::new();
-        let mut run_first = 0;
-        for (&blk, &v) in new_sums {
-            if !run.is_empty() && blk != run_first + run.len() as u64 {
-                sums::write_sums(&f.sums, run_first, &run).map_err(errno)?;
-                run.clear();
-            }
-            if run.is_empty() {
-                run_first = blk;
-            }
-            run.push(v);
-        }
-        if !run.is_empty() {
-            sums::write_sums(&f.sums, run_first, &run).map_err(errno)?;
-        }
-        Ok(())
-    }
-
-    /// Whether block `blk` of a local file `len` long matches its sum (or has
-    /// none); a mismatch is logged.
-    fn block_matches(&self, f: &Local, file_id: u128, blk: u64, len: u64, buf: &mut Vec<u8>) -> Res<bool> {
-        let stored = sums::read_sums(&f.sums, blk, blk).map_err(errno)?[0];
-        if stored == 0 {
-            return Ok(true);
-        }
-        sums::read_block(&f.data, blk, len, buf).map_err(errno)?;
-        if sums::sum_of(buf) == stored {
-            return Ok(true);
-        }
-        self.report(file_id, blk, blk, "met by a write of part of it: the block stays corrupt");
-        Ok(false)
-    }
-
-    /// Logs corrupt blocks `first..=last` of `file_id`.
-    fn report(&self, file_id: u128, first: u64, last: u64, what: &str) {
-        let b = sums::SUM_BLOCK_BYTES as u64;
-        let (start, end) = (first * b, (last + 1) * b);
-        let chunk = start.checked_div(self.chunk_bytes).map_or(String::new(), |k| format!(", chunk {k}"));
-        tracing::error!(
-            "{}: checksum mismatch in file {file_id:032x}{chunk}, bytes {start}-{end} of its local file: corrupt \
-             on this node's disk, not served ({what})",
-            self.label
-        );
     }
 
     /// Rewrites, from a copy's bytes (`data`, the spans' bytes one after the
@@ -337,7 +209,7 @@ impl ChunkStore {
     pub fn repair(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
         let Some(f) = self.file(file_id, false)? else { return Ok(0) };
         let ranges = || spans.iter().filter(|s| s.len > 0).map(|s| (s.offset, s.offset + s.len as u64));
-        let _regions = self.regions.lock(file_id, ranges());
+        let _regions = self.access.regions().lock(file_id, ranges());
         let len = f.data.metadata().map_err(errno)?.len();
         let mut fixed = BTreeMap::new();
         let mut buf = Vec::new();
@@ -365,11 +237,11 @@ impl ChunkStore {
                 fixed.insert(blk, sums::sum_of(good));
             }
         }
-        self.store_sums(&f, &fixed)?;
+        self.access.store_sums(&f, &fixed)?;
         if let (Some(first), Some(last)) = (fixed.keys().next(), fixed.keys().last()) {
             tracing::warn!(
                 "{}: {} corrupt block(s) of file {file_id:032x} rewritten from a copy (blocks {first}-{last})",
-                self.label,
+                self.access.label,
                 fixed.len()
             );
         }
@@ -380,6 +252,18 @@ impl ChunkStore {
     /// sums, until about `max_bytes` were read (at least one file): `gust scrub`'s
     /// page. Corrupt blocks are logged as reads log them.
     pub fn scrub(&self, after: Option<u128>, max_bytes: u64) -> Res<ScrubPage> {
+        self.scrub_held(after, max_bytes, |_| Some(()))
+    }
+
+    /// `scrub`, verifying a file only while `hold(file id)` is held; a file for
+    /// which it gives None is passed over (a client holds its local file and
+    /// verifies what it reads: short-circuit I/O).
+    pub fn scrub_held<G>(
+        &self,
+        after: Option<u128>,
+        max_bytes: u64,
+        hold: impl Fn(u128) -> Option<G>,
+    ) -> Res<ScrubPage> {
         let mut page = ScrubPage { files: 0, bytes: 0, corrupt: Vec::new(), next: None };
         let first_dir = after.map_or(0, |a| (a >> 120) as usize);
         for dir in first_dir..256 {
@@ -395,8 +279,10 @@ impl ChunkStore {
                 .collect();
             ids.sort_unstable();
             for id in ids {
+                let Some(held) = hold(id) else { continue };
                 let Some(f) = self.file(id, false)? else { continue };
                 let (bytes, bad) = self.verify_file(&f, id)?;
+                drop(held);
                 page.files += 1;
                 page.bytes += bytes;
                 page.corrupt.extend(bad.into_iter().map(|(offset, len)| (id, offset, len)));
@@ -421,7 +307,7 @@ impl ChunkStore {
             buf.clear();
             buf.resize(n as usize, 0);
             sums::read_full(&f.data, &mut buf, pos).map_err(errno)?;
-            if let Some((first, last)) = self.corrupt_blocks(f, file_id, pos, &mut buf, &mut tmp, "a scrub")? {
+            if let Some((first, last)) = self.access.corrupt_blocks(f, file_id, pos, &mut buf, &mut tmp, "a scrub")? {
                 let b = sums::SUM_BLOCK_BYTES as u64;
                 let end = ((last + 1) * b).min(len);
                 bad.push((first * b, end - first * b));
@@ -436,7 +322,7 @@ impl ChunkStore {
     pub fn sum_spans(&self, file_id: u128, spans: &[Span]) -> Res<()> {
         let Some(f) = self.file(file_id, false)? else { return Ok(()) };
         let ranges = || spans.iter().filter(|s| s.len > 0).map(|s| (s.offset, s.offset + s.len as u64));
-        let _regions = self.regions.lock(file_id, ranges());
+        let _regions = self.access.regions().lock(file_id, ranges());
         let len = f.data.metadata().map_err(errno)?.len();
         let mut new_sums = BTreeMap::new();
         let mut buf = Vec::new();
@@ -450,7 +336,7 @@ impl ChunkStore {
                 new_sums.insert(blk, sums::sum_of(&buf));
             }
         }
-        self.store_sums(&f, &new_sums)
+        self.access.store_sums(&f, &new_sums)
     }
 
     /// Verifies the blocks of `spans` (before staging copies out of the local
@@ -458,16 +344,6 @@ impl ChunkStore {
     pub fn verify_spans(&self, file_id: u128, spans: &[Span]) -> Res<()> {
         let mut out = Vec::new();
         self.read(file_id, spans, &mut out).map(|_| ())
-    }
-
-    fn write_spans(f: &File, spans: &[Span], data: &[u8]) -> Res<u64> {
-        let mut pos = 0usize;
-        for s in spans {
-            let len = s.len as usize;
-            f.write_all_at(&data[pos..pos + len], s.offset).map_err(errno)?;
-            pos += len;
-        }
-        Ok(pos as u64)
     }
 
     /// Reads spans into `out` (cleared first) and returns how many bytes of each span
@@ -482,98 +358,13 @@ impl ChunkStore {
     pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
         out.clear();
         let Some(f) = self.file(file_id, false)? else { return Ok(vec![0; spans.len()]) };
-        let lens = self.read_unverified(&f, spans, out)?;
-        let mut pos = 0;
-        let mut buf = Vec::new();
-        for (s, &n) in spans.iter().zip(&lens) {
-            let n = n as usize;
-            if n > 0
-                && self.corrupt_blocks(&f, file_id, s.offset, &mut out[pos..pos + n], &mut buf, "a read")?.is_some()
-            {
-                return Err(libc::EUCLEAN);
-            }
-            pos += n;
-        }
-        Ok(lens)
+        self.access.read(&f, file_id, spans, out)
     }
 
-    /// The first and last corrupt block that `bytes`, read at `offset`, touch
-    /// (None if they all match their sums), logged for `what`. A mismatch is
-    /// looked at again before it counts: a writer may be between a block's bytes
-    /// and its sum, so under the locks of the regions the bytes are read again
-    /// (into `bytes`) and checked again.
-    fn corrupt_blocks(
-        &self,
-        f: &Local,
-        file_id: u128,
-        offset: u64,
-        bytes: &mut [u8],
-        buf: &mut Vec<u8>,
-        what: &str,
-    ) -> Res<Option<(u64, u64)>> {
-        if self.span_mismatch(f, offset, bytes, buf)?.is_none() {
-            return Ok(None);
-        }
-        let _regions = self.regions.lock(file_id, [(offset, offset + bytes.len() as u64)].into_iter());
-        sums::read_full(&f.data, bytes, offset).map_err(errno)?;
-        let bad = self.span_mismatch(f, offset, bytes, buf)?;
-        if let Some((first, last)) = bad {
-            self.report(file_id, first, last, what);
-        }
-        Ok(bad)
-    }
-
-    /// The first and last block, touched by `bytes` read at `offset`, that do not
-    /// match their sums (None if all do or have none). Blocks wholly inside
-    /// `bytes` are summed from them, the edge blocks read whole from the file.
-    fn span_mismatch(&self, f: &Local, offset: u64, bytes: &[u8], buf: &mut Vec<u8>) -> Res<Option<(u64, u64)>> {
-        let end = offset + bytes.len() as u64;
-        let (first, last) = sums::blocks(offset, end);
-        let stored = sums::read_sums(&f.sums, first, last).map_err(errno)?;
-        if stored.iter().all(|&v| v == 0) {
-            return Ok(None);
-        }
-        let len = f.data.metadata().map_err(errno)?.len();
-        let mut bad: Option<(u64, u64)> = None;
-        for (blk, &want) in (first..=last).zip(&stored) {
-            if want == 0 {
-                continue;
-            }
-            let (bs, be) = sums::block_range(blk, len);
-            let got = if bs >= offset && be <= end && be > bs {
-                sums::sum_of(&bytes[(bs - offset) as usize..(be - offset) as usize])
-            } else {
-                sums::read_block(&f.data, blk, len, buf).map_err(errno)?;
-                sums::sum_of(buf)
-            };
-            if got != want {
-                bad = Some((bad.map_or(blk, |b| b.0), blk));
-            }
-        }
-        Ok(bad)
-    }
-
-    /// `read` without the sums.
-    fn read_unverified(&self, f: &Local, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
-        let f = &f.data;
-        let m = f.metadata().map_err(errno)?;
-        let local_len = m.len();
-        // A file with as many bytes allocated as it is long has no hole: no need to
-        // look for one (SEEK_HOLE walks the rest of the file on tmpfs, which made
-        // every read of a large local file cost its length).
-        let trim = self.trim_holes && allocated(&m) < local_len;
-        let mut lens = Vec::with_capacity(spans.len());
-        for s in spans {
-            let end = (s.offset + s.len as u64).min(local_len);
-            let end = if trim { data_end(f, s.offset, end) } else { end };
-            let want = end.saturating_sub(s.offset) as usize;
-            let start = out.len();
-            out.resize(start + want, 0);
-            // Shrunk concurrently: the rest stays zero.
-            sums::read_full(f, &mut out[start..], s.offset).map_err(errno)?;
-            lens.push(want as u32);
-        }
-        Ok(lens)
+    /// Whether this store bounds its bytes (a declared capacity): then only its own
+    /// writes may add any, and no client is handed a local file to write.
+    pub fn has_quota(&self) -> bool {
+        self.quota.is_some()
     }
 
     /// Shortens the local file to `size` (never lengthens it: the rest reads as a
@@ -581,13 +372,14 @@ impl ChunkStore {
     /// old bytes matched.
     pub fn truncate(&self, file_id: u128, size: u64) -> Res<()> {
         let Some(f) = self.file(file_id, false)? else { return Ok(()) };
-        let _regions = self.regions.lock_all();
+        let _regions = self.access.regions().lock_all();
         let mut used = self.quota.as_ref().map(|q| q.used_bytes.lock().unwrap_or_else(|e| e.into_inner()));
         let m = f.data.metadata().map_err(errno)?;
         if m.len() > size {
             let b = sums::SUM_BLOCK_BYTES as u64;
             let mut buf = Vec::new();
-            let tail = !size.is_multiple_of(b) && self.block_matches(&f, file_id, size / b, m.len(), &mut buf)?;
+            let tail =
+                !size.is_multiple_of(b) && self.access.block_matches(&f, file_id, size / b, m.len(), &mut buf)?;
             f.data.set_len(size).map_err(errno)?;
             f.sums.set_len(size.div_ceil(b) * sums::SUM_BYTES).map_err(errno)?;
             if tail {
@@ -636,40 +428,6 @@ impl ChunkStore {
     }
 }
 
-/// The sums of the whole blocks that `spans` (with their bytes `data`) cover,
-/// by block, checking every piece against `given` (the writer's, if any).
-fn whole_block_sums(spans: &[Span], data: &[u8], given: &[u64]) -> Res<BTreeMap<u64, u64>> {
-    let b = sums::SUM_BLOCK_BYTES;
-    let mut whole = BTreeMap::new();
-    let mut given = given.iter();
-    let checked = !given.as_slice().is_empty();
-    let mut pos = 0usize;
-    for s in spans {
-        let bytes = &data[pos..pos + s.len as usize];
-        pos += s.len as usize;
-        for (at, n) in gust_proto::sums::pieces(s.offset, bytes.len()) {
-            if n < b && !checked {
-                continue;
-            }
-            let sum = sums::sum_of(&bytes[at..at + n]);
-            if checked {
-                match given.next() {
-                    None => return Err(libc::EINVAL),
-                    Some(g) if *g != sum => return Err(libc::EBADMSG),
-                    Some(_) => {}
-                }
-            }
-            if n == b {
-                whole.insert((s.offset + at as u64) / b as u64, sum);
-            }
-        }
-    }
-    if given.next().is_some() {
-        return Err(libc::EINVAL);
-    }
-    Ok(whole)
-}
-
 /// One page of a scrub: files and bytes verified, corrupt ranges (file id,
 /// offset, length), and the last file verified if there may be more.
 pub struct ScrubPage {
@@ -679,17 +437,11 @@ pub struct ScrubPage {
     pub next: Option<u128>,
 }
 
-/// A local file and its sums, open.
-pub struct Local {
-    pub data: File,
-    sums: File,
-}
-
 /// The suffix of a local file's sums beside it.
 const SUM_SUFFIX: &str = ".sum";
 
 /// Bytes a local file occupies on disk.
-fn allocated(m: &fs::Metadata) -> u64 {
+pub(crate) fn allocated(m: &fs::Metadata) -> u64 {
     use std::os::unix::fs::MetadataExt;
     m.blocks() * 512
 }
@@ -738,7 +490,7 @@ fn next_hole(f: &File, pos: u64) -> Option<u64> {
 /// Where the data in `start..end` of `f` ends: `end`, unless only a hole follows
 /// some point (SEEK_DATA finds no data at or past it before `end`). A file system
 /// without SEEK_DATA counts everything up to `end` as data, as before.
-fn data_end(f: &File, start: u64, end: u64) -> u64 {
+pub(crate) fn data_end(f: &File, start: u64, end: u64) -> u64 {
     let (mut pos, mut last) = (start, start);
     while pos < end {
         match next_data(f, pos) {

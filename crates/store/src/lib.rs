@@ -23,6 +23,7 @@
 //! Not for: requests, replies and who may ask what (gust-daemon), placement
 //! (gust-placement), fencing policy and leases (gust-daemon, fence.rs and lease.rs).
 
+pub mod chunk_file;
 pub mod chunks;
 #[cfg(feature = "rocksdb")]
 pub mod fences;

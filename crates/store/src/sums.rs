@@ -92,6 +92,11 @@ pub fn read_block(data: &File, b: u64, len: u64, buf: &mut Vec<u8>) -> io::Resul
 /// `read_at` until `buf` is full or the file ends (the rest of `buf` is left as
 /// it was).
 pub fn read_full(f: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
+    read_some(f, buf, at).map(|_| ())
+}
+
+/// Reads into `buf` at `at` until it is full or the file ends: how many bytes.
+pub fn read_some(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match f.read_at(&mut buf[done..], at + done as u64) {
@@ -101,7 +106,7 @@ pub fn read_full(f: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(done)
 }
 
 /// The region locks of a store.

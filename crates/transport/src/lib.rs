@@ -21,6 +21,7 @@
 //! Not for: framing and message formats (gust-proto), authentication (the handshake
 //! in gust-proto runs over any stream), retries and connection pools (the client).
 
+pub mod handoff;
 pub mod mem;
 pub mod shm;
 

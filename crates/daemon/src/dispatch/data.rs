@@ -30,7 +30,11 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut 
             state.chunks.repair(file_id, &spans, bulk_in).map(Response::Written)
         }
         Request::Scrub { after, max_bytes } => {
-            let p = state.chunks.scrub(after, max_bytes.clamp(1, SCRUB_PAGE_BYTES_MAX))?;
+            // A file whose local file a client holds is passed over (its reads
+            // verify it); the others are kept from being handed out while verified.
+            let hold =
+                |id| state.grants.hold_data_unless_held(id).map(|c| crate::grants::EndOnDrop(&state.grants, Some(c)));
+            let p = state.chunks.scrub_held(after, max_bytes.clamp(1, SCRUB_PAGE_BYTES_MAX), hold)?;
             let corrupt = p.corrupt.into_iter().map(|(file_id, offset, len)| CorruptRange { file_id, offset, len });
             Ok(Response::Scrubbed { files: p.files, bytes: p.bytes, corrupt: corrupt.collect(), next: p.next })
         }
