@@ -282,6 +282,12 @@ pub struct Grants {
     dir_changes: Vec<AtomicU64>,
     /// `table.claims.len()`, read without the lock by every request.
     claims_held: std::sync::atomic::AtomicUsize,
+    /// A local file was handed to a client since start (short_circuit.rs): from
+    /// then on every request for chunk data marks the file's data key. Before,
+    /// such requests only count themselves in `data_unmarked`, which the first
+    /// hand-over waits to drain, so none of them can overlap a holder's writes.
+    data_handed: std::sync::atomic::AtomicBool,
+    data_unmarked: std::sync::atomic::AtomicUsize,
 }
 
 fn dir_bucket(dir: &str) -> usize {
@@ -320,6 +326,18 @@ impl Grants {
             claims_recalled: AtomicU64::new(0),
             dir_changes: (0..DIR_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             claims_held: std::sync::atomic::AtomicUsize::new(0),
+            data_handed: std::sync::atomic::AtomicBool::new(false),
+            data_unmarked: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Before this daemon hands a local file to a client for the first time:
+    /// requests for chunk data mark their files from now on, and those that
+    /// started without marking have ended when this returns.
+    pub fn handing_data(&self) {
+        self.data_handed.store(true, Ordering::SeqCst);
+        while self.data_unmarked.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 
@@ -564,12 +582,29 @@ impl Grants {
         keys.extend(listings.into_iter().map(|l| (l, caller)));
         // A file's local file handed to a client (short-circuit I/O) comes back
         // before this daemon reads or writes it for anyone, the holder too: its
-        // own request would race its own descriptors (a block and its sum).
-        req.chunk_files(|id| keys.push((gust_proto::path::data_key(id), None)));
-        if keys.is_empty() {
-            return None;
+        // own request would race its own descriptors (a block and its sum). On a
+        // daemon that never handed a file the request only counts itself
+        // (`handing_data`).
+        let mut data = false;
+        req.chunk_files(|_| data = true);
+        let mut unmarked = false;
+        if data && !self.data_handed.load(Ordering::SeqCst) {
+            self.data_unmarked.fetch_add(1, Ordering::SeqCst);
+            if self.data_handed.load(Ordering::SeqCst) {
+                self.data_unmarked.fetch_sub(1, Ordering::SeqCst);
+            } else {
+                unmarked = true;
+            }
         }
-        Some(self.begin_keys(keys))
+        if data && !unmarked {
+            req.chunk_files(|id| keys.push((gust_proto::path::data_key(id), None)));
+        }
+        if keys.is_empty() {
+            return unmarked.then(|| Change { keys, unmarked });
+        }
+        let mut c = self.begin_keys(keys);
+        c.unmarked = unmarked;
+        Some(c)
     }
 
     /// `begin_change` for these keys, each with the caller its holders are not
@@ -664,7 +699,7 @@ impl Grants {
             }
             self.recalls_ended.notify_all();
         }
-        Change { keys }
+        Change { keys, unmarked: false }
     }
 
     /// Marks the chunk data of `file_id` as being read for this daemon (a scrub),
@@ -677,12 +712,15 @@ impl Grants {
             return None;
         }
         t.paths.entry(key.clone()).or_default().changing.push(None);
-        Some(Change { keys: vec![(key, None)] })
+        Some(Change { keys: vec![(key, None)], unmarked: false })
     }
 
     /// The change is applied (or failed): its paths may be granted again. With
     /// `removed`, their records are gone: the caller's own grants on them go too.
     pub fn end_change(&self, c: Change, removed: bool) {
+        if c.unmarked {
+            self.data_unmarked.fetch_sub(1, Ordering::SeqCst);
+        }
         // Before the paths may be granted again: a listing that read them before
         // this change sees the count move (`grant_listed`).
         for (p, _) in &c.keys {
@@ -790,6 +828,8 @@ impl Drop for EndOnDrop<'_> {
 pub struct Change {
     /// Each key with the caller its holders were not recalled from.
     keys: Vec<(String, Option<u64>)>,
+    /// A request for chunk data counted in `Grants::data_unmarked`.
+    unmarked: bool,
 }
 
 #[cfg(test)]

@@ -118,6 +118,7 @@ fn hand(state: &State, ask: Ask, replicas: u32) -> Result<Arc<gust_store::chunk_
     }
     // Only a client that can be recalled.
     let holder = state.grants.holder(ask.client).filter(|h| h.leased()).ok_or(libc::ENOLINK)?;
+    state.grants.handing_data();
     let key = gust_proto::path::data_key(ask.file_id);
     let change = state.grants.begin_keys(vec![(key.clone(), Some(ask.client))]);
     let granted = state.grants.grant(&key, &holder);
