@@ -151,3 +151,39 @@ fn a_corrupt_block_of_a_handed_file_is_found_by_the_daemon_and_never_served() {
     assert!(buf == data[..MIB]);
     c.close(fd).unwrap();
 }
+
+/// Descriptors of this process, counted in /proc.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[test]
+fn local_files_go_back_at_close_and_do_not_crowd_the_descriptor_table() {
+    let inst = Instance::start(1);
+    let c = inst.client();
+    let piece = pattern(6, 64 << 10);
+    // The first file brings the callback connection and the socket.
+    let touch = |name: &str| {
+        let fd = c.open(name, libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+        for i in 0..16u64 {
+            assert_eq!(c.pwrite(fd, &piece, i * piece.len() as u64).unwrap(), piece.len());
+        }
+        let mut back = vec![0u8; piece.len()];
+        assert_eq!(c.pread(fd, &mut back, 0).unwrap(), piece.len());
+        assert!(back == piece);
+        c.close(fd).unwrap();
+    };
+    touch("/first");
+    let written = through_daemons(&c, 1).0;
+    assert!(written < 16 * piece.len() as u64 / 2, "the first file went short-circuit: {written} bytes as requests");
+    let before = open_descriptors();
+    for i in 0..40 {
+        touch(&format!("/f{i}"));
+    }
+    let after = open_descriptors();
+    assert!(after < before + 10, "{before} descriptors before 40 files, {after} after");
+    // And they did go short-circuit (the first `ASK_AFTER` writes of each are
+    // requests).
+    let more = through_daemons(&c, 1).0 - written;
+    assert!(more < 40 * 16 * piece.len() as u64 / 2, "{more} bytes of 40 files as requests");
+}

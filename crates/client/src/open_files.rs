@@ -421,6 +421,11 @@ impl Client {
             return sized;
         }
         let r = sized.and(self.settle(&f, true));
+        if f.transfers.load(Ordering::Relaxed) >= crate::short_circuit::ASK_AFTER {
+            // Its local files go back to the descriptor table of the process
+            // (an application's open files count against the same limit).
+            self.forget_handed(f.file_id());
+        }
         if r.is_ok() && f.written.load(Ordering::Relaxed) {
             let path = f.path();
             let _ = self.transport.call(self.md_daemon(&path), Request::CloseWrite { path });

@@ -45,8 +45,10 @@ const REFUSED_FOR: Duration = Duration::from_secs(1);
 /// its removal.
 pub(crate) const ASK_AFTER: u32 = 4;
 
-/// Bound on files held at once (two descriptors each); past it no more are asked.
-const HANDED_MAX: usize = 256;
+/// Bound on local files held at once (two descriptors each, counted against the
+/// process's descriptor limit with the application's own): past it no more are
+/// asked. A file's go at the last close of a description that asked for them.
+const HANDED_MAX: usize = 64;
 
 /// A local file this process was handed, while it may use it.
 pub(crate) struct Handed {
@@ -99,6 +101,20 @@ impl Table {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let gone = self.map.write().unwrap_or_else(|e| e.into_inner()).remove(&(daemon, file_id));
         if let Some(h) = gone {
+            *h.usable.write().unwrap_or_else(|e| e.into_inner()) = false;
+        }
+    }
+
+    /// Every daemon's local file of `file_id` (this process closed it): the
+    /// daemon's grant stays until its next recall, which finds nothing to close.
+    pub(crate) fn forget_file(&self, file_id: u128) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let gone: Vec<Arc<Handed>> = {
+            let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let keys: Vec<_> = m.keys().filter(|k| k.1 == file_id).copied().collect();
+            keys.into_iter().filter_map(|k| m.remove(&k)).collect()
+        };
+        for h in gone {
             *h.usable.write().unwrap_or_else(|e| e.into_inner()) = false;
         }
     }
@@ -202,6 +218,13 @@ impl Table {
 }
 
 impl crate::Client {
+    /// Closes the local files of `file_id` this process holds, if any.
+    pub(crate) fn forget_handed(&self, file_id: u128) {
+        if let Some(t) = self.transport.grants.short_circuit() {
+            t.forget_file(file_id);
+        }
+    }
+
     /// Whether a transfer through `f` may ask for a local file (`ASK_AFTER`);
     /// counts it.
     pub(crate) fn may_ask(f: &crate::open_files::OpenFile) -> bool {
