@@ -6,26 +6,11 @@
 
 mod common;
 
-use common::{try_get, try_put};
+use common::{flip, local_file, try_get, try_put};
 use gust_e2e::{wait_until, Instance};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// Daemon `d`'s local chunk file of `file_id` (its sums sit beside it).
-fn local_file(inst: &Instance, d: u32, file_id: u128) -> PathBuf {
-    let hex = format!("{file_id:032x}");
-    inst.rootdir().join(format!("d{d}")).join("chunks").join(&hex[..2]).join(hex)
-}
-
-/// Flips one bit of byte `at` of `path`; returns the byte it held.
-fn flip(path: &Path, at: u64) -> u8 {
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 0x04], at).unwrap();
-    b[0]
-}
 
 fn byte_at(path: &Path, at: u64) -> u8 {
     let mut b = [0u8];

@@ -6,11 +6,10 @@
 
 mod common;
 
-use common::pattern;
+use common::{flip, local_file, pattern};
 use gust_client::{Client, ClientOptions, Errno};
 use gust_e2e::{wait_until, Instance};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const MIB: usize = 1 << 20;
@@ -47,12 +46,6 @@ fn wait_for_short_circuit(c: &Client, fd: i32, n: u32, piece: &[u8], at: u64) {
         through_daemons(c, n).0 == before
     });
     assert!(handed, "the daemon never handed the file back over");
-}
-
-/// Daemon `d`'s local chunk file of `file_id`.
-fn local_file(inst: &Instance, d: u32, file_id: u128) -> PathBuf {
-    let hex = format!("{file_id:032x}");
-    inst.rootdir().join(format!("d{d}")).join("chunks").join(&hex[..2]).join(hex)
 }
 
 #[test]
@@ -136,10 +129,7 @@ fn a_corrupt_block_of_a_handed_file_is_found_by_the_daemon_and_never_served() {
     wait_for_short_circuit(&c, fd, 1, &data[..MIB], 0);
     let id = c.fstat(fd).unwrap().file_id;
     let at = 3 * MIB as u64 + 1000;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(local_file(&inst, 0, id)).unwrap();
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+    flip(&local_file(&inst, 0, id), at);
 
     let mut buf = vec![0u8; MIB];
     assert_eq!(c.pread(fd, &mut buf, 3 * MIB as u64).unwrap_err(), Errno(libc::EIO));

@@ -112,7 +112,7 @@ impl Client {
     /// costs one round trip however many daemons hold its chunks.
     fn read_window(&self, f: &OpenFile, buf: &mut [u8], offset: u64) -> Result<usize> {
         let len = buf.len() as u64;
-        let mut per_daemon: Vec<_> = self.spans_by_daemon(f.file_id(), offset, len).into_iter().collect();
+        let placed = self.spans_by_daemon(f.file_id(), offset, len);
         // Of a hard-linked file, the size is at its link path (links.rs).
         let path = f.attrs_path();
         // The size (and inline data) from a grant this process holds (grants.rs):
@@ -128,15 +128,14 @@ impl Client {
         }
         // What daemons of this node handed over is read here (short_circuit.rs),
         // straight into `buf`.
-        let mut local = Vec::new();
+        let (mut local, mut per_daemon) = (Vec::new(), Vec::new());
         let ask = Self::may_ask(f);
-        per_daemon.retain(|(d, spans)| match self.read_handed(*d, f.file_id(), spans, buf, ask) {
-            Some(r) => {
-                local.push((spans.clone(), r));
-                false
+        for (d, spans) in placed {
+            match self.read_handed(d, f.file_id(), &spans, buf, ask) {
+                Some(r) => local.push((spans, r)),
+                None => per_daemon.push((d, spans)),
             }
-            None => true,
-        });
+        }
         let mut calls = Vec::new();
         let mut dests = Vec::new();
         if held.is_none() {

@@ -98,33 +98,27 @@ impl Table {
     /// A recall of the file's data key: out of the table, then closed once its
     /// transfers under way have ended.
     pub(crate) fn forget(&self, daemon: u32, file_id: u128) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        let gone = self.map.write().unwrap_or_else(|e| e.into_inner()).remove(&(daemon, file_id));
-        if let Some(h) = gone {
-            *h.usable.write().unwrap_or_else(|e| e.into_inner()) = false;
-        }
+        self.forget_where(|k| k == (daemon, file_id));
     }
 
     /// Every daemon's local file of `file_id` (this process closed it): the
     /// daemon's grant stays until its next recall, which finds nothing to close.
     pub(crate) fn forget_file(&self, file_id: u128) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        let gone: Vec<Arc<Handed>> = {
-            let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
-            let keys: Vec<_> = m.keys().filter(|k| k.1 == file_id).copied().collect();
-            keys.into_iter().filter_map(|k| m.remove(&k)).collect()
-        };
-        for h in gone {
-            *h.usable.write().unwrap_or_else(|e| e.into_inner()) = false;
-        }
+        self.forget_where(|k| k.1 == file_id);
     }
 
     /// Every file of `daemon` (its callback connection or lease ended).
     pub(crate) fn forget_daemon(&self, daemon: u32) {
+        self.forget_where(|k| k.0 == daemon);
+    }
+
+    /// Takes the files whose (daemon, file id) `which` picks out of the table,
+    /// then closes each once its transfers under way have ended.
+    fn forget_where(&self, which: impl Fn((u32, u128)) -> bool) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let gone: Vec<Arc<Handed>> = {
             let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
-            let keys: Vec<_> = m.keys().filter(|k| k.0 == daemon).copied().collect();
+            let keys: Vec<_> = m.keys().copied().filter(|&k| which(k)).collect();
             keys.into_iter().filter_map(|k| m.remove(&k)).collect()
         };
         for h in gone {

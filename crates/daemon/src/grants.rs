@@ -585,8 +585,9 @@ impl Grants {
         // own request would race its own descriptors (a block and its sum). On a
         // daemon that never handed a file the request only counts itself
         // (`handing_data`).
-        let mut data = false;
-        req.chunk_files(|_| data = true);
+        let mut files = Vec::new();
+        req.chunk_files(|id| files.push(id));
+        let data = !files.is_empty();
         let mut unmarked = false;
         if data && !self.data_handed.load(Ordering::SeqCst) {
             self.data_unmarked.fetch_add(1, Ordering::SeqCst);
@@ -596,8 +597,8 @@ impl Grants {
                 unmarked = true;
             }
         }
-        if data && !unmarked {
-            req.chunk_files(|id| keys.push((gust_proto::path::data_key(id), None)));
+        if !unmarked {
+            keys.extend(files.into_iter().map(|id| (gust_proto::path::data_key(id), None)));
         }
         if keys.is_empty() {
             return unmarked.then(|| Change { keys, unmarked });

@@ -28,15 +28,12 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Bound on connections served at once (a thread each; a client process keeps
 /// one per daemon of its node).
 const CONNECTIONS_MAX: usize = 256;
-
-/// Local files handed out since start (for tests and `gust status`).
-pub static HANDED: AtomicU64 = AtomicU64::new(0);
 
 /// Binds the socket at `path` and serves it on a thread of its own.
 pub(crate) fn start(state: Arc<State>, path: &Path, replicas: u32) -> io::Result<PathBuf> {
@@ -95,9 +92,7 @@ fn serve(state: &State, conn: UnixStream, replicas: u32) {
         let sent = match hand(state, ask, replicas) {
             Ok(local) => {
                 let (data, sums) = local.files();
-                handoff::send(&conn, &sc::encode_answer(0), &[data.as_raw_fd(), sums.as_raw_fd()]).map(|()| {
-                    HANDED.fetch_add(1, Ordering::Relaxed);
-                })
+                handoff::send(&conn, &sc::encode_answer(0), &[data.as_raw_fd(), sums.as_raw_fd()])
             }
             Err(e) => handoff::send(&conn, &sc::encode_answer(e), &[]),
         };

@@ -49,6 +49,23 @@ macro_rules! assert_err {
     }};
 }
 
+/// Daemon `d`'s local chunk file of `file_id` (its sums sit beside it).
+pub fn local_file(inst: &Instance, d: u32, file_id: u128) -> std::path::PathBuf {
+    let hex = format!("{file_id:032x}");
+    inst.rootdir().join(format!("d{d}")).join("chunks").join(&hex[..2]).join(hex)
+}
+
+/// Flips one bit of byte `at` of `path`, as a failing disk would; returns the
+/// byte it held.
+pub fn flip(path: &std::path::Path, at: u64) -> u8 {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x04], at).unwrap();
+    b[0]
+}
+
 /// Deterministic test bytes: different for each `seed` and offset.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
