@@ -148,3 +148,42 @@ fn a_lost_daemon_fails_the_batch_and_the_close_says_so() {
     assert_err!(other.stat("/a"), libc::ENOENT);
     assert_eq!(get(&other, "/log"), b"x");
 }
+
+/// Threads of one process replace their own files in a shared fresh directory
+/// (each `write_whole`: a create deferred to its close, as Python's `write_bytes`)
+/// and read each back at once: every read sees what its thread's close put there,
+/// and a stat after its unlink finds nothing.
+/// Before, a close that met another thread's snapshot of the waiting creates left
+/// its create to that thread and returned before the file was there (read back
+/// missing, empty or short), and a flush that found the queue taken by another
+/// thread went on before that thread's batch was applied.
+#[test]
+fn threads_read_back_what_they_just_wrote() {
+    let inst = Instance::start(3);
+    let c = inst.claiming_client(ClientOptions::default());
+    for round in 0..100 {
+        let dir = format!("/r{round}");
+        c.mkdir(&dir, 0o755).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..8usize {
+                let dir = &dir;
+                s.spawn(move || {
+                    // Past the inline bound of a request's data for some, within it for others.
+                    let data = common::pattern((round * 8 + t) as u64, 60_000 + t * 30_000);
+                    let p = format!("{dir}/f{t}");
+                    for i in 0..5 {
+                        let fd = c.open_deferred_whole(&p, O_WRONLY | O_CREAT | O_TRUNC, 0o644).unwrap();
+                        assert_eq!(c.write(fd, &data).unwrap(), data.len());
+                        c.close(fd).unwrap();
+                        let st = c.stat(&p).unwrap_or_else(|e| panic!("round {round} {p} write {i}: {e:?}"));
+                        assert_eq!(st.size, data.len() as u64, "round {round} {p} write {i}");
+                        assert!(get(c, &p) == data, "round {round} {p} write {i}: other bytes");
+                    }
+                    // An unlink (deferred under the claim) is gone for the next stat.
+                    c.unlink(&p).unwrap();
+                    assert_eq!(c.stat(&p).err(), Some(gust_client::Errno(libc::ENOENT)), "round {round} {p}");
+                });
+            }
+        });
+    }
+}

@@ -26,10 +26,20 @@ impl<T: Default> ForkLocal<T> {
 
     /// Takes this process's value and leaves a fresh one; None when the value was
     /// the parent's.
+    #[cfg(test)]
     pub(crate) fn take(&self) -> Option<T> {
+        self.take_and(|| ())
+    }
+
+    /// `take`, running `also` before the value's lock is let go: a count of what
+    /// the value holds, kept beside it for a lock-free look, must be cleared with
+    /// it, or an addition made between the two is counted away (and then sent by
+    /// no one).
+    pub(crate) fn take_and(&self, also: impl FnOnce()) -> Option<T> {
         let mut s = self.slot.lock().unwrap_or_else(|e| e.into_inner());
         let generation = crate::rpc::fork_generation();
         let (was, value) = std::mem::replace(&mut *s, (generation, T::default()));
+        also();
         (was == generation).then_some(value)
     }
 }

@@ -44,6 +44,7 @@ mod events;
 mod exit;
 mod fence;
 mod find;
+mod flight;
 mod fork_local;
 mod grants;
 mod home;
@@ -165,6 +166,8 @@ pub struct Client {
     creates: create_batch::CreateBatch,
     /// Unlinks deferred under claims, queued for a batch (remove_batch.rs).
     removes: remove_batch::RemoveBatch,
+    /// One flush of those queues at a time, which other threads wait for (flight.rs).
+    flight: flight::Flight,
     listing: listing::ListingAttrs,
     /// Descriptors with unsent sizes (size_cache.rs).
     dirty: open_files::FileSet,
@@ -263,6 +266,7 @@ impl Client {
             pending: open_files::FileSet::default(),
             creates: create_batch::CreateBatch::from_env(),
             removes: remove_batch::RemoveBatch::from_env(),
+            flight: flight::Flight::default(),
             listing: listing::ListingAttrs::default(),
             dirty: open_files::FileSet::default(),
             buffered: open_files::FileSet::default(),

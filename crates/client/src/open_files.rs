@@ -59,6 +59,12 @@ pub(crate) struct OpenFile {
     /// `short_circuit::ASK_AFTER`: from then on a daemon of this node is asked to
     /// hand its local file over).
     pub(crate) transfers: std::sync::atomic::AtomicU32,
+    /// Descriptors in the table naming this description (dups share it): its last
+    /// close is when this reaches 0. Not `Arc::strong_count`, which other threads'
+    /// passing references (a settle's or a size flush's snapshot of the waiting
+    /// files, a call in flight) raise: a close that met one left its deferred
+    /// create to that thread and returned before the file was there.
+    descriptors: AtomicUsize,
 }
 
 impl OpenFile {
@@ -81,6 +87,7 @@ impl OpenFile {
             flags,
             offset: Mutex::new(0),
             transfers: std::sync::atomic::AtomicU32::new(0),
+            descriptors: AtomicUsize::new(0),
             pending: Mutex::new(pending),
             settle_error: Mutex::new(None),
             snapshot: None,
@@ -147,6 +154,7 @@ impl FdTable {
         }
         let fd = *next;
         *next = following(fd);
+        f.descriptors.fetch_add(1, Ordering::AcqRel);
         files.insert(fd, f);
         Ok(fd)
     }
@@ -155,8 +163,11 @@ impl FdTable {
         self.files.read().unwrap_or_else(|e| e.into_inner()).get(&fd).cloned().ok_or(Errno(libc::EBADF))
     }
 
-    fn remove(&self, fd: i32) -> Result<Arc<OpenFile>> {
-        self.files.write().unwrap_or_else(|e| e.into_inner()).remove(&fd).ok_or(Errno(libc::EBADF))
+    /// Takes descriptor `fd` out; with whether it was the description's last.
+    fn remove(&self, fd: i32) -> Result<(Arc<OpenFile>, bool)> {
+        let f = self.files.write().unwrap_or_else(|e| e.into_inner()).remove(&fd).ok_or(Errno(libc::EBADF))?;
+        let last = f.descriptors.fetch_sub(1, Ordering::AcqRel) == 1;
+        Ok((f, last))
     }
 
     pub(crate) fn insert_file(&self, f: Arc<OpenFile>) -> Result<i32> {
@@ -409,11 +420,11 @@ impl Client {
     /// anyway. The last close of a description that wrote data costs one more RPC:
     /// the path's daemon records IN_CLOSE_WRITE for `gust events` (best effort).
     pub(crate) fn close_impl(&self, fd: i32) -> Result<()> {
-        let f = self.files.remove(fd)?;
+        let (f, last) = self.files.remove(fd)?;
         let sized = self.flush_descriptor(&f);
-        // A dup of it (or a call in flight on another thread) may still write:
-        // then only the last close settles, or a path operation, or exit.
-        let last = Arc::strong_count(&f) == 1;
+        // A dup of it may still write: then only the last close settles (or a
+        // path operation, or exit). A call in flight on another thread through
+        // this descriptor finds the create settled and writes the ordinary way.
         // Any close ends the process's POSIX locks on the file; the last one the
         // description's OFD and flock locks (POSIX, flock(2)).
         self.release_locks_at_close(&f, last);
@@ -468,6 +479,20 @@ mod tests {
         assert_eq!(t.insert(file()), Err(Errno(libc::EMFILE)));
         assert_eq!(t.remove(9).err(), Some(Errno(libc::EBADF)));
         assert_eq!(t.get(9).err(), Some(Errno(libc::EBADF)));
+    }
+
+    /// The last close is the last descriptor's, whatever other references to the
+    /// description exist (another thread's snapshot of the waiting files).
+    #[test]
+    fn last_close_counts_descriptors_not_references() {
+        let t = FdTable::new(8);
+        let f = file();
+        let a = t.insert(f.clone()).unwrap();
+        let b = t.insert(t.get(a).unwrap()).unwrap(); // a dup
+        let passing = t.get(a).unwrap(); // as a snapshot holds one
+        assert!(!t.remove(a).unwrap().1, "a dup is still open");
+        assert!(t.remove(b).unwrap().1, "the last descriptor, with references left");
+        assert!(Arc::strong_count(&passing) > 1);
     }
 
     /// Numbers wrap before i32::MAX back to the first one, skipping those in use.
