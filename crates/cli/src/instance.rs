@@ -95,6 +95,9 @@ pub struct StartArgs {
     /// same hosts (--hosts, or a SLURM job that has them: sbatch -w).
     #[arg(long, conflicts_with = "force")]
     restart: bool,
+    /// Cores, niceness and bandwidth of each daemon (`gust tune` changes them later).
+    #[command(flatten)]
+    limits: crate::tune::LimitArgs,
     /// Worker threads of each daemon, serving all its connections (default: 4 per
     /// core, 8 to 64; with --local N, that divided by N, at least 2).
     #[arg(long)]
@@ -189,7 +192,7 @@ impl StartArgs {
         })
     }
 
-    /// Worker threads, request memory and stall timeout, as daemon arguments, for
+    /// Worker threads, request memory, stall timeout and limits, as daemon arguments, for
     /// daemons of which `here` share this machine's cores.
     ///
     /// Daemons that share the cores share the default's threads too (at least 2
@@ -210,6 +213,7 @@ impl StartArgs {
         if let Some(s) = self.stall_timeout {
             v.extend(["--stall-timeout".to_string(), s.to_string()]);
         }
+        v.extend(self.limits.daemon_args());
         v
     }
 }

@@ -15,6 +15,7 @@ mod scrub;
 mod stage;
 mod stats;
 mod trace;
+mod tune;
 mod writeback;
 
 use clap::{Parser, Subcommand};
@@ -114,6 +115,8 @@ enum Cmd {
         /// directory's free space, not enforced].
         #[arg(long, value_parser = parse_size)]
         capacity: Option<u64>,
+        #[command(flatten)]
+        limits: tune::LimitArgs,
     },
     /// Start an instance: N daemons on this machine (--local N), one per host over
     /// ssh (--hosts LIST), or one per node of the SLURM job (srun).
@@ -169,6 +172,9 @@ enum Cmd {
     /// rewrite what is corrupt from another copy (with replicas), list the rest:
     /// gust scrub [--rate-mib N] [--json]
     Scrub(scrub::ScrubArgs),
+    /// Change how a running instance's daemons share their nodes with the job:
+    /// gust tune [--cpus N] [--nice N] [--max-bandwidth BYTES] (none: show them)
+    Tune(tune::TuneArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -227,6 +233,7 @@ fn main() -> ExitCode {
             trace_dir,
             trace,
             capacity,
+            limits,
         } => {
             let defaults = gust_daemon::server::ServerOptions::default();
             let server = gust_daemon::server::ServerOptions {
@@ -251,6 +258,7 @@ fn main() -> ExitCode {
                 trace_dir,
                 trace,
                 capacity_bytes: capacity,
+                limits: limits.limits(),
             })
         }
         Cmd::Start(a) => instance::start(a),
@@ -271,6 +279,7 @@ fn main() -> ExitCode {
         Cmd::Trace(a) => trace::run(a),
         Cmd::Repair(a) => repair::run(a),
         Cmd::Scrub(a) => scrub::run(a),
+        Cmd::Tune(a) => tune::run(a),
         Cmd::NodeClean(a) => cluster::node_clean(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };

@@ -1,5 +1,6 @@
 //! What the instance says about itself: capacity summed over the daemons (statfs),
-//! one daemon's capacity and counters, and whether a daemon answers.
+//! one daemon's capacity and counters, and whether a daemon answers; and how a
+//! daemon shares its node (`tune`).
 //!
 //! Not for: anything about one file (namespace.rs).
 
@@ -121,5 +122,22 @@ impl Client {
     /// Asks one daemon to stop; unless `keep`, it removes its root directory.
     pub fn shutdown_daemon(&self, daemon: u32, keep: bool) -> Result<()> {
         self.transport.call(daemon, Request::Shutdown { keep }).map(|_| ())
+    }
+
+    /// Changes how daemon `daemon` shares its node (`gust tune`; None leaves a limit
+    /// as it is, 0 lifts it: see the `tune` request) and returns what it runs with
+    /// after: its cores as a CPU list, its niceness, its bandwidth limit in bytes a
+    /// second (0: none).
+    pub fn tune_daemon(
+        &self,
+        daemon: u32,
+        cpus: Option<u32>,
+        nice: Option<i32>,
+        max_bandwidth: Option<u64>,
+    ) -> Result<(String, i32, u64)> {
+        match self.transport.call(daemon, Request::Tune { cpus, nice, max_bandwidth })? {
+            Response::Tuned { cpus, nice, max_bandwidth } => Ok((cpus, nice, max_bandwidth)),
+            r => Err(unexpected(r)),
+        }
     }
 }

@@ -601,7 +601,7 @@ impl Grants {
             keys.extend(files.into_iter().map(|id| (gust_proto::path::data_key(id), None)));
         }
         if keys.is_empty() {
-            return unmarked.then(|| Change { keys, unmarked });
+            return unmarked.then_some(Change { keys, unmarked });
         }
         let mut c = self.begin_keys(keys);
         c.unmarked = unmarked;

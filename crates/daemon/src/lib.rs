@@ -24,6 +24,7 @@ pub mod locks;
 mod log_budget;
 pub mod metrics;
 pub mod proxy;
+pub mod qos;
 pub mod read_log;
 mod read_many;
 mod remove_batch;
@@ -73,6 +74,9 @@ pub struct DaemonConfig {
     /// ENOSPC, and it is what capacity placement weighs this daemon by. None: the
     /// root directory's free space at the daemon's first start is registered.
     pub capacity_bytes: Option<u64>,
+    /// Cores, niceness and bandwidth limit from the start (`--cpus`, `--nice`,
+    /// `--max-bandwidth`; qos.rs); `gust tune` changes them later.
+    pub limits: qos::Limits,
 }
 
 fn ctx<T>(r: io::Result<T>, what: &str, path: &Path) -> Result<T, String> {
@@ -334,6 +338,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     chunks.set_identity(format!("daemon {daemon_id}"), hosts.chunk_size_bytes);
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
+    if cfg.limits != qos::Limits::default() {
+        state.qos.apply(cfg.limits).map_err(|e| state.qos.explain(cfg.limits, e))?;
+    }
     if let Some(d) = &cfg.trace_dir {
         trace::set_output(&state, d)
             .map_err(|e| format!("--trace-dir {}: {}", d.display(), io::Error::from_raw_os_error(e)))?;

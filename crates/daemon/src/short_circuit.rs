@@ -111,6 +111,11 @@ fn hand(state: &State, ask: Ask, replicas: u32) -> Result<Arc<gust_store::chunk_
     if crate::dispatch::out_of_service(state) {
         return Err(libc::EHOSTDOWN);
     }
+    // A bandwidth limit paces the requests this daemon serves; a client's own
+    // transfers would escape it (qos.rs). Asked again later: a limit may be lifted.
+    if state.qos.limits_bandwidth() {
+        return Err(libc::EBUSY);
+    }
     // Only a client that can be recalled.
     let holder = state.grants.holder(ask.client).filter(|h| h.leased()).ok_or(libc::ENOLINK)?;
     state.grants.handing_data();

@@ -41,6 +41,8 @@ pub struct State {
     pub locks: std::sync::Arc<crate::lock_service::LockService>,
     /// The node proxy (proxy/), set at start.
     pub proxy: std::sync::OnceLock<crate::proxy::Proxy>,
+    /// Its cores, niceness and bandwidth limit (qos.rs).
+    pub qos: crate::qos::Qos,
 }
 
 impl State {
@@ -71,6 +73,7 @@ impl State {
             locks: crate::lock_service::LockService::new(grants.clone()),
             grants,
             proxy: std::sync::OnceLock::new(),
+            qos: crate::qos::Qos::new(),
         }
     }
 

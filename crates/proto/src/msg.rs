@@ -547,6 +547,14 @@ requests! {
     /// least one file). Answers `Scrubbed`; `gust scrub` pages through every
     /// daemon with it.
     64 OP_SCRUB "scrub" Scrub { after: Option<u128>, max_bytes: u64 } idempotent(true) copies(Addressed) recovering(Refuses) trace(Untraced),
+    /// Change how this daemon shares its node (`gust tune`; docs/DESIGN.md,
+    /// "Sharing the node"): run its threads on the last `cpus` cores it was
+    /// started on (0: all of them), at niceness `nice`, and pace its chunk reads,
+    /// writes and staging to `max_bandwidth` bytes a second (0: no limit). None leaves a
+    /// limit as it is. Answers `Tuned`, the limits it runs with after. EINVAL: more
+    /// cores than it has, a niceness outside -20..19; EPERM: a lower niceness
+    /// without the privilege.
+    65 OP_TUNE "tune" Tune { cpus: Option<u32>, nice: Option<i32>, max_bandwidth: Option<u64> } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
 }
 
 impl Request {
@@ -950,6 +958,14 @@ responses! {
         corrupt: Vec<CorruptRange>,
         next: Option<u128>,
     },
+    /// Answer to `tune`: the cores the daemon's threads run on (a CPU list, as
+    /// Linux writes one: "0-3,8"), their niceness, and the bandwidth limit in bytes
+    /// a second (0: none).
+    26 Tuned {
+        cpus: String,
+        nice: i32,
+        max_bandwidth: u64,
+    },
 }
 
 /// Bytes of a daemon's local file of `file_id` (at file offsets: chunk `k` sits at
@@ -1296,6 +1312,10 @@ mod tests {
                 Request::Scrub { after: Some(7), max_bytes: 4096 },
                 "40000000  01 07000000000000000000000000000000  0010000000000000".into(),
             ),
+            (
+                Request::Tune { cpus: Some(1), nice: None, max_bandwidth: Some(4096) },
+                "41000000  01 01000000  00  01 0010000000000000".into(),
+            ),
         ]
     }
 
@@ -1387,6 +1407,7 @@ mod tests {
                 (62, "remove_batch", false),
                 (63, "repair_blocks", true),
                 (64, "scrub", true),
+                (65, "tune", true),
             ]
         );
         for (code, name) in OPS {
@@ -1394,7 +1415,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 64);
+        assert_eq!(OP_MAX, 65);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1596,6 +1617,11 @@ mod tests {
                      01 09000000000000000000000000000000"
                 ),
             ),
+            (
+                Ok(Response::Tuned { cpus: "1".into(), nice: 10, max_bandwidth: 0 }),
+                // cpus (a string), nice, max_bandwidth.
+                format!("{ok} 1a000000  0100000000000000 31  0a000000  0000000000000000"),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1611,16 +1637,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0d00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0e00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0d00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0e00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0d00 0d00 0807060504030201 30000000 02000000  \
+        let want = hex("47555354 0e00 0d00 0807060504030201 30000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1638,18 +1664,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0d00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0e00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0d00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0e00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0d00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0e00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -1,6 +1,6 @@
 //! Requests that run the daemon rather than the namespace: liveness, leases and
 //! fences between daemons, shutdown, capacity, counters, the event log, the read
-//! log, tracing.
+//! log, tracing, and how the daemon shares its node (qos.rs).
 
 use super::*;
 
@@ -63,6 +63,20 @@ pub(super) fn serve(state: &State, req: Request) -> Reply {
         }
         Request::Trace { on, names, dir } => {
             crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok)
+        }
+        Request::Tune { cpus, nice, max_bandwidth } => {
+            let limits = crate::qos::Limits { cpus, nice, max_bandwidth };
+            let a = state.qos.apply(limits).inspect_err(|&e| {
+                tracing::warn!("daemon {}: tune refused: {}", state.daemon_id, state.qos.explain(limits, e))
+            })?;
+            tracing::info!(
+                "daemon {}: tuned: cores {}, niceness {}, bandwidth {}",
+                state.daemon_id,
+                a.cpus,
+                a.nice,
+                crate::qos::bandwidth_text(a.max_bandwidth)
+            );
+            Ok(Response::Tuned { cpus: a.cpus, nice: a.nice, max_bandwidth: a.max_bandwidth })
         }
         other => misrouted(&other),
     }

@@ -122,6 +122,11 @@ pub fn handle_for<'s>(
         let flags = if caller.is_some_and(|h| h.leased()) { REPLY_LEASED } else { 0 };
         return (Err(e), BulkOut::Buffer, flags);
     }
+    // A bandwidth limit (qos.rs) holds a transfer back before it takes anything
+    // (a grant's recall, a region lock) that others would wait on.
+    if let Some(n) = paced_bytes(&req, bulk_in) {
+        state.qos.pace(n);
+    }
     let traced = crate::trace::start(&req);
     let change = state.grants.begin_change(&req, caller.map(|h| h.id));
     let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. } | Request::RemoveBatch { .. });
@@ -147,6 +152,21 @@ pub fn handle_for<'s>(
         t.finish(state, &reply, bulk_in.len(), out_len);
     }
     (reply, out, flags)
+}
+
+/// The bytes of chunk data `req` moves, which a bandwidth limit paces: chunk
+/// writes, reads and repairs, and the chunks staging copies in or out. Metadata
+/// and inline files are not paced.
+fn paced_bytes(req: &Request, bulk_in: &[u8]) -> Option<u64> {
+    let spans = |s: &[gust_proto::Span]| s.iter().map(|s| s.len as u64).sum::<u64>();
+    match req {
+        Request::Write { .. } | Request::RepairBlocks { .. } => Some(bulk_in.len() as u64),
+        Request::Read { spans: s, .. } => Some(spans(s)),
+        Request::StagePull { items } | Request::StagePush { items } => {
+            Some(items.iter().map(|i| spans(&i.spans)).sum())
+        }
+        _ => None,
+    }
 }
 
 /// A record and its inline data, if any (see `BulkOut`).
@@ -189,7 +209,8 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         | Request::Metrics
         | Request::Events { .. }
         | Request::ReadLog { .. }
-        | Request::Trace { .. }) => control::serve(state, r),
+        | Request::Trace { .. }
+        | Request::Tune { .. }) => control::serve(state, r),
         r @ (Request::UpdateSize { .. }
         | Request::Truncate { .. }
         | Request::SetAttr { .. }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Interference between GustFS and the application on one node (issue 34, "stay out
+# of the job's way"), reported both ways: the speed of a fixed CPU-bound kernel
+# (bench/interference.c, one thread per core, as an MPI job's ranks) beside a
+# saturating GustFS load, and that load's rate beside the kernel, for each daemon
+# setting; against the kernel alone, measured in the same run. Three loads, on a
+# 1-daemon instance on /dev/shm:
+#   stage: `gust stage out` of 64 files of 16 MiB, round after round: the daemon
+#          copies, its client waits (a checkpoint staged out beside the job);
+#   scrub: `gust scrub` of the same 1 GiB, unbounded rate: the daemon reads and
+#          verifies, its client waits (a daemon busy for other nodes);
+#   md:    `gust bench md` rounds (create, stat, read, remove 2,000 files of 4 KiB)
+#          from one client process on the node: the client is busy as often as
+#          the daemon, and competes with the kernel whatever the daemon's limits.
+# Settings (rows): the defaults; --cpus 1; --cpus 1 with --nice 10 and 19; --nice 19;
+# and for stage, --max-bandwidth 256MiB.
+# Usage: bench/run_interference.sh [runs] [seconds]
+# Output: medians of `runs` (settings in rotated order); raw lines in $OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+runs=${1:-5} secs=${2:-6} files=2000
+out=${OUT:-$(mktemp /tmp/gust-interference.XXXXXX)}
+base=${BENCH_DIR:-/dev/shm}/gust-interference.$$
+root=$base/root
+work=$(mktemp -d)
+trap 'rm -rf "$work" "$base"; "$GUST" stop --rootdir "$root" >/dev/null 2>&1 || true' EXIT
+mkdir -p "$base/src"
+for i in $(seq 1 64); do head -c 16M /dev/urandom >"$base/src/f$i"; done
+cc -O2 -pthread bench/interference.c -o "$work/kernel"
+declare -A args=([default]="" [cpus1]="--cpus 1" [cpus1-nice10]="--cpus 1 --nice 10" [cpus1-nice19]="--cpus 1 --nice 19"
+  [nice19]="--nice 19" [bw256]="--max-bandwidth 256MiB")
+declare -A settings=([stage]="default cpus1 cpus1-nice10 cpus1-nice19 nice19 bw256"
+  [scrub]="default cpus1 cpus1-nice10 cpus1-nice19 nice19" [md]="default cpus1 cpus1-nice10 cpus1-nice19 nice19")
+
+load_round() { # one round of load $1; prints its units (MiB or operations)
+  case $1 in
+  stage)
+    rm -rf "$base/out"
+    "$GUST" stage out /gustfs/data "$base/out" --rootdir "$root" >/dev/null 2>&1
+    echo 1024
+    ;;
+  scrub)
+    "$GUST" scrub --rate-mib 1000000 --rootdir "$root" >/dev/null 2>&1
+    echo 1024
+    ;;
+  md)
+    "$GUST" bench md -n "$files" --size 4KiB -p 1 --rootdir "$root" >/dev/null
+    echo $((files * 4))
+    ;;
+  esac
+}
+
+load_loop() { # rounds of load $1 until $work/stop exists; a line per round: units seconds
+  : >"$work/rounds"
+  while [ ! -e "$work/stop" ]; do
+    local t0 t1 u
+    t0=$(date +%s.%N)
+    u=$(load_round "$1")
+    t1=$(date +%s.%N)
+    echo "$u $(echo "$t1 - $t0" | bc)" >>"$work/rounds"
+  done
+}
+
+for run in $(seq 1 "$runs"); do
+  echo "alone - $run $("$work/kernel" "$secs") 0" >>"$out"
+  for load in stage scrub md; do
+    read -ra list <<<"${settings[$load]}"
+    k=$((run % ${#list[@]}))
+    for c in "${list[@]:$k}" "${list[@]:0:$k}"; do
+      # shellcheck disable=SC2086 # the settings are words
+      "$GUST" start --local 1 --rootdir "$root" ${args[$c]} >/dev/null 2>&1
+      if [ "$load" != md ]; then
+        "$GUST" stage in "$base/src" /gustfs/data --rootdir "$root" >/dev/null 2>&1
+      fi
+      rm -f "$work/stop"
+      load_loop "$load" &
+      loader=$!
+      # The load runs a round before the kernel starts.
+      while [ ! -s "$work/rounds" ]; do sleep 0.2; done
+      kern=$("$work/kernel" "$secs")
+      touch "$work/stop"
+      wait "$loader"
+      rate=$(awk '{u += $1; t += $2} END {printf "%.1f", u / t}' "$work/rounds")
+      "$GUST" stop --rootdir "$root" >/dev/null 2>&1
+      echo "$load $c $run $kern $rate" >>"$out"
+    done
+  done
+done
+
+python3 - "$out" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    load, c, _, k, rate = line.split()
+    rows.setdefault((load, c), []).append((float(k), float(rate)))
+alone = statistics.median(k for k, _ in rows[("alone", "-")])
+print(f"kernel alone: {alone / 1e6:.3f} M iterations/s (medians of {len(rows[('alone', '-')])} runs)")
+unit = {"stage": "MiB/s", "scrub": "MiB/s", "md": "ops/s"}
+for load in ["stage", "scrub", "md"]:
+    default = statistics.median(k for k, _ in rows[(load, "default")])
+    print(f"\nload {load}")
+    print(f"{'daemon setting':<16} {'kernel of alone':>16} {'of default':>11} {'load (' + unit[load] + ')':>14}")
+    for (l, c), v in rows.items():
+        if l != load:
+            continue
+        k = statistics.median(k for k, _ in v)
+        r = statistics.median(r for _, r in v)
+        print(f"{c:<16} {k / alone:>16.2f} {k / default:>11.2f} {r:>14,.0f}")
+PY
+echo "raw: $out"
