@@ -14,7 +14,11 @@
 #          the daemon, and competes with the kernel whatever the daemon's limits.
 # Settings (rows): the defaults; --cpus 1; --cpus 1 with --nice 10 and 19; --nice 19;
 # and for stage, --max-bandwidth 256MiB.
-# Usage: bench/run_interference.sh [runs] [seconds]
+# The kernel's speed is given two ways: all threads together, and its slowest
+# thread's times the threads (a bulk-synchronous job waits for its slowest rank).
+# BIND=1 binds the kernel's thread i to core i, as an MPI launcher binds ranks:
+# the case `--cpus` is for. LOADS picks loads (default: "stage scrub md").
+# Usage: [BIND=1] [LOADS="..."] bench/run_interference.sh [runs] [seconds]
 # Output: medians of `runs` (settings in rotated order); raw lines in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +68,7 @@ load_loop() { # rounds of load $1 until $work/stop exists; a line per round: uni
 
 for run in $(seq 1 "$runs"); do
   echo "alone - $run $("$work/kernel" "$secs") 0" >>"$out"
-  for load in stage scrub md; do
+  for load in ${LOADS:-stage scrub md}; do
     read -ra list <<<"${settings[$load]}"
     k=$((run % ${#list[@]}))
     for c in "${list[@]:$k}" "${list[@]:0:$k}"; do
@@ -88,24 +92,29 @@ for run in $(seq 1 "$runs"); do
   done
 done
 
-python3 - "$out" <<'PY'
+python3 - "$out" "${BIND:+bound}" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    load, c, _, k, rate = line.split()
-    rows.setdefault((load, c), []).append((float(k), float(rate)))
-alone = statistics.median(k for k, _ in rows[("alone", "-")])
-print(f"kernel alone: {alone / 1e6:.3f} M iterations/s (medians of {len(rows[('alone', '-')])} runs)")
+    load, c, _, k, slow, rate = line.split()
+    rows.setdefault((load, c), []).append((float(k), float(slow), float(rate)))
+med = lambda v, i: statistics.median(x[i] for x in v)
+alone = rows[("alone", "-")]
+a_k, a_s = med(alone, 0), med(alone, 1)
+bound = " (threads bound to cores)" if sys.argv[2] else ""
+print(f"kernel alone{bound}: {a_k / 1e6:.3f} M iterations/s, slowest thread x threads "
+      f"{a_s / 1e6:.3f} (medians of {len(alone)} runs)")
 unit = {"stage": "MiB/s", "scrub": "MiB/s", "md": "ops/s"}
 for load in ["stage", "scrub", "md"]:
-    default = statistics.median(k for k, _ in rows[(load, "default")])
+    if (load, "default") not in rows:
+        continue
+    d_k, d_s = med(rows[(load, "default")], 0), med(rows[(load, "default")], 1)
     print(f"\nload {load}")
-    print(f"{'daemon setting':<16} {'kernel of alone':>16} {'of default':>11} {'load (' + unit[load] + ')':>14}")
+    print(f"{'daemon setting':<16} {'kernel':>7} {'/default':>9} {'slowest':>8} {'/default':>9} {'load (' + unit[load] + ')':>14}")
     for (l, c), v in rows.items():
         if l != load:
             continue
-        k = statistics.median(k for k, _ in v)
-        r = statistics.median(r for _, r in v)
-        print(f"{c:<16} {k / alone:>16.2f} {k / default:>11.2f} {r:>14,.0f}")
+        k, sl, r = med(v, 0), med(v, 1), med(v, 2)
+        print(f"{c:<16} {k / a_k:>7.2f} {k / d_k:>9.2f} {sl / a_s:>8.2f} {sl / d_s:>9.2f} {r:>14,.0f}")
 PY
 echo "raw: $out"

@@ -157,8 +157,9 @@ fn start_refuses_more_cores_than_it_has() {
 }
 
 /// A daemon limited to 4 MiB/s takes at least 12 MiB / (4 MiB/s), less the pacer's
-/// burst, to take in 12 MiB and as long to give it back, through requests (it hands
-/// out no local files while limited); lifted, the same read is not paced.
+/// burst, to take in 12 MiB, as long to give it back, through requests (it hands
+/// out no local files while limited), and as long to scrub it; lifted, the same
+/// read is not paced.
 #[test]
 fn bandwidth_limit_paces_chunk_transfers() {
     let inst = Instance::start_with(1, &["--max-bandwidth", "4MiB"]);
@@ -174,6 +175,12 @@ fn bandwidth_limit_paces_chunk_transfers() {
     assert!(took >= Duration::from_millis(2900), "12 MiB read in {took:?} at 4 MiB/s");
     let stats = c.daemon_stats(0).unwrap();
     assert!(stats.bytes_read >= 12 << 20, "the daemon served the reads: {} bytes", stats.bytes_read);
+    // A scrub's reads count too (its page's answer is held back).
+    let t = Instant::now();
+    let o = inst.gust(&["scrub", "--rate-mib", "1000"]);
+    let took = t.elapsed();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(took >= Duration::from_millis(2900), "12 MiB scrubbed in {took:?} at 4 MiB/s");
     assert_eq!(tune(&inst, &["--max-bandwidth", "0"]), vec![(own_cpus(), own_nice(), 0)]);
     assert!(common::get(&c, "/big") == data);
 }

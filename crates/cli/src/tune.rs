@@ -10,14 +10,15 @@ use gust_daemon::qos::{bandwidth_text, Limits};
 #[derive(Args, Clone, Debug, Default)]
 pub struct LimitArgs {
     /// Run each daemon's threads on N cores: the last N of those it was started on
-    /// (MPI ranks bind from the first core up). 0: all of them.
+    /// (MPI ranks bind from the first core up; for a job that leaves them free, or
+    /// with --nice). 0: all of them.
     #[arg(long, value_name = "N")]
     pub cpus: Option<u32>,
     /// Niceness of each daemon's threads (-20 to 19; raising it needs no privilege):
     /// the application's ranks get the cores they share first.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub nice: Option<i32>,
-    /// Bound on the chunk bytes each daemon reads, writes and stages per second
+    /// Bound on the chunk bytes each daemon reads, writes, stages and scrubs per second
     /// (network and disk), e.g. 200MiB; 0: no limit. Metadata and small files kept
     /// with their records are not paced.
     #[arg(long, value_name = "BYTES", value_parser = crate::parse_size)]

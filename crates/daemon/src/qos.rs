@@ -12,7 +12,7 @@
 //!   elsewhere starts it under `taskset`.
 //! * **niceness** of every thread: the kernel's scheduler gives the application the
 //!   cores the daemon shares with it first.
-//! * **bandwidth**: the bytes of chunk reads, writes and staging this daemon serves per
+//! * **bandwidth**: the bytes of chunk reads, writes, staging and scrubs this daemon serves per
 //!   second, network and disk together (a request's bytes cross both), paced before
 //!   the request runs (a worker waits; the client's request takes longer).
 //!

@@ -35,6 +35,9 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut 
             let hold =
                 |id| state.grants.hold_data_unless_held(id).map(|c| crate::grants::EndOnDrop(&state.grants, Some(c)));
             let p = state.chunks.scrub_held(after, max_bytes.clamp(1, SCRUB_PAGE_BYTES_MAX), hold)?;
+            // Its bytes are known once read: a bandwidth limit (qos.rs) holds the
+            // answer back instead, which paces `gust scrub`'s next page the same.
+            state.qos.pace(p.bytes);
             let corrupt = p.corrupt.into_iter().map(|(file_id, offset, len)| CorruptRange { file_id, offset, len });
             Ok(Response::Scrubbed { files: p.files, bytes: p.bytes, corrupt: corrupt.collect(), next: p.next })
         }
