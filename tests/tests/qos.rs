@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::pattern;
+use common::{output_text as text, pattern};
 use gust_e2e::{gust_bin, Instance};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The cores this test process may run on (the daemon starts with the same).
@@ -52,15 +52,6 @@ fn threads_of(pid: u32) -> Vec<(Vec<usize>, i32)> {
 fn autogroup_nice(pid: u32) -> Option<i64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
     s.split_whitespace().last()?.parse().ok()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// `gust tune --json ARGS` on `inst`: per daemon (cpus, nice, max_bandwidth).

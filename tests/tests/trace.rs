@@ -3,20 +3,14 @@
 //!
 //! Needs tar (scripts/setup.sh).
 
+mod common;
+
+use common::output_text as text;
 use gust_e2e::{gust_bin, Instance};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use std::process::Command;
 
 /// `gust trace report DIR --json` (plots and trace.json into `out`): the summary.
 fn report(dir: &Path, out: &Path) -> Value {

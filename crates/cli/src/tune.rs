@@ -4,7 +4,7 @@
 
 use crate::instance::InstanceArgs;
 use clap::Args;
-use gust_daemon::qos::{bandwidth_text, Limits};
+use gust_daemon::qos::{bandwidth_text, explain, Limits};
 
 /// The limits of a daemon, as options.
 #[derive(Args, Clone, Debug, Default)]
@@ -74,7 +74,7 @@ pub fn run(a: TuneArgs) -> Result<(), String> {
             Ok((cpus, nice, bw)) => println!("{d:>6}  {cpus:<12} {nice:>5}  {}", bandwidth_text(bw)),
             Err(e) => {
                 failed += 1;
-                eprintln!("gust tune: daemon {d}: {}", explain(&a.limits, e.0));
+                eprintln!("gust tune: daemon {d}: {}", explain(l, e.0, None));
             }
         }
     }
@@ -82,18 +82,4 @@ pub fn run(a: TuneArgs) -> Result<(), String> {
         return Err(format!("{failed} of {} daemons kept their limits", c.daemon_count()));
     }
     Ok(())
-}
-
-fn explain(l: &LimitArgs, e: i32) -> String {
-    match e {
-        libc::EINVAL if l.cpus.is_some() => format!(
-            "--cpus {}: more cores than the daemon was started on (or --nice out of -20..19)",
-            l.cpus.unwrap_or(0)
-        ),
-        libc::EINVAL => "--nice: a niceness is -20 to 19".into(),
-        libc::EPERM | libc::EACCES => {
-            "--nice: lowering a daemon's niceness needs the privilege to (CAP_SYS_NICE or RLIMIT_NICE)".into()
-        }
-        _ => std::io::Error::from_raw_os_error(e).to_string(),
-    }
 }

@@ -199,14 +199,8 @@ impl Client {
     /// in flight together, once any other thread's flush has landed (flight.rs).
     /// Failures are logged and kept for `take_create_error`.
     pub(crate) fn flush_creates(&self) {
-        if self.creates.queued.load(Ordering::Acquire) == 0 && !self.flight.maybe_up() {
-            return;
-        }
         // After another thread's flush landed (flight.rs): what it took is applied.
-        let _flying = self.flight.take_off();
-        if self.creates.queued.load(Ordering::Acquire) == 0 {
-            return;
-        }
+        let Some(_flying) = self.flight.take_off_for(&self.creates.queued) else { return };
         let taken = self.creates.queue.take_and(|| self.creates.queued.store(0, Ordering::Release));
         // None: inherited from the parent, which sends them.
         let Some(Queue { items, .. }) = taken else { return };

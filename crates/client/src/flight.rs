@@ -15,7 +15,7 @@
 //! After fork, the parent's flight is the parent's: a child never waits for it.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 thread_local! {
@@ -38,8 +38,20 @@ pub(crate) struct Flying<'a>(Option<&'a Flight>);
 impl Flight {
     /// Whether a flush must look further than its queue: another thread's flight
     /// may be under way.
-    pub(crate) fn maybe_up(&self) -> bool {
+    fn maybe_up(&self) -> bool {
         self.up.load(Ordering::Acquire)
+    }
+
+    /// The start of a flush of the queue whose length `queued` counts: None when
+    /// it holds nothing, once any other thread's flight has landed (what that one
+    /// took is applied by then); otherwise this thread's flight, which takes and
+    /// sends the queue.
+    pub(crate) fn take_off_for(&self, queued: &AtomicUsize) -> Option<Flying<'_>> {
+        if queued.load(Ordering::Acquire) == 0 && !self.maybe_up() {
+            return None;
+        }
+        let flying = self.take_off();
+        (queued.load(Ordering::Acquire) != 0).then_some(flying)
     }
 
     /// Waits for another thread's flight to land, then flies this one (its queue
@@ -76,7 +88,6 @@ impl Drop for Flying<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
     use std::sync::{mpsc, Arc};
 
     /// A flush that finds another in flight waits for it to land; the flying

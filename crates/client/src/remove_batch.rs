@@ -129,14 +129,8 @@ impl Client {
     /// removed file's chunks where it had any. Failures are logged and kept for the
     /// next close or fsync.
     pub(crate) fn flush_removes(&self) {
-        if self.removes.count.load(Ordering::Acquire) == 0 && !self.flight.maybe_up() {
-            return;
-        }
         // After another thread's flush landed (flight.rs): what it took is applied.
-        let _flying = self.flight.take_off();
-        if self.removes.count.load(Ordering::Acquire) == 0 {
-            return;
-        }
+        let Some(_flying) = self.flight.take_off_for(&self.removes.count) else { return };
         let taken = self.removes.queue.take_and(|| self.removes.count.store(0, Ordering::Release));
         // None: inherited from the parent, which sends them.
         let Some(Queue { paths, .. }) = taken else { return };

@@ -43,6 +43,24 @@ pub struct Applied {
     pub max_bandwidth: u64,
 }
 
+/// What an error of applying `l` means, for a person: on the daemon, which knows
+/// the cores it was started on (`start_cpus`), and in `gust tune`, which does not.
+pub fn explain(l: Limits, e: i32, start_cpus: Option<&[usize]>) -> String {
+    let bad_nice = l.nice.filter(|n| !(NICE_MIN..=NICE_MAX).contains(n));
+    match (e, bad_nice, l.cpus, l.nice) {
+        (libc::EINVAL, Some(n), _, _) => format!("--nice {n}: a niceness is {NICE_MIN} to {NICE_MAX}"),
+        (libc::EINVAL, None, Some(n), _) => match start_cpus {
+            Some(c) => format!("--cpus {n}: the daemon was started on {} cores ({})", c.len(), cpu_list(c)),
+            None => format!("--cpus {n}: more cores than the daemon was started on"),
+        },
+        (libc::EPERM | libc::EACCES, _, _, Some(n)) => format!(
+            "--nice {n}: lowering a niceness needs the privilege to (CAP_SYS_NICE, or RLIMIT_NICE); \
+             a daemon's niceness can only be raised without it"
+        ),
+        _ => format!("cannot apply the limits: {}", std::io::Error::from_raw_os_error(e)),
+    }
+}
+
 /// Largest niceness Linux takes (and the smallest).
 const NICE_MAX: i32 = 19;
 const NICE_MIN: i32 = -20;
@@ -101,20 +119,9 @@ impl Qos {
         Ok(Applied { cpus: cpu_list(&applied.0), nice: applied.1, max_bandwidth: self.pacer.rate() })
     }
 
-    /// What an error of `apply(l)` means, for a person.
+    /// What an error of `apply(l)` means, for a person (see [`explain`]).
     pub fn explain(&self, l: Limits, e: i32) -> String {
-        let cores = self.start_cpus.len();
-        match (e, l.cpus, l.nice) {
-            (libc::EINVAL, Some(n), _) if n as usize > cores => {
-                format!("--cpus {n}: the daemon was started on {cores} cores ({})", cpu_list(&self.start_cpus))
-            }
-            (libc::EINVAL, _, Some(n)) => format!("--nice {n}: a niceness is {NICE_MIN} to {NICE_MAX}"),
-            (libc::EPERM | libc::EACCES, _, Some(n)) => format!(
-                "--nice {n}: lowering a niceness needs the privilege to (CAP_SYS_NICE, or RLIMIT_NICE); \
-                 a daemon's niceness can only be raised without it"
-            ),
-            _ => format!("cannot apply the limits: {}", std::io::Error::from_raw_os_error(e)),
-        }
+        explain(l, e, Some(&self.start_cpus))
     }
 
     /// What the daemon runs with.

@@ -88,6 +88,16 @@ pub fn put(c: &Client, path: &str, data: &[u8]) {
     c.close(fd).unwrap();
 }
 
+/// A finished command's status and both outputs, for an assertion's message.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// The whole content of `path`, read in one pread sized from stat.
 pub fn get(c: &Client, path: &str) -> Vec<u8> {
     let size = c.stat(path).unwrap_or_else(|e| panic!("stat {path}: {e}")).size as usize;
