@@ -134,8 +134,21 @@ enum Round {
 /// The heartbeat thread's own state.
 struct Heartbeats {
     state: Arc<State>,
+    peers: Peers,
+}
+
+/// Which daemons this one asks for its lease, as the hosts file says: its replica
+/// peers among the daemons registered there, a link to each.
+struct Peers {
     hosts_path: PathBuf,
-    hosts_mtime: Option<SystemTime>,
+    /// The hosts file read last: inode, mtime and length. A registration replaces
+    /// the file (a rename), so the inode tells two versions apart even when both
+    /// got the same mtime (timestamps move in clock ticks of a few milliseconds,
+    /// and daemons starting together register within one).
+    seen: Option<(u64, SystemTime, u64)>,
+    /// Whether every peer the file names has an entry in it. Until it does (peers
+    /// still registering), the file is read every round.
+    complete: bool,
     links: HashMap<u32, PeerLink>,
 }
 
@@ -180,35 +193,52 @@ fn lease_answer(reply: &Reply) -> Option<bool> {
     }
 }
 
-impl Heartbeats {
-    /// Re-reads the hosts file when it changed (daemons register during a start,
-    /// and a restarted daemon may listen elsewhere) and keeps one link per peer.
-    fn refresh_peers(&mut self) {
-        let mtime = std::fs::metadata(&self.hosts_path).and_then(|m| m.modified()).ok();
-        if mtime.is_some() && mtime == self.hosts_mtime {
+impl Peers {
+    fn new(hosts_path: &Path) -> Peers {
+        Peers { hosts_path: hosts_path.to_path_buf(), seen: None, complete: false, links: HashMap::new() }
+    }
+
+    /// Re-reads the hosts file when it changed or named peers it lacked (daemons
+    /// register during a start, and a restarted daemon may listen elsewhere) and
+    /// keeps one link per peer of daemon `me`.
+    ///
+    /// A stale view is a fencing hole, not a slow start: a daemon that read the file
+    /// before its peers registered and never again asks nobody, and a round that asks
+    /// nobody renews the lease (no peer can hold changes it lacks). It then serves
+    /// its stale copies after missing writes that its peers fenced it for.
+    fn refresh(&mut self, me: u32) {
+        use std::os::unix::fs::MetadataExt;
+        let seen = std::fs::metadata(&self.hosts_path).ok().and_then(|m| Some((m.ino(), m.modified().ok()?, m.len())));
+        if self.complete && seen.is_some() && seen == self.seen {
             return;
         }
         let Ok(h) = HostsFile::load(&self.hosts_path) else { return };
-        self.hosts_mtime = mtime;
-        let me = self.state.daemon_id;
+        self.seen = seen;
         let peers = gust_placement::replica_peers(me, h.replicas, h.daemons.len() as u32);
         self.links.retain(|id, _| peers.contains(id));
+        self.complete = true;
         for p in peers {
-            let Some(e) = h.daemons.iter().find(|d| d.id == p) else { continue };
+            let Some(e) = h.daemons.iter().find(|d| d.id == p) else {
+                self.complete = false;
+                continue;
+            };
             if self.links.get(&p).map(|l| &l.entry != e).unwrap_or(true) {
                 self.links.insert(p, PeerLink::new(e.clone()));
             }
         }
     }
+}
 
+impl Heartbeats {
     fn round(&mut self) -> Round {
-        self.refresh_peers();
+        self.peers.refresh(self.state.daemon_id);
         let start_ms = now_ms();
         let asked = std::time::Instant::now();
         let me = self.state.daemon_id;
         let secret = &self.state.secret;
         let mut answers: Vec<(u32, Result<Reply, gust_rpc::Error>)> = std::thread::scope(|s| {
             let handles: Vec<_> = self
+                .peers
                 .links
                 .iter_mut()
                 .map(|(id, link)| {
@@ -314,12 +344,7 @@ pub fn start(state: Arc<State>, hosts_path: &Path, replicas: u32) -> Result<(), 
         return Ok(());
     }
     state.lease.require();
-    let mut hb = Heartbeats {
-        state: state.clone(),
-        hosts_path: hosts_path.to_path_buf(),
-        hosts_mtime: None,
-        links: HashMap::new(),
-    };
+    let mut hb = Heartbeats { state: state.clone(), peers: Peers::new(hosts_path) };
     match hb.round() {
         Round::Fenced(by) => {
             state.recovering.store(true, Ordering::SeqCst);
@@ -371,5 +396,71 @@ mod tests {
         let t = std::time::Instant::now();
         assert!(!lease.holds_or_wait_first_round());
         assert!(t.elapsed() < FIRST_ROUND_WAIT, "no wait once the first round is over");
+    }
+
+    fn hosts(ids: &[u32], port0: u16) -> HostsFile {
+        let mut h = HostsFile::new("test".into(), 4096, "/gust".into(), false);
+        h.replicas = 2;
+        h.daemons = ids
+            .iter()
+            .map(|&id| DaemonEntry {
+                id,
+                host: "h".into(),
+                pid: 1,
+                rootdir: PathBuf::from("/r"),
+                endpoints: vec![gust_transport::Endpoint::Tcp(([127, 0, 0, 1], port0 + id as u16).into())],
+                capacity_bytes: None,
+            })
+            .collect();
+        h
+    }
+
+    /// Writes `h` over `path` (a new file, as a registration does) with the mtime
+    /// the file had before: two registrations within one clock tick.
+    fn store_within_the_same_tick(h: &HostsFile, path: &Path) {
+        let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+        h.store(path).unwrap();
+        std::fs::File::options().write(true).open(path).unwrap().set_modified(mtime).unwrap();
+        assert_eq!(std::fs::metadata(path).unwrap().modified().unwrap(), mtime);
+    }
+
+    fn linked(p: &Peers) -> Vec<(u32, String)> {
+        let mut v: Vec<_> = p.links.iter().map(|(id, l)| (*id, l.entry.network().unwrap().to_string())).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn peers_that_register_after_the_first_read_are_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts");
+        // Daemon 1 reads the file while daemon 0 has not registered yet.
+        hosts(&[1, 2], 40000).store(&path).unwrap();
+        let mut p = Peers::new(&path);
+        p.refresh(1);
+        assert!(linked(&p).is_empty(), "its peer 0 is not in the file yet");
+        store_within_the_same_tick(&hosts(&[0, 1, 2], 40000), &path);
+        p.refresh(1);
+        assert_eq!(
+            linked(&p),
+            vec![(0, "tcp:127.0.0.1:40000".into()), (2, "tcp:127.0.0.1:40002".into())],
+            "a round that asks nobody renews the lease: the peers must be found"
+        );
+    }
+
+    #[test]
+    fn a_replaced_hosts_file_is_read_again_whatever_its_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts");
+        hosts(&[0, 1, 2], 40000).store(&path).unwrap();
+        let mut p = Peers::new(&path);
+        p.refresh(1);
+        assert_eq!(linked(&p).len(), 2);
+        // Daemon 2 restarted elsewhere (same length of text, same mtime).
+        let mut moved = hosts(&[0, 1, 2], 40000);
+        moved.daemons[2].endpoints = vec![gust_transport::Endpoint::Tcp(([127, 0, 0, 1], 41002).into())];
+        store_within_the_same_tick(&moved, &path);
+        p.refresh(1);
+        assert_eq!(linked(&p)[1], (2, "tcp:127.0.0.1:41002".into()));
     }
 }
