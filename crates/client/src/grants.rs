@@ -132,6 +132,15 @@ struct DaemonGrants {
 /// recall is answered (`Client::on_recall`).
 pub type RecallListener = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// The sizes this process holds back under daemons' grants (size_cache.rs): a
+/// recall gives them up, and the end of a daemon's callback connection ends them.
+pub(crate) trait SizeHolder: Send + Sync {
+    /// `daemon` recalls the hold on `path`'s size: what this process held.
+    fn give_up(&self, daemon: u32, path: &str) -> Vec<gust_proto::HeldSize>;
+    /// `daemon`'s callback connection ended: its holds are gone there.
+    fn lost(&self, daemon: u32);
+}
+
 /// The cached records: shared with the callback connections' reader threads.
 #[derive(Default)]
 struct Records {
@@ -155,6 +164,8 @@ struct Records {
     pub(crate) claims: crate::claims::Held,
     /// Local files handed by daemons of this node (short_circuit.rs), if on.
     short: Option<crate::short_circuit::Table>,
+    /// Sizes held back (size_cache.rs), once the client registered itself.
+    sizes: RwLock<Option<Arc<dyn SizeHolder>>>,
 }
 
 /// A directory's names under listing grants of every daemon.
@@ -473,6 +484,11 @@ impl Cache {
         &self.records.claims
     }
 
+    /// Sets who gives up held sizes at a recall (size_cache.rs).
+    pub(crate) fn set_size_holder(&self, h: Arc<dyn SizeHolder>) {
+        *self.records.sizes.write().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
     /// Sets who is told of recalls (see `RecallListener`).
     pub(crate) fn set_listener(&self, l: RecallListener) {
         *self.records.listener.write().unwrap_or_else(|e| e.into_inner()) = Some(l);
@@ -557,6 +573,10 @@ impl Cache {
         d.up.store(false, Ordering::SeqCst);
         self.records.forget_daemon(daemon);
         self.locks.daemon_lost(daemon);
+        let holder = self.records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = holder {
+            h.lost(daemon);
+        }
     }
 
     /// Opens the callback connection to `daemon` on `ep`: recalls and lock grants
@@ -595,7 +615,14 @@ impl Cache {
         opts.handler = Some(Arc::new(move |req: Request, _bulk: Vec<u8>| match req {
             Request::Recall { paths } => {
                 let mut claims = false;
+                let mut sizes: Option<Vec<gust_proto::HeldSize>> = None;
                 for p in &paths {
+                    if let Some(path) = gust_proto::path::size_path(p) {
+                        let holder = records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
+                        let given = holder.map(|h| h.give_up(daemon, path)).unwrap_or_default();
+                        sizes.get_or_insert_with(Vec::new).extend(given);
+                        continue;
+                    }
                     match gust_proto::path::claim_dir(p) {
                         // Settled even if this process dropped the claim already
                         // (its lease ran out here first): what it deferred is
@@ -617,9 +644,12 @@ impl Cache {
                 }
                 let listener = records.listener.read().unwrap_or_else(|e| e.into_inner()).clone();
                 if let Some(tell) = listener {
-                    paths.iter().for_each(|p| tell(p));
+                    paths.iter().filter(|p| gust_proto::path::size_path(p).is_none()).for_each(|p| tell(p));
                 }
-                (Ok(Response::Ok), Vec::new())
+                match sizes {
+                    Some(sizes) => (Ok(Response::HeldSizes { sizes }), Vec::new()),
+                    None => (Ok(Response::Ok), Vec::new()),
+                }
             }
             Request::LockGranted { token, errno } => {
                 locks.granted(token, errno);
@@ -641,6 +671,10 @@ impl Cache {
             up.store(false, Ordering::SeqCst);
             let claimed = records.claims.holds_any(daemon);
             records.forget_daemon(daemon);
+            let holder = records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(h) = holder {
+                h.lost(daemon);
+            }
             // The daemon dropped this process's locks with the connection.
             locks.daemon_lost(daemon);
             if claimed {

@@ -170,7 +170,8 @@ pub struct Client {
     flight: flight::Flight,
     listing: listing::ListingAttrs,
     /// Descriptors with unsent sizes (size_cache.rs).
-    dirty: open_files::FileSet,
+    /// Sizes held back (size_cache.rs): shared with the recall handlers.
+    sizes: std::sync::Arc<size_cache::SizeHolds>,
     /// Descriptors with buffered writes (write_behind.rs).
     buffered: open_files::FileSet,
     /// Write-behind buffer per descriptor in bytes; 0: off (write_behind.rs).
@@ -256,6 +257,8 @@ impl Client {
             }
         };
         let write_behind_bytes = write_behind::bytes_from_env(hosts.chunk_size_bytes);
+        let sizes = std::sync::Arc::new(size_cache::SizeHolds::default());
+        transport.grants.set_size_holder(sizes.clone());
         Ok(Client {
             chunk_size: hosts.chunk_size_bytes,
             hosts,
@@ -268,7 +271,7 @@ impl Client {
             removes: remove_batch::RemoveBatch::from_env(),
             flight: flight::Flight::default(),
             listing: listing::ListingAttrs::default(),
-            dirty: open_files::FileSet::default(),
+            sizes,
             buffered: open_files::FileSet::default(),
             write_behind_bytes: AtomicUsize::new(write_behind_bytes),
             defer_exclusive_create: AtomicBool::new(false),

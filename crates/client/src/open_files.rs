@@ -421,7 +421,7 @@ impl Client {
     /// the path's daemon records IN_CLOSE_WRITE for `gust events` (best effort).
     pub(crate) fn close_impl(&self, fd: i32) -> Result<()> {
         let (f, last) = self.files.remove(fd)?;
-        let sized = self.flush_descriptor(&f);
+        let sized = if last { self.flush_descriptor_closing(&f) } else { self.flush_descriptor(&f) };
         // A dup of it may still write: then only the last close settles (or a
         // path operation, or exit). A call in flight on another thread through
         // this descriptor finds the create settled and writes the ordinary way.

@@ -45,7 +45,7 @@
 //! Not for: what a client caches and how (gust-client's grants.rs), the wire
 //! (gust-proto's `hello`, `callback`, `recall`, reply flags).
 
-use gust_proto::{Request, Response};
+use gust_proto::{HeldSize, Request, Response};
 use std::collections::{HashMap, HashSet};
 
 mod claims;
@@ -133,9 +133,21 @@ struct Table {
     contended: HashMap<String, Instant>,
     /// Claims on directories, by directory (claims.rs).
     claims: HashMap<String, claims::Claim>,
+    /// Grants on size keys (`size_key`: a client holding a file's size back),
+    /// mirrored in `Grants::size_holds` for a check without the lock.
+    size_held: usize,
 }
 
 impl Table {
+    /// A grant on `key` was taken from one holder: counts it.
+    fn took(&mut self, key: &str, size_holds: &std::sync::atomic::AtomicUsize) {
+        self.granted -= 1;
+        if gust_proto::path::size_path(key).is_some() {
+            self.size_held -= 1;
+            size_holds.store(self.size_held, Ordering::Release);
+        }
+    }
+
     /// `key` (a path, a listing key) was recalled: no grant on it for
     /// `CONTENDED_FOR` (bounded: past `CONTENDED_MAX` the old marks go first).
     fn note_contended(&mut self, key: String) {
@@ -288,6 +300,9 @@ pub struct Grants {
     /// hand-over waits to drain, so none of them can overlap a holder's writes.
     data_handed: std::sync::atomic::AtomicBool,
     data_unmarked: std::sync::atomic::AtomicUsize,
+    /// `Table::size_held`: while 0, looks at records and changes of them skip the
+    /// size keys.
+    size_holds: std::sync::atomic::AtomicUsize,
 }
 
 fn dir_bucket(dir: &str) -> usize {
@@ -328,6 +343,7 @@ impl Grants {
             claims_held: std::sync::atomic::AtomicUsize::new(0),
             data_handed: std::sync::atomic::AtomicBool::new(false),
             data_unmarked: std::sync::atomic::AtomicUsize::new(0),
+            size_holds: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -495,8 +511,8 @@ impl Grants {
     fn drop_client_grants(&self, t: &mut Table, id: u64) {
         self.drop_client_claims(t, id);
         let Some(paths) = t.held.remove_client(id) else { return };
-        t.granted -= paths.len();
         for p in paths.into_paths() {
+            t.took(&p, &self.size_holds);
             if let Some(e) = t.paths.get_mut(&p) {
                 e.holders.retain(|&c| c != id);
                 if e.unused() {
@@ -545,6 +561,10 @@ impl Grants {
         e.holders.push(h.id);
         t.held.insert(h.id, path);
         t.granted += 1;
+        if gust_proto::path::size_path(path).is_some() {
+            t.size_held += 1;
+            self.size_holds.store(t.size_held, Ordering::Release);
+        }
         self.given.fetch_add(1, Ordering::Relaxed);
         Grant::New
     }
@@ -560,7 +580,7 @@ impl Grants {
             t.paths.remove(path);
         }
         if removed {
-            t.granted -= 1;
+            t.took(path, &self.size_holds);
             t.held.remove(h.id, path);
         }
     }
@@ -573,6 +593,13 @@ impl Grants {
     pub fn begin_change(&self, req: &Request, caller: Option<u64>) -> Option<Change> {
         let mut keys: Vec<(String, Option<u64>)> = Vec::new();
         req.changed_paths(|p| keys.push((p.to_string(), caller)));
+        // A change of a record other than a size's merge (which commutes with the
+        // sizes others hold back) takes those sizes first: a truncate after them,
+        // not before.
+        if self.sizes_held() && !matches!(req, Request::UpdateSize { .. } | Request::HoldSize { .. }) {
+            let sizes: Vec<String> = keys.iter().map(|(p, _)| gust_proto::path::size_key(p)).collect();
+            keys.extend(sizes.into_iter().map(|k| (k, caller)));
+        }
         // A name made or taken away changes its directory's listing: the grants on
         // the directory's names are recalled like a record's.
         let mut listings = Vec::new();
@@ -601,7 +628,7 @@ impl Grants {
             keys.extend(files.into_iter().map(|id| (gust_proto::path::data_key(id), None)));
         }
         if keys.is_empty() {
-            return unmarked.then_some(Change { keys, unmarked });
+            return unmarked.then_some(Change { keys, unmarked, sizes: Vec::new() });
         }
         let mut c = self.begin_keys(keys);
         c.unmarked = unmarked;
@@ -653,7 +680,7 @@ impl Grants {
                 sent.push((p.clone(), others.len() as u32));
                 let dir = gust_proto::path::parent(p);
                 for c in others {
-                    t.granted -= 1;
+                    t.took(p, &self.size_holds);
                     t.held.remove(c, p);
                     let Some(h) = t.clients.get(&c).cloned() else { continue };
                     let into = &mut recall.entry(c).or_insert_with(|| (h, Vec::new())).1;
@@ -676,7 +703,7 @@ impl Grants {
                         let Some(e) = t.paths.get_mut(&q) else { continue };
                         e.holders.retain(|&x| x != c);
                         e.recalling += 1;
-                        t.granted -= 1;
+                        t.took(&q, &self.size_holds);
                         t.held.remove(c, &q);
                         sent.push((q.clone(), 1));
                         into.push(q);
@@ -685,8 +712,9 @@ impl Grants {
                 t.note_contended(p.clone());
             }
         }
+        let mut sizes = Vec::new();
         if !recall.is_empty() && !self.no_recall {
-            self.recall_all(recall.into_values().collect());
+            sizes = self.recall_all(recall.into_values().collect());
         }
         if !sent.is_empty() {
             let mut t = lock(&self.table);
@@ -700,7 +728,37 @@ impl Grants {
             }
             self.recalls_ended.notify_all();
         }
-        Change { keys, unmarked: false }
+        Change { keys, unmarked: false, sizes }
+    }
+
+    /// Before a request of `caller` looks at the records of `paths` (a stat, a
+    /// read of inline data): the sizes other clients hold back on them
+    /// (`hold_size`) are recalled, and the returned change carries them for the
+    /// caller to apply before it reads. None (no lock taken) when no size is held
+    /// on this daemon or none of these paths has another holder.
+    pub fn begin_look(&self, paths: &[&str], caller: Option<u64>) -> Option<Change> {
+        if self.size_holds.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let keys: Vec<(String, Option<u64>)> = {
+            let t = lock(&self.table);
+            paths
+                .iter()
+                .map(|p| gust_proto::path::size_key(p))
+                .filter(|k| t.paths.get(k).is_some_and(|e| e.holders.iter().any(|&h| Some(h) != caller)))
+                .map(|k| (k, caller))
+                .collect()
+        };
+        if keys.is_empty() {
+            return None;
+        }
+        Some(self.begin_keys(keys))
+    }
+
+    /// Whether clients hold sizes back on this daemon (a change of a record then
+    /// recalls them: `Grants::begin_change`).
+    fn sizes_held(&self) -> bool {
+        self.size_holds.load(Ordering::Acquire) > 0
     }
 
     /// Marks the chunk data of `file_id` as being read for this daemon (a scrub),
@@ -713,7 +771,7 @@ impl Grants {
             return None;
         }
         t.paths.entry(key.clone()).or_default().changing.push(None);
-        Some(Change { keys: vec![(key, None)], unmarked: false })
+        Some(Change { keys: vec![(key, None)], unmarked: false, sizes: Vec::new() })
     }
 
     /// The change is applied (or failed): its paths may be granted again. With
@@ -730,60 +788,70 @@ impl Grants {
         let mut t = lock(&self.table);
         let t = &mut *t;
         for (p, caller) in &c.keys {
-            if let Some(e) = t.paths.get_mut(p) {
-                if removed {
-                    for h in e.holders.drain(..) {
-                        t.granted -= 1;
-                        t.held.remove(h, p);
-                    }
-                }
-                if let Some(i) = e.changing.iter().position(|x| x == caller) {
-                    e.changing.swap_remove(i);
-                }
-                if e.unused() {
-                    t.paths.remove(p);
-                }
+            let Some(e) = t.paths.get_mut(p) else { continue };
+            let holders: Vec<u64> = if removed { e.holders.drain(..).collect() } else { Vec::new() };
+            if let Some(i) = e.changing.iter().position(|x| x == caller) {
+                e.changing.swap_remove(i);
+            }
+            if e.unused() {
+                t.paths.remove(p);
+            }
+            for h in holders {
+                t.took(p, &self.size_holds);
+                t.held.remove(h, p);
             }
         }
     }
 
     /// Recalls from each holder, one thread per holder past the first, and waits for
     /// all: every answer, or each silent holder's lease.
-    fn recall_all(&self, mut holders: Vec<(Arc<Holder>, Vec<String>)>) {
+    /// The sizes the holders gave up (`HeldSizes` answers).
+    fn recall_all(&self, mut holders: Vec<(Arc<Holder>, Vec<String>)>) -> Vec<HeldSize> {
         let first = holders.pop().expect("at least one holder");
         std::thread::scope(|s| {
-            for (h, paths) in holders {
-                s.spawn(move || self.recall(&h, paths));
+            let others: Vec<_> =
+                holders.into_iter().map(|(h, paths)| s.spawn(move || self.recall(&h, paths))).collect();
+            let mut sizes = self.recall(&first.0, first.1);
+            for o in others {
+                sizes.extend(o.join().unwrap_or_default());
             }
-            self.recall(&first.0, first.1);
-        });
+            sizes
+        })
     }
 
     /// One holder: a recall on its callback connection, answered within what is
     /// left of its lease; else its lease is waited out and all its grants dropped.
-    fn recall(&self, h: &Holder, paths: Vec<String>) {
+    fn recall(&self, h: &Holder, paths: Vec<String>) -> Vec<HeldSize> {
         let lease_end = h.last_seen_ms.load(Ordering::Relaxed) + (LEASE + LEASE_MARGIN).as_millis() as u64;
         let left = Duration::from_millis(lease_end.saturating_sub(self.now_ms()));
         if left.is_zero() {
             // Its lease ran out: it uses none of this daemon's grants any more.
-            return;
+            return Vec::new();
         }
         let link = lock(&h.link).clone();
         self.recalls.fetch_add(1, Ordering::Relaxed);
-        let answered = match &link {
-            Some(c) if c.alive() => {
-                matches!(c.call(&Request::Recall { paths }, &[], left), Ok((Ok(Response::Ok), _)))
-            }
-            _ => false,
+        let answer = match &link {
+            Some(c) if c.alive() => match c.call(&Request::Recall { paths: paths.clone() }, &[], left) {
+                Ok((Ok(Response::Ok), _)) => Some(Vec::new()),
+                // Only sizes of the paths recalled count: a client names no others.
+                Ok((Ok(Response::HeldSizes { sizes }), _)) => Some(
+                    sizes
+                        .into_iter()
+                        .filter(|s| paths.iter().any(|k| gust_proto::path::size_path(k) == Some(s.path.as_str())))
+                        .collect(),
+                ),
+                _ => None,
+            },
+            _ => None,
         };
-        if answered {
-            return;
+        if let Some(sizes) = answer {
+            return sizes;
         }
         if link.as_ref().is_some_and(|c| c.ended_by_peer()) {
             // Its process closed the connection (it ended): nothing of it is cached.
             let mut t = lock(&self.table);
             self.drop_client_grants(&mut t, h.id);
-            return;
+            return Vec::new();
         }
         self.expired.fetch_add(1, Ordering::Relaxed);
         warn!(client = format!("{:016x}", h.id), "a client did not answer a recall; waiting out its lease");
@@ -794,6 +862,7 @@ impl Grants {
         if let Some(c) = lock(&h.link).take() {
             c.close();
         }
+        Vec::new()
     }
 
     /// (paths granted, clients known) now, for `gust status`.
@@ -831,6 +900,16 @@ pub struct Change {
     keys: Vec<(String, Option<u64>)>,
     /// A request for chunk data counted in `Grants::data_unmarked`.
     unmarked: bool,
+    /// Sizes the recalled holders had held back (`hold_size`): the caller applies
+    /// them before it serves the request (`take_sizes`).
+    sizes: Vec<HeldSize>,
+}
+
+impl Change {
+    /// The sizes the recalls brought back, to apply now.
+    pub fn take_sizes(&mut self) -> Vec<HeldSize> {
+        std::mem::take(&mut self.sizes)
+    }
 }
 
 #[cfg(test)]

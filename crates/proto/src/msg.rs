@@ -555,6 +555,15 @@ requests! {
     /// cores than it has, a niceness outside -20..19; EPERM: a lower niceness
     /// without the privilege.
     65 OP_TUNE "tune" Tune { cpus: Option<u32>, nice: Option<i32>, max_bandwidth: Option<u64> } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// `update_size` (without an append) that also says whether the caller goes on
+    /// holding the file's size back (docs/DESIGN.md, "Size holds"): with `hold`, a
+    /// client with a callback connection registers a grant on `size_key(path)`
+    /// (the reply's `REPLY_GRANTED` says it took), and keeps the sizes of its later
+    /// writes until this daemon recalls that key: any other client's look at the
+    /// record or change of it recalls it first, and the recall's answer
+    /// (`HeldSizes`) carries the sizes. Without `hold`, the caller's hold ends.
+    66 OP_HOLD_SIZE "hold_size" HoldSize { path: String, file_id: u128, end: u64, mtime_ns: i64, hold: bool }
+        idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
 }
 
 impl Request {
@@ -568,6 +577,7 @@ impl Request {
             Request::Create { path, .. }
             | Request::Remove { path, .. }
             | Request::UpdateSize { path, .. }
+            | Request::HoldSize { path, .. }
             | Request::Truncate { path, .. }
             | Request::SetAttr { path, .. }
             | Request::PutRecord { path, .. }
@@ -654,6 +664,7 @@ impl Request {
     pub fn attrs_path_mut(&mut self) -> Option<&mut String> {
         match self {
             Request::UpdateSize { path, .. }
+            | Request::HoldSize { path, .. }
             | Request::Truncate { path, .. }
             | Request::SetAttr { path, .. }
             | Request::SetOwner { path, .. } => Some(path),
@@ -966,6 +977,21 @@ responses! {
         nice: i32,
         max_bandwidth: u64,
     },
+    /// Answer to a `recall` that took size holds back (`hold_size`): the sizes the
+    /// client held, which the daemon applies before the request that recalled them.
+    27 HeldSizes {
+        sizes: Vec<HeldSize>,
+    },
+}
+
+/// A size a client held back (`hold_size`), given up in a recall's answer: as an
+/// `update_size` of `path`'s record for file `file_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldSize {
+    pub path: String,
+    pub file_id: u128,
+    pub end: u64,
+    pub mtime_ns: i64,
 }
 
 /// Bytes of a daemon's local file of `file_id` (at file offsets: chunk `k` sits at
@@ -1316,6 +1342,12 @@ mod tests {
                 Request::Tune { cpus: Some(1), nice: None, max_bandwidth: Some(4096) },
                 "41000000  01 01000000  00  01 0010000000000000".into(),
             ),
+            (
+                Request::HoldSize { path: "/a".into(), file_id: 7, end: 10, mtime_ns: 5, hold: true },
+                "42000000  0200000000000000 2f61  07000000000000000000000000000000  0a00000000000000  \
+                 0500000000000000  01"
+                    .into(),
+            ),
         ]
     }
 
@@ -1408,6 +1440,7 @@ mod tests {
                 (63, "repair_blocks", true),
                 (64, "scrub", true),
                 (65, "tune", true),
+                (66, "hold_size", true),
             ]
         );
         for (code, name) in OPS {
@@ -1415,7 +1448,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 65);
+        assert_eq!(OP_MAX, 66);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1622,6 +1655,16 @@ mod tests {
                 // cpus (a string), nice, max_bandwidth.
                 format!("{ok} 1a000000  0100000000000000 31  0a000000  0000000000000000"),
             ),
+            (
+                Ok(Response::HeldSizes {
+                    sizes: vec![HeldSize { path: "/a".into(), file_id: 7, end: 10, mtime_ns: 5 }],
+                }),
+                // One size: path, file_id, end, mtime_ns.
+                format!(
+                    "{ok} 1b000000  0100000000000000  0200000000000000 2f61  \
+                     07000000000000000000000000000000  0a00000000000000  0500000000000000"
+                ),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1637,16 +1680,16 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0e00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0f00 0100 0100000000000000 04000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0e00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0f00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0e00 0d00 0807060504030201 30000000 02000000  \
+        let want = hex("47555354 0f00 0d00 0807060504030201 30000000 02000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1664,18 +1707,18 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0e00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 0f00 3600 0300000000000000 49000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0e00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(show(&out), show(&hex("47555354 0f00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0e00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want = hex("47555354 0f00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -164,6 +164,20 @@ pub fn data_file(key: &str) -> Option<u128> {
     (hex.len() == 32).then(|| u128::from_str_radix(hex, 16).ok()).flatten()
 }
 
+/// The key of the grant by which a client holds back the size of `path`'s file
+/// (`hold_size`, docs/DESIGN.md "Size holds"): "//size" and the path, which no
+/// normalized path, listing, claim, data or link key is.
+pub fn size_key(path: &str) -> String {
+    format!("{SIZE_PREFIX}{path}")
+}
+
+const SIZE_PREFIX: &str = "//size";
+
+/// The path a [`size_key`] holds the size of.
+pub fn size_path(key: &str) -> Option<&str> {
+    key.strip_prefix(SIZE_PREFIX).filter(|p| p.starts_with('/'))
+}
+
 /// `dir/name` for a normalized `dir`; `name` is not checked (see [`child`]).
 pub fn join(dir: &str, name: &str) -> String {
     if dir == "/" {

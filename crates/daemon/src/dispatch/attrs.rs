@@ -10,6 +10,11 @@ pub(super) fn serve(state: &State, req: Request) -> Reply {
             validate_path(&path)?;
             md.update_size(&path, file_id, end, append_len, mtime_ns).map(Response::Offset)
         }
+        // The hold itself is registered by `handle_for`, once the size is applied.
+        Request::HoldSize { path, file_id, end, mtime_ns, .. } => {
+            validate_path(&path)?;
+            md.update_size(&path, file_id, end, None, mtime_ns).map(Response::Offset)
+        }
         Request::Truncate { path, size, mtime_ns } => {
             validate_path(&path)?;
             let r = md.truncate(&path, size, mtime_ns)?;

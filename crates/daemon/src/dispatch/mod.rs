@@ -128,8 +128,18 @@ pub fn handle_for<'s>(
         state.qos.pace(n);
     }
     let traced = crate::trace::start(&req);
-    let change = state.grants.begin_change(&req, caller.map(|h| h.id));
+    let mut change = state.grants.begin_change(&req, caller.map(|h| h.id));
+    if let Some(c) = change.as_mut() {
+        apply_held_sizes(state, c.take_sizes());
+    }
+    // A look at a record takes back the sizes other clients hold back on it
+    // (`hold_size`) first: it sees every write that returned.
+    look_at_held_sizes(state, &req, caller.map(|h| h.id));
     let removes = matches!(req, Request::Remove { .. } | Request::RemoveRecords { .. } | Request::RemoveBatch { .. });
+    let hold = match &req {
+        Request::HoldSize { path, hold, .. } => Some((path.clone(), *hold)),
+        _ => None,
+    };
     let offers = caller.map(|h| Offers::before(state, &req, h));
     let (reply, out) = match req {
         Request::StatData { path } => stat_data(state, &path),
@@ -143,6 +153,9 @@ pub fn handle_for<'s>(
         (Some(o), Some(h)) => o.after(state, &reply, h),
         _ => 0,
     };
+    if let (Some((path, hold)), Some(h)) = (hold, caller) {
+        flags |= hold_size(state, &path, hold && reply.is_ok(), h);
+    }
     if caller.is_some_and(|h| h.leased()) {
         flags |= REPLY_LEASED;
     }
@@ -152,6 +165,47 @@ pub fn handle_for<'s>(
         t.finish(state, &reply, bulk_in.len(), out_len);
     }
     (reply, out, flags)
+}
+
+/// Registers (`hold`) or ends `h`'s hold on `path`'s size (docs/DESIGN.md, "Size
+/// holds"): the reply says `REPLY_GRANTED` when `h` holds it now. Registered after
+/// the size was applied, so a look that recalls it finds that size applied.
+fn hold_size(state: &State, path: &str, hold: bool, h: &Holder) -> u16 {
+    let key = gust_proto::path::size_key(path);
+    if !hold {
+        state.grants.ungrant(&key, h);
+        return 0;
+    }
+    match state.grants.grant(&key, h) {
+        crate::grants::Grant::No => 0,
+        _ => REPLY_GRANTED,
+    }
+}
+
+/// Applies sizes that recalled holders gave up, as their own `update_size`s would
+/// have: merges, so their order among other writers' does not matter. A path gone
+/// or now another file's (ENOENT, ESTALE) takes nothing, as the holder's own
+/// update would have been refused.
+fn apply_held_sizes(state: &State, sizes: Vec<gust_proto::HeldSize>) {
+    for s in sizes {
+        if validate_path(&s.path).is_ok() {
+            let _ = state.metadata.update_size(&s.path, s.file_id, s.end, None, s.mtime_ns);
+        }
+    }
+}
+
+/// Before a request reads records (a stat, a read of a small file's data): the
+/// sizes other clients hold back on them come back and are applied.
+fn look_at_held_sizes(state: &State, req: &Request, caller: Option<u64>) {
+    let paths: Vec<&str> = match req {
+        Request::Stat { path } | Request::StatData { path } => vec![path.as_str()],
+        Request::ReadMany { paths } => paths.iter().map(String::as_str).collect(),
+        _ => return,
+    };
+    if let Some(mut c) = state.grants.begin_look(&paths, caller) {
+        apply_held_sizes(state, c.take_sizes());
+        state.grants.end_change(c, false);
+    }
 }
 
 /// The bytes of chunk data `req` moves, which a bandwidth limit paces: chunk
@@ -212,6 +266,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         | Request::Trace { .. }
         | Request::Tune { .. }) => control::serve(state, r),
         r @ (Request::UpdateSize { .. }
+        | Request::HoldSize { .. }
         | Request::Truncate { .. }
         | Request::SetAttr { .. }
         | Request::SetOwner { .. }
