@@ -144,11 +144,11 @@ impl Client {
         record: Record,
         flags: i32,
         p: Pending,
-    ) -> std::result::Result<(), Pending> {
+    ) -> std::result::Result<(), Box<Pending>> {
         let mut p = Some(p);
         let due = self.while_claimed(path, || self.queue_claimed(path, record, flags, p.take().expect("once")));
         match due {
-            None => Err(p.take().expect("not queued")),
+            None => Err(Box::new(p.take().expect("not queued"))),
             Some(due) => {
                 if due {
                     self.flush_creates();

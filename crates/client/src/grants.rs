@@ -433,6 +433,10 @@ impl Cache {
             if until != 0 {
                 d.valid_until_ms.store(0, Ordering::Release);
                 self.records.forget_daemon(daemon);
+                let holder = self.records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(h) = holder {
+                    h.lost(daemon);
+                }
             }
             return None;
         }

@@ -319,7 +319,7 @@ impl Client {
                         return Ok(());
                     }
                     // The claim is gone: sent now.
-                    Err(back) => back,
+                    Err(back) => *back,
                 };
             }
             let daemon = self.md_daemon(&path);

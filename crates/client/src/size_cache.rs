@@ -69,6 +69,10 @@ pub(crate) struct SizeSlot {
     /// What `sending` sends: a recall meanwhile gives it up too (the update may
     /// reach the daemon after the recall's answer).
     in_flight: Option<DirtySize>,
+    /// A hold asked for through this descriptor failed (its path was removed or
+    /// replaced, a daemon failed): its sizes are batched without one, and the
+    /// error is its flush's, as before holds.
+    unheld: bool,
 }
 
 /// The sizes this process holds back: which paths it holds under a grant, and
@@ -139,25 +143,35 @@ impl Client {
     pub(crate) fn cache_size(&self, f: &Arc<OpenFile>, end: u64) -> Result<()> {
         let path = f.attrs_path();
         let daemon = self.md_daemon(&path);
-        if !self.can_hold_sizes(daemon) {
+        let unheld = f.size.lock().unwrap_or_else(|e| e.into_inner()).unheld;
+        if unheld || !self.can_hold_sizes(daemon) {
             return self.cache_size_unheld(f, end);
         }
+        // Before the lock: a lease found over ends the holds of its daemon, under
+        // that lock (`SizeHolder::lost`).
+        let leased = self.transport.grants.lease(daemon).is_some();
         {
             let mut held = self.sizes.held();
             self.note_dirty(f, end);
-            if held.1.get(&path) == Some(&daemon) {
+            if leased && held.1.get(&path) == Some(&daemon) {
                 return Ok(());
             }
             // Noted before the request: a recall that overtakes its reply must
             // find the path (and the size on its way) here.
             held.1.insert(path.clone(), daemon);
         }
-        let granted = self.send_size(f, Some(true))?;
-        if !granted {
+        let asked = self.send_size(f, Some(true));
+        if asked != Ok(true) {
             let mut held = self.sizes.held();
             if held.1.get(&path) == Some(&daemon) {
                 held.1.remove(&path);
             }
+        }
+        if asked.is_err() {
+            // Not the write's error (its data is in place): the size waits for a
+            // flush, which reports it (ENOENT, ESTALE), as without holds.
+            f.size.lock().unwrap_or_else(|e| e.into_inner()).unheld = true;
+            self.note_dirty(f, end);
         }
         Ok(())
     }
@@ -192,25 +206,21 @@ impl Client {
     }
 
     /// Whether this process may hold sizes of `daemon`'s records: grants are on
-    /// and its callback connection is up with a lease in force (opened now if it
-    /// may be). A lease that ran out ends the holds there: the daemon may have
-    /// taken them back without a recall.
+    /// and its callback connection is up (opened now if it may be; the reply to
+    /// `hold_size` starts the lease). A lease that ran out ends the holds there
+    /// (grants.rs, `usable`): the daemon may have taken them back without a recall.
     fn can_hold_sizes(&self, daemon: u32) -> bool {
         let g = &self.transport.grants;
         if !g.on() || self.ending() {
             return false;
         }
         if g.link_up(daemon) {
-            if g.lease(daemon).is_some() {
-                return true;
-            }
-            crate::grants::SizeHolder::lost(&*self.sizes, daemon);
-            return false;
+            return true;
         }
         let Some(ep) = self.transport.callback_endpoint(daemon).filter(|_| g.link_due(daemon)) else {
             return false;
         };
-        g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout()) && g.lease(daemon).is_some()
+        g.open_link(daemon, &ep, self.transport.secret(), self.transport.timeout())
     }
 
     /// Sends the unsent size of `f`, if any (the hold on its path, if any, stays).

@@ -18,8 +18,19 @@ fn client(g: &Arc<Grants>, id: u64) -> FakeClient {
     let mut copts = gust_rpc::Options::new(Duration::from_secs(10));
     copts.handler = Some(Arc::new(move |req, _| match req {
         Request::Recall { paths } => {
+            // A held size gives up end 42 of file `id` (size_cache.rs's answer).
+            let sizes: Vec<HeldSize> = paths
+                .iter()
+                .filter_map(|k| gust_proto::path::size_path(k))
+                .map(|p| HeldSize { path: p.into(), file_id: id as u128, end: 42, mtime_ns: 0 })
+                .collect();
+            let any = paths.iter().any(|k| gust_proto::path::size_path(k).is_some());
             lock(&seen).extend(paths);
-            (Ok(Response::Ok), Vec::new())
+            if any {
+                (Ok(Response::HeldSizes { sizes }), Vec::new())
+            } else {
+                (Ok(Response::Ok), Vec::new())
+            }
         }
         _ => (Err(libc::ENOSYS), Vec::new()),
     }));
@@ -267,4 +278,32 @@ fn a_claim_waits_for_other_clients_grants_in_its_directory_only() {
         assert!(Instant::now() < deadline, "b is gone, yet its grant in /e still refuses the claim");
         std::thread::yield_now();
     }
+}
+
+#[test]
+fn a_look_or_a_change_takes_held_sizes_back_but_another_writer_does_not() {
+    let g = Arc::new(Grants::new());
+    let (a, b) = (client(&g, 1), client(&g, 2));
+    assert!(g.begin_look(&["/f"], Some(1)).is_none(), "no size held: no lock taken");
+    let key = gust_proto::path::size_key("/f");
+    assert_eq!(g.grant(&key, &a.holder), Grant::New);
+    assert_eq!(g.grant(&key, &b.holder), Grant::New, "two writers hold at once");
+    // A look of a's recalls b's hold only, and brings its size.
+    let mut c = g.begin_look(&["/f"], Some(1)).unwrap();
+    assert_eq!(c.take_sizes(), vec![HeldSize { path: "/f".into(), file_id: 2, end: 42, mtime_ns: 0 }]);
+    g.end_change(c, false);
+    assert_eq!(recalled(&b), vec![key.clone()]);
+    assert!(recalled(&a).is_empty(), "the looker's own hold stays");
+    // Growing the file (b's size merge) commutes with a's held size: no recall.
+    let grow = Request::UpdateSize { path: "/f".into(), file_id: 2, end: 9, append_len: None, mtime_ns: 0 };
+    let c = g.begin_change(&grow, Some(2)).unwrap();
+    g.end_change(c, false);
+    assert!(recalled(&a).is_empty());
+    // A truncate of b's takes a's size back first.
+    let truncate = Request::Truncate { path: "/f".into(), size: 0, mtime_ns: 0 };
+    let mut c = g.begin_change(&truncate, Some(2)).unwrap();
+    assert_eq!(c.take_sizes(), vec![HeldSize { path: "/f".into(), file_id: 1, end: 42, mtime_ns: 0 }]);
+    g.end_change(c, false);
+    assert_eq!(recalled(&a), vec![key]);
+    assert!(g.begin_look(&["/f"], None).is_none(), "no size held any more");
 }
