@@ -709,7 +709,13 @@ impl Grants {
                         into.push(q);
                     }
                 }
-                t.note_contended(p.clone());
+                // Not a size key: its holder asks again at its next write, one
+                // request per look, where a second of no holds would cost a
+                // request per write (N writers of a shared file, each looking
+                // at it once when it opens).
+                if gust_proto::path::size_path(p).is_none() {
+                    t.note_contended(p.clone());
+                }
             }
         }
         let mut sizes = Vec::new();
