@@ -228,7 +228,9 @@ impl Jobs {
         let mut st = String::new();
         let done = wait_until(limit, || {
             st = self.state(job);
-            !matches!(st.as_str(), "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "?")
+            // STAGE_OUT: the script ended, the burst buffer's stage-out (ours)
+            // runs; the job is not done.
+            !matches!(st.as_str(), "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "STAGE_OUT" | "?")
         });
         assert!(done, "job {job} still {st} after {limit:?}");
         st

@@ -54,9 +54,17 @@ fn homes(c: &Client, files: usize) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// A client that asks the daemons for everything: a record cached under a grant
+/// is served within its lease whatever became of its daemon (docs/DESIGN.md,
+/// "Grants"), and these probes are of operations that need the daemon. (A first
+/// write opens the callback connection that grants need: size holds.)
+fn probe_client(inst: &Instance, force_tcp: bool) -> Client {
+    inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp, grants: false, ..Default::default() })
+}
+
 fn run(force_tcp: bool, hang: bool) {
     let inst = Instance::start_with(4, &["--chunk-size", "4k"]);
-    let c = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp, ..Default::default() });
+    let c = probe_client(&inst, force_tcp);
     let files = homes(&c, if hang { FILES_HUNG } else { FILES });
     assert!(files.iter().any(|f| f.1 == VICTIM) && files.iter().any(|f| f.1 != VICTIM));
     // A multi-chunk file: its chunks are spread over all four daemons.
@@ -81,7 +89,7 @@ fn run(force_tcp: bool, hang: bool) {
     eprintln!("{failed} operations failed with EIO, {worked} worked");
     assert!(c.last_transport_error().unwrap().contains(&format!("daemon {VICTIM}")));
     // A fresh client (no pooled connections) behaves the same.
-    let fresh = inst.client_with(ClientOptions { rpc_timeout: TIMEOUT, force_tcp, ..Default::default() });
+    let fresh = probe_client(&inst, force_tcp);
     check_split(&fresh, &files[..6]);
     // Creating, writing and reading files whose daemons are all alive still works,
     // while a read that needs a chunk on the dead daemon fails (never zeros).

@@ -25,7 +25,7 @@
 //! description sends the size with the hold's end.
 //!
 //! Without a grant (grants off: `GUST_GRANTS=0`, copies, the node proxy, cache
-//! mode; the daemon refused the hold: contended; no callback connection) the size
+//! mode; no callback connection; a hold that failed) the size
 //! is batched as before: other clients see it only from the flush, at most the
 //! interval after a write that is followed by another write, at close or fsync
 //! otherwise (docs/SEMANTICS.md). A write through a descriptor whose path was
@@ -167,13 +167,20 @@ impl Client {
                 held.1.remove(&path);
             }
         }
-        if asked.is_err() {
-            // Not the write's error (its data is in place): the size waits for a
-            // flush, which reports it (ENOENT, ESTALE), as without holds.
-            f.size.lock().unwrap_or_else(|e| e.into_inner()).unheld = true;
-            self.note_dirty(f, end);
+        match asked {
+            Err(_) => {
+                // Not the write's error (its data is in place): the size waits for
+                // a flush, which reports it (ENOENT, ESTALE), as without holds.
+                f.size.lock().unwrap_or_else(|e| e.into_inner()).unheld = true;
+                self.note_dirty(f, end);
+                Ok(())
+            }
+            // Refused (another client's look of the path under way, a bound):
+            // what another thread deferred meanwhile, under the hold this thread
+            // had noted, goes now.
+            Ok(false) => self.flush_size(f),
+            Ok(true) => Ok(()),
         }
-        Ok(())
     }
 
     /// Records `end` as `f`'s unsent size.
