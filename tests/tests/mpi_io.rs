@@ -6,20 +6,24 @@
 //! rank asking the size: with sizes batched in the writer and nothing to take them
 //! back, 4 runs in 10 saw the old size (docs/DESIGN.md, "Size holds").
 
+use gust_e2e::mount::Mount;
 use gust_e2e::{gust_bin, Instance};
 use std::path::Path;
 use std::process::Command;
 
-/// Runs the semantics script with `ranks` ranks of Open MPI's `io` component
-/// against `dir` in `inst`, through the preload library; the script's output.
-fn semantics(inst: &Instance, io: &str, dir: &str, extra: &[&str]) -> (bool, String) {
+/// Runs the semantics script with 4 ranks of Open MPI's `io` component against
+/// `dir` in `inst`: through the preload library, or (`inst` None) plain, in a
+/// FUSE mount's directory. The script's output.
+fn semantics(inst: Option<&Instance>, io: &str, dir: &str, extra: &[&str]) -> (bool, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mpi/mpiio_semantics.py");
     let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
-    let out = Command::new("timeout")
-        .args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "4", "--mca", "io", io, "-x"])
-        .arg(format!("LD_PRELOAD={}", lib.display()))
-        .arg("-x")
-        .arg(format!("GUST_HOSTS_FILE={}", inst.hosts.display()))
+    let mut cmd = Command::new("timeout");
+    cmd.args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "4", "--mca", "io", io]);
+    if let Some(inst) = inst {
+        cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display()));
+        cmd.arg("-x").arg(format!("GUST_HOSTS_FILE={}", inst.hosts.display()));
+    }
+    let out = cmd
         .arg("/usr/bin/python3")
         .arg(&script)
         .arg(dir)
@@ -34,7 +38,7 @@ fn semantics(inst: &Instance, io: &str, dir: &str, extra: &[&str]) -> (bool, Str
 fn mpi_io_semantics_with_romio() {
     let inst = Instance::start(4);
     for run in 0..3 {
-        let (ok, text) = semantics(&inst, "romio321", &format!("/gustfs/romio{run}"), &[]);
+        let (ok, text) = semantics(Some(&inst), "romio321", &format!("/gustfs/romio{run}"), &[]);
         assert!(ok, "run {run}:\n{text}");
     }
 }
@@ -43,7 +47,20 @@ fn mpi_io_semantics_with_romio() {
 fn mpi_io_semantics_with_ompio() {
     let inst = Instance::start(4);
     for run in 0..3 {
-        let (ok, text) = semantics(&inst, "ompio", &format!("/gustfs/ompio{run}"), &["--no-atomic"]);
+        let (ok, text) = semantics(Some(&inst), "ompio", &format!("/gustfs/ompio{run}"), &["--no-atomic"]);
         assert!(ok, "run {run}:\n{text}");
+    }
+}
+
+/// The same through the FUSE mount (ROMIO; the kernel's page cache and
+/// attribute cache live under the mount's grants: docs/DESIGN.md, "Grants").
+#[test]
+fn mpi_io_semantics_through_fuse() {
+    let inst = Instance::start(4);
+    let m = Mount::new(&inst, &[]);
+    for run in 0..2 {
+        let dir = m.p(&format!("romio{run}"));
+        let (ok, text) = semantics(None, "romio321", dir.to_str().unwrap(), &[]);
+        assert!(ok, "run {run}:\n{text}\nmount log:\n{}", m.log());
     }
 }
