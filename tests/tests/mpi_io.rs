@@ -23,13 +23,8 @@ fn semantics(inst: Option<&Instance>, io: &str, dir: &str, extra: &[&str]) -> (b
         cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display()));
         cmd.arg("-x").arg(format!("GUST_HOSTS_FILE={}", inst.hosts.display()));
     }
-    let out = cmd
-        .arg("/usr/bin/python3")
-        .arg(&script)
-        .arg(dir)
-        .args(extra)
-        .output()
-        .expect("mpirun (Debian's openmpi-bin)");
+    let out =
+        cmd.arg("/usr/bin/python3").arg(&script).arg(dir).args(extra).output().expect("mpirun (Debian's openmpi-bin)");
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success() && !text.contains("FAILED") && text.contains("checks ok"), text)
 }
