@@ -217,6 +217,10 @@ impl Records {
         // What this process deferred under them goes out at its next path
         // operation, no longer held back (claims.rs).
         self.claims.lost_daemon(daemon);
+        // So do the sizes it held there (size_cache.rs).
+        if let Some(h) = self.size_holder() {
+            h.lost(daemon);
+        }
         // Every listing has names of every daemon.
         self.forget_listings();
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -233,6 +237,11 @@ impl Records {
             keep
         });
         self.data_bytes.fetch_sub(freed, Ordering::Relaxed);
+    }
+
+    /// Who holds sizes back in this process, once registered (size_cache.rs).
+    fn size_holder(&self) -> Option<Arc<dyn SizeHolder>> {
+        self.sizes.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn release(&self, e: &Entry) {
@@ -433,10 +442,6 @@ impl Cache {
             if until != 0 {
                 d.valid_until_ms.store(0, Ordering::Release);
                 self.records.forget_daemon(daemon);
-                let holder = self.records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
-                if let Some(h) = holder {
-                    h.lost(daemon);
-                }
             }
             return None;
         }
@@ -577,10 +582,6 @@ impl Cache {
         d.up.store(false, Ordering::SeqCst);
         self.records.forget_daemon(daemon);
         self.locks.daemon_lost(daemon);
-        let holder = self.records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(h) = holder {
-            h.lost(daemon);
-        }
     }
 
     /// Opens the callback connection to `daemon` on `ep`: recalls and lock grants
@@ -622,8 +623,7 @@ impl Cache {
                 let mut sizes: Option<Vec<gust_proto::HeldSize>> = None;
                 for p in &paths {
                     if let Some(path) = gust_proto::path::size_path(p) {
-                        let holder = records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
-                        let given = holder.map(|h| h.give_up(daemon, path)).unwrap_or_default();
+                        let given = records.size_holder().map(|h| h.give_up(daemon, path)).unwrap_or_default();
                         sizes.get_or_insert_with(Vec::new).extend(given);
                         continue;
                     }
@@ -675,10 +675,6 @@ impl Cache {
             up.store(false, Ordering::SeqCst);
             let claimed = records.claims.holds_any(daemon);
             records.forget_daemon(daemon);
-            let holder = records.sizes.read().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(h) = holder {
-                h.lost(daemon);
-            }
             // The daemon dropped this process's locks with the connection.
             locks.daemon_lost(daemon);
             if claimed {
