@@ -31,7 +31,7 @@ fn authed(inst: &Instance, d: u32) -> TcpStream {
 }
 
 fn header(op: u16, body_len: u32, bulk_len: u32) -> [u8; HEADER_BYTES] {
-    Header { version: PROTOCOL_VERSION, op, request_id: 7, body_len, bulk_len }.encode()
+    Header { version: PROTOCOL_VERSION, op, request_id: 7, body_len, bulk_len, generation: 0 }.encode()
 }
 
 fn send_req(s: &mut TcpStream, op: u16, body: &[u8], bulk: &[u8]) {
@@ -190,7 +190,7 @@ fn malformed_frames_after_the_handshake() {
     assert_closed(&mut s);
     assert_logged(&inst, 0, "bad frame magic");
     let mut s = authed(&inst, 0);
-    s.write_all(&Header { version: 77, op: 1, request_id: 1, body_len: 0, bulk_len: 0 }.encode()).unwrap();
+    s.write_all(&Header { version: 77, op: 1, request_id: 1, body_len: 0, bulk_len: 0, generation: 0 }.encode()).unwrap();
     assert_closed(&mut s);
     assert_logged(&inst, 0, "protocol version 77 not supported");
 

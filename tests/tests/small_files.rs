@@ -303,6 +303,7 @@ fn send_request(s: &mut std::net::TcpStream, id: u64, req: &gust_proto::Request)
         request_id: id,
         body_len: body.len() as u32,
         bulk_len: 0,
+        generation: 0,
     };
     s.write_all(&h.encode()).unwrap();
     s.write_all(&body).unwrap();

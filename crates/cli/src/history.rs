@@ -453,6 +453,9 @@ fn record(
     let result = call(client, kind, path, arg);
     write_line(out, &inv.completed(monotonic_ns(), result), &a.out)?;
     if result == Outcome::Errno(libc::EIO) {
+        if let Some(why) = client.last_transport_error() {
+            tracing::warn!("{} {path}: EIO: {why}", kind.name());
+        }
         wait_for_daemons(client);
     }
     Ok(())

@@ -150,6 +150,10 @@ pub struct StartArgs {
     /// instance): with R copies, operations go on with up to R-1 daemons down.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=gust_placement::REPLICAS_MAX as i64))]
     replicas: u32,
+    /// Daemons the instance may grow to (`gust expand`): clients keep room for that
+    /// many [default: 4 times --local, at least 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=gust_hosts::DAEMONS_MAX as i64))]
+    daemons_max: Option<u32>,
 }
 
 /// Options `gust start` passes on to every daemon.
@@ -162,6 +166,8 @@ struct DaemonOptions {
     trace: Vec<String>,
     /// --declare-capacity: one size for all, or one per daemon id.
     capacities: Vec<u64>,
+    /// Daemons joining a running instance (`gust expand`): no environment to print.
+    joining: bool,
 }
 
 impl StartArgs {
@@ -189,6 +195,7 @@ impl StartArgs {
             events_cap: self.events_cap,
             trace,
             capacities: self.declare_capacity.clone(),
+            joining: false,
         })
     }
 
@@ -436,6 +443,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     }
     hosts.placement = a.placement;
     hosts.replicas = a.replicas;
+    hosts.daemons_max = Some(a.daemons_max.unwrap_or((4 * local).max(64)).max(local));
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;
 
@@ -534,7 +542,11 @@ fn launch(
             }
         }
         if let Ok(h) = HostsFile::load(hosts_path) {
-            let registered = h.is_complete(n) && h.daemons.iter().all(|d| children.iter().any(|c| c.1.id() == d.pid));
+            // Every daemon of the plan registered, as the process started here.
+            let registered = h.is_complete(h.daemons.len())
+                && plan.iter().all(|(i, _, _)| {
+                    h.daemons.iter().any(|d| d.id == *i && children.iter().any(|c| c.1.id() == d.pid))
+                });
             if registered {
                 if let Ok(c) = Client::open_instance(
                     hosts_path,
@@ -558,6 +570,10 @@ fn launch(
         std::thread::sleep(Duration::from_millis(20));
     }
     let h = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
+    if options.joining {
+        eprintln!("gust: {n} daemon(s) joined instance {}", h.instance);
+        return Ok(());
+    }
     eprintln!(
         "gust: instance {} up: {n} daemon(s), chunk size {} bytes, hosts file {}",
         h.instance,
@@ -566,6 +582,25 @@ fn launch(
     );
     print_env(hosts_path, &h);
     Ok(())
+}
+
+/// Starts more daemons for an instance that runs (`gust expand`), as `launch`.
+pub(crate) fn launch_more(
+    plan: &[(u32, PathBuf, String)],
+    mountdir: &str,
+    hosts_path: &Path,
+    log_dir: &Path,
+    timeout_s: u64,
+) -> Result<(), String> {
+    let options = DaemonOptions {
+        tuning: Vec::new(),
+        metrics: None,
+        events_cap: None,
+        trace: Vec::new(),
+        capacities: Vec::new(),
+        joining: true,
+    };
+    launch(plan, mountdir, hosts_path, log_dir, timeout_s, true, &options)
 }
 
 fn children_pids(hosts_path: &Path) -> Vec<u32> {
@@ -692,6 +727,14 @@ pub fn status(a: InstanceArgs) -> Result<(), String> {
         h.mountdir,
         p.display()
     );
+    if h.moving {
+        println!(
+            "moving: data is moving to layout generation {} ({} daemons hold it when done); \
+             `gust expand --resume` or `gust shrink --resume` finishes an interrupted move",
+            h.generation,
+            h.placed_count()
+        );
+    }
     let all = crate::stats::gather(&c, &h);
     // A daemon that answers but refuses contents (restarted after a crash, or
     // fenced) is not `up`.

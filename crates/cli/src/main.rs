@@ -10,6 +10,7 @@ mod logging;
 mod mount;
 mod probe;
 mod repair;
+mod resize;
 mod run;
 mod scrub;
 mod stage;
@@ -175,6 +176,12 @@ enum Cmd {
     /// Change how a running instance's daemons share their nodes with the job:
     /// gust tune [--cpus N] [--nice N] [--max-bandwidth BYTES] (none: show them)
     Tune(tune::TuneArgs),
+    /// Add daemons to a running instance and move to them the data the new layout
+    /// places there (clients wait during the move): gust expand --local N
+    Expand(resize::ExpandArgs),
+    /// Remove the daemons with the highest ids from a running instance, moving
+    /// their data to the others first: gust shrink --count N
+    Shrink(resize::ShrinkArgs),
     /// Run by `gust start` on each node: starts that node's daemon (internal).
     #[command(hide = true)]
     NodeAgent(cluster::NodeAgentArgs),
@@ -280,6 +287,8 @@ fn main() -> ExitCode {
         Cmd::Repair(a) => repair::run(a),
         Cmd::Scrub(a) => scrub::run(a),
         Cmd::Tune(a) => tune::run(a),
+        Cmd::Expand(a) => resize::expand(a),
+        Cmd::Shrink(a) => resize::shrink(a),
         Cmd::NodeClean(a) => cluster::node_clean(a),
         Cmd::NodeAgent(a) => return ExitCode::from(cluster::node_agent(a).clamp(0, 255) as u8),
     };

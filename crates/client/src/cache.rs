@@ -12,6 +12,7 @@
 use crate::error::unexpected;
 use crate::{Client, Errno, Result};
 use gust_placement::chunk_spans;
+use gust_placement::Distributor;
 use gust_proto::{
     FileKind, Record, Request, Response, Span, StageChunks, StageCommit, StageEntry, INLINE_BYTES_MAX,
     STAGE_REQUEST_BYTES_MAX,

@@ -12,6 +12,7 @@ use crate::open_files::OpenFile;
 use crate::routing::Placed;
 use crate::rpc::Call;
 use crate::{namespace::now_ns, Client, Errno, Result};
+use gust_placement::Distributor;
 use gust_proto::{FileKind, Request, Response, Span};
 use std::sync::Arc;
 
@@ -410,9 +411,10 @@ impl Client {
             Response::Record(r) => r,
             r => return Err(unexpected(r)),
         };
-        let cut = self.chunk_daemons(old.file_id, size, old.size);
-        self.call_each(cut, |_| Request::TruncateChunks { file_id: old.file_id, size })?;
-        Ok(())
+        self.call_chunk_daemons(old.file_id, size, old.size, None, || Request::TruncateChunks {
+            file_id: old.file_id,
+            size,
+        })
     }
 
     pub(crate) fn truncate_impl(&self, path: &str, size: u64) -> Result<()> {
@@ -444,12 +446,7 @@ impl Client {
     fn sync_file(&self, f: &OpenFile) -> Result<()> {
         let path = f.attrs_path();
         let r = self.get_record(&path)?;
-        let mut daemons = self.chunk_daemons(f.file_id(), 0, r.size);
         let md = self.md_daemon(&path);
-        if !daemons.contains(&md) {
-            daemons.push(md);
-        }
-        self.call_each(daemons, |_| Request::Fsync { file_id: Some(f.file_id()) })?;
-        Ok(())
+        self.call_chunk_daemons(f.file_id(), 0, r.size, Some(md), || Request::Fsync { file_id: Some(f.file_id()) })
     }
 }

@@ -50,6 +50,7 @@ mod grants;
 mod home;
 mod inline;
 mod integrity;
+mod layout;
 mod links;
 mod listing;
 mod locks;
@@ -73,7 +74,7 @@ mod traced;
 mod write_behind;
 
 use gust_hosts::HostsFile;
-use gust_placement::{CapacityWeighted, Distributor, WideStriping};
+use gust_placement::Distributor;
 use open_files::FdTable;
 use rpc::Transport;
 use std::path::{Path, PathBuf};
@@ -88,6 +89,7 @@ pub use exit::settle_at_exit;
 /// What staging requests carry (see gust_proto::stage).
 pub use gust_proto::stage as stage_types;
 pub use gust_proto::CorruptRange;
+pub use gust_proto::MoveStep;
 pub use gust_proto::Span;
 pub use gust_proto::{now_ns, path};
 pub use gust_proto::{
@@ -106,6 +108,7 @@ pub use replica::{degraded_primaries, DOWN_SKIP};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use staging::ReadLogPage;
 pub use stat::{d_type, split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
+pub use status::MoveState;
 pub use traced::flush_trace;
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.
@@ -156,7 +159,7 @@ impl ClientOptions {
 pub struct Client {
     hosts: HostsFile,
     hosts_path: PathBuf,
-    dist: Box<dyn Distributor>,
+    dist: layout::Layout,
     chunk_size: u64,
     transport: Transport,
     files: FdTable,
@@ -219,7 +222,7 @@ impl Client {
             ));
         }
         let secret = gust_hosts::load_secret(hosts_path).map_err(|e| e.to_string())?;
-        let n = hosts.daemons.len() as u32;
+        let n = hosts.placed_count();
         if hosts.replicas > n {
             return Err(format!(
                 "{}: {} replicas need at least as many daemons, and {n} are registered",
@@ -227,8 +230,21 @@ impl Client {
                 hosts.replicas
             ));
         }
+        // Room for the daemons the instance may grow to (layout.rs): the ids not
+        // registered yet have no endpoint until a new layout names them.
+        let mut entries = hosts.daemons.clone();
+        for id in entries.len() as u32..hosts.room() {
+            entries.push(gust_hosts::DaemonEntry {
+                id,
+                host: String::new(),
+                pid: 0,
+                rootdir: PathBuf::new(),
+                endpoints: Vec::new(),
+                capacity_bytes: None,
+            });
+        }
         let transport = Transport::new(
-            hosts.daemons.clone(),
+            entries,
             Some(hosts_path.to_path_buf()),
             secret,
             rpc::TransportOptions {
@@ -246,16 +262,8 @@ impl Client {
                 )),
             },
         );
-        let dist: Box<dyn Distributor> = match hosts.placement {
-            gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),
-            gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(
-                &hosts.daemons.iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect::<Vec<_>>(),
-            )),
-            gust_hosts::Placement::Local => {
-                home::choose(&hosts.daemons);
-                Box::new(gust_placement::NodeLocal::new(n))
-            }
-        };
+        let dist = layout::Layout::new(layout::distributor(&hosts));
+        transport.set_generation(hosts.generation);
         let write_behind_bytes = write_behind::bytes_from_env(hosts.chunk_size_bytes);
         let sizes = std::sync::Arc::new(size_cache::SizeHolds::default());
         transport.grants.set_size_holder(sizes.clone());

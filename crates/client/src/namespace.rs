@@ -358,8 +358,7 @@ impl Client {
         if r.kind != FileKind::File || r.size == 0 {
             return Ok(());
         }
-        self.call_each(self.chunk_daemons(r.file_id, 0, r.size), |_| Request::RemoveChunks { file_id: r.file_id })?;
-        Ok(())
+        self.call_chunk_daemons(r.file_id, 0, r.size, None, || Request::RemoveChunks { file_id: r.file_id })
     }
 
     /// Removes a file or symlink: one RPC for the record, plus one per daemon that

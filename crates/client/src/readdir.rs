@@ -62,7 +62,7 @@ impl Client {
 
     /// Every entry of a directory (convenience over `opendir`).
     pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
-        self.opendir(path)?.collect()
+        self.rerouted_reading(|| self.opendir(path)?.collect())
     }
 
     /// Whether any daemon holds a direct child of `dir` (one RPC per daemon, in parallel).

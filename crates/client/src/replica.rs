@@ -32,6 +32,7 @@ use crate::integrity::CORRUPT;
 use crate::rpc::{Answer, Call, Dest, Transport};
 use crate::{Client, Errno};
 use gust_placement::replica_group;
+use gust_placement::Distributor;
 use gust_proto::{Copies, Request, Response};
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -16,6 +16,7 @@
 use crate::rpc::Call;
 use crate::{Client, Errno, Result};
 use gust_placement::chunk_spans;
+use gust_placement::Distributor;
 use gust_proto::{Request, Response, Span};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -80,7 +81,17 @@ impl Client {
     /// its link path (links.rs).
     pub(crate) fn call_md(&self, path: &str, mut req: Request) -> Result<Response> {
         let again = req.attrs_path_mut().is_some().then(|| req.clone());
-        match self.transport.call(self.md_daemon(path), req) {
+        // A daemon that moved to a new layout (layout.rs) served nothing: the
+        // request goes again, to the path's daemon of the new layout.
+        let moved = req.clone();
+        let first = match self.transport.call(self.md_daemon(path), req) {
+            Err(Errno(gust_proto::errno::MOVED)) => {
+                self.refresh_layout()?;
+                self.transport.call(self.md_daemon(path), moved)
+            }
+            r => r,
+        };
+        match first {
             Err(Errno(libc::EREMOTE)) if again.is_some() => {
                 let mut req = again.expect("checked");
                 let link = self.link_path_of(path)?;
@@ -89,6 +100,31 @@ impl Client {
             }
             r => r,
         }
+    }
+
+    /// One request (made by `req`) to each daemon that can hold chunks of file
+    /// `file_id` at or past `from` (of `size` bytes): a truncate, removal or sync
+    /// of chunks, which a daemon may apply twice. If one answers `MOVED` (a new
+    /// layout, layout.rs), the daemons of the new layout are asked again.
+    pub(crate) fn call_chunk_daemons(
+        &self,
+        file_id: u128,
+        from: u64,
+        size: u64,
+        also: Option<u32>,
+        req: impl Fn() -> Request,
+    ) -> Result<()> {
+        for _ in 0..8 {
+            let mut daemons = self.chunk_daemons(file_id, from, size);
+            if let Some(d) = also.filter(|d| !daemons.contains(d)) {
+                daemons.push(d);
+            }
+            match self.call_each(daemons, |_| req()) {
+                Err(Errno(gust_proto::errno::MOVED)) => self.refresh_layout()?,
+                r => return r.map(|_| ()),
+            }
+        }
+        Err(Errno(libc::EIO))
     }
 
     /// Every daemon of the instance.

@@ -65,6 +65,35 @@ const RETRY: i32 = gust_proto::errno::RETRY;
 const RETRY_WAIT_FIRST: Duration = Duration::from_micros(100);
 /// Longest wait between two sends of a call answered `RETRY`.
 const RETRY_WAIT_MAX: Duration = Duration::from_millis(10);
+/// Answer of a daemon taking part in a move to a new layout: send again once it
+/// is over (layout.rs).
+const MOVING: i32 = gust_proto::errno::MOVING;
+/// Longest wait between two sends of a call answered `MOVING`.
+const MOVING_WAIT_MAX: Duration = Duration::from_millis(50);
+
+/// How long a call answered `MOVING` is sent again before it fails (EIO):
+/// `$GUST_MOVE_WAIT_S` seconds, 600 by default. A move of many gigabytes takes
+/// minutes; clients wait it out rather than fail.
+pub(crate) fn move_wait() -> Duration {
+    static WAIT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *WAIT.get_or_init(|| {
+        let s = std::env::var("GUST_MOVE_WAIT_S").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(600);
+        Duration::from_secs(s)
+    })
+}
+
+/// Whether `req` may change what a daemon holds: not a read of records or
+/// chunks, nor a question about the daemon itself.
+fn changes(req: &Request) -> bool {
+    use gust_proto::{TraceClass, WhileRecovering};
+    !matches!(req.trace_class(), TraceClass::MdRead | TraceClass::ChunkRead)
+        && req.while_recovering() == WhileRecovering::Refuses
+}
+
+/// Whether an answer means a daemon served the request (layout.rs counts those).
+fn served<T>(a: &Result<T, Errno>) -> bool {
+    !matches!(a, Err(Errno(RETRY | MOVING | gust_proto::errno::MOVED)))
+}
 
 /// Bumped in every child after fork (pthread_atfork), so pools can tell that their
 /// connections belong to the parent without a getpid syscall per RPC.
@@ -134,6 +163,8 @@ pub(crate) struct Transport {
     secret: Vec<u8>,
     timeout: Duration,
     next_id: AtomicU64,
+    /// The layout generation requests are routed by (layout.rs).
+    generation: std::sync::atomic::AtomicU32,
     /// RPCs sent, for tests and `gust bench` reports.
     pub rpcs_sent: AtomicU64,
     last_error: Mutex<Option<String>>,
@@ -277,6 +308,7 @@ impl Transport {
             secret,
             timeout,
             next_id: AtomicU64::new(1),
+            generation: std::sync::atomic::AtomicU32::new(1),
             rpcs_sent: AtomicU64::new(0),
             last_error: Mutex::new(None),
             replicas,
@@ -303,11 +335,23 @@ impl Transport {
         self.last_error.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The layout generation stamped on requests (layout.rs).
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_generation(&self, g: u32) {
+        self.generation.store(g, Ordering::Release);
+    }
+
     pub(crate) fn links_len(&self) -> u32 {
         self.links.len() as u32
     }
 
     fn fail(&self, daemon: u32, what: String) -> Errno {
+        if self.left_instance(daemon) {
+            return Errno(gust_proto::errno::MOVED);
+        }
         let e = self.links[daemon as usize].entry.read().unwrap_or_else(|e| e.into_inner());
         let msg = format!("daemon {} ({}): {what}", e.id, e.tcp_addr());
         debug!(daemon, "{msg}");
@@ -322,6 +366,11 @@ impl Transport {
         match self.connect_once(daemon) {
             Ok(c) => Ok(c),
             Err(e) => {
+                // A daemon that left the instance (`gust shrink`) is gone: the
+                // request belongs to another daemon of the new layout (layout.rs).
+                if self.left_instance(daemon) {
+                    return Err(Errno(gust_proto::errno::MOVED));
+                }
                 if self.refresh_entry(daemon) {
                     self.connect_once(daemon)
                 } else {
@@ -329,6 +378,16 @@ impl Transport {
                 }
             }
         }
+    }
+
+    /// Whether `daemon` left the instance in a layout newer than the one requests
+    /// carry (`gust shrink`): it answered nothing but `MOVING` since its move
+    /// began (a frozen daemon serves nothing), so a request cut off by its exit
+    /// was not served and belongs to another daemon (layout.rs).
+    fn left_instance(&self, daemon: u32) -> bool {
+        let Some(path) = &self.hosts_path else { return false };
+        gust_hosts::HostsFile::load(path)
+            .is_ok_and(|h| h.generation > self.generation() && !h.daemons.iter().any(|d| d.id == daemon))
     }
 
     /// Re-reads this daemon's line of the hosts file; true if it changed.
@@ -464,7 +523,7 @@ impl Transport {
     fn send(&self, c: &mut Conn, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<()> {
         let body = encode(req);
         let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
-        let hb = Header::new(req.op(), id, body.len(), bulk_len).encode();
+        let hb = Header::new(req.op(), id, body.len(), bulk_len).with_generation(self.generation()).encode();
         let mut parts: Vec<&[u8]> = Vec::with_capacity(2 + bulk.len());
         parts.push(&hb);
         parts.push(&body);
@@ -669,7 +728,11 @@ impl Transport {
             Ok((reply, bulk, flags)) => {
                 self.replied(call.daemon, &call.req, sent_ms, flags);
                 self.give_back(call.daemon, c);
-                reply.map(|r| (r, bulk)).map_err(Errno)
+                let answer = reply.map(|r| (r, bulk)).map_err(Errno);
+                if served(&answer) && changes(&call.req) {
+                    crate::layout::note_served();
+                }
+                answer
             }
             Err((_, e)) => Err(self.fail(call.daemon, e)),
         }
@@ -713,19 +776,32 @@ impl Transport {
     ) -> Vec<PlacedAnswer> {
         let all: Vec<usize> = (0..calls.len()).collect();
         let mut answers = self.send_batch_once(&calls, &all, &dests, buf, &mut place);
-        let is_retry = |a: &PlacedAnswer| matches!(a, Err(Errno(RETRY)));
+        let is_retry = |a: &PlacedAnswer| matches!(a, Err(Errno(RETRY | MOVING)));
+        // A change a daemon applied makes the operation unsafe to run again.
+        let applied = |answers: &[PlacedAnswer]| answers.iter().zip(&calls).any(|(a, c)| served(a) && changes(&c.req));
         if !answers.iter().any(is_retry) {
+            if applied(&answers) {
+                crate::layout::note_served();
+            }
             return answers;
         }
         let started = std::time::Instant::now();
         let mut wait = RETRY_WAIT_FIRST;
         loop {
             let again: Vec<usize> = (0..answers.len()).filter(|&i| is_retry(&answers[i])).collect();
+            if applied(&answers) {
+                crate::layout::note_served();
+            }
             if again.is_empty() {
                 return answers;
             }
-            if started.elapsed() > self.timeout {
-                let msg = "a directory's claim was not given back within the RPC timeout".to_string();
+            let moving = again.iter().any(|&i| matches!(answers[i], Err(Errno(MOVING))));
+            if started.elapsed() > if moving { move_wait() } else { self.timeout } {
+                let msg = if moving {
+                    format!("the instance was still moving data to a new layout after {} s", move_wait().as_secs())
+                } else {
+                    "a directory's claim was not given back within the RPC timeout".to_string()
+                };
                 *self.last_error_slot() = Some(msg);
                 for i in again {
                     answers[i] = Err(Errno(libc::EIO));
@@ -733,7 +809,7 @@ impl Transport {
                 return answers;
             }
             std::thread::sleep(wait);
-            wait = (wait * 2).min(RETRY_WAIT_MAX);
+            wait = (wait * 2).min(if moving { MOVING_WAIT_MAX } else { RETRY_WAIT_MAX });
             let got = self.send_batch_once(&calls, &again, &dests, buf, &mut place);
             for (i, a) in again.into_iter().zip(got) {
                 answers[i] = a;

@@ -24,6 +24,7 @@ use crate::error::unexpected;
 use crate::routing::{group_spans, Placed};
 use crate::rpc::{Call, Dest};
 use crate::{Client, Errno, Result};
+use gust_placement::Distributor;
 use gust_proto::sums::piece_sums;
 use gust_proto::{Request, Response, Span};
 use std::collections::BTreeMap;

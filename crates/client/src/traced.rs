@@ -10,6 +10,7 @@
 //! Not for: what the operations do (their modules); the record format (gust-trace).
 
 use crate::{normalize, Client, DirStream, Errno, Result, Stat, StatFs, WholeFile};
+use gust_placement::Distributor;
 use gust_proto::FileKind;
 use gust_proto::Record;
 use gust_trace::registry::{self as tp, Tracepoint};
@@ -58,11 +59,11 @@ impl Client {
         tp: &'static Tracepoint,
         path: &str,
         arg: u64,
-        f: impl FnOnce() -> Result<T>,
+        f: impl FnMut() -> Result<T>,
         size: impl FnOnce(&T) -> u64,
     ) -> Result<T> {
-        let Some(t) = gust_trace::start(tp) else { return f() };
-        let r = f();
+        let Some(t) = gust_trace::start(tp) else { return self.rerouted(f) };
+        let r = self.rerouted(f);
         let daemon = if looks_normal(path) {
             Some(self.md_daemon(path))
         } else {
@@ -87,14 +88,14 @@ impl Client {
         tp: &'static Tracepoint,
         fd: i32,
         offset: Option<u64>,
-        f: impl FnOnce() -> Result<T>,
+        f: impl FnMut() -> Result<T>,
         size: impl FnOnce(&T) -> u64,
     ) -> Result<T> {
-        let Some(t) = gust_trace::start(tp) else { return f() };
+        let Some(t) = gust_trace::start(tp) else { return self.rerouted(f) };
         let file = self.files.get(fd).ok();
         let offset =
             offset.or_else(|| file.as_ref().map(|f| *f.offset.lock().unwrap_or_else(|e| e.into_inner()))).unwrap_or(0);
-        let r = f();
+        let r = self.rerouted(f);
         let size = r.as_ref().map_or(0, size);
         let (path, file_id, daemon) = match &file {
             Some(f) => {

@@ -294,6 +294,8 @@ pub struct Grants {
     dir_changes: Vec<AtomicU64>,
     /// `table.claims.len()`, read without the lock by every request.
     claims_held: std::sync::atomic::AtomicUsize,
+    /// A move to a new layout is under way (moves.rs): no grant or claim is given.
+    paused: std::sync::atomic::AtomicBool,
     /// A local file was handed to a client since start (short_circuit.rs): from
     /// then on every request for chunk data marks the file's data key. Before,
     /// such requests only count themselves in `data_unmarked`, which the first
@@ -341,6 +343,7 @@ impl Grants {
             claims_recalled: AtomicU64::new(0),
             dir_changes: (0..DIR_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             claims_held: std::sync::atomic::AtomicUsize::new(0),
+            paused: std::sync::atomic::AtomicBool::new(false),
             data_handed: std::sync::atomic::AtomicBool::new(false),
             data_unmarked: std::sync::atomic::AtomicUsize::new(0),
             size_holds: std::sync::atomic::AtomicUsize::new(0),
@@ -527,7 +530,7 @@ impl Grants {
     /// another caller changes it; `Held` if `h` held it already (a failed request
     /// must then leave it: the client still keeps what it cached under it).
     pub fn grant(&self, path: &str, h: &Holder) -> Grant {
-        if !h.leased() {
+        if !h.leased() || self.paused() {
             return Grant::No;
         }
         let mut t = lock(&self.table);
@@ -567,6 +570,38 @@ impl Grants {
         }
         self.given.fetch_add(1, Ordering::Relaxed);
         Grant::New
+    }
+
+    /// Whether grants and claims are given now (not during a move).
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+
+    /// Stops giving grants and claims (a move to a new layout begins, moves.rs)
+    /// and takes back every one given: each holder is recalled as for a change,
+    /// and a claim's holder sends the names it made first. Returns once all are
+    /// back or their holders' leases ran out, with the sizes holders gave back
+    /// (for the caller to apply). `pause(false)` gives them again.
+    pub fn pause(&self, on: bool) -> Vec<HeldSize> {
+        self.paused.store(on, Ordering::Release);
+        if !on {
+            return Vec::new();
+        }
+        let claims: Vec<(Option<Arc<Holder>>, String)> = {
+            let t = lock(&self.table);
+            t.claims.iter().map(|(dir, c)| (t.clients.get(&c.holder).cloned(), dir.clone())).collect()
+        };
+        for (h, dir) in claims {
+            self.end_claim(h, dir);
+        }
+        let keys: Vec<(String, Option<u64>)> = lock(&self.table).paths.keys().map(|p| (p.clone(), None)).collect();
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let mut c = self.begin_keys(keys);
+        let sizes = c.take_sizes();
+        self.end_change(c, false);
+        sizes
     }
 
     /// Takes back a grant registered for a read that then failed (no record).

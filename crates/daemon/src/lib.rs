@@ -23,6 +23,7 @@ pub mod lock_service;
 pub mod locks;
 mod log_budget;
 pub mod metrics;
+pub mod moves;
 pub mod proxy;
 pub mod qos;
 pub mod read_log;
@@ -338,6 +339,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     chunks.set_identity(format!("daemon {daemon_id}"), hosts.chunk_size_bytes);
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
+    state.moves.start(&state, cfg.hosts_file.clone(), &hosts);
     if cfg.limits != qos::Limits::default() {
         state.qos.apply(cfg.limits).map_err(|e| state.qos.explain(cfg.limits, e))?;
     }

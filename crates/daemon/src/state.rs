@@ -43,6 +43,8 @@ pub struct State {
     pub proxy: std::sync::OnceLock<crate::proxy::Proxy>,
     /// Its cores, niceness and bandwidth limit (qos.rs).
     pub qos: crate::qos::Qos,
+    /// Its layout generation and its part in a move to a new one (moves.rs).
+    pub moves: crate::moves::Moves,
 }
 
 impl State {
@@ -74,6 +76,7 @@ impl State {
             grants,
             proxy: std::sync::OnceLock::new(),
             qos: crate::qos::Qos::new(),
+            moves: crate::moves::Moves::new(),
         }
     }
 

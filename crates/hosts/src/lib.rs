@@ -207,6 +207,20 @@ pub struct HostsFile {
     /// Copies of every record and chunk (1 to 3, fixed for the instance's life). A
     /// reader that does not know the key refuses the file: it would miss copies.
     pub replicas: u32,
+    /// The layout's generation (`generation` line, 1 if absent): `gust expand` and
+    /// `gust shrink` raise it when they change which daemons hold data, and
+    /// clients stamp it on every request (docs/DESIGN.md, "Growing and shrinking").
+    pub generation: u32,
+    /// How many daemons (ids 0..placed) hold data (`placed` line; all if absent).
+    /// Daemons past them are joining (started by `gust expand`, not yet given data).
+    pub placed: Option<u32>,
+    /// A move of data to this layout is under way (`moving` line): daemons serve
+    /// nothing of the file system's contents until `gust expand` or `gust shrink`
+    /// ends it (a daemon restarted meanwhile resumes its part).
+    pub moving: bool,
+    /// Bound on daemons this instance may grow to (`daemons_max` line; the daemons
+    /// listed if absent): clients keep room for that many.
+    pub daemons_max: Option<u32>,
     /// Sorted by id.
     pub daemons: Vec<DaemonEntry>,
 }
@@ -306,8 +320,22 @@ impl HostsFile {
             cache_of: None,
             placement: Placement::Wide,
             replicas: 1,
+            generation: 1,
+            placed: None,
+            moving: false,
+            daemons_max: None,
             daemons: Vec::new(),
         }
+    }
+
+    /// How many daemons hold data: ids 0..placed_count().
+    pub fn placed_count(&self) -> u32 {
+        self.placed.unwrap_or(self.daemons.len() as u32).min(self.daemons.len() as u32)
+    }
+
+    /// Room clients keep for daemons: at least those listed.
+    pub fn room(&self) -> u32 {
+        self.daemons_max.unwrap_or(0).max(self.daemons.len() as u32)
     }
 
     pub fn render(&self) -> String {
@@ -326,6 +354,18 @@ impl HostsFile {
         }
         if self.replicas != 1 {
             s.push_str(&format!("replicas {}\n", self.replicas));
+        }
+        if self.generation != 1 {
+            s.push_str(&format!("generation {}\n", self.generation));
+        }
+        if let Some(p) = self.placed {
+            s.push_str(&format!("placed {p}\n"));
+        }
+        if self.moving {
+            s.push_str("moving 1\n");
+        }
+        if let Some(m) = self.daemons_max {
+            s.push_str(&format!("daemons_max {m}\n"));
         }
         for d in &self.daemons {
             s.push_str(&format!("daemon {}\n", d.render()));
@@ -366,6 +406,30 @@ impl HostsFile {
                         .ok()
                         .filter(|r| (1..=REPLICAS_MAX).contains(r))
                         .ok_or_else(|| perr(n, format!("bad replicas '{rest}' (1 to {REPLICAS_MAX})")))?
+                }
+                "generation" => {
+                    h.generation = rest
+                        .parse()
+                        .ok()
+                        .filter(|g| *g >= 1)
+                        .ok_or_else(|| perr(n, format!("bad generation '{rest}'")))?
+                }
+                "placed" => {
+                    h.placed = Some(
+                        rest.parse()
+                            .ok()
+                            .filter(|p| (1..=DAEMONS_MAX as u32).contains(p))
+                            .ok_or_else(|| perr(n, format!("bad placed '{rest}'")))?,
+                    )
+                }
+                "moving" => h.moving = rest == "1",
+                "daemons_max" => {
+                    h.daemons_max = Some(
+                        rest.parse()
+                            .ok()
+                            .filter(|m| (1..=DAEMONS_MAX as u32).contains(m))
+                            .ok_or_else(|| perr(n, format!("bad daemons_max '{rest}' (1 to {DAEMONS_MAX})")))?,
+                    )
                 }
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
@@ -525,6 +589,38 @@ mod tests {
         assert_eq!(back.daemons[1].shared_memory(), None);
         assert!(back.is_complete(2));
         assert!(back.check_parent);
+    }
+
+    /// A layout's lines (generation, placed daemons, a move under way, room to
+    /// grow) survive a round trip; without them a file means what it meant before
+    /// they existed: generation 1, every daemon placed, room for those listed.
+    #[test]
+    fn layout_lines_roundtrip_and_default_to_every_daemon() {
+        let p = Path::new("h");
+        let one = |id: u32| DaemonEntry {
+            id,
+            host: format!("n{id}"),
+            pid: 1,
+            rootdir: "/r".into(),
+            endpoints: vec![format!("tcp:127.0.0.1:{}", 100 + id).parse().unwrap()],
+            capacity_bytes: None,
+        };
+        let mut h = HostsFile::new(new_instance_id(), 4096, "/g".into(), false);
+        h.daemons = (0..3).map(one).collect();
+        let plain = HostsFile::parse(p, &h.render()).unwrap();
+        assert_eq!((plain.generation, plain.placed_count(), plain.moving, plain.room()), (1, 3, false, 3));
+        assert!(!h.render().contains("generation"), "generation 1 writes no line");
+        h.generation = 4;
+        h.placed = Some(2);
+        h.moving = true;
+        h.daemons_max = Some(64);
+        let back = HostsFile::parse(p, &h.render()).unwrap();
+        assert_eq!(back, h);
+        assert_eq!((back.placed_count(), back.room()), (2, 64));
+        for bad in ["generation 0", "generation x", "placed 0", "daemons_max 70000"] {
+            let text = h.render().replace("placed 2", bad);
+            assert!(HostsFile::parse(p, &text).is_err(), "{bad} must be refused");
+        }
     }
 
     #[test]

@@ -6,6 +6,16 @@
 /// the request again shortly. Never given to an application.
 pub const RETRY: i32 = libc::ERESTART;
 
+/// Answer to a request while its daemon takes part in a move of data to a new
+/// layout (`gust expand`, `gust shrink`; docs/DESIGN.md, "Growing and shrinking"):
+/// the client sends it again once the move is over. Never given to an application.
+pub const MOVING: i32 = libc::EINPROGRESS;
+
+/// Answer to a request routed by an older layout than the daemon's (the frame
+/// header's generation): the client reads the hosts file again and routes the
+/// operation anew. Never given to an application.
+pub const MOVED: i32 = libc::ENOTUNIQ;
+
 /// The symbolic name of a Linux errno, for the ones GustFS gives or meets.
 pub fn name(e: i32) -> Option<&'static str> {
     Some(match e {
@@ -48,6 +58,8 @@ pub fn name(e: i32) -> Option<&'static str> {
         libc::EHOSTUNREACH => "EHOSTUNREACH",
         libc::ESTALE => "ESTALE",
         libc::EDQUOT => "EDQUOT",
+        libc::EINPROGRESS => "EINPROGRESS",
+        libc::ENOTUNIQ => "ENOTUNIQ",
         _ => return None,
     })
 }

@@ -8,14 +8,15 @@
 //!      8    8 request_id chosen by the client, echoed by the daemon
 //!     16    4 body_len   <= BODY_BYTES_MAX, bincode-encoded message
 //!     20    4 bulk_len   <= BULK_BYTES_MAX, raw file data
-//!     24      body, then bulk
+//!     24    4 generation the layout the client routed by (0: none, see below)
+//!     28      body, then bulk
 //! ```
 
 use crate::{BODY_BYTES_MAX, BULK_BYTES_MAX, FRAME_MAGIC, PROTOCOL_VERSION};
 use std::fmt;
 use std::io::{self, Read, Write};
 
-pub const HEADER_BYTES: usize = 24;
+pub const HEADER_BYTES: usize = 28;
 /// Bit set in `op` of every response frame.
 pub const OP_RESPONSE_BIT: u16 = 0x8000;
 /// Set in a response's `op` when the daemon granted the caller the right to cache
@@ -48,13 +49,31 @@ pub struct Header {
     pub request_id: u64,
     pub body_len: u32,
     pub bulk_len: u32,
+    /// The generation of the hosts file's layout a client routed this request by
+    /// (docs/DESIGN.md, "Growing and shrinking"): a daemon that moved to a newer
+    /// layout answers `errno::MOVED` instead of serving it. 0 in replies and in
+    /// requests that do not depend on placement (between daemons, tools).
+    pub generation: u32,
 }
 
 impl Header {
     /// The header of a frame of this build's protocol version: op (with
     /// `OP_RESPONSE_BIT` for a reply), request id, and the body and bulk lengths.
     pub fn new(op: u16, request_id: u64, body_len: usize, bulk_len: usize) -> Header {
-        Header { version: PROTOCOL_VERSION, op, request_id, body_len: body_len as u32, bulk_len: bulk_len as u32 }
+        Header {
+            version: PROTOCOL_VERSION,
+            op,
+            request_id,
+            body_len: body_len as u32,
+            bulk_len: bulk_len as u32,
+            generation: 0,
+        }
+    }
+
+    /// This header, saying the request was routed by layout `generation`.
+    pub fn with_generation(mut self, generation: u32) -> Header {
+        self.generation = generation;
+        self
     }
 
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
@@ -65,6 +84,7 @@ impl Header {
         b[8..16].copy_from_slice(&self.request_id.to_le_bytes());
         b[16..20].copy_from_slice(&self.body_len.to_le_bytes());
         b[20..24].copy_from_slice(&self.bulk_len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.generation.to_le_bytes());
         b
     }
 
@@ -81,6 +101,7 @@ impl Header {
             request_id: u64::from_le_bytes(b[8..16].try_into().unwrap()),
             body_len: u32::from_le_bytes(b[16..20].try_into().unwrap()),
             bulk_len: u32::from_le_bytes(b[20..24].try_into().unwrap()),
+            generation: u32::from_le_bytes(b[24..28].try_into().unwrap()),
         };
         if h.version != PROTOCOL_VERSION {
             return Err(FrameError::BadVersion(h.version));
@@ -206,7 +227,8 @@ mod tests {
 
     #[test]
     fn oversized_lengths_are_refused_before_allocation() {
-        let h = Header { version: PROTOCOL_VERSION, op: 1, request_id: 1, body_len: u32::MAX, bulk_len: 0 };
+        let h =
+            Header { version: PROTOCOL_VERSION, op: 1, request_id: 1, body_len: u32::MAX, bulk_len: 0, generation: 0 };
         let enc = h.encode();
         assert!(matches!(Header::decode(&enc), Err(FrameError::TooLarge { what: "body", .. })));
         let h = Header { bulk_len: u32::MAX, body_len: 0, ..h };
@@ -215,10 +237,12 @@ mod tests {
 
     #[test]
     fn bad_magic_and_version() {
-        let mut enc = Header { version: PROTOCOL_VERSION, op: 1, request_id: 1, body_len: 0, bulk_len: 0 }.encode();
+        let mut enc =
+            Header { version: PROTOCOL_VERSION, op: 1, request_id: 1, body_len: 0, bulk_len: 0, generation: 0 }
+                .encode();
         enc[0] = b'X';
         assert!(matches!(Header::decode(&enc), Err(FrameError::BadMagic(_))));
-        let enc = Header { version: 99, op: 1, request_id: 1, body_len: 0, bulk_len: 0 }.encode();
+        let enc = Header { version: 99, op: 1, request_id: 1, body_len: 0, bulk_len: 0, generation: 0 }.encode();
         assert!(matches!(Header::decode(&enc), Err(FrameError::BadVersion(99))));
     }
 

@@ -81,6 +81,33 @@ pub struct Span {
     pub len: u32,
 }
 
+/// The steps of a move to a new layout, in the order the coordinator sends them
+/// to every daemon (docs/DESIGN.md, "Growing and shrinking").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MoveStep {
+    /// Take back every grant and claim, and give none until the move ends.
+    Prepare,
+    /// Refuse clients' requests (`errno::MOVING`) once those under way ended.
+    Freeze,
+    /// Start sending what the new layout places elsewhere to its new daemons.
+    Copy,
+    /// Where this daemon's part stands (nothing changes).
+    Status,
+    /// Serve the new layout (the hosts file says it, no longer moving).
+    Adopt,
+    /// Serve the old layout again (before any `copy`).
+    Abort,
+}
+
+/// A record moved between daemons (`move_in`): its store key and value, and the
+/// length of its inline data in the request's bulk (None: it has none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedRecord {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub inline_len: Option<u32>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RemoveKind {
     /// unlink: anything but a directory (EISDIR).
@@ -564,6 +591,16 @@ requests! {
     /// (`HeldSizes`) carries the sizes. Without `hold`, the caller's hold ends.
     66 OP_HOLD_SIZE "hold_size" HoldSize { path: String, file_id: u128, end: u64, mtime_ns: i64, hold: bool }
         idempotent(true) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
+    /// One step of a move of data to the layout of hosts file generation
+    /// `generation` (`gust expand`, `gust shrink`; docs/DESIGN.md, "Growing and
+    /// shrinking"), sent by the coordinating `gust` to every daemon. Answers
+    /// `Moved`, where this daemon's part stands. EBUSY: a `freeze` while file locks
+    /// are held here; ESTALE: the hosts file does not say that generation.
+    67 OP_MOVE "move" Move { step: MoveStep, generation: u32 } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// Records another daemon moves to this one (its `copy` step): store keys and
+    /// values as they are, each with its inline data (the bulk, in order, of the
+    /// lengths given). Replaces what is there. Answers `Ok`.
+    68 OP_MOVE_IN "move_in" MoveIn { records: Vec<MovedRecord> } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdUpdate),
 }
 
 impl Request {
@@ -982,6 +1019,18 @@ responses! {
     27 HeldSizes {
         sizes: Vec<HeldSize>,
     },
+    /// Answer to `move`: the last step this daemon took and for which generation,
+    /// what its `copy` sent so far (records, chunks, bytes of chunk data), whether
+    /// the copy is over, and the error that stopped it (empty: none).
+    28 Moved {
+        step: MoveStep,
+        generation: u32,
+        records: u64,
+        chunks: u64,
+        bytes: u64,
+        done: bool,
+        error: String,
+    },
 }
 
 /// A size a client held back (`hold_size`), given up in a recall's answer: as an
@@ -1348,6 +1397,11 @@ mod tests {
                  0500000000000000  01"
                     .into(),
             ),
+            (Request::Move { step: MoveStep::Copy, generation: 2 }, "43000000  02000000  02000000".into()),
+            (
+                Request::MoveIn { records: vec![MovedRecord { key: vec![1], value: vec![2], inline_len: Some(3) }] },
+                "44000000  0100000000000000  0100000000000000 01  0100000000000000 02  01 03000000".into(),
+            ),
         ]
     }
 
@@ -1441,6 +1495,8 @@ mod tests {
                 (64, "scrub", true),
                 (65, "tune", true),
                 (66, "hold_size", true),
+                (67, "move", true),
+                (68, "move_in", true),
             ]
         );
         for (code, name) in OPS {
@@ -1448,7 +1504,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 66);
+        assert_eq!(OP_MAX, 68);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1665,6 +1721,22 @@ mod tests {
                      07000000000000000000000000000000  0a00000000000000  0500000000000000"
                 ),
             ),
+            (
+                Ok(Response::Moved {
+                    step: MoveStep::Status,
+                    generation: 2,
+                    records: 1,
+                    chunks: 2,
+                    bytes: 3,
+                    done: true,
+                    error: String::new(),
+                }),
+                // step, generation, records, chunks, bytes, done, error (a string).
+                format!(
+                    "{ok} 1c000000  03000000  02000000  0100000000000000  0200000000000000  \
+                     0300000000000000  01  0000000000000000"
+                ),
+            ),
             (Err(2), "01000000 02000000".into()), // Result::Err, ENOENT
         ];
         for (reply, want) in &goldens {
@@ -1680,16 +1752,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0f00 0100 0100000000000000 04000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1000 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0f00 0180 0100000000000000 08000000 00000000  00000000 00000000")));
+        assert_eq!(
+            show(&out),
+            show(&hex("47555354 1000 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+        );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 0f00 0d00 0807060504030201 30000000 02000000  \
+        let want = hex("47555354 1000 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1707,18 +1782,22 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 0f00 3600 0300000000000000 49000000 00000000  \
+        let want = hex("47555354 1000 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
         out.clear();
         let reply: Reply = Ok(Response::Queued);
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 0f00 3680 0300000000000000 08000000 00000000  00000000 16000000")));
+        assert_eq!(
+            show(&out),
+            show(&hex("47555354 1000 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+        );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
-        let want = hex("47555354 0f00 3900 0100000000000000 10000000 00000000  39000000 0500000000000000 00000000");
+        let want =
+            hex("47555354 1000 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

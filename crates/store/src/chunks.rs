@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -267,18 +268,7 @@ impl ChunkStore {
         let mut page = ScrubPage { files: 0, bytes: 0, corrupt: Vec::new(), next: None };
         let first_dir = after.map_or(0, |a| (a >> 120) as usize);
         for dir in first_dir..256 {
-            let Ok(rd) = fs::read_dir(self.dir.join(format!("{dir:02x}"))) else { continue };
-            let mut ids: Vec<u128> = rd
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name();
-                    let name = name.to_str()?;
-                    (name.len() == 32).then(|| u128::from_str_radix(name, 16).ok()).flatten()
-                })
-                .filter(|id| after.is_none_or(|a| *id > a))
-                .collect();
-            ids.sort_unstable();
-            for id in ids {
+            for id in self.ids_in(dir, after) {
                 let Some(held) = hold(id) else { continue };
                 let Some(f) = self.file(id, false)? else { continue };
                 let (bytes, bad) = self.verify_file(&f, id)?;
@@ -293,6 +283,80 @@ impl ChunkStore {
             }
         }
         Ok(page)
+    }
+
+    /// The ids of the local files of directory `dir` (their first byte), after
+    /// `after`, in order.
+    fn ids_in(&self, dir: usize, after: Option<u128>) -> Vec<u128> {
+        let Ok(rd) = fs::read_dir(self.dir.join(format!("{dir:02x}"))) else { return Vec::new() };
+        let mut ids: Vec<u128> = rd
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                let name = name.to_str()?;
+                (name.len() == 32).then(|| u128::from_str_radix(name, 16).ok()).flatten()
+            })
+            .filter(|id| after.is_none_or(|a| *id > a))
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Up to about `max` ids of local files after `after`, in order (a move's walk
+    /// over every local file: gust-daemon's moves.rs).
+    pub fn file_ids(&self, after: Option<u128>, max: usize) -> Vec<u128> {
+        let mut out = Vec::new();
+        for dir in after.map_or(0, |a| (a >> 120) as usize)..256 {
+            out.extend(self.ids_in(dir, after));
+            if out.len() >= max {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The length of the local file of `file_id` (None if there is none).
+    pub fn local_len(&self, file_id: u128) -> Res<Option<u64>> {
+        match self.file(file_id, false)? {
+            Some(f) => Ok(Some(f.data.metadata().map_err(errno)?.len())),
+            None => Ok(None),
+        }
+    }
+
+    /// Makes `offset..offset + len` of the local file a hole (its blocks unsummed):
+    /// chunk data that moved to another daemon. Block-aligned ranges only.
+    pub fn punch(&self, file_id: u128, offset: u64, len: u64) -> Res<()> {
+        let b = sums::SUM_BLOCK_BYTES as u64;
+        if !offset.is_multiple_of(b) || len == 0 {
+            return Err(libc::EINVAL);
+        }
+        let Some(f) = self.file(file_id, false)? else { return Ok(()) };
+        let _regions = self.access.regions().lock(file_id, std::iter::once((offset, offset + len)));
+        let before = f.data.metadata().map_err(errno)?;
+        let end = (offset + len).min(before.len());
+        if end <= offset {
+            return Ok(());
+        }
+        // SAFETY: fallocate on a descriptor we own, with a range inside the file.
+        let rc = unsafe {
+            libc::fallocate(
+                f.data.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset as libc::off_t,
+                (end - offset) as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(errno(io::Error::last_os_error()));
+        }
+        let (first, last) = (offset / b, (end - 1) / b);
+        sums::write_sums(&f.sums, first, &vec![0u64; (last - first + 1) as usize]).map_err(errno)?;
+        if let Some(q) = &self.quota {
+            let after = f.data.metadata().map(|a| allocated(&a)).unwrap_or(0);
+            let mut u = q.used_bytes.lock().unwrap_or_else(|e| e.into_inner());
+            *u = u.saturating_sub(allocated(&before).saturating_sub(after));
+        }
+        Ok(())
     }
 
     /// Reads a whole local file in pieces of a region and verifies them: its

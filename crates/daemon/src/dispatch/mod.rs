@@ -186,7 +186,7 @@ fn hold_size(state: &State, path: &str, hold: bool, h: &Holder) -> u16 {
 /// have: merges, so their order among other writers' does not matter. A path gone
 /// or now another file's (ENOENT, ESTALE) takes nothing, as the holder's own
 /// update would have been refused.
-fn apply_held_sizes(state: &State, sizes: Vec<gust_proto::HeldSize>) {
+pub(crate) fn apply_held_sizes(state: &State, sizes: Vec<gust_proto::HeldSize>) {
     for s in sizes {
         if validate_path(&s.path).is_ok() {
             let _ = state.metadata.update_size(&s.path, s.file_id, s.end, None, s.mtime_ns);
@@ -309,6 +309,8 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::Multiplex => Ok(Response::Ok),
         Request::Forward { .. } => Err(libc::EPROTO),
         Request::Lock { .. } | Request::LockTest { .. } | Request::LockCancel { .. } => state.locks.serve(req),
+        Request::Move { step, generation } => crate::moves::serve(state, step, generation),
+        Request::MoveIn { records } => crate::moves::move_in(state, &records, bulk_in),
         // A session serves `hello` and `callback` itself (server/session.rs); over a
         // forward or a multiplexed link they mean nothing. Recalls and lock grants go
         // to clients.

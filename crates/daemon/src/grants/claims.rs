@@ -100,7 +100,7 @@ impl Grants {
     }
 
     /// Recalls the claim on `dir` from `h` (bounded by its lease), then ends it.
-    fn end_claim(&self, h: Option<Arc<Holder>>, dir: String) {
+    pub(super) fn end_claim(&self, h: Option<Arc<Holder>>, dir: String) {
         if let Some(h) = &h {
             if !self.no_recall {
                 self.recall(h, vec![claim_key(&dir)]);
@@ -120,7 +120,7 @@ impl Grants {
     /// if it is needed, under the table's lock, so that no change of another client
     /// there starts in between).
     pub fn claim(&self, path: &str, h: &Holder, only_name: impl FnOnce(&str) -> bool) -> bool {
-        if !h.claims.load(Ordering::Relaxed) || !h.leased() {
+        if !h.claims.load(Ordering::Relaxed) || !h.leased() || self.paused() {
             return false;
         }
         let dir = parent(path);

@@ -538,6 +538,18 @@ impl Session {
         if let Some(h) = &self.client {
             state.grants.seen(h);
         }
+        // Routed by another layout than the one served, or during a move
+        // (moves.rs): answered at once, and sent again by the client.
+        let _admitted = match state.moves.admit(h.generation, &req) {
+            Ok(a) => a,
+            Err(e) => {
+                let reply: Reply = Err(e);
+                return match self.send_frame(w, op, id, &encode(&reply), Bulk::None) {
+                    Ok(()) => Flow::Continue,
+                    Err(_) => Flow::Stop(Outcome::Close),
+                };
+            }
+        };
         w.bulk_out.clear();
         let (reply, out, flags) = handle_for(state, self.client.as_deref(), req, bulk_in, &mut w.bulk_out);
         let op = op | flags;

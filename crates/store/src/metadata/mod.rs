@@ -69,6 +69,8 @@ pub type TreePage = (Vec<(String, Record)>, Option<Vec<u8>>, bool);
 mod batch;
 mod links;
 mod merge;
+mod moved;
+pub use moved::RawRecord;
 mod staged;
 
 use links::refuse_name_of_linked;

@@ -1,0 +1,307 @@
+//! `gust expand` and `gust shrink`: grow or shrink a running instance, moving
+//! exactly the records and chunks whose daemon the new layout changes
+//! (docs/DESIGN.md, "Growing and shrinking"; the daemons' side is gust-daemon's
+//! moves.rs).
+//!
+//! This command coordinates: it starts the new daemons (expand), then sends every
+//! daemon the steps of the move in order (prepare, freeze, copy, adopt), writing
+//! the hosts file's new generation between them, and stops the daemons that left
+//! (shrink). If it is killed, or a daemon is, the same command with `--resume`
+//! finishes the move (`gust status` says one is under way).
+//!
+//! Not for: what daemons do with the steps (gust-daemon), placement.
+
+use crate::instance::InstanceArgs;
+use clap::Args;
+use gust_client::{Client, ClientOptions, MoveState, MoveStep};
+use gust_hosts::{HostsFile, Placement};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct ExpandArgs {
+    #[command(flatten)]
+    pub inst: InstanceArgs,
+    /// Daemons to add on this machine.
+    #[arg(long, required_unless_present = "resume")]
+    pub local: Option<u32>,
+    /// Directory of the new daemons' root directories [default: where daemon 0's is].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Finish a move that was interrupted (the coordinating `gust` or a daemon killed).
+    #[arg(long)]
+    pub resume: bool,
+    /// Seconds to wait for the new daemons to answer.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+}
+
+#[derive(Args)]
+pub struct ShrinkArgs {
+    #[command(flatten)]
+    pub inst: InstanceArgs,
+    /// Daemons to remove: those with the highest ids.
+    #[arg(long, required_unless_present = "resume")]
+    pub count: Option<u32>,
+    /// Finish a move that was interrupted.
+    #[arg(long)]
+    pub resume: bool,
+}
+
+/// How long a daemon that does not answer during a copy is waited for.
+const REJOIN_WAIT: Duration = Duration::from_secs(60);
+
+fn load(p: &Path) -> Result<HostsFile, String> {
+    HostsFile::load(p).map_err(|e| format!("{e} (is an instance running?)"))
+}
+
+/// What an instance must be for its layout to change now.
+fn check(h: &HostsFile, resume: bool) -> Result<(), String> {
+    if h.moving && !resume {
+        return Err(format!(
+            "a move to layout generation {} ({} daemons) is under way; finish it with --resume",
+            h.generation,
+            h.placed_count()
+        ));
+    }
+    if !h.moving && resume {
+        return Err("no move is under way (nothing to resume)".into());
+    }
+    if h.replicas > 1 {
+        return Err("an instance with --replicas above 1 cannot grow or shrink yet (docs/DESIGN.md)".into());
+    }
+    if h.placement != Placement::Wide {
+        return Err(format!(
+            "placement {} cannot grow or shrink yet: only wide placement moves (docs/DESIGN.md)",
+            h.placement.name()
+        ));
+    }
+    if h.placed_count() as usize != h.daemons.len() && !h.moving {
+        return Err(format!(
+            "{} daemons are listed but {} hold data: a start of new daemons was interrupted; \
+             stop the extra ones with `gust stop` of the instance, or run the command again once they left",
+            h.daemons.len(),
+            h.placed_count()
+        ));
+    }
+    Ok(())
+}
+
+pub fn expand(a: ExpandArgs) -> Result<(), String> {
+    let p = a.inst.hosts_path();
+    let h = load(&p)?;
+    check(&h, a.resume)?;
+    if a.resume {
+        return drive(&p, None);
+    }
+    let add = a.local.unwrap_or(0);
+    if add == 0 {
+        return Err("--local must be at least 1".into());
+    }
+    let n = h.daemons.len() as u32;
+    if n + add > h.room() {
+        return Err(format!(
+            "the instance was started with room for {} daemons (`gust start --daemons-max`); {n} run and {add} more \
+             would exceed it",
+            h.room()
+        ));
+    }
+    // Clients route by the placed daemons only: the new ones join unplaced.
+    {
+        let _lock = gust_hosts::lock(&p).map_err(|e| e.to_string())?;
+        let mut h = load(&p)?;
+        h.placed = Some(n);
+        h.store(&p).map_err(|e| e.to_string())?;
+    }
+    let data_dir = match a.data_dir.clone() {
+        Some(d) => d,
+        None => h.daemons[0].rootdir.parent().map(Path::to_path_buf).ok_or("cannot tell where daemon 0's root is")?,
+    };
+    let mut plan = Vec::new();
+    for i in n..n + add {
+        let droot = data_dir.join(format!("d{i}"));
+        if droot.exists() {
+            std::fs::remove_dir_all(&droot).map_err(|e| format!("cannot clean {}: {e}", droot.display()))?;
+        }
+        std::fs::create_dir_all(&droot).map_err(|e| format!("cannot create {}: {e}", droot.display()))?;
+        plan.push((i, droot, "127.0.0.1:0".to_string()));
+    }
+    let log_dir = p.parent().map(Path::to_path_buf).unwrap_or_else(|| data_dir.clone());
+    crate::instance::launch_more(&plan, &h.mountdir, &p, &log_dir, a.timeout)?;
+    drive(&p, Some(n + add))
+}
+
+pub fn shrink(a: ShrinkArgs) -> Result<(), String> {
+    let p = a.inst.hosts_path();
+    let h = load(&p)?;
+    check(&h, a.resume)?;
+    if a.resume {
+        return drive(&p, None);
+    }
+    let n = h.daemons.len() as u32;
+    let remove = a.count.unwrap_or(0);
+    if remove == 0 || remove >= n {
+        return Err(format!("--count must be between 1 and {} (the instance has {n} daemons)", n.saturating_sub(1)));
+    }
+    drive(&p, Some(n - remove))
+}
+
+/// Moves the instance to `placed` daemons (None: finish the move under way).
+fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
+    let started = Instant::now();
+    let c = Client::open_instance(p, ClientOptions { rpc_timeout: Duration::from_secs(120), ..Default::default() })?;
+    let h = load(p)?;
+    let all: Vec<u32> = h.daemons.iter().map(|d| d.id).collect();
+    let from = if h.moving { None } else { Some(h.placed_count()) };
+    let generation = if h.moving { h.generation } else { h.generation + 1 };
+    // A daemon that does not answer during the copy may be starting again (it
+    // resumes its part): asked again for up to `REJOIN_WAIT`.
+    let step = |d: u32, s: MoveStep| -> Result<MoveState, String> {
+        let asked = Instant::now();
+        loop {
+            match c.move_step(d, s, generation) {
+                Ok(st) => return Ok(st),
+                Err(e) => {
+                    let why = c.last_transport_error().unwrap_or_else(|| e.to_string());
+                    let copying = matches!(s, MoveStep::Copy | MoveStep::Status);
+                    if !copying || asked.elapsed() > REJOIN_WAIT {
+                        return Err(format!("daemon {d}: {} step: {why}", step_name(s)));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    };
+    if let (Some(placed), Some(from)) = (placed, from) {
+        eprintln!("gust: moving the instance from {from} to {placed} daemons (layout generation {generation})");
+        let mut frozen = Vec::new();
+        let begun = all.iter().try_for_each(|&d| step(d, MoveStep::Prepare).map(|_| ())).and_then(|()| {
+            all.iter().try_for_each(|&d| {
+                step(d, MoveStep::Freeze).map(|_| frozen.push(d)).map_err(|e| {
+                    if e.contains("EBUSY") {
+                        format!("{e}: file locks are held there (or requests did not end); try again once they are released")
+                    } else {
+                        e
+                    }
+                })
+            })
+        });
+        if let Err(e) = begun {
+            for &d in &all {
+                let _ = c.move_step(d, MoveStep::Abort, generation);
+            }
+            // New daemons that joined for this move leave again.
+            for &d in all.iter().filter(|d| **d >= from) {
+                let _ = c.shutdown_daemon(d, false);
+            }
+            let _lock = gust_hosts::lock(p).map_err(|e| e.to_string())?;
+            let mut h = load(p)?;
+            h.daemons.retain(|d| d.id < from);
+            h.placed = None;
+            h.store(p).map_err(|e| e.to_string())?;
+            return Err(format!("{e}; nothing moved"));
+        }
+        let _lock = gust_hosts::lock(p).map_err(|e| e.to_string())?;
+        let mut h = load(p)?;
+        h.generation = generation;
+        h.placed = Some(placed);
+        h.moving = true;
+        h.store(p).map_err(|e| e.to_string())?;
+    } else {
+        eprintln!("gust: resuming the move to layout generation {generation} ({} daemons)", h.placed_count());
+    }
+    // Tests stop here, as a coordinator killed at this point would.
+    if std::env::var("GUST_DEBUG_MOVE_STOP_BEFORE").is_ok_and(|v| v == "copy") {
+        return Err("stopped before the copy (GUST_DEBUG_MOVE_STOP_BEFORE=copy)".into());
+    }
+    // Copy, watching every daemon's part until all are done.
+    for &d in &all {
+        step(d, MoveStep::Copy)?;
+    }
+    let mut last_shown = Instant::now();
+    let states = loop {
+        let mut states = Vec::new();
+        for &d in &all {
+            let mut s = step(d, MoveStep::Status)?;
+            if s.generation != generation || s.step != MoveStep::Copy {
+                // Restarted meanwhile: it resumes its part.
+                s = step(d, MoveStep::Copy)?;
+            }
+            if !s.error.is_empty() {
+                return Err(format!(
+                    "daemon {d}: {}; the move stays under way: `gust expand --resume` (or shrink) finishes it",
+                    s.error
+                ));
+            }
+            states.push(s);
+        }
+        if states.iter().all(|s| s.done) {
+            break states;
+        }
+        if last_shown.elapsed() > Duration::from_secs(2) {
+            let (r, b) = states.iter().fold((0, 0), |(r, b), s| (r + s.records, b + s.bytes));
+            eprintln!("gust: moved {r} record(s) and {} so far", crate::human_size(b));
+            last_shown = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The new layout, without the daemons that left, then every daemon serves it.
+    let leaving: Vec<u32> = {
+        let _lock = gust_hosts::lock(p).map_err(|e| e.to_string())?;
+        let mut h = load(p)?;
+        let placed = h.placed_count();
+        let leaving = h.daemons.iter().filter(|d| d.id >= placed).map(|d| d.id).collect();
+        h.daemons.retain(|d| d.id < placed);
+        h.moving = false;
+        h.placed = None;
+        h.store(p).map_err(|e| e.to_string())?;
+        leaving
+    };
+    for &d in all.iter().filter(|d| !leaving.contains(d)) {
+        step(d, MoveStep::Adopt)?;
+    }
+    for &d in &leaving {
+        if let Err(e) = c.shutdown_daemon(d, false) {
+            eprintln!("gust: daemon {d} (it holds nothing now) did not stop: {e}");
+        }
+    }
+    // Gone, with their root directories, before this returns (a next expand may
+    // use the same directory names).
+    let me = gust_hosts::this_host();
+    for e in h.daemons.iter().filter(|e| leaving.contains(&e.id) && e.host == me) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        while unsafe { libc::kill(e.pid as i32, 0) } == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let (records, chunks, bytes) =
+        states.iter().fold((0, 0, 0), |(r, k, b), s| (r + s.records, k + s.chunks, b + s.bytes));
+    let summary = serde_json::json!({
+        "generation": generation,
+        "daemons": all.len() - leaving.len(),
+        "records_moved": records,
+        "chunks_moved": chunks,
+        "bytes_moved": bytes,
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    eprintln!(
+        "gust: now {} daemons (layout generation {generation}); moved {records} record(s), {chunks} chunk(s), {} in {:.1} s",
+        all.len() - leaving.len(),
+        crate::human_size(bytes),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{summary}");
+    Ok(())
+}
+
+fn step_name(s: MoveStep) -> &'static str {
+    match s {
+        MoveStep::Prepare => "prepare",
+        MoveStep::Freeze => "freeze",
+        MoveStep::Copy => "copy",
+        MoveStep::Status => "status",
+        MoveStep::Adopt => "adopt",
+        MoveStep::Abort => "abort",
+    }
+}

@@ -1,0 +1,194 @@
+//! Growing and shrinking a running instance (`gust expand`, `gust shrink`;
+//! docs/DESIGN.md, "Growing and shrinking"): the data the new layout places
+//! elsewhere moves, and only it; every file reads back as written; clients that
+//! run through the moves see a linearizable history and no failed operation; an
+//! interrupted move is finished by `--resume`, also after a daemon restarted.
+
+use gust_client::Client;
+use gust_e2e::Instance;
+use std::process::{Command, Stdio};
+
+/// Small chunks: a few files make many chunks.
+const CHUNK: &str = "16KiB";
+
+/// File i's bytes: a length and a pattern that differ per file.
+fn content(i: usize) -> Vec<u8> {
+    let len = (i * 7919) % 100_000 + 1;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn path(i: usize) -> String {
+    format!("/data/d{}/f{i}", i % 10)
+}
+
+fn write_all(c: &Client, files: usize) {
+    c.mkdir("/data", 0o755).unwrap();
+    for d in 0..10 {
+        c.mkdir(&format!("/data/d{d}"), 0o755).unwrap();
+    }
+    for i in 0..files {
+        let fd = c.open(&path(i), libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644).unwrap();
+        c.pwrite(fd, &content(i), 0).unwrap();
+        c.close(fd).unwrap();
+    }
+}
+
+/// Every file reads back as written, and each directory lists exactly its files.
+fn check_all(c: &Client, files: usize, when: &str) {
+    for i in 0..files {
+        let want = content(i);
+        let fd = c
+            .open(&path(i), libc::O_RDONLY, 0)
+            .unwrap_or_else(|e| panic!("{when}: open {}: {e} ({:?})", path(i), c.last_transport_error()));
+        let mut got = vec![0u8; want.len() + 1];
+        let n = c.pread(fd, &mut got, 0).unwrap();
+        c.close(fd).unwrap();
+        got.truncate(n);
+        assert!(got == want, "{when}: {} reads back {} bytes, other than the {} written", path(i), n, want.len());
+    }
+    for d in 0..10 {
+        let mut names: Vec<String> = c.read_dir(&format!("/data/d{d}")).unwrap().into_iter().map(|e| e.name).collect();
+        names.sort();
+        let mut want: Vec<String> = (0..files).filter(|i| i % 10 == d).map(|i| format!("f{i}")).collect();
+        want.sort();
+        assert_eq!(names, want, "{when}: listing of /data/d{d}");
+    }
+}
+
+/// Runs `gust ARGS` and returns its JSON summary (stdout), asserting success.
+fn resize(inst: &Instance, args: &[&str]) -> serde_json::Value {
+    let out = inst.gust(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "gust {args:?} failed: {err}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("gust {args:?} printed no summary ({e}): {err}"))
+}
+
+fn n(v: &serde_json::Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+/// 2 -> 3 daemons moves a third of the records and chunks (jump hashing moves
+/// 1/N' to the new daemon and nothing between old ones), 3 -> 2 moves them back,
+/// and every file reads back after each move.
+#[test]
+fn expand_and_shrink_move_the_ideal_fraction_and_lose_nothing() {
+    let inst = Instance::start_with(2, &["--chunk-size", CHUNK]);
+    let c = inst.client();
+    let files = 1500;
+    write_all(&c, files);
+    // Records: files, their 10 directories and /data; chunks of 16 KiB.
+    let records = (files + 11) as f64;
+    let chunks: f64 = (0..files).map(|i| content(i).len().div_ceil(16 << 10) as f64).sum();
+
+    let grown = resize(&inst, &["expand", "--local", "1"]);
+    assert_eq!(n(&grown, "daemons"), 3.0, "{grown}");
+    let (fr, fc) = (n(&grown, "records_moved") / records, n(&grown, "chunks_moved") / chunks);
+    // Binomial: 1/3 of each, within 5 standard deviations.
+    assert!((fr - 1.0 / 3.0).abs() < 5.0 * (2.0 / 9.0 / records).sqrt(), "moved {fr:.3} of the records: {grown}");
+    assert!((fc - 1.0 / 3.0).abs() < 5.0 * (2.0 / 9.0 / chunks).sqrt(), "moved {fc:.3} of the chunks: {grown}");
+    // The client opened before the move routes by the new layout on its next call.
+    check_all(&c, files, "after expand");
+    assert_eq!(c.layout_generation(), 2);
+    check_all(&inst.client(), files, "after expand, new client");
+    let third = inst.hosts_file().daemons[2].rootdir.clone();
+    assert!(third.exists());
+
+    let shrunk = resize(&inst, &["shrink", "--count", "1"]);
+    assert_eq!(n(&shrunk, "daemons"), 2.0, "{shrunk}");
+    // Exactly what daemon 2 held moves back.
+    assert_eq!(n(&shrunk, "records_moved"), n(&grown, "records_moved"), "{shrunk} after {grown}");
+    assert_eq!(n(&shrunk, "chunks_moved"), n(&grown, "chunks_moved"), "{shrunk} after {grown}");
+    check_all(&c, files, "after shrink");
+    let h = inst.hosts_file();
+    assert_eq!((h.daemons.len(), h.generation, h.moving), (2, 3, false));
+    assert!(common_wait(|| !third.exists()), "the daemon that left keeps its root directory {}", third.display());
+}
+
+fn common_wait(f: impl FnMut() -> bool) -> bool {
+    gust_e2e::wait_until(std::time::Duration::from_secs(10), f)
+}
+
+/// Clients keep working through moves: `gust bench history`'s workers race
+/// creates, chmods, unlinks and stats while the instance grows and shrinks again
+/// and again; their history is linearizable and no operation failed.
+#[test]
+fn clients_run_through_moves_linearizably_and_without_errors() {
+    let inst = Instance::start_with(2, &["--chunk-size", CHUNK]);
+    let c = inst.client();
+    let files = 200;
+    write_all(&c, files);
+    let bench = Command::new(gust_e2e::gust_bin())
+        .args(["bench", "history", "--json", "--workers", "3", "--seconds", "8", "--paths", "6", "--seed", "3"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut moves = 0;
+    // Bounded: at most 60 moves, while the bench runs.
+    let mut bench = bench;
+    while moves < 60 && bench.try_wait().unwrap().is_none() {
+        let (verb, arg, count) = if moves % 2 == 0 { ("expand", "--local", "2") } else { ("shrink", "--count", "2") };
+        resize(&inst, &[verb, arg, count]);
+        moves += 1;
+    }
+    let out = bench.wait_with_output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("no report ({e}): {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    assert!(moves >= 2, "the bench ended before two moves: {report}");
+    assert_eq!(report["violations"].as_u64(), Some(0), "{report}");
+    assert_eq!(report["indeterminate"].as_u64(), Some(0), "operations failed during the moves: {report}");
+    assert!(out.status.success(), "{report}");
+    eprintln!("{moves} moves under {} operations", report["operations"]);
+    check_all(&c, files, "after the moves");
+}
+
+/// A move whose coordinator stopped after the daemons froze (as if killed) is
+/// under way: `gust status` says so, clients wait, a daemon restarted meanwhile
+/// starts frozen, and `--resume` finishes it.
+#[test]
+fn an_interrupted_move_is_resumed() {
+    let inst = Instance::start_with(2, &["--chunk-size", CHUNK]);
+    let c = inst.client();
+    let files = 300;
+    write_all(&c, files);
+    let out = Command::new(gust_e2e::gust_bin())
+        .args(["expand", "--local", "2"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .env("GUST_DEBUG_MOVE_STOP_BEFORE", "copy")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the coordinator should have stopped: {}", String::from_utf8_lossy(&out.stderr));
+    let h = inst.hosts_file();
+    assert!(h.moving && h.placed_count() == 4, "the move is under way in the hosts file");
+    let status = inst.gust(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("moving") && text.contains("--resume"), "{text}");
+    // A daemon killed and started again during the move serves nothing yet.
+    unsafe { libc::kill(inst.daemon_pid(1) as i32, libc::SIGKILL) };
+    assert!(common_wait(|| inst.daemon_gone(1)));
+    inst.restart_daemon(1);
+    assert!(common_wait(|| !inst.daemon_gone(1)), "daemon 1 did not start again");
+    // A client that reads while the move is under way waits for it.
+    let reader = {
+        let hosts = inst.hosts.clone();
+        std::thread::spawn(move || {
+            let c = Client::open_instance(&hosts, Default::default()).unwrap();
+            check_all(&c, files, "read during the move");
+        })
+    };
+    let done = resize(&inst, &["expand", "--resume"]);
+    assert_eq!(n(&done, "daemons"), 4.0, "{done}");
+    reader.join().unwrap();
+    check_all(&c, files, "after the resumed move");
+    assert!(!inst.hosts_file().moving);
+}
