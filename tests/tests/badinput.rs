@@ -190,7 +190,8 @@ fn malformed_frames_after_the_handshake() {
     assert_closed(&mut s);
     assert_logged(&inst, 0, "bad frame magic");
     let mut s = authed(&inst, 0);
-    s.write_all(&Header { version: 77, op: 1, request_id: 1, body_len: 0, bulk_len: 0, generation: 0 }.encode()).unwrap();
+    s.write_all(&Header { version: 77, op: 1, request_id: 1, body_len: 0, bulk_len: 0, generation: 0 }.encode())
+        .unwrap();
     assert_closed(&mut s);
     assert_logged(&inst, 0, "protocol version 77 not supported");
 

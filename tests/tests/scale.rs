@@ -50,7 +50,14 @@ fn authed(addr: &str, secret: &[u8]) -> TcpStream {
 
 fn frame(req: &Request, id: u64, bulk_len: u32) -> Vec<u8> {
     let body = encode(req);
-    let h = Header { version: PROTOCOL_VERSION, op: req.op(), request_id: id, body_len: body.len() as u32, bulk_len, generation: 0 };
+    let h = Header {
+        version: PROTOCOL_VERSION,
+        op: req.op(),
+        request_id: id,
+        body_len: body.len() as u32,
+        bulk_len,
+        generation: 0,
+    };
     let mut f = h.encode().to_vec();
     f.extend_from_slice(&body);
     f

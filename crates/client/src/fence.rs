@@ -76,7 +76,7 @@ impl Transport {
     /// process gone (a refused connection) answers 0 from then on, so a killed
     /// daemon costs a few hundred milliseconds, not a lease.
     fn fence(&self, daemon: u32) -> Result<(), Errno> {
-        let peers: Vec<u32> = gust_placement::replica_peers(daemon, self.replicas, self.links_len())
+        let peers: Vec<u32> = gust_placement::replica_peers(daemon, self.replicas, self.placed())
             .into_iter()
             .filter(|p| !self.is_down(*p))
             .collect();
@@ -126,7 +126,7 @@ impl crate::Client {
     /// client fencing it within `LEASE` after waits up to that much longer.
     pub fn fenced_by(&self, daemon: u32) -> Vec<u32> {
         let t = &self.transport;
-        let peers = gust_placement::replica_peers(daemon, t.replicas, t.links_len());
+        let peers = gust_placement::replica_peers(daemon, t.replicas, t.placed());
         let calls =
             peers.iter().map(|p| Call { daemon: *p, req: Request::Heartbeat { from: daemon }, bulk: Vec::new() });
         let answers = t.send_batch(calls.collect(), peers.iter().map(|_| None).collect(), &mut []);
@@ -143,7 +143,7 @@ impl crate::Client {
     /// and `daemon` will be fenced again when it reaches one of them.
     pub fn unfence(&self, daemon: u32) -> Vec<u32> {
         let t = &self.transport;
-        let peers = gust_placement::replica_peers(daemon, t.replicas, t.links_len());
+        let peers = gust_placement::replica_peers(daemon, t.replicas, t.placed());
         let calls = peers.iter().map(|p| Call { daemon: *p, req: Request::Unfence { daemon }, bulk: Vec::new() });
         let answers = t.send_batch(calls.collect(), peers.iter().map(|_| None).collect(), &mut []);
         peers.into_iter().zip(answers).filter(|(_, a)| a.is_err()).map(|(p, _)| p).collect()

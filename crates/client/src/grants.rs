@@ -282,6 +282,9 @@ pub(crate) struct Cache {
     pub(crate) locks: Arc<crate::locks::LockTable>,
     records: Arc<Records>,
     daemons: Vec<DaemonGrants>,
+    /// How many of them hold data in the layout routed by (layout.rs): a listing
+    /// is whole with the grants of these.
+    placed: AtomicU32,
     /// This process's id, of fork generation `id_generation`: a child after fork is
     /// another client. Every lookup checks the generation, so both are atomics; a
     /// child's first call starts over under `starting_over`.
@@ -313,6 +316,7 @@ impl Cache {
             locks: Arc::new(crate::locks::LockTable::default()),
             records: Arc::new(Records { short, ..Records::default() }),
             daemons: (0..daemons).map(|_| DaemonGrants::default()).collect(),
+            placed: AtomicU32::new(daemons as u32),
             id: AtomicU64::new(new_id()),
             id_generation: AtomicU64::new(crate::rpc::fork_generation()),
             starting_over: Mutex::new(()),
@@ -323,6 +327,15 @@ impl Cache {
 
     pub(crate) fn on(&self) -> bool {
         self.on && !self.off_after_fork.load(Ordering::Relaxed)
+    }
+
+    /// The daemons that hold data now (layout.rs).
+    pub(crate) fn set_placed(&self, n: u32) {
+        self.placed.store(n, Ordering::Release);
+    }
+
+    fn placed(&self) -> u32 {
+        self.placed.load(Ordering::Acquire).min(self.daemons.len() as u32)
     }
 
     fn now_ms(&self) -> u64 {
@@ -781,7 +794,7 @@ impl Cache {
         }
         let l = self.records.listings.read().unwrap_or_else(|e| e.into_inner()).get(dir).cloned()?;
         let mut renew = Vec::new();
-        for d in 0..self.daemons.len() as u32 {
+        for d in 0..self.placed() {
             if self.usable(d)? {
                 renew.push(d);
             }
@@ -797,7 +810,7 @@ impl Cache {
         if !self.on() || entries.len() > LISTING_ENTRIES_MAX {
             return None;
         }
-        if !(0..self.daemons.len() as u32).all(|d| self.usable(d).is_some()) {
+        if !(0..self.placed()).all(|d| self.usable(d).is_some()) {
             return None;
         }
         let mut l = self.records.listings.write().unwrap_or_else(|e| e.into_inner());

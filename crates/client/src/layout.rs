@@ -115,7 +115,7 @@ impl Client {
             self.transport.refresh_entry(d.id);
         }
         self.dist.set(distributor(&h));
-        self.transport.set_generation(h.generation);
+        self.transport.set_layout(h.generation, h.placed_count());
         tracing::info!(generation = h.generation, daemons = h.placed_count(), "routing by the instance's new layout");
         Ok(())
     }

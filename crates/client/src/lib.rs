@@ -263,7 +263,7 @@ impl Client {
             },
         );
         let dist = layout::Layout::new(layout::distributor(&hosts));
-        transport.set_generation(hosts.generation);
+        transport.set_layout(hosts.generation, n);
         let write_behind_bytes = write_behind::bytes_from_env(hosts.chunk_size_bytes);
         let sizes = std::sync::Arc::new(size_cache::SizeHolds::default());
         transport.grants.set_size_holder(sizes.clone());

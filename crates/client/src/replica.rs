@@ -65,7 +65,7 @@ impl Transport {
     }
 
     fn group(&self, primary: u32) -> impl Iterator<Item = u32> {
-        replica_group(primary, self.replicas, self.links_len())
+        replica_group(primary, self.replicas, self.placed())
     }
 
     /// An answer that says the daemon is not there (rather than what it thinks).

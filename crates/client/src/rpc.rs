@@ -165,6 +165,8 @@ pub(crate) struct Transport {
     next_id: AtomicU64,
     /// The layout generation requests are routed by (layout.rs).
     generation: std::sync::atomic::AtomicU32,
+    /// How many daemons hold data in it (the rest of `links` is room to grow).
+    placed: std::sync::atomic::AtomicU32,
     /// RPCs sent, for tests and `gust bench` reports.
     pub rpcs_sent: AtomicU64,
     last_error: Mutex<Option<String>>,
@@ -309,6 +311,7 @@ impl Transport {
             timeout,
             next_id: AtomicU64::new(1),
             generation: std::sync::atomic::AtomicU32::new(1),
+            placed: std::sync::atomic::AtomicU32::new(links_len as u32),
             rpcs_sent: AtomicU64::new(0),
             last_error: Mutex::new(None),
             replicas,
@@ -340,8 +343,16 @@ impl Transport {
         self.generation.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_generation(&self, g: u32) {
-        self.generation.store(g, Ordering::Release);
+    /// Routes by layout `generation` of `placed` daemons from now on.
+    pub(crate) fn set_layout(&self, generation: u32, placed: u32) {
+        self.placed.store(placed, Ordering::Release);
+        self.grants.set_placed(placed);
+        self.generation.store(generation, Ordering::Release);
+    }
+
+    /// How many daemons hold data (replica groups are formed among them).
+    pub(crate) fn placed(&self) -> u32 {
+        self.placed.load(Ordering::Acquire)
     }
 
     pub(crate) fn links_len(&self) -> u32 {

@@ -470,3 +470,47 @@ pub fn move_in(state: &State, records: &[MovedRecord], bulk: &[u8]) -> Reply {
     state.metadata.put_raw(&put)?;
     Ok(Response::Ok)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's request is served only under the daemon's own generation and
+    /// not while it is frozen; generation 0 and questions about the daemon are
+    /// always served; every admitted request is counted until it ends.
+    #[test]
+    fn requests_are_admitted_by_generation() {
+        let m = Moves::new();
+        m.generation.store(3, Ordering::SeqCst);
+        let stat = Request::Stat { path: "/a".into() };
+        assert!(m.admit(3, &stat).is_ok());
+        assert_eq!(m.admit(2, &stat).err(), Some(MOVED));
+        assert_eq!(m.admit(4, &stat).err(), Some(MOVING));
+        assert!(m.admit(0, &stat).is_ok(), "between daemons");
+        assert!(m.admit(1, &Request::Ping).is_ok(), "a question about the daemon");
+        {
+            let _a = m.admit(3, &stat).unwrap();
+            assert_eq!(m.in_flight.load(Ordering::SeqCst), 1);
+        }
+        assert_eq!(m.in_flight.load(Ordering::SeqCst), 0, "refused and ended requests are not counted");
+        m.frozen.store(true, Ordering::SeqCst);
+        assert_eq!(m.admit(3, &stat).err(), Some(MOVING));
+        assert!(m.admit(3, &Request::Move { step: MoveStep::Status, generation: 3 }).is_ok());
+        assert_eq!(m.in_flight.load(Ordering::SeqCst), 0);
+    }
+
+    /// Batches of `move_in` keep to their bounds and cover every record once.
+    #[test]
+    fn batches_cover_every_record_within_bounds() {
+        let recs: Vec<gust_store::metadata::RawRecord> = (0..1300)
+            .map(|i| (vec![b'/', 0, (i % 250) as u8], vec![0u8; if i % 7 == 0 { 3000 } else { 10 }], None))
+            .collect();
+        let parts = batches(&recs);
+        assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), recs.len());
+        for p in &parts {
+            assert!(p.len() <= RECORDS_PER_REQUEST);
+            let bytes: usize = p.iter().map(|r| r.0.len() + r.1.len()).sum();
+            assert!(bytes < RECORD_BYTES_PER_REQUEST + 3100, "{bytes}");
+        }
+    }
+}

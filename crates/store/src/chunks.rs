@@ -593,6 +593,34 @@ mod tests {
         s.remove(1).unwrap();
     }
 
+    /// A chunk punched out (it moved to another daemon) reads as zeros without a
+    /// checksum error, its neighbours keep their bytes, and the store lists the
+    /// local file (a move's walk) with its length unchanged.
+    #[test]
+    fn a_punched_chunk_reads_as_a_hole_and_its_neighbours_stay() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let chunk = 16 << 10;
+        let data: Vec<u8> = (0..3 * chunk).map(|i| (i % 251) as u8 + 1).collect();
+        s.write(5, &[Span { offset: 0, len: data.len() as u32 }], &data).unwrap();
+        s.write(9, &[Span { offset: 0, len: 1 }], b"x").unwrap();
+        assert_eq!(s.file_ids(None, 10), vec![5, 9]);
+        assert_eq!(s.file_ids(Some(5), 10), vec![9]);
+        s.punch(5, chunk as u64, chunk as u64).unwrap();
+        assert_eq!(s.local_len(5).unwrap(), Some(3 * chunk as u64));
+        let mut out = Vec::new();
+        s.read(5, &[Span { offset: 0, len: data.len() as u32 }], &mut out).unwrap();
+        assert_eq!(&out[..chunk], &data[..chunk]);
+        assert!(out[chunk..2 * chunk].iter().all(|b| *b == 0), "the punched chunk reads as zeros");
+        assert_eq!(&out[2 * chunk..], &data[2 * chunk..]);
+        // Written again (moved back), it reads back summed.
+        s.write(5, &[Span { offset: chunk as u64, len: 10 }], &data[..10]).unwrap();
+        s.read(5, &[Span { offset: chunk as u64, len: 10 }], &mut out).unwrap();
+        assert_eq!(&out[..], &data[..10]);
+        assert_eq!(s.punch(5, 1, 10), Err(libc::EINVAL), "block-aligned ranges only");
+        assert_eq!(s.local_len(77).unwrap(), None);
+    }
+
     /// A declared capacity refuses writes that need more room than is left (in
     /// allocated blocks), never overwrites, and counts truncate and remove back.
     #[test]

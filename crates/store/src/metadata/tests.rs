@@ -511,3 +511,33 @@ fn inline_data_does_not_pin_the_write_ahead_log() {
     }
     assert!(logs() <= bound, "{} bytes of write-ahead log after 200 MB of inline data", logs());
 }
+
+/// Records leave a store in key order with their inline data and arrive in
+/// another as they were (merged sizes included); deleted, they are gone with
+/// their data. Garbage is refused.
+#[test]
+fn records_move_between_stores_as_stored() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = MetadataStore::open(a_dir.path()).unwrap();
+    let b = MetadataStore::open(b_dir.path()).unwrap();
+    a.create("/d", &rec(FileKind::Dir), true).unwrap();
+    a.create("/d/f", &rec(FileKind::File), true).unwrap();
+    a.update_size("/d/f", 7, 4096, None, 5).unwrap();
+    let mut small = rec(FileKind::File);
+    small.size = 3;
+    a.create_inline("/d/s", &small, b"abc").unwrap();
+    let first = a.raw_page(None, 2).unwrap();
+    let rest = a.raw_page(Some(&first[1].0), 10).unwrap();
+    let all: Vec<_> = first.into_iter().chain(rest).collect();
+    assert_eq!(all.len(), 3);
+    let refs: Vec<_> = all.iter().map(|(k, v, d)| (k.as_slice(), v.as_slice(), d.as_deref())).collect();
+    b.put_raw(&refs).unwrap();
+    assert_eq!(b.get("/d/f").unwrap().unwrap().size, 4096, "the merged size came along");
+    assert_eq!(b.get_with_data("/d/s").unwrap().unwrap().1.as_deref(), Some(&b"abc"[..]));
+    assert_eq!(b.get("/d").unwrap().unwrap().kind, FileKind::Dir);
+    a.delete_raw(&all.iter().map(|r| r.0.clone()).collect::<Vec<_>>()).unwrap();
+    assert!(a.get("/d/s").unwrap().is_none() && a.raw_page(None, 10).unwrap().is_empty());
+    let bad = key_of("/d/x");
+    assert_eq!(b.put_raw(&[(&bad[..], &[1u8, 2, 3][..], None)]), Err(libc::EIO));
+    assert_eq!(b.put_raw(&[(&b"no separator"[..], &all[0].1[..], None)]), Err(libc::EINVAL));
+}

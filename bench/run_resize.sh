@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Growing and shrinking a running instance (docs/DESIGN.md, "Growing and shrinking";
+# docs/PERFORMANCE.md, "Growing and shrinking"): 4 daemons, FILES files of 4 KiB and
+# BIG files of 8 MiB, then `gust expand --local 4` and `gust shrink --count 4` while
+# LOAD processes stat and read small files through the preload library. Each round on
+# a fresh instance under BENCH_DIR (default /dev/shm).
+# Usage: bench/run_resize.sh [rounds] [files] [big] [load]   (defaults 3 100000 128 2)
+# JSON lines in bench/results/resize-<date>.json; medians on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+rounds=${1:-3} files=${2:-100000} big=${3:-128} load=${4:-2}
+base=${BENCH_DIR:-/dev/shm}/gust-resize.$$
+mkdir -p bench/results
+out=bench/results/resize-$(date +%Y%m%d-%H%M).json
+preload="$CARGO_TARGET_DIR/release/libgust_preload.so"
+[ -x "$GUST" ] && [ -f "$preload" ] || { echo "build first: cargo build --release --workspace" >&2; exit 1; }
+cleanup() { "$GUST" stop --rootdir "$base" >/dev/null 2>&1 || true; rm -rf "$base"; }
+trap cleanup EXIT
+: > "$out"
+for r in $(seq 1 "$rounds"); do
+  cleanup
+  "$GUST" start --local 4 --rootdir "$base" >/dev/null
+  GUST_HOSTS_FILE="$base/gust.hosts" GUST_MOUNTDIR=/gustfs LD_PRELOAD="$preload" \
+    python3 bench/resize.py "$files" "$big" 4 "$load" "$out" >> "$out"
+  echo "round $r: $(tail -1 "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(f"expand {d["expand"]["seconds"]:.1f} s, shrink {d["shrink"]["seconds"]:.1f} s")')" >&2
+done
+python3 - "$out" <<'PY'
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+m = lambda f: st.median(f(r) for r in rows)
+print(f"| measure ({len(rows)} runs, median) | expand 4 -> 8 | shrink 8 -> 4 |")
+print("| --- | --- | --- |")
+print(f"| records moved (ideal {rows[0]['ideal_fraction']:.3f}) | {m(lambda r: r['expand_records_fraction']):.3f} | {m(lambda r: r['shrink_records_fraction']):.3f} |")
+print(f"| chunks moved (ideal {rows[0]['ideal_fraction']:.3f}) | {m(lambda r: r['expand_chunks_fraction']):.3f} | {m(lambda r: r['shrink_chunks_fraction']):.3f} |")
+print(f"| bytes moved | {m(lambda r: r['expand']['bytes_moved'])/2**20:.0f} MiB | {m(lambda r: r['shrink']['bytes_moved'])/2**20:.0f} MiB |")
+print(f"| time | {m(lambda r: r['expand']['seconds']):.2f} s | {m(lambda r: r['shrink']['seconds']):.2f} s |")
+b = m(lambda r: r['ops_per_s_before'])
+print(f"| clients' ops/s during, of before ({b:,.0f}/s) | {m(lambda r: r['ops_per_s_during_expand'])/b:.2f} | {m(lambda r: r['ops_per_s_during_shrink'])/b:.2f} |")
+print(f"| clients' ops/s after, of before | {m(lambda r: r['ops_per_s_between'])/b:.2f} | {m(lambda r: r['ops_per_s_after'])/b:.2f} |")
+PY
