@@ -90,7 +90,7 @@ for _ in ps:
 for p in ps:
     p.join()
 records = files + big + 101
-chunks = files + big * 16
+chunks = big * 16  # 4 KiB files are inline: no chunks
 daemons_after = grown["daemons"]
 ideal = add / daemons_after
 print(json.dumps({
@@ -100,8 +100,10 @@ print(json.dumps({
     "ideal_fraction": ideal,
     "expand_records_fraction": grown["records_moved"] / records,
     "expand_chunks_fraction": grown["chunks_moved"] / chunks,
+    "expand_bytes_fraction": grown["bytes_moved"] / (big * (8 << 20)),
     "shrink_records_fraction": shrunk["records_moved"] / records,
     "shrink_chunks_fraction": shrunk["chunks_moved"] / chunks,
+    "shrink_bytes_fraction": shrunk["bytes_moved"] / (big * (8 << 20)),
     "ops_per_s_before": rate(windows, e0 - 2.5, e0),
     "ops_per_s_during_expand": rate(windows, e0, e1),
     "ops_per_s_between": rate(windows, e1 + 0.5, s0),

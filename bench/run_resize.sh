@@ -23,7 +23,7 @@ for r in $(seq 1 "$rounds"); do
   "$GUST" start --local 4 --rootdir "$base" >/dev/null
   GUST_HOSTS_FILE="$base/gust.hosts" GUST_MOUNTDIR=/gustfs LD_PRELOAD="$preload" \
     python3 bench/resize.py "$files" "$big" 4 "$load" "$out" >> "$out"
-  echo "round $r: $(tail -1 "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(f"expand {d["expand"]["seconds"]:.1f} s, shrink {d["shrink"]["seconds"]:.1f} s")')" >&2
+  echo "round $r: $(tail -1 "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); e, s = d["expand"]["seconds"], d["shrink"]["seconds"]; print(f"expand {e:.1f} s, shrink {s:.1f} s")')" >&2
 done
 python3 - "$out" <<'PY'
 import json, statistics as st, sys
@@ -32,7 +32,7 @@ m = lambda f: st.median(f(r) for r in rows)
 print(f"| measure ({len(rows)} runs, median) | expand 4 -> 8 | shrink 8 -> 4 |")
 print("| --- | --- | --- |")
 print(f"| records moved (ideal {rows[0]['ideal_fraction']:.3f}) | {m(lambda r: r['expand_records_fraction']):.3f} | {m(lambda r: r['shrink_records_fraction']):.3f} |")
-print(f"| chunks moved (ideal {rows[0]['ideal_fraction']:.3f}) | {m(lambda r: r['expand_chunks_fraction']):.3f} | {m(lambda r: r['shrink_chunks_fraction']):.3f} |")
+print(f"| chunk bytes moved (ideal {rows[0]['ideal_fraction']:.3f}) | {m(lambda r: r['expand_bytes_fraction']):.3f} | {m(lambda r: r['shrink_bytes_fraction']):.3f} |")
 print(f"| bytes moved | {m(lambda r: r['expand']['bytes_moved'])/2**20:.0f} MiB | {m(lambda r: r['shrink']['bytes_moved'])/2**20:.0f} MiB |")
 print(f"| time | {m(lambda r: r['expand']['seconds']):.2f} s | {m(lambda r: r['shrink']['seconds']):.2f} s |")
 b = m(lambda r: r['ops_per_s_before'])

@@ -74,6 +74,9 @@ pub const CLIENT_PATHS_MAX: usize = 1 << 17;
 const CONTENDED_FOR: Duration = Duration::from_secs(1);
 /// Bound on a holder's other grants in a directory that one recall takes along.
 const NEIGHBOURS_MAX: usize = 4096;
+/// Paths per recall message: a message of the longest paths fits a body only
+/// in pieces (a move takes back every grant at once: `pause`).
+const RECALL_PATHS_MAX: usize = 64;
 /// Bound on paths remembered as contended.
 const CONTENDED_MAX: usize = 1 << 14;
 /// Buckets of the per-directory change counters (`dir_epoch`): two directories in
@@ -594,13 +597,45 @@ impl Grants {
         for (h, dir) in claims {
             self.end_claim(h, dir);
         }
-        let keys: Vec<(String, Option<u64>)> = lock(&self.table).paths.keys().map(|p| (p.clone(), None)).collect();
-        if keys.is_empty() {
-            return Vec::new();
+        // Every grant, taken off the table at once (no other change's bookkeeping
+        // is needed: none is given meanwhile), then recalled per holder.
+        let mut sent: Vec<(String, u32)> = Vec::new();
+        let mut by_holder: HashMap<u64, (Arc<Holder>, Vec<String>)> = HashMap::new();
+        {
+            let mut guard = lock(&self.table);
+            let t = &mut *guard;
+            let mut taken: Vec<(u64, String)> = Vec::new();
+            for (p, e) in t.paths.iter_mut() {
+                if e.holders.is_empty() {
+                    continue;
+                }
+                e.recalling += e.holders.len() as u32;
+                sent.push((p.clone(), e.holders.len() as u32));
+                taken.extend(e.holders.drain(..).map(|c| (c, p.clone())));
+            }
+            for (c, p) in taken {
+                t.took(&p, &self.size_holds);
+                t.held.remove(c, &p);
+                if let Some(h) = t.clients.get(&c) {
+                    by_holder.entry(c).or_insert_with(|| (h.clone(), Vec::new())).1.push(p);
+                }
+            }
         }
-        let mut c = self.begin_keys(keys);
-        let sizes = c.take_sizes();
-        self.end_change(c, false);
+        let sizes = if by_holder.is_empty() || self.no_recall {
+            Vec::new()
+        } else {
+            self.recall_all(by_holder.into_values().collect())
+        };
+        let mut t = lock(&self.table);
+        for (p, n) in sent {
+            if let Some(e) = t.paths.get_mut(&p) {
+                e.recalling = e.recalling.saturating_sub(n);
+                if e.unused() {
+                    t.paths.remove(&p);
+                }
+            }
+        }
+        self.recalls_ended.notify_all();
         sizes
     }
 
@@ -860,9 +895,21 @@ impl Grants {
         })
     }
 
+    /// One holder: its paths recalled `RECALL_PATHS_MAX` to a message (a body's
+    /// bound), one message after the other (`recall_one`).
+    fn recall(&self, h: &Holder, mut paths: Vec<String>) -> Vec<HeldSize> {
+        let mut sizes = Vec::new();
+        while paths.len() > RECALL_PATHS_MAX {
+            let rest = paths.split_off(RECALL_PATHS_MAX);
+            sizes.extend(self.recall_one(h, std::mem::replace(&mut paths, rest)));
+        }
+        sizes.extend(self.recall_one(h, paths));
+        sizes
+    }
+
     /// One holder: a recall on its callback connection, answered within what is
     /// left of its lease; else its lease is waited out and all its grants dropped.
-    fn recall(&self, h: &Holder, paths: Vec<String>) -> Vec<HeldSize> {
+    fn recall_one(&self, h: &Holder, paths: Vec<String>) -> Vec<HeldSize> {
         let lease_end = h.last_seen_ms.load(Ordering::Relaxed) + (LEASE + LEASE_MARGIN).as_millis() as u64;
         let left = Duration::from_millis(lease_end.saturating_sub(self.now_ms()));
         if left.is_zero() {
