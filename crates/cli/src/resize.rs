@@ -76,11 +76,20 @@ fn check(h: &HostsFile, resume: bool) -> Result<(), String> {
             h.placement.name()
         ));
     }
+    let me = gust_hosts::this_host();
+    if let Some(d) = h.daemons.iter().find(|d| d.host != me) {
+        return Err(format!(
+            "daemon {} runs on {}: an instance on many nodes cannot grow or shrink yet (each node keeps its own \
+             copy of the hosts file; docs/DESIGN.md)",
+            d.id, d.host
+        ));
+    }
     if h.placed_count() as usize != h.daemons.len() && !h.moving {
         return Err(format!(
-            "{} daemons are listed but {} hold data: a start of new daemons was interrupted; \
-             stop the extra ones with `gust stop` of the instance, or run the command again once they left",
+            "{} daemons are listed but {} hold data: an earlier `gust expand` stopped while starting its \
+             daemons; the instance serves on with the {} (`gust stop` stops them all)",
             h.daemons.len(),
+            h.placed_count(),
             h.placed_count()
         ));
     }
@@ -127,7 +136,20 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
         plan.push((i, droot, "127.0.0.1:0".to_string()));
     }
     let log_dir = p.parent().map(Path::to_path_buf).unwrap_or_else(|| data_dir.clone());
-    crate::instance::launch_more(&plan, &h.mountdir, &p, &log_dir, a.timeout)?;
+    if let Err(e) = crate::instance::launch_more(&plan, &h.mountdir, &p, &log_dir, a.timeout) {
+        // The instance goes on as it was: the daemons that did start leave again.
+        if let Ok(c) = Client::open_instance(&p, ClientOptions::default()) {
+            for (i, _, _) in &plan {
+                let _ = c.shutdown_daemon(*i, false);
+            }
+        }
+        let _lock = gust_hosts::lock(&p).map_err(|e| e.to_string())?;
+        let mut h = load(&p)?;
+        h.daemons.retain(|d| d.id < n);
+        h.placed = None;
+        h.store(&p).map_err(|e| e.to_string())?;
+        return Err(format!("{e}; the instance goes on with its {n} daemons"));
+    }
     drive(&p, Some(n + add))
 }
 

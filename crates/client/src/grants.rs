@@ -637,6 +637,11 @@ impl Cache {
                 for p in &paths {
                     if let Some(path) = gust_proto::path::size_path(p) {
                         let given = records.size_holder().map(|h| h.give_up(daemon, path)).unwrap_or_default();
+                        if !given.is_empty() {
+                            // The daemon applies them to the record: a copy of it
+                            // cached here has the size from before them.
+                            records.forget(path);
+                        }
                         sizes.get_or_insert_with(Vec::new).extend(given);
                         continue;
                     }

@@ -45,6 +45,7 @@ impl Client {
             collected: Some(Vec::new()),
             ticket: None,
             installed: None,
+            layout_errors: true,
         };
         if let Some(l) = self.held_listing(&s.dir) {
             // Every daemon granted these names and none changed since: no request.
@@ -62,7 +63,11 @@ impl Client {
 
     /// Every entry of a directory (convenience over `opendir`).
     pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
-        self.rerouted_reading(|| self.opendir(path)?.collect())
+        self.rerouted_reading(|| {
+            let mut s = self.opendir(path)?;
+            s.layout_errors = false;
+            s.collect()
+        })
     }
 
     /// Whether any daemon holds a direct child of `dir` (one RPC per daemon, in parallel).
@@ -110,6 +115,11 @@ pub struct DirStream<'a> {
     ticket: Option<crate::grants::Ticket>,
     /// The id of the listing this stream kept at its end, if it did.
     installed: Option<u64>,
+    /// A page refused because the layout changed (`gust expand`, `gust shrink`;
+    /// layout.rs) ends the stream with EIO, saying why: the entries given so far
+    /// came from the old layout's daemons, and a stream cannot go on from them
+    /// under another. `read_dir` reads the whole listing again instead.
+    layout_errors: bool,
 }
 
 impl<'a> DirStream<'a> {
@@ -203,6 +213,14 @@ impl Iterator for DirStream<'_> {
                         seen.insert(e.name.clone());
                     }
                     return Some(Ok(e));
+                }
+                Some(Err(Errno(gust_proto::errno::MOVED))) if self.layout_errors => {
+                    let _ = self.client.refresh_layout();
+                    *self.client.transport.last_error_slot() = Some(
+                        "the listing was cut by a change of the instance's layout (gust expand or shrink); list again"
+                            .into(),
+                    );
+                    return Some(Err(Errno(libc::EIO)));
                 }
                 Some(Err(e)) => return Some(Err(e)),
                 None => {

@@ -83,6 +83,9 @@ const CONTENDED_MAX: usize = 1 << 14;
 /// one bucket only cost a listing its grants now and then.
 const DIR_BUCKETS: usize = 1024;
 
+/// Applies sizes recalled holders gave back (`Grants::set_size_applier`).
+pub type SizeApplier = Box<dyn Fn(Vec<HeldSize>) + Send + Sync>;
+
 /// One client process, as this daemon knows it.
 pub struct Holder {
     pub id: u64,
@@ -299,6 +302,12 @@ pub struct Grants {
     claims_held: std::sync::atomic::AtomicUsize,
     /// A move to a new layout is under way (moves.rs): no grant or claim is given.
     paused: std::sync::atomic::AtomicBool,
+    /// Recalls of size keys under way (their sizes not applied yet): looks at
+    /// records wait for them (`begin_look`).
+    size_recalls: std::sync::atomic::AtomicUsize,
+    /// Applies sizes that recalled holders gave back (the daemon's metadata
+    /// store, set at start); without it they are left to the caller.
+    size_applier: std::sync::OnceLock<SizeApplier>,
     /// A local file was handed to a client since start (short_circuit.rs): from
     /// then on every request for chunk data marks the file's data key. Before,
     /// such requests only count themselves in `data_unmarked`, which the first
@@ -347,6 +356,8 @@ impl Grants {
             dir_changes: (0..DIR_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             claims_held: std::sync::atomic::AtomicUsize::new(0),
             paused: std::sync::atomic::AtomicBool::new(false),
+            size_recalls: std::sync::atomic::AtomicUsize::new(0),
+            size_applier: std::sync::OnceLock::new(),
             data_handed: std::sync::atomic::AtomicBool::new(false),
             data_unmarked: std::sync::atomic::AtomicUsize::new(0),
             size_holds: std::sync::atomic::AtomicUsize::new(0),
@@ -575,6 +586,12 @@ impl Grants {
         Grant::New
     }
 
+    /// Sets how sizes given back in recalls are applied: before the recalls that
+    /// brought them count as ended (`begin_keys`).
+    pub fn set_size_applier(&self, apply: SizeApplier) {
+        let _ = self.size_applier.set(apply);
+    }
+
     /// Whether grants and claims are given now (not during a move).
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::Acquire)
@@ -611,6 +628,9 @@ impl Grants {
                 }
                 e.recalling += e.holders.len() as u32;
                 sent.push((p.clone(), e.holders.len() as u32));
+                if gust_proto::path::size_path(p).is_some() {
+                    self.size_recalls.fetch_add(e.holders.len(), Ordering::AcqRel);
+                }
                 taken.extend(e.holders.drain(..).map(|c| (c, p.clone())));
             }
             for (c, p) in taken {
@@ -621,13 +641,27 @@ impl Grants {
                 }
             }
         }
-        let sizes = if by_holder.is_empty() || self.no_recall {
+        let mut sizes = if by_holder.is_empty() || self.no_recall {
             Vec::new()
         } else {
             self.recall_all(by_holder.into_values().collect())
         };
+        if !sizes.is_empty() {
+            if let Some(apply) = self.size_applier.get() {
+                apply(std::mem::take(&mut sizes));
+            }
+        }
+        self.end_recalls(sent);
+        sizes
+    }
+
+    /// The recalls of `sent` (path, how many) are over, their sizes applied.
+    fn end_recalls(&self, sent: Vec<(String, u32)>) {
         let mut t = lock(&self.table);
         for (p, n) in sent {
+            if gust_proto::path::size_path(&p).is_some() {
+                self.size_recalls.fetch_sub(n as usize, Ordering::AcqRel);
+            }
             if let Some(e) = t.paths.get_mut(&p) {
                 e.recalling = e.recalling.saturating_sub(n);
                 if e.unused() {
@@ -636,7 +670,6 @@ impl Grants {
             }
         }
         self.recalls_ended.notify_all();
-        sizes
     }
 
     /// Takes back a grant registered for a read that then failed (no record).
@@ -748,6 +781,9 @@ impl Grants {
                 e.holders.retain(|&c| Some(c) == caller);
                 e.recalling += others.len() as u32;
                 sent.push((p.clone(), others.len() as u32));
+                if gust_proto::path::size_path(p).is_some() {
+                    self.size_recalls.fetch_add(others.len(), Ordering::AcqRel);
+                }
                 let dir = gust_proto::path::parent(p);
                 for c in others {
                     t.took(p, &self.size_holds);
@@ -775,6 +811,9 @@ impl Grants {
                         e.recalling += 1;
                         t.took(&q, &self.size_holds);
                         t.held.remove(c, &q);
+                        if gust_proto::path::size_path(&q).is_some() {
+                            self.size_recalls.fetch_add(1, Ordering::AcqRel);
+                        }
                         sent.push((q.clone(), 1));
                         into.push(q);
                     }
@@ -792,17 +831,15 @@ impl Grants {
         if !recall.is_empty() && !self.no_recall {
             sizes = self.recall_all(recall.into_values().collect());
         }
-        if !sent.is_empty() {
-            let mut t = lock(&self.table);
-            for (p, n) in sent {
-                if let Some(e) = t.paths.get_mut(&p) {
-                    e.recalling = e.recalling.saturating_sub(n);
-                    if e.unused() {
-                        t.paths.remove(&p);
-                    }
-                }
+        // Sizes given back are applied before the recalls count as ended: a look
+        // at the record that waited for them reads them applied.
+        if !sizes.is_empty() {
+            if let Some(apply) = self.size_applier.get() {
+                apply(std::mem::take(&mut sizes));
             }
-            self.recalls_ended.notify_all();
+        }
+        if !sent.is_empty() {
+            self.end_recalls(sent);
         }
         Change { keys, unmarked: false, sizes }
     }
@@ -813,15 +850,20 @@ impl Grants {
     /// caller to apply before it reads. None (no lock taken) when no size is held
     /// on this daemon or none of these paths has another holder.
     pub fn begin_look(&self, paths: &[&str], caller: Option<u64>) -> Option<Change> {
-        if self.size_holds.load(Ordering::Acquire) == 0 {
+        if self.size_holds.load(Ordering::Acquire) == 0 && self.size_recalls.load(Ordering::Acquire) == 0 {
             return None;
         }
+        // A size recalled by another's look or change and not yet applied counts as
+        // held (the caller's own too: it gave it up to that recall): the look waits
+        // for it (`begin_keys` applies it before the recall ends).
         let keys: Vec<(String, Option<u64>)> = {
             let t = lock(&self.table);
             paths
                 .iter()
                 .map(|p| gust_proto::path::size_key(p))
-                .filter(|k| t.paths.get(k).is_some_and(|e| e.holders.iter().any(|&h| Some(h) != caller)))
+                .filter(|k| {
+                    t.paths.get(k).is_some_and(|e| e.recalling > 0 || e.holders.iter().any(|&h| Some(h) != caller))
+                })
                 .map(|k| (k, caller))
                 .collect()
         };

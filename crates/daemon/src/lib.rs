@@ -340,6 +340,14 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
     state.moves.start(&state, cfg.hosts_file.clone(), &hosts);
+    {
+        let weak = Arc::downgrade(&state);
+        state.grants.set_size_applier(Box::new(move |sizes| {
+            if let Some(st) = weak.upgrade() {
+                dispatch::apply_held_sizes(&st, sizes);
+            }
+        }));
+    }
     if cfg.limits != qos::Limits::default() {
         state.qos.apply(cfg.limits).map_err(|e| state.qos.explain(cfg.limits, e))?;
     }

@@ -272,6 +272,19 @@ impl Connection {
     /// Sends an encoded request body (the node proxy passes bodies through) and
     /// waits up to `timeout` for the reply's body and bulk, undecoded.
     pub fn call_raw(&self, op: u16, body: &[u8], bulk: &[u8], timeout: Duration) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        self.call_routed(op, 0, body, bulk, timeout)
+    }
+
+    /// `call_raw` of a request a client routed by layout `generation` (a forward
+    /// of the node proxy keeps it: the daemon it reaches checks it).
+    pub fn call_routed(
+        &self,
+        op: u16,
+        generation: u32,
+        body: &[u8],
+        bulk: &[u8],
+        timeout: Duration,
+    ) -> Result<(Vec<u8>, Vec<u8>), Error> {
         debug_assert!(op & OP_RESPONSE_BIT == 0, "a call sends a request op");
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = sync_channel(1);
@@ -279,7 +292,7 @@ impl Connection {
             Some(c) => c.insert(id, tx),
             None => return Err(Error::Lost("connection closed".into())),
         };
-        if let Err(e) = send(&self.writer, op, id, body, bulk) {
+        if let Err(e) = send_routed(&self.writer, op, id, generation, body, bulk) {
             if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
                 self.peer_closed.store(true, Ordering::SeqCst);
             }
@@ -311,7 +324,20 @@ impl Drop for Connection {
 /// One frame, written whole under the writer's lock (replies of the handler and
 /// calls of other threads share the stream).
 fn send(writer: &Mutex<Box<dyn Stream>>, op: u16, id: u64, body: &[u8], bulk: &[u8]) -> io::Result<()> {
-    let head = Header::new(op, id, body.len(), bulk.len()).encode();
+    send_routed(writer, op, id, 0, body, bulk)
+}
+
+/// `send`, saying the layout generation the request was routed by (the frame
+/// header's `generation`).
+fn send_routed(
+    writer: &Mutex<Box<dyn Stream>>,
+    op: u16,
+    id: u64,
+    generation: u32,
+    body: &[u8],
+    bulk: &[u8],
+) -> io::Result<()> {
+    let head = Header::new(op, id, body.len(), bulk.len()).with_generation(generation).encode();
     gust_transport::write_parts(&mut **lock(writer), &[&head, body, bulk])
 }
 

@@ -100,11 +100,15 @@ impl Proxy {
     }
 
     /// Sends `op` with `body` and `bulk` to daemon `target` and waits for its reply.
+    /// `generation` is the layout the client routed by (the forward's frame
+    /// header): the target checks it as it would the client's own request.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn forward(
         &self,
         state: &State,
         target: u32,
         op: u16,
+        generation: u32,
         timeout_ms: u32,
         body: &[u8],
         bulk: &[u8],
@@ -134,7 +138,7 @@ impl Proxy {
                     return Err(libc::EHOSTUNREACH);
                 }
             };
-            match link.call_raw(op, body, bulk, timeout) {
+            match link.call_routed(op, generation, body, bulk, timeout) {
                 Ok(r) => return Ok(r),
                 Err(gust_rpc::Error::Lost(_)) if attempt == 0 && idempotent && !fresh => continue,
                 Err(e) => {

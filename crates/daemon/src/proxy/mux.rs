@@ -90,6 +90,8 @@ struct Job {
     writer: Arc<MuxWriter>,
     op: u16,
     id: u64,
+    /// The layout the client routed by (moves.rs checks it).
+    generation: u32,
     body: Vec<u8>,
     bulk: Vec<u8>,
 }
@@ -134,7 +136,14 @@ impl Pool {
             }
             *q += len;
         }
-        let job = Job { writer: writer.clone(), op: h.op, id: h.request_id, body: body.to_vec(), bulk: bulk.to_vec() };
+        let job = Job {
+            writer: writer.clone(),
+            op: h.op,
+            id: h.request_id,
+            generation: h.generation,
+            body: body.to_vec(),
+            bulk: bulk.to_vec(),
+        };
         // The byte bound above keeps this wait short; the channel bounds the count.
         if self.jobs.send(job).is_err() {
             self.queued.release(len);
@@ -170,7 +179,11 @@ fn serve(state: &State, rx: &Mutex<Receiver<Job>>, queued: &Queued) {
             Ok(req) => {
                 state.metrics.count_op(job.op);
                 bulk_out.clear();
-                handle(state, req, &job.bulk, &mut bulk_out)
+                // As a direct request: routed by the layout served (moves.rs).
+                match state.moves.admit(job.generation, &req) {
+                    Ok(_admitted) => handle(state, req, &job.bulk, &mut bulk_out),
+                    Err(e) => (Err(e), BulkOut::Buffer),
+                }
             }
             Err(e) => {
                 // The frame itself was sound: answer this request, keep the connection.

@@ -58,7 +58,7 @@ impl Session {
         state.metrics.count_op(op);
         let reply = match decode_request(op, body) {
             Ok(Request::Forward { target, op: inner, timeout_ms, body }) => {
-                proxy.forward(state, target, inner, timeout_ms, &body, bulk_in)
+                proxy.forward(state, target, inner, h.generation, timeout_ms, &body, bulk_in)
             }
             _ => Err(libc::EPROTO),
         };
