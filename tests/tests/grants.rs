@@ -60,6 +60,20 @@ impl Holder {
     fn signal(&self, sig: i32) {
         // SAFETY: signalling a child of ours.
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+        if sig == libc::SIGSTOP {
+            // kill() returns before every thread stopped: one may still answer a
+            // recall on a loaded machine. Wait until all have (bounded).
+            let pid = self.child.id();
+            let stopped = || {
+                let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+                tasks.flatten().all(|t| {
+                    std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+                        s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                    })
+                })
+            };
+            assert!(gust_e2e::wait_until(Duration::from_secs(10), stopped), "the holder did not stop");
+        }
     }
 }
 
