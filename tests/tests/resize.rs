@@ -4,6 +4,8 @@
 //! run through the moves see a linearizable history and no failed operation; an
 //! interrupted move is finished by `--resume`, also after a daemon restarted.
 
+mod common;
+
 use gust_client::Client;
 use gust_e2e::Instance;
 use std::process::{Command, Stdio};
@@ -13,16 +15,7 @@ const CHUNK: &str = "16KiB";
 
 /// File i's bytes: a length and a pattern that differ per file.
 fn content(i: usize) -> Vec<u8> {
-    let len = (i * 7919) % 100_000 + 1;
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::pattern(i as u64, (i * 7919) % 100_000 + 1)
 }
 
 fn path(i: usize) -> String {
@@ -35,31 +28,20 @@ fn write_all(c: &Client, files: usize) {
         c.mkdir(&format!("/data/d{d}"), 0o755).unwrap();
     }
     for i in 0..files {
-        let fd = c.open(&path(i), libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644).unwrap();
-        c.pwrite(fd, &content(i), 0).unwrap();
-        c.close(fd).unwrap();
+        common::put(c, &path(i), &content(i));
     }
 }
 
 /// Every file reads back as written, and each directory lists exactly its files.
 fn check_all(c: &Client, files: usize, when: &str) {
     for i in 0..files {
-        let want = content(i);
-        let fd = c
-            .open(&path(i), libc::O_RDONLY, 0)
-            .unwrap_or_else(|e| panic!("{when}: open {}: {e} ({:?})", path(i), c.last_transport_error()));
-        let mut got = vec![0u8; want.len() + 1];
-        let n = c.pread(fd, &mut got, 0).unwrap();
-        c.close(fd).unwrap();
-        got.truncate(n);
-        assert!(got == want, "{when}: {} reads back {} bytes, other than the {} written", path(i), n, want.len());
+        let got = common::get(c, &path(i));
+        assert!(got == content(i), "{when}: {} reads back other bytes than written", path(i));
     }
     for d in 0..10 {
-        let mut names: Vec<String> = c.read_dir(&format!("/data/d{d}")).unwrap().into_iter().map(|e| e.name).collect();
-        names.sort();
         let mut want: Vec<String> = (0..files).filter(|i| i % 10 == d).map(|i| format!("f{i}")).collect();
         want.sort();
-        assert_eq!(names, want, "{when}: listing of /data/d{d}");
+        assert_eq!(common::names(c, &format!("/data/d{d}")), want, "{when}: listing of /data/d{d}");
     }
 }
 

@@ -13,7 +13,7 @@
 
 use crate::instance::InstanceArgs;
 use clap::Args;
-use gust_client::{Client, ClientOptions, MoveState, MoveStep};
+use gust_client::{Client, ClientOptions, MoveProgress, MoveStep};
 use gust_hosts::{HostsFile, Placement};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -116,12 +116,7 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
         ));
     }
     // Clients route by the placed daemons only: the new ones join unplaced.
-    {
-        let _lock = gust_hosts::lock(&p).map_err(|e| e.to_string())?;
-        let mut h = load(&p)?;
-        h.placed = Some(n);
-        h.store(&p).map_err(|e| e.to_string())?;
-    }
+    gust_hosts::update(&p, |h| h.placed = Some(n)).map_err(|e| e.to_string())?;
     let data_dir = match a.data_dir.clone() {
         Some(d) => d,
         None => h.daemons[0].rootdir.parent().map(Path::to_path_buf).ok_or("cannot tell where daemon 0's root is")?,
@@ -138,16 +133,8 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
     let log_dir = p.parent().map(Path::to_path_buf).unwrap_or_else(|| data_dir.clone());
     if let Err(e) = crate::instance::launch_more(&plan, &h.mountdir, &p, &log_dir, a.timeout) {
         // The instance goes on as it was: the daemons that did start leave again.
-        if let Ok(c) = Client::open_instance(&p, ClientOptions::default()) {
-            for (i, _, _) in &plan {
-                let _ = c.shutdown_daemon(*i, false);
-            }
-        }
-        let _lock = gust_hosts::lock(&p).map_err(|e| e.to_string())?;
-        let mut h = load(&p)?;
-        h.daemons.retain(|d| d.id < n);
-        h.placed = None;
-        h.store(&p).map_err(|e| e.to_string())?;
+        let c = Client::open_instance(&p, ClientOptions::default()).ok();
+        send_away_joining(c.as_ref(), &p, n)?;
         return Err(format!("{e}; the instance goes on with its {n} daemons"));
     }
     drive(&p, Some(n + add))
@@ -178,7 +165,7 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
     let generation = if h.moving { h.generation } else { h.generation + 1 };
     // A daemon that does not answer during the copy may be starting again (it
     // resumes its part): asked again for up to `REJOIN_WAIT`.
-    let step = |d: u32, s: MoveStep| -> Result<MoveState, String> {
+    let step = |d: u32, s: MoveStep| -> Result<MoveProgress, String> {
         let asked = Instant::now();
         loop {
             match c.move_step(d, s, generation) {
@@ -212,23 +199,15 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
             for &d in &all {
                 let _ = c.move_step(d, MoveStep::Abort, generation);
             }
-            // New daemons that joined for this move leave again.
-            for &d in all.iter().filter(|d| **d >= from) {
-                let _ = c.shutdown_daemon(d, false);
-            }
-            let _lock = gust_hosts::lock(p).map_err(|e| e.to_string())?;
-            let mut h = load(p)?;
-            h.daemons.retain(|d| d.id < from);
-            h.placed = None;
-            h.store(p).map_err(|e| e.to_string())?;
+            send_away_joining(Some(&c), p, from)?;
             return Err(format!("{e}; nothing moved"));
         }
-        let _lock = gust_hosts::lock(p).map_err(|e| e.to_string())?;
-        let mut h = load(p)?;
-        h.generation = generation;
-        h.placed = Some(placed);
-        h.moving = true;
-        h.store(p).map_err(|e| e.to_string())?;
+        gust_hosts::update(p, |h| {
+            h.generation = generation;
+            h.placed = Some(placed);
+            h.moving = true;
+        })
+        .map_err(|e| e.to_string())?;
     } else {
         eprintln!("gust: resuming the move to layout generation {generation} ({} daemons)", h.placed_count());
     }
@@ -268,17 +247,15 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(50));
     };
     // The new layout, without the daemons that left, then every daemon serves it.
-    let leaving: Vec<u32> = {
-        let _lock = gust_hosts::lock(p).map_err(|e| e.to_string())?;
-        let mut h = load(p)?;
+    let leaving: Vec<u32> = gust_hosts::update(p, |h| {
         let placed = h.placed_count();
         let leaving = h.daemons.iter().filter(|d| d.id >= placed).map(|d| d.id).collect();
         h.daemons.retain(|d| d.id < placed);
         h.moving = false;
         h.placed = None;
-        h.store(p).map_err(|e| e.to_string())?;
         leaving
-    };
+    })
+    .map_err(|e| e.to_string())?;
     for &d in all.iter().filter(|d| !leaving.contains(d)) {
         step(d, MoveStep::Adopt)?;
     }
@@ -315,6 +292,22 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
     );
     println!("{summary}");
     Ok(())
+}
+
+/// Daemons that joined for a move that does not happen (ids from `from` on)
+/// leave again: stopped (through `c`, if any) and off the hosts file.
+fn send_away_joining(c: Option<&Client>, p: &Path, from: u32) -> Result<(), String> {
+    let joined: Vec<u32> = load(p)?.daemons.iter().map(|d| d.id).filter(|id| *id >= from).collect();
+    if let Some(c) = c {
+        for d in joined {
+            let _ = c.shutdown_daemon(d, false);
+        }
+    }
+    gust_hosts::update(p, |h| {
+        h.daemons.retain(|d| d.id < from);
+        h.placed = None;
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn step_name(s: MoveStep) -> &'static str {

@@ -15,7 +15,7 @@ use crate::{Client, Errno, Result};
 use gust_hosts::HostsFile;
 use gust_placement::{CapacityWeighted, Distributor, WideStriping};
 use std::cell::Cell;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 
 thread_local! {
     /// A request of the current operation of this thread was served (an answer
@@ -45,41 +45,43 @@ pub(crate) fn distributor(hosts: &HostsFile) -> Box<dyn Distributor> {
 
 /// A distributor that can be replaced while other threads route by it.
 pub(crate) struct Layout {
-    current: RwLock<Arc<dyn Distributor>>,
+    current: RwLock<Box<dyn Distributor>>,
 }
 
 impl Layout {
     pub(crate) fn new(d: Box<dyn Distributor>) -> Layout {
-        Layout { current: RwLock::new(Arc::from(d)) }
+        Layout { current: RwLock::new(d) }
     }
 
-    fn get(&self) -> Arc<dyn Distributor> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    /// `f` of the current distributor, under the read lock (no reference count
+    /// taken: every routing decision passes here).
+    fn with<R>(&self, f: impl FnOnce(&dyn Distributor) -> R) -> R {
+        f(&**self.current.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn set(&self, d: Box<dyn Distributor>) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::from(d);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = d;
     }
 }
 
 impl Distributor for Layout {
     fn daemon_count(&self) -> u32 {
-        self.get().daemon_count()
+        self.with(|d| d.daemon_count())
     }
     fn locate_metadata(&self, path: &str) -> u32 {
-        self.get().locate_metadata(path)
+        self.with(|d| d.locate_metadata(path))
     }
     fn locate_chunk(&self, file_id: u128, chunk: u64) -> u32 {
-        self.get().locate_chunk(file_id, chunk)
+        self.with(|d| d.locate_chunk(file_id, chunk))
     }
     fn chunk_order(&self, file_id: u128, chunk: u64, out: &mut Vec<u32>) {
-        self.get().chunk_order(file_id, chunk, out)
+        self.with(|d| d.chunk_order(file_id, chunk, out))
     }
     fn spill_daemons(&self) -> u32 {
-        self.get().spill_daemons()
+        self.with(|d| d.spill_daemons())
     }
     fn daemons_for_chunks(&self, file_id: u128, chunk_first: u64, chunk_last: u64) -> Vec<u32> {
-        self.get().daemons_for_chunks(file_id, chunk_first, chunk_last)
+        self.with(|d| d.daemons_for_chunks(file_id, chunk_first, chunk_last))
     }
 }
 

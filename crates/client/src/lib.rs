@@ -89,13 +89,13 @@ pub use exit::settle_at_exit;
 /// What staging requests carry (see gust_proto::stage).
 pub use gust_proto::stage as stage_types;
 pub use gust_proto::CorruptRange;
-pub use gust_proto::MoveStep;
 pub use gust_proto::Span;
 pub use gust_proto::{now_ns, path};
 pub use gust_proto::{
     Cmp, DaemonMetrics, DaemonStats, DirEntry, Event, EventKind, FileKind as Kind, FindQuery, LockInfo, LockKind,
     LockMode, OpMetrics, Record, INLINE_BYTES_MAX, LOCK_END_EOF, PATH_ARG_BYTES_MAX,
 };
+pub use gust_proto::{MoveProgress, MoveStep};
 pub use inline::WholeFile;
 pub use integrity::ScrubPage;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
@@ -108,7 +108,6 @@ pub use replica::{degraded_primaries, DOWN_SKIP};
 pub use size_cache::SIZE_FLUSH_INTERVAL;
 pub use staging::ReadLogPage;
 pub use stat::{d_type, split_ns, Stat, StatFs, GUST_DEV, GUST_MAGIC, STATFS_BLOCK_BYTES};
-pub use status::MoveState;
 pub use traced::flush_trace;
 
 /// Options a client is built with; `from_env` reads them from GUST_* variables.

@@ -79,23 +79,24 @@ impl Client {
     /// copying the path.)
     /// A change of attributes asked of a name of a hard-linked file is sent again to
     /// its link path (links.rs).
-    pub(crate) fn call_md(&self, path: &str, mut req: Request) -> Result<Response> {
-        let again = req.attrs_path_mut().is_some().then(|| req.clone());
-        // A daemon that moved to a new layout (layout.rs) served nothing: the
-        // request goes again, to the path's daemon of the new layout.
-        let moved = req.clone();
+    pub(crate) fn call_md(&self, path: &str, req: Request) -> Result<Response> {
+        // Kept for a second send: a daemon that moved to a new layout (layout.rs)
+        // served nothing, and the request goes to the path's daemon of the new
+        // layout; a name of a hard-linked file sends it to the link path.
+        let again = req.clone();
         let first = match self.transport.call(self.md_daemon(path), req) {
             Err(Errno(gust_proto::errno::MOVED)) => {
                 self.refresh_layout()?;
-                self.transport.call(self.md_daemon(path), moved)
+                self.transport.call(self.md_daemon(path), again.clone())
             }
             r => r,
         };
         match first {
-            Err(Errno(libc::EREMOTE)) if again.is_some() => {
-                let mut req = again.expect("checked");
+            Err(Errno(libc::EREMOTE)) => {
+                let mut req = again;
+                let Some(at) = req.attrs_path_mut() else { return Err(Errno(libc::EREMOTE)) };
                 let link = self.link_path_of(path)?;
-                *req.attrs_path_mut().expect("checked") = link.clone();
+                *at = link.clone();
                 self.transport.call(self.md_daemon(&link), req)
             }
             r => r,

@@ -8,6 +8,7 @@ use crate::error::unexpected;
 use crate::rpc::Call;
 use crate::stat::StatFs;
 use crate::{Client, DaemonMetrics, DaemonStats, Result};
+use gust_proto::MoveProgress;
 use gust_proto::{Request, Response};
 
 /// Bound on threads pinging daemons at once ([`Client::unanswered`]).
@@ -143,27 +144,10 @@ impl Client {
 
     /// Sends step `step` of a move to layout `generation` to daemon `daemon`
     /// (`gust expand`, `gust shrink`) and returns where its part stands.
-    pub fn move_step(&self, daemon: u32, step: gust_proto::MoveStep, generation: u32) -> Result<MoveState> {
+    pub fn move_step(&self, daemon: u32, step: gust_proto::MoveStep, generation: u32) -> Result<MoveProgress> {
         match self.transport.call(daemon, Request::Move { step, generation })? {
-            Response::Moved { step, generation, records, chunks, bytes, done, error } => {
-                Ok(MoveState { step, generation, records, chunks, bytes, done, error })
-            }
+            Response::Moved(p) => Ok(p),
             r => Err(unexpected(r)),
         }
     }
-}
-
-/// Where a daemon's part in a move stands (`Client::move_step`).
-#[derive(Debug, Clone)]
-pub struct MoveState {
-    pub step: gust_proto::MoveStep,
-    pub generation: u32,
-    /// Records, chunks and bytes of chunk data it sent to their new daemons.
-    pub records: u64,
-    pub chunks: u64,
-    pub bytes: u64,
-    /// Its copy is over.
-    pub done: bool,
-    /// What stopped its copy (empty: nothing).
-    pub error: String,
 }

@@ -599,13 +599,13 @@ impl Grants {
 
     /// Stops giving grants and claims (a move to a new layout begins, moves.rs)
     /// and takes back every one given: each holder is recalled as for a change,
-    /// and a claim's holder sends the names it made first. Returns once all are
-    /// back or their holders' leases ran out, with the sizes holders gave back
-    /// (for the caller to apply). `pause(false)` gives them again.
-    pub fn pause(&self, on: bool) -> Vec<HeldSize> {
+    /// and a claim's holder sends the names it made first; the sizes holders give
+    /// back are applied (`set_size_applier`). Returns once all are back or their
+    /// holders' leases ran out. `pause(false)` gives them again.
+    pub fn pause(&self, on: bool) {
         self.paused.store(on, Ordering::Release);
         if !on {
-            return Vec::new();
+            return;
         }
         let claims: Vec<(Option<Arc<Holder>>, String)> = {
             let t = lock(&self.table);
@@ -641,18 +641,23 @@ impl Grants {
                 }
             }
         }
-        let mut sizes = if by_holder.is_empty() || self.no_recall {
-            Vec::new()
-        } else {
-            self.recall_all(by_holder.into_values().collect())
-        };
-        if !sizes.is_empty() {
-            if let Some(apply) = self.size_applier.get() {
-                apply(std::mem::take(&mut sizes));
-            }
+        if !by_holder.is_empty() && !self.no_recall {
+            let sizes = self.recall_all(by_holder.into_values().collect());
+            self.apply_sizes(sizes);
         }
         self.end_recalls(sent);
-        sizes
+    }
+
+    /// Applies sizes given back in recalls, if an applier is set; else leaves
+    /// them to the caller (returned).
+    fn apply_sizes(&self, sizes: Vec<HeldSize>) -> Vec<HeldSize> {
+        match self.size_applier.get() {
+            Some(apply) if !sizes.is_empty() => {
+                apply(sizes);
+                Vec::new()
+            }
+            _ => sizes,
+        }
     }
 
     /// The recalls of `sent` (path, how many) are over, their sizes applied.
@@ -833,11 +838,7 @@ impl Grants {
         }
         // Sizes given back are applied before the recalls count as ended: a look
         // at the record that waited for them reads them applied.
-        if !sizes.is_empty() {
-            if let Some(apply) = self.size_applier.get() {
-                apply(std::mem::take(&mut sizes));
-            }
-        }
+        let sizes = self.apply_sizes(sizes);
         if !sent.is_empty() {
             self.end_recalls(sent);
         }

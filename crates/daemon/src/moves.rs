@@ -32,7 +32,7 @@ use crate::state::State;
 use gust_hosts::{HostsFile, Placement};
 use gust_placement::{CapacityWeighted, Distributor, WideStriping};
 use gust_proto::errno::{MOVED, MOVING};
-use gust_proto::{MoveStep, MovedRecord, Reply, Request, Response, Span, WhileRecovering};
+use gust_proto::{MoveProgress, MoveStep, MovedRecord, Reply, Request, Response, Span, WhileRecovering};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -48,17 +48,6 @@ const DRAIN_MAX: Duration = Duration::from_secs(30);
 /// Bound on one call to another daemon during a copy.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-#[derive(Clone)]
-struct Progress {
-    step: MoveStep,
-    generation: u32,
-    records: u64,
-    chunks: u64,
-    bytes: u64,
-    done: bool,
-    error: String,
-}
-
 pub struct Moves {
     /// The layout generation served.
     generation: AtomicU32,
@@ -71,7 +60,7 @@ pub struct Moves {
     hosts_file: OnceLock<PathBuf>,
     /// The daemon's state, for the copy thread.
     state: OnceLock<std::sync::Weak<State>>,
-    progress: Mutex<Progress>,
+    progress: Mutex<MoveProgress>,
 }
 
 /// A client's request admitted: counted as under way until dropped.
@@ -104,7 +93,7 @@ impl Moves {
             copying: AtomicBool::new(false),
             hosts_file: OnceLock::new(),
             state: OnceLock::new(),
-            progress: Mutex::new(Progress {
+            progress: Mutex::new(MoveProgress {
                 step: MoveStep::Adopt,
                 generation: 1,
                 records: 0,
@@ -159,16 +148,7 @@ impl Moves {
     }
 
     fn status(&self) -> Reply {
-        let p = lock(&self.progress).clone();
-        Ok(Response::Moved {
-            step: p.step,
-            generation: p.generation,
-            records: p.records,
-            chunks: p.chunks,
-            bytes: p.bytes,
-            done: p.done,
-            error: p.error,
-        })
+        Ok(Response::Moved(lock(&self.progress).clone()))
     }
 
     fn set_step(&self, step: MoveStep, generation: u32) {
@@ -200,8 +180,7 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
         MoveStep::Status => {}
         MoveStep::Prepare => {
             m.set_step(step, generation);
-            let sizes = state.grants.pause(true);
-            crate::dispatch::apply_held_sizes(state, sizes);
+            state.grants.pause(true);
         }
         MoveStep::Freeze => {
             m.frozen.store(true, Ordering::SeqCst);

@@ -414,23 +414,15 @@ impl HostsFile {
                         .filter(|g| *g >= 1)
                         .ok_or_else(|| perr(n, format!("bad generation '{rest}'")))?
                 }
-                "placed" => {
-                    h.placed = Some(
-                        rest.parse()
-                            .ok()
-                            .filter(|p| (1..=DAEMONS_MAX as u32).contains(p))
-                            .ok_or_else(|| perr(n, format!("bad placed '{rest}'")))?,
-                    )
+                "placed" | "daemons_max" => {
+                    let count = rest
+                        .parse()
+                        .ok()
+                        .filter(|c| (1..=DAEMONS_MAX as u32).contains(c))
+                        .ok_or_else(|| perr(n, format!("bad {key} '{rest}' (1 to {DAEMONS_MAX})")))?;
+                    *if key == "placed" { &mut h.placed } else { &mut h.daemons_max } = Some(count);
                 }
                 "moving" => h.moving = rest == "1",
-                "daemons_max" => {
-                    h.daemons_max = Some(
-                        rest.parse()
-                            .ok()
-                            .filter(|m| (1..=DAEMONS_MAX as u32).contains(m))
-                            .ok_or_else(|| perr(n, format!("bad daemons_max '{rest}' (1 to {DAEMONS_MAX})")))?,
-                    )
-                }
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
@@ -497,6 +489,16 @@ pub fn lock(hosts_path: &Path) -> Result<HostsLock, HostsError> {
         return Err(HostsError::Io { path: lp, err: io::Error::last_os_error() });
     }
     Ok(HostsLock { _file: f })
+}
+
+/// Changes the hosts file at `path` under its lock: loads it, lets `f` change it,
+/// stores it (atomically); returns what `f` returned.
+pub fn update<T>(path: &Path, f: impl FnOnce(&mut HostsFile) -> T) -> Result<T, HostsError> {
+    let _lock = lock(path)?;
+    let mut h = HostsFile::load(path)?;
+    let r = f(&mut h);
+    h.store(path)?;
+    Ok(r)
 }
 
 pub fn secret_path(hosts_path: &Path) -> PathBuf {

@@ -99,6 +99,21 @@ pub enum MoveStep {
     Abort,
 }
 
+/// Where a daemon's part in a move stands (the answer to `move`): the last step it
+/// took and for which generation, what its copy sent so far (records, chunks,
+/// bytes of chunk data), whether the copy is over, and the error that stopped it
+/// (empty: none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveProgress {
+    pub step: MoveStep,
+    pub generation: u32,
+    pub records: u64,
+    pub chunks: u64,
+    pub bytes: u64,
+    pub done: bool,
+    pub error: String,
+}
+
 /// A record moved between daemons (`move_in`): its store key and value, and the
 /// length of its inline data in the request's bulk (None: it has none).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -1019,18 +1034,8 @@ responses! {
     27 HeldSizes {
         sizes: Vec<HeldSize>,
     },
-    /// Answer to `move`: the last step this daemon took and for which generation,
-    /// what its `copy` sent so far (records, chunks, bytes of chunk data), whether
-    /// the copy is over, and the error that stopped it (empty: none).
-    28 Moved {
-        step: MoveStep,
-        generation: u32,
-        records: u64,
-        chunks: u64,
-        bytes: u64,
-        done: bool,
-        error: String,
-    },
+    /// Answer to `move`: where the daemon's part stands (`MoveProgress`).
+    28 Moved(MoveProgress),
 }
 
 /// A size a client held back (`hold_size`), given up in a recall's answer: as an
@@ -1722,7 +1727,7 @@ mod tests {
                 ),
             ),
             (
-                Ok(Response::Moved {
+                Ok(Response::Moved(MoveProgress {
                     step: MoveStep::Status,
                     generation: 2,
                     records: 1,
@@ -1730,7 +1735,7 @@ mod tests {
                     bytes: 3,
                     done: true,
                     error: String::new(),
-                }),
+                })),
                 // step, generation, records, chunks, bytes, done, error (a string).
                 format!(
                     "{ok} 1c000000  03000000  02000000  0100000000000000  0200000000000000  \
