@@ -2,7 +2,8 @@
 # Runs every test: unit tests of each crate, the end-to-end tests (real daemon
 # processes, real RocksDB, loopback only), the Python module's tests (its wheel
 # built and installed into a virtual environment, a real instance), and a short run
-# of every fuzz target (scripts/fuzz.sh smoke, about a minute once built).
+# of every fuzz target (scripts/fuzz.sh smoke, about a minute once built). The object
+# store tests (tests/s3) run a real SeaweedFS, built once by scripts/seaweedfs.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -13,4 +14,5 @@ cargo build --release --workspace --all-targets
 cargo test --release --workspace -- --test-threads="${GUST_TEST_THREADS:-2}"
 . scripts/python-env.sh
 "$GUST_PYTHON" -m pytest -q -p no:cacheprovider crates/python/tests
+GUST_WEED="$(./scripts/seaweedfs.sh)" "$GUST_PYTHON" -m pytest -q -p no:cacheprovider tests/s3
 ./scripts/fuzz.sh smoke

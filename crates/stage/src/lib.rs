@@ -22,6 +22,7 @@
 mod batch;
 pub mod follow;
 mod inbound;
+mod object;
 mod outbound;
 pub mod reads;
 pub mod report;
@@ -98,8 +99,9 @@ impl Options {
     }
 
     /// The shared file system's side of the stage (the sources of a stage-in, the
-    /// destination of a stage-out) must be paths: `s3://bucket/key` and every other
-    /// `SCHEME://` is refused, never taken for a local directory named `s3:`.
+    /// destination of a stage-out) must be paths once the object store's side
+    /// (`s3://`, object/mod.rs) is taken out: every other `SCHEME://` is refused,
+    /// never taken for a local directory named `gs:`.
     pub fn check_shared_paths(&self) -> Result<(), String> {
         let shared: Vec<&String> = match self.direction {
             Direction::In => self.sources.iter().collect(),
@@ -110,8 +112,7 @@ impl Options {
 }
 
 /// `Err` for a `SCHEME://…` argument (RFC 3986 scheme: a letter, then letters,
-/// digits, `+`, `-` or `.`) where a path is wanted: GustFS stages between file
-/// systems only.
+/// digits, `+`, `-` or `.`) where a path is wanted.
 pub fn refuse_url(arg: &str) -> Result<(), String> {
     let Some((scheme, _)) = arg.split_once("://") else { return Ok(()) };
     let mut chars = scheme.chars();
@@ -119,8 +120,8 @@ pub fn refuse_url(arg: &str) -> Result<(), String> {
         && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
     if is_scheme {
         return Err(format!(
-            "{arg}: a {scheme}:// URL, but GustFS stages to and from file systems only (object stores \
-             are not supported yet); give a path (for a directory named {scheme}:, write ./{arg})"
+            "{arg}: a {scheme}:// URL, but GustFS stages to and from file systems and s3:// object \
+             stores only; give a path (for a directory named {scheme}:, write ./{arg})"
         ));
     }
     Ok(())
@@ -156,6 +157,9 @@ pub fn run(c: &Client, o: &Options) -> Result<Summary, String> {
 /// [`run`], copying at most `max_bandwidth` bytes per second if given (requests of
 /// an eighth of a second's worth, each waiting for its turn).
 pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Result<Summary, String> {
+    if let Some(url) = object::url_of(o)? {
+        return object::run(c, o, &url, max_bandwidth);
+    }
     let started = Instant::now();
     let items = plan(c, o)?;
     if o.direction == Direction::In {
@@ -281,7 +285,7 @@ mod tests {
     fn urls_are_refused_where_a_shared_path_is_wanted() {
         for url in ["s3://reads/copy", "S3://b", "gs://b/p", "file:///tmp/x", "https://host/x", "swift+v2://c"] {
             let e = refuse_url(url).unwrap_err();
-            assert!(e.starts_with(url) && e.contains("not supported"), "{e}");
+            assert!(e.starts_with(url) && e.contains("s3:// object stores only"), "{e}");
         }
         for path in ["/scratch/in", "./s3://x", "rel/dir", "a:b", "/x://y", "1s3://b", "://x"] {
             assert_eq!(refuse_url(path), Ok(()), "{path}");
@@ -291,7 +295,14 @@ mod tests {
         // GustFS's side is not the shared file system's: its paths are checked by the client.
         let out = Options::new(Direction::Out, vec!["/in".into()], "/scratch/copy".into());
         assert_eq!(out.check_shared_paths(), Ok(()));
-        let stage_in = Options::new(Direction::In, vec!["/a".into(), "s3://b/p".into()], "/gustfs/in".into());
+        let stage_in = Options::new(Direction::In, vec!["/a".into(), "gs://b/p".into()], "/gustfs/in".into());
         assert!(stage_in.check_shared_paths().is_err());
+        // s3:// goes to the object store's side, alone.
+        let stage_in = Options::new(Direction::In, vec!["s3://b/p".into()], "/gustfs/in".into());
+        assert_eq!(object::url_of(&stage_in).unwrap().unwrap().key, "p");
+        let mixed = Options::new(Direction::In, vec!["/a".into(), "s3://b/p".into()], "/gustfs/in".into());
+        assert!(object::url_of(&mixed).unwrap_err().contains("one s3:// source"));
+        let out = Options::new(Direction::Out, vec!["/in".into()], "s3://b".into());
+        assert_eq!(object::url_of(&out).unwrap().unwrap().bucket, "b");
     }
 }

@@ -308,6 +308,11 @@ impl Existing {
         }
     }
 
+    /// Records what is at `dest` (an object store's listing).
+    pub(crate) fn insert(&mut self, dest: String, kind: Kind, size: u64, mtime_ns: i64) {
+        self.map.insert(dest, (kind, size, mtime_ns, String::new()));
+    }
+
     /// Whether something (of any kind) is at the destination path.
     pub fn get(&self, dest: &str) -> Option<Kind> {
         self.map.get(dest).map(|e| e.0)
