@@ -8,7 +8,7 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from conftest import Proxy
+from s3env import KEY, SECRET, Proxy
 
 MIB = 1 << 20
 
@@ -35,13 +35,14 @@ def summary(r):
     return json.loads(r.stdout)
 
 
-def test_stage_in_copies_the_tree_resumes_and_verifies(gust, s3, bucket, d):
+@pytest.mark.parametrize("via", ["daemons", "client"])
+def test_stage_in_copies_the_tree_resumes_and_verifies(gust, s3, bucket, d, via):
     want = put_tree(s3, bucket, "run")
     assert s3.head_object(Bucket=bucket, Key="run/big.bin")["ETag"].endswith('-3"')
-    r = gust("stage", "in", f"s3://{bucket}/run", d + "/run", "--verify", "--json")
+    r = gust("stage", "in", f"s3://{bucket}/run", d + "/run", "--verify", "--json", "--via", via)
     assert r.returncode == 0, r.stderr
     s = summary(r)
-    assert (s["files"], s["verified"], s["failures"]) == (len(want), len(want), []), s
+    assert (s["files"], s["verified"], s["failures"], s["via"]) == (len(want), len(want), [], via), s
     assert s["bytes"] == sum(len(v) for v in want.values())
     for rel, data in want.items():
         assert gustfs.read_bytes(f"{d}/run/{rel}") == data, rel
@@ -54,11 +55,11 @@ def test_stage_in_copies_the_tree_resumes_and_verifies(gust, s3, bucket, d):
     assert (s["files"], s["skipped"]) == (0, len(want)), s
     # A changed object is copied again, the others are not.
     s3.put_object(Bucket=bucket, Key="run/a/f1.txt", Body=b"changed\n")
-    s = summary(gust("stage", "in", f"s3://{bucket}/run", d + "/run", "--json", "--verify"))
+    s = summary(gust("stage", "in", f"s3://{bucket}/run", d + "/run", "--json", "--verify", "--via", via))
     assert (s["files"], s["skipped"], s["verified"]) == (1, len(want) - 1, len(want)), s
     assert gustfs.read_bytes(d + "/run/a/f1.txt") == b"changed\n"
     # One object's URL stages that object as the destination file; filters apply to keys.
-    assert gust("stage", "in", f"s3://{bucket}/run/big.bin", d + "/one.bin").returncode == 0
+    assert gust("stage", "in", f"s3://{bucket}/run/big.bin", d + "/one.bin", "--via", via).returncode == 0
     assert gustfs.read_bytes(d + "/one.bin") == want["big.bin"]
     s = summary(gust("stage", "in", f"s3://{bucket}/run", d + "/csv", "--include", "*.csv", "--json"))
     assert s["files"] == 1 and gustfs.read_bytes(d + "/csv/a/b/deep name.csv") == b"x,y\n1,2\n"
@@ -97,8 +98,6 @@ def test_stage_out_writes_objects_others_read(gust, s3, bucket, d):
 def test_credentials_from_a_profile_in_the_aws_files(gust, s3, bucket, d, tmp_path, weed):
     s3.put_object(Bucket=bucket, Key="p/x", Body=b"via profile")
     (tmp_path / ".aws").mkdir()
-    from conftest import KEY, SECRET
-
     (tmp_path / ".aws" / "credentials").write_text(f"[job]\naws_access_key_id = {KEY}\naws_secret_access_key = {SECRET}\n")
     (tmp_path / ".aws" / "config").write_text(f"[profile job]\nregion = us-east-1\nendpoint_url = {weed.endpoint}\n")
     unset = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_ENDPOINT_URL": None, "AWS_REGION": None}
@@ -128,9 +127,12 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(gust, s3, bucket, d):
     assert r.returncode != 0 and "no such bucket" in r.stderr, r.stderr
 
 
-def test_objects_deleted_or_replaced_during_stage_in_are_named(gust, s3, bucket, d, weed):
+@pytest.mark.parametrize("via,size", [("daemons", 4), ("daemons", 3 * MIB), ("client", 4)])
+def test_objects_deleted_or_replaced_during_stage_in_are_named(gust, s3, bucket, d, weed, via, size):
+    # Small objects are fetched whole by their metadata daemon, large ones in
+    # ranges by the daemons holding the chunks, or all through the client.
     for i in range(6):
-        s3.put_object(Bucket=bucket, Key=f"in/f{i}", Body=b"v1 %d" % i)
+        s3.put_object(Bucket=bucket, Key=f"in/f{i}", Body=(b"v1 %d" % i) * size)
     proxy = Proxy(weed.ports["s3"])
     done = set()
 
@@ -145,7 +147,7 @@ def test_objects_deleted_or_replaced_during_stage_in_are_named(gust, s3, bucket,
 
     proxy.on_request = meddle
     try:
-        r = gust("stage", "in", f"s3://{bucket}/in", d + "/in", "--json", endpoint=proxy.endpoint)
+        r = gust("stage", "in", f"s3://{bucket}/in", d + "/in", "--json", "--via", via, endpoint=proxy.endpoint)
     finally:
         proxy.close()
     s = summary(r)
@@ -154,20 +156,23 @@ def test_objects_deleted_or_replaced_during_stage_in_are_named(gust, s3, bucket,
     assert "no such object" in failed[f"s3://{bucket}/in/f2"]
     assert "changed while being staged" in failed[f"s3://{bucket}/in/f4"]
     assert s["files"] == 4
+    # Nothing of f2 or f4 looks complete: absent, or size 0 until a rerun.
+    for f in ("f2", "f4"):
+        assert not gustfs.exists(f"{d}/in/{f}") or gustfs.getsize(f"{d}/in/{f}") == 0, f
     # A rerun completes what is there now.
     s = summary(gust("stage", "in", f"s3://{bucket}/in", d + "/in", "--json", "--verify"))
     assert s["failures"] == [] and (s["files"], s["skipped"]) == (1, 4), s
     assert gustfs.read_bytes(d + "/in/f4") == b"v2 replaced"
 
 
-@pytest.mark.parametrize("direction", ["in", "out"])
-def test_a_store_that_goes_away_mid_transfer(gust, s3, bucket, d, weed, direction):
+@pytest.mark.parametrize("direction,via", [("in", "daemons"), ("in", "client"), ("out", "client")])
+def test_a_store_that_goes_away_mid_transfer(gust, s3, bucket, d, weed, direction, via):
     n = 12
     data = {f"f{i:02}": os.urandom(2 * MIB + i) for i in range(n)}
     if direction == "in":
         for k, v in data.items():
             s3.put_object(Bucket=bucket, Key=f"t/{k}", Body=v)
-        args = ["stage", "in", f"s3://{bucket}/t", d + "/t", "--json", "-j", "1"]
+        args = ["stage", "in", f"s3://{bucket}/t", d + "/t", "--json", "-j", "1", "--via", via]
     else:
         gustfs.mkdir(d + "/t")
         for k, v in data.items():

@@ -283,7 +283,14 @@ fn metrics_addr(base: &str, id: u32) -> Result<String, String> {
 
 /// The directory of `--cache-of`, absolute.
 fn cache_dir(c: &Path) -> Result<String, String> {
-    gust_stage::refuse_url(&c.to_string_lossy()).map_err(|e| format!("--cache-of {e}"))?;
+    let arg = c.to_string_lossy();
+    if arg.starts_with("s3://") || arg.starts_with("S3://") {
+        return Err(format!(
+            "--cache-of {arg}: cache mode of an object store is not built yet; stage its objects in with \
+             `gust stage in {arg} DEST` (and out with `gust stage out SRC {arg}`)"
+        ));
+    }
+    gust_stage::refuse_url(&arg).map_err(|e| format!("--cache-of {e}"))?;
     let abs = fs::canonicalize(c).map_err(|e| format!("--cache-of {}: {e}", c.display()))?;
     if !abs.is_dir() {
         return Err(format!("--cache-of {}: not a directory", c.display()));

@@ -59,9 +59,12 @@ impl Client {
         // What this process deferred goes first: it finds its own creates and not its unlinks.
         let dir = self.norm(dir)?;
         let n = self.daemon_count() as usize;
+        // With copies, who counts each record is decided once, before any page.
+        let down = self.down_now();
+        let down = &down;
         std::thread::scope(|scope| {
             let (tx, rx) = mpsc::sync_channel::<Page>(PAGES_IN_FLIGHT * n.max(1));
-            for d in self.all_daemons() {
+            for d in self.all_daemons().filter(|&d| !down[d as usize]) {
                 let tx = tx.clone();
                 let dir = dir.clone();
                 scope.spawn(move || {
@@ -80,13 +83,14 @@ impl Client {
                                 } else {
                                     after = last_key;
                                     // With copies, each record counts once (replica.rs).
-                                    records.retain(|(p, _)| self.keeps(d, p));
+                                    records.retain(|(p, _)| self.keeps_given(d, p, down));
                                     Ok((records, done))
                                 }
                             }
                             Ok(r) => Err(unexpected(r)),
-                            // A down daemon's records have copies on the others.
-                            Err(e) if self.skippable(d, e) => Ok((Vec::new(), true)),
+                            // A daemon that was serving when the listing began
+                            // and is not now: the others passed over its records,
+                            // so the listing fails rather than miss them.
                             Err(e) => Err(e),
                         };
                         match page {

@@ -258,6 +258,35 @@ impl Client {
         self.transport.group(primary).find(|m| !self.transport.is_down(*m)).unwrap_or(primary)
     }
 
+    /// Which daemons do not serve now, asked of each at once (one `stat /` per
+    /// daemon; every daemon serves in an instance without copies). A fan-out that
+    /// counts each record once (`find`) decides from this, not from what is known
+    /// as pages arrive: a daemon first found down by its own page would otherwise
+    /// have had its records passed over by the others already.
+    pub(crate) fn down_now(&self) -> Vec<bool> {
+        let n = self.daemon_count();
+        if self.transport.replicas <= 1 {
+            return vec![false; n as usize];
+        }
+        let calls: Vec<Call> =
+            (0..n).map(|daemon| Call { daemon, req: Request::Stat { path: "/".into() }, bulk: Vec::new() }).collect();
+        let answers = self.transport.send_batch(calls, vec![None; n as usize], &mut []);
+        answers
+            .iter()
+            .enumerate()
+            .map(|(d, a)| matches!(a, Err(e) if self.skippable(d as u32, *e) || *e == Errno(libc::EIO)))
+            .collect()
+    }
+
+    /// `keeps`, with the daemons down decided beforehand (`down_now`).
+    pub(crate) fn keeps_given(&self, daemon: u32, path: &str, down: &[bool]) -> bool {
+        if self.transport.replicas <= 1 {
+            return true;
+        }
+        let primary = self.md_daemon(path);
+        self.transport.group(primary).find(|m| !down[*m as usize]).unwrap_or(primary) == daemon
+    }
+
     /// `keeps` for entry `name` of directory `dir`: the path is joined only when
     /// there are copies to tell apart (a listing asks this once per entry).
     pub(crate) fn keeps_child(&self, daemon: u32, dir: &str, name: &str) -> bool {

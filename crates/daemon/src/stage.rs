@@ -8,8 +8,13 @@
 //! entry or item gets its own outcome: one unreadable file fails that file, not the
 //! batch. An external path is absolute and opened with the daemon's own rights, the
 //! instance owner's, which the authenticated client has anyway.
+//!
+//! A stage-in from an object store names presigned object URLs instead of paths
+//! (gust_objstore::presigned): the daemon reads the ranges of its chunks, and small
+//! objects whole, with HTTP GETs, and never holds the store's credentials.
 
 use crate::state::State;
+use gust_objstore::presigned;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     entry_bytes, EventKind, FileKind, HashSource, Response, Span, SpanHashes, StageChunks, StageCommit, StageEntry,
@@ -35,12 +40,13 @@ fn os_errno(e: io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
-/// An external path: absolute, no NUL, at most PATH_MAX.
+/// An external path: absolute, no NUL, at most PATH_MAX; or a presigned object
+/// URL (stage-in from an object store) of at most as many bytes.
 fn validate_external(p: &str) -> Res<()> {
     if p.len() > PATH_BYTES_MAX {
         return Err(libc::ENAMETOOLONG);
     }
-    if !p.starts_with('/') || p.contains('\0') {
+    if !(p.starts_with('/') || presigned::is_url(p)) || p.contains('\0') {
         return Err(libc::EINVAL);
     }
     Ok(())
@@ -137,6 +143,12 @@ fn open_external(p: &str, write: bool) -> Res<File> {
 /// Reads a small external file whole: its bytes if it has exactly `size`, else
 /// ENODATA (it changed since the client listed it).
 fn read_small(p: &str, size: u64) -> Res<Vec<u8>> {
+    if presigned::is_url(p) {
+        validate_external(p)?;
+        // One byte more than wanted: a longer object is a changed one.
+        let data = presigned::read_range(p, 0, size + 1)?;
+        return if data.len() as u64 == size { Ok(data) } else { Err(libc::ENODATA) };
+    }
     let f = open_external(p, false)?;
     let mut data = Vec::with_capacity(size as usize);
     f.take(INLINE_BYTES_MAX as u64 + 1).read_to_end(&mut data).map_err(os_errno)?;
@@ -191,6 +203,9 @@ pub(crate) fn copy(state: &State, items: Vec<StageChunks>, pull: bool) -> Res<Re
 }
 
 fn pull_one(state: &State, i: &StageChunks) -> Res<u64> {
+    if presigned::is_url(&i.external) {
+        return pull_url(state, i);
+    }
     let src = open_external(&i.external, false)?;
     let local = state.chunks.local_file(i.file_id, true)?.expect("create=true always yields a file");
     let mut total = 0;
@@ -202,6 +217,25 @@ fn pull_one(state: &State, i: &StageChunks) -> Res<u64> {
         }
     }
     // Copied by the kernel, summed after from what landed.
+    state.chunks.sum_spans(i.file_id, &i.spans)?;
+    state.metrics.bytes_written.fetch_add(total, Ordering::Relaxed);
+    Ok(total)
+}
+
+/// `pull_one` from a presigned object URL: one ranged GET per span (adjacent
+/// chunks were joined into one span by the client).
+fn pull_url(state: &State, i: &StageChunks) -> Res<u64> {
+    validate_external(&i.external)?;
+    let local = state.chunks.local_file(i.file_id, true)?.expect("create=true always yields a file");
+    let mut total = 0;
+    for s in &i.spans {
+        let data = presigned::read_range(&i.external, s.offset, s.len as u64)?;
+        local.data.write_all_at(&data, s.offset).map_err(os_errno)?;
+        total += data.len() as u64;
+        if data.len() < s.len as usize {
+            break; // the object ended early: the client sees a short count
+        }
+    }
     state.chunks.sum_spans(i.file_id, &i.spans)?;
     state.metrics.bytes_written.fetch_add(total, Ordering::Relaxed);
     Ok(total)

@@ -1,10 +1,12 @@
 //! The object store side of GustFS: `s3://BUCKET/PREFIX` URLs, the endpoint and
 //! credentials of the user's AWS setup ([`config`]), the requests staging makes of a
-//! bucket ([`store`]) and the ETags that check a copy ([`etag`]). Any store that
+//! bucket ([`store`]), the ETags that check a copy ([`etag`]), and the presigned
+//! URLs a daemon reads objects through without credentials ([`presigned`]). Any store that
 //! speaks the S3 API works (tested against SeaweedFS).
 
 pub mod config;
 pub mod etag;
+pub mod presigned;
 pub mod store;
 
 pub use config::Config;

@@ -194,6 +194,13 @@ impl Store {
         })
     }
 
+    /// A GET URL of `key` that needs no credentials for [`presigned::VALID_FOR`],
+    /// pinned to the version with `etag` (presigned.rs).
+    pub fn presign_get(&self, key: &str, etag: &str) -> String {
+        let url = self.bucket.get_object(Some(&self.credentials), key).sign(crate::presigned::VALID_FOR);
+        crate::presigned::with_etag(url.as_str(), etag)
+    }
+
     /// Writes `key` whole in one request; its ETag.
     pub fn put(&self, key: &str, body: &[u8]) -> Result<String, Error> {
         let url = self.bucket.put_object(Some(&self.credentials), key).sign(SIGNED_FOR);

@@ -41,7 +41,7 @@ impl Shared<'_> {
 }
 
 pub(crate) fn copy(job: Job) -> Moved {
-    let Job { c, o, items, todo, existing, progress, throttle } = job;
+    let Job { c, o, items, todo, existing, progress, throttle, .. } = job;
     let sh = Shared { items, failures: Mutex::new(Vec::new()), staged: Mutex::new(Vec::new()) };
     let n = c.daemon_count();
     let now = now_ns();
@@ -67,7 +67,7 @@ pub(crate) fn copy(job: Job) -> Moved {
         } else {
             Client::staged_record(it.kind, it.mode, it.size, it.mtime_ns, it.atime_ns, it.target.clone())
         };
-        let source = small.then(|| it.src.clone());
+        let source = small.then(|| job.source(i).to_string());
         let counted = entry_bytes(&[&it.dest, &it.target, source.as_deref().unwrap_or("")], 0);
         let entry = StageEntry { path: it.dest.clone(), record, source, replace };
         // A small file's bytes are read by the daemon in this request: they count
@@ -117,7 +117,7 @@ pub(crate) fn copy(job: Job) -> Moved {
     let mut failed: Vec<AtomicBool> = Vec::new();
     for (k, &(i, file_id)) in large.iter().enumerate() {
         let it = &items[i];
-        let pieces = pulls.push_file(c, k, file_id, it.size, &it.src, throttle.piece_max());
+        let pieces = pulls.push_file(c, k, file_id, it.size, job.source(i), throttle.piece_max());
         pieces_left.push(AtomicUsize::new(pieces));
         failed.push(AtomicBool::new(false));
     }

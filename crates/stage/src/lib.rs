@@ -107,7 +107,10 @@ impl Options {
             Direction::In => self.sources.iter().collect(),
             Direction::Out => vec![&self.dest],
         };
-        shared.into_iter().try_for_each(|p| refuse_url(p))
+        shared
+            .into_iter()
+            .filter(|p| !matches!(gust_objstore::ObjectUrl::parse(p), Ok(Some(_))))
+            .try_for_each(|p| refuse_url(p))
     }
 }
 
@@ -139,6 +142,16 @@ pub(crate) struct Job<'a> {
     pub existing: &'a tree::Existing,
     pub progress: &'a report::Progress,
     pub throttle: &'a batch::Throttle,
+    /// What the daemons read each item from, where that is not its `src`: the
+    /// presigned URLs of a stage-in from an object store (object/mod.rs).
+    pub sources: Option<&'a [String]>,
+}
+
+impl Job<'_> {
+    /// The external source the daemons read item `i` from.
+    pub fn source(&self, i: usize) -> &str {
+        self.sources.map_or(&self.items[i].src, |s| &s[i])
+    }
 }
 
 /// What a mover reports back: files done with their bytes, failures.
@@ -189,7 +202,16 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
         rest
     };
     let throttle = batch::Throttle::new(max_bandwidth);
-    let job = Job { c, o, items: &items, todo: &todo, existing: &existing, progress: &progress, throttle: &throttle };
+    let job = Job {
+        c,
+        o,
+        items: &items,
+        todo: &todo,
+        existing: &existing,
+        progress: &progress,
+        throttle: &throttle,
+        sources: None,
+    };
     let moved = match (via, o.direction) {
         (Via::Client, _) => through_client::copy(job),
         (_, Direction::In) => inbound::copy(job),
@@ -290,8 +312,10 @@ mod tests {
         for path in ["/scratch/in", "./s3://x", "rel/dir", "a:b", "/x://y", "1s3://b", "://x"] {
             assert_eq!(refuse_url(path), Ok(()), "{path}");
         }
-        let out = Options::new(Direction::Out, vec!["/in".into()], "s3://reads/copy".into());
+        let out = Options::new(Direction::Out, vec!["/in".into()], "gs://reads/copy".into());
         assert!(out.check_shared_paths().is_err());
+        let out = Options::new(Direction::Out, vec!["/in".into()], "s3://reads/copy".into());
+        assert_eq!(out.check_shared_paths(), Ok(()), "the object store's side");
         // GustFS's side is not the shared file system's: its paths are checked by the client.
         let out = Options::new(Direction::Out, vec!["/in".into()], "/scratch/copy".into());
         assert_eq!(out.check_shared_paths(), Ok(()));

@@ -34,7 +34,7 @@ pub(crate) fn partial_name(dest: &str) -> String {
 }
 
 pub(crate) fn copy(job: Job) -> Moved {
-    let Job { c, o, items, todo, existing, progress, throttle } = job;
+    let Job { c, o, items, todo, existing, progress, throttle, .. } = job;
     let failures = Mutex::new(Vec::new());
     let staged = Mutex::new(Vec::new());
     let fail = |i: usize, why: String| {

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 const COPY_BUFFER_BYTES: usize = 4 << 20;
 
 pub(crate) fn copy(job: Job) -> Moved {
-    let Job { c, o, items, todo, existing, progress, throttle } = job;
+    let Job { c, o, items, todo, existing, progress, throttle, .. } = job;
     let queue = Mutex::new(todo.iter().copied().filter(|&i| !items[i].is_dir()).rev().collect::<Vec<_>>());
     let staged = Mutex::new(Vec::new());
     let failures = Mutex::new(Vec::new());

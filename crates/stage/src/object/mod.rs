@@ -8,9 +8,13 @@
 //! `PREFIX/relative/path`; directories are not objects (empty ones are not kept),
 //! and symlinks are reported as not staged (stores have no links).
 //!
-//! The copies run in this process, `8 × --jobs` requests in flight: large objects
-//! in ranged GETs and multipart uploads of [`PART_BYTES`], pieces of one file on
-//! several threads at once. The guarantees of the other stages hold:
+//! A stage-in is carried out by the daemons, as from a shared file system: the
+//! planner presigns one GET URL per object (no daemon holds credentials) and each
+//! daemon fetches the ranges of the chunks it holds (gust_objstore::presigned).
+//! A stage-out, and a stage-in `--via client`, run in this process, `8 × --jobs`
+//! requests in flight: large objects in ranged GETs and multipart uploads of
+//! [`PART_BYTES`], pieces of one file on several threads at once. The guarantees
+//! of the other stages hold:
 //! * resumable: a file whose GustFS copy has the object's size and LastModified
 //!   time is skipped on the way in; an object that has the file's size and was
 //!   written in or after the second of the file's modification time is skipped on
@@ -30,7 +34,7 @@ mod verify;
 
 use crate::report::{self, Failure, Summary};
 use crate::tree::{self, Existing, Filter, Item};
-use crate::{batch, Direction, Options};
+use crate::{batch, inbound, Direction, Options, Via};
 use gust_client::{path, Client, Kind};
 use gust_objstore::{Config, Object, ObjectUrl, Store};
 use std::collections::{BTreeMap, HashSet};
@@ -142,7 +146,9 @@ pub(crate) fn run(c: &Client, o: &Options, url: &ObjectUrl, max_bandwidth: Optio
     };
     let throttle = batch::Throttle::new(max_bandwidth);
     let job = Job { c, o, store: &store, plan: &plan, todo: &todo, progress: &progress, throttle: &throttle };
+    let via_daemons = o.direction == Direction::In && o.via != Via::Client;
     let moved = match o.direction {
+        Direction::In if via_daemons => by_daemons(&job, &existing),
         Direction::In => copy::copy_in(&job),
         Direction::Out => copy::copy_out(&job),
     };
@@ -164,7 +170,7 @@ pub(crate) fn run(c: &Client, o: &Options, url: &ObjectUrl, max_bandwidth: Optio
             Direction::In => "in",
             Direction::Out => "out",
         },
-        via: "client",
+        via: if via_daemons { "daemons" } else { "client" },
         files: moved.staged.iter().filter(|&&i| items[i].is_file()).count() as u64,
         symlinks: 0,
         directories: dirs.len() as u64,
@@ -174,6 +180,49 @@ pub(crate) fn run(c: &Client, o: &Options, url: &ObjectUrl, max_bandwidth: Optio
         verified,
         failures,
     })
+}
+
+/// A stage-in by the daemons, as from a shared file system (inbound.rs), each
+/// reading from a presigned URL of its objects: the daemon holding a chunk fetches
+/// its range, small objects are fetched whole by their metadata daemons.
+fn by_daemons(job: &Job, existing: &Existing) -> copy::Copied {
+    let plan = job.plan;
+    let sources: Vec<String> = (0..plan.items.len())
+        .map(|i| match plan.items[i].is_file() {
+            true => job.store.presign_get(&plan.keys[i], &plan.etags[i]),
+            false => String::new(),
+        })
+        .collect();
+    let moved = inbound::copy(crate::Job {
+        c: job.c,
+        o: job.o,
+        items: &plan.items,
+        todo: job.todo,
+        existing,
+        progress: job.progress,
+        throttle: job.throttle,
+        sources: Some(&sources),
+    });
+    let failures = moved.failures.into_iter().map(|f| Failure { reason: object_reason(&f.reason), ..f }).collect();
+    copy::Copied { staged: moved.staged, failures, etags: Default::default() }
+}
+
+/// A daemon's failure to fetch, in the words of the object store side (the
+/// daemons report errnos, gust_objstore::presigned::read_range says which).
+fn object_reason(why: &str) -> String {
+    for (errno, says) in [
+        (libc::ENOENT, "no such object (deleted while being staged?)"),
+        (libc::EACCES, "access denied by the store (an expired or refused presigned URL)"),
+        (libc::ECONNREFUSED, "cannot reach the object store (connection refused)"),
+        (libc::ETIMEDOUT, "cannot reach the object store (timed out)"),
+        (libc::ECONNRESET, "cannot reach the object store (the connection was cut)"),
+    ] {
+        let text = crate::reason(errno);
+        if let Some(daemon) = why.strip_suffix(&text) {
+            return format!("{daemon}{says}");
+        }
+    }
+    why.to_string()
 }
 
 /// The objects under the URL as items with GustFS destinations under `o.dest`.

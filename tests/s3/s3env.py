@@ -1,0 +1,273 @@
+"""What the object store tests (tests/s3) and the object store bench
+(bench/s3_stage.py) run: a real SeaweedFS (`weed server` with its S3 gateway, built
+by scripts/seaweedfs.sh, path in $GUST_WEED) on loopback ports, a GustFS instance
+(the `gust` binary of this build), boto3 as the independent S3 client, and a TCP
+proxy in front of the store that can make it fail on cue."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import boto3
+import botocore.config
+
+KEY = "GUSTTESTKEY"
+SECRET = "gust-test-secret-" + uuid.uuid4().hex
+REGION = "us-east-1"
+
+
+def free_port_pair():
+    """A loopback port p with p + 10000 free too (weed's gRPC port of each service)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + 10000))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free loopback port pair")
+
+
+def wait_for(cond, what, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+class Instance:
+    """A GustFS instance of `daemons` daemons on this machine (`gust start --local`)."""
+
+    def __init__(self, daemons, rootdir_parent=None):
+        target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/gustfs-target"))
+        self.gust = os.environ.get("GUST") or os.path.join(target, "release", "gust")
+        if not os.access(self.gust, os.X_OK):
+            raise RuntimeError(f"{self.gust}: no gust binary; build the workspace first")
+        parent = rootdir_parent or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.rootdir = tempfile.mkdtemp(prefix="gust-s3-", dir=parent)
+        self.hosts_file = os.path.join(self.rootdir, "gust.hosts")
+        subprocess.run(
+            [self.gust, "start", "--local", str(daemons), "--rootdir", self.rootdir, "--mountdir", "/gustfs"],
+            check=True,
+            capture_output=True,
+        )
+
+    def stop(self):
+        subprocess.run([self.gust, "stop", "--hosts-file", self.hosts_file], capture_output=True)
+        shutil.rmtree(self.rootdir, ignore_errors=True)
+
+
+class Weed:
+    """A SeaweedFS server (master, volume, filer, S3 gateway) with one identity,
+    KEY and SECRET, its data under `parent` (a temporary directory by default)."""
+
+    def __init__(self, parent=None):
+        self.bin = os.environ.get("GUST_WEED")
+        if not self.bin or not os.access(self.bin, os.X_OK):
+            raise RuntimeError("no SeaweedFS binary: set GUST_WEED (scripts/seaweedfs.sh prints it)")
+        self.dir = tempfile.mkdtemp(prefix="gust-weed-", dir=parent)
+        os.makedirs(self.dir + "/data")
+        os.makedirs(self.dir + "/log")
+        with open(self.dir + "/s3.json", "w") as f:
+            f.write(
+                '{"identities":[{"name":"gust","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
+                '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (KEY, SECRET)
+            )
+        self.ports = {}
+        used = set()
+        for name in ("master", "volume", "filer", "s3"):
+            p = free_port_pair()
+            while p in used:
+                p = free_port_pair()
+            used.add(p)
+            self.ports[name] = p
+        self.proc = None
+        self.start()
+
+    def start(self):
+        p = self.ports
+        self.proc = subprocess.Popen(
+            [
+                self.bin,
+                "-logdir=" + self.dir + "/log",
+                "server",
+                "-dir=" + self.dir + "/data",
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                f"-master.port={p['master']}",
+                f"-volume.port={p['volume']}",
+                "-filer",
+                f"-filer.port={p['filer']}",
+                "-s3",
+                f"-s3.port={p['s3']}",
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+                "-s3.config=" + self.dir + "/s3.json",
+                "-master.volumeSizeLimitMB=64",
+                "-volume.max=1000",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir + "/log/stderr", "ab"),
+            start_new_session=True,
+        )
+        s3 = boto3_client(self.endpoint)
+
+        def ready():
+            assert self.proc.poll() is None, f"weed server exited: see {self.dir}/log"
+            try:
+                s3.list_buckets()
+                return True
+            except Exception:
+                return False
+
+        wait_for(ready, "SeaweedFS's S3 gateway")
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.ports['s3']}"
+
+    def kill(self):
+        # weed may hang on SIGTERM: the process group is killed.
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=60)
+
+    def stop(self):
+        self.kill()
+        # It writes its unix sockets to /tmp whatever the flags.
+        for p in self.ports.values():
+            for q in (p, p + 10000):
+                for f in os.listdir("/tmp"):
+                    if f.startswith("seaweedfs-") and f.endswith(f"-{q}.sock"):
+                        try:
+                            os.unlink("/tmp/" + f)
+                        except OSError:
+                            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def boto3_client(endpoint, pool=10):
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=KEY,
+        aws_secret_access_key=SECRET,
+        region_name=REGION,
+        config=botocore.config.Config(
+            retries={"max_attempts": 2}, connect_timeout=5, read_timeout=60, max_pool_connections=pool
+        ),
+    )
+
+
+class Proxy:
+    """A TCP proxy in front of the store. `on_request(method, path)` runs before a
+    request is passed on; `go_away_after(n)` cuts every connection and refuses new
+    ones once n requests have been passed (the store goes away mid-transfer)."""
+
+    REQUEST = re.compile(rb"(GET|PUT|POST|HEAD|DELETE) (/\S*) HTTP/1\.1\r\n")
+
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.on_request = None
+        self.budget = None
+        self.passed = 0
+        self.dead = threading.Event()
+        self.lock = threading.Lock()
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def go_away_after(self, n):
+        self.budget = n
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.dead.is_set():
+                c.close()
+                continue
+            u = socket.create_connection(("127.0.0.1", self.upstream))
+            with self.lock:
+                self.conns += [c, u]
+            threading.Thread(target=self._up, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def _up(self, c, u):
+        while True:
+            try:
+                data = c.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data or self.dead.is_set():
+                break
+            for m in self.REQUEST.finditer(data):
+                with self.lock:
+                    self.passed += 1
+                    over = self.budget is not None and self.passed > self.budget
+                if over:
+                    self.kill_all()
+                    return
+                if self.on_request:
+                    self.on_request(m.group(1).decode(), m.group(2).decode())
+            try:
+                u.sendall(data)
+            except OSError:
+                break
+        self._close(c, u)
+
+    def _pump(self, u, c):
+        while True:
+            try:
+                data = u.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data or self.dead.is_set():
+                break
+            try:
+                c.sendall(data)
+            except OSError:
+                break
+        self._close(c, u)
+
+    def _close(self, *socks):
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def kill_all(self):
+        self.dead.set()
+        with self.lock:
+            conns, self.conns = self.conns, []
+        self._close(*conns)
+
+    def close(self):
+        self.kill_all()
+        self.sock.close()
