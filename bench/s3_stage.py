@@ -4,6 +4,7 @@ SeaweedFS S3 gateway and GustFS, against boto3's transfer manager (what `aws s3 
 objects between the same store and a local directory, in the same round.
 
 Usage (bench/run_s3_stage.sh sets it up): s3_stage.py ROUNDS LARGE_MIB SMALL_COUNT
+Stage-in is measured by the daemons (the default) and through the client (--via client).
 JSON lines in bench/results/s3-stage-<date>.json, a markdown table of medians on stdout.
 """
 
@@ -105,19 +106,23 @@ try:
             raise RuntimeError(f"gust {' '.join(args)}: {r.stderr}")
         return dt
 
-    def gust_in(prefix, dest):
+    def gust_in(prefix, dest, via):
         if gustfs.exists(dest):
             gustfs.rmtree(dest)
-        return gust("stage", "in", f"s3://bench/{prefix}", dest)
+        return gust("stage", "in", f"s3://bench/{prefix}", dest, "--via", via)
 
     results = []
     for r in range(rounds):
         row = {"round": r}
         for name, prefix in (("large", "large"), ("small", "small")):
             row[f"{name}_in_boto3_s"] = boto3_in(prefix, os.path.join(local, name))
-            row[f"{name}_in_gust_s"] = gust_in(prefix, f"/{name}")
+            row[f"{name}_in_gust-client_s"] = gust_in(prefix, f"/{name}", "client")
+            row[f"{name}_in_gust_s"] = gust_in(prefix, f"/{name}", "daemons")
             row[f"{name}_out_boto3_s"] = boto3_out(os.path.join(local, name), f"out-boto3-{name}-{r}")
             row[f"{name}_out_gust_s"] = gust("stage", "out", f"/{name}", f"s3://bench/out-gust-{name}-{r}")
+        # The copies out go, so the store holds one data set between rounds.
+        for k in keys("out-"):
+            s3.delete_object(Bucket="bench", Key=k)
         print(json.dumps(row), file=sys.stderr)
         results.append(row)
     with open(out, "w") as f:
@@ -132,10 +137,10 @@ try:
     print("| data set | direction | boto3 transfer manager | gust stage | ratio (gust / boto3) |")
     print("|---|---|---|---|---|")
     for name in ("large", "small"):
-        for d in ("in", "out"):
-            b, g = med(f"{name}_{d}_boto3_s"), med(f"{name}_{d}_gust_s")
-            rate = lambda s: f"{data[name] / s / MIB:.0f} MiB/s" if name == "large" else f"{small_count / s:.0f} objects/s"
-            print(f"| {name} | {d} | {b:.2f} s ({rate(b)}) | {g:.2f} s ({rate(g)}) | {b / g:.2f} |")
+        rate = lambda s: f"{data[name] / s / MIB:.0f} MiB/s" if name == "large" else f"{small_count / s:.0f} objects/s"
+        for d, way, label in (("in", "gust", "in (daemons, default)"), ("in", "gust-client", "in (--via client)"), ("out", "gust", "out")):
+            b, g = med(f"{name}_{d}_boto3_s"), med(f"{name}_{d}_{way}_s")
+            print(f"| {name} | {label} | {b:.2f} s ({rate(b)}) | {g:.2f} s ({rate(g)}) | {b / g:.2f} |")
     print(f"\nrows: {out}")
 finally:
     inst.stop()
