@@ -36,7 +36,17 @@ fn write_all(c: &Client, files: usize) {
 fn check_all(c: &Client, files: usize, when: &str) {
     for i in 0..files {
         let got = common::get(c, &path(i));
-        assert!(got == content(i), "{when}: {} reads back other bytes than written", path(i));
+        let want = content(i);
+        let first = got.iter().zip(&want).position(|(a, b)| a != b);
+        assert!(
+            got == want,
+            "{when}: {} reads back other bytes than written ({} bytes of {}, first difference at {first:?}, zeros from there: {}, last difference {:?})",
+            path(i),
+            got.len(),
+            want.len(),
+            first.map_or(0, |f| got[f..].iter().take_while(|b| **b == 0).count()),
+            got.iter().zip(&want).rposition(|(a, b)| a != b)
+        );
     }
     for d in 0..10 {
         let mut want: Vec<String> = (0..files).filter(|i| i % 10 == d).map(|i| format!("f{i}")).collect();
@@ -173,4 +183,71 @@ fn an_interrupted_move_is_resumed() {
     reader.join().unwrap();
     check_all(&c, files, "after the resumed move");
     assert!(!inst.hosts_file().moving);
+}
+
+/// Bytes of chunk data each daemon stores: allocated blocks of the local chunk
+/// files under its chunks directory (named by the file id's 32 hex digits; their
+/// checksum files, one per file whatever its size, are not counted).
+fn stored_bytes(inst: &Instance) -> Vec<f64> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(p: &std::path::Path) -> u64 {
+        std::fs::read_dir(p).map_or(0, |rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk(&e.path()),
+                    Ok(m) if e.file_name().len() == 32 => m.blocks() * 512,
+                    Ok(_) => 0,
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+    }
+    inst.hosts_file().daemons.iter().map(|d| walk(&d.rootdir.join("chunks")) as f64).collect()
+}
+
+/// `gust tune --placement capacity` moves a running wide-striped instance's chunks
+/// to where the capacity placement puts them (shares in proportion to the
+/// daemons' capacities), `--placement wide` moves them back to equal shares, every
+/// file reads back after each (also through a client opened before), and what
+/// cannot change is refused with a reason.
+#[test]
+fn the_placement_changes_while_the_instance_runs() {
+    // Capacities 1 : 1 : 4 (declared; the store bounds each daemon by its own).
+    let inst = Instance::start_with(3, &["--chunk-size", CHUNK, "--declare-capacity", "256MiB,256MiB,1GiB"]);
+    let c = inst.client();
+    let files = 600;
+    write_all(&c, files);
+    let share = |b: &[f64]| -> Vec<f64> { b.iter().map(|x| x / b.iter().sum::<f64>()).collect() };
+    let before = share(&stored_bytes(&inst));
+    assert!(before.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.06), "wide: equal shares, {before:?}");
+
+    let moved = resize(&inst, &["tune", "--placement", "capacity"]);
+    assert_eq!(moved["placement"], "capacity", "{moved}");
+    assert!(n(&moved, "chunks_moved") > 0.0 && n(&moved, "records_moved") == 0.0, "metadata stays wide: {moved}");
+    check_all(&inst.client(), files, "after the change to capacity, new client");
+    check_all(&c, files, "after the change to capacity, client opened before");
+    let weighted = share(&stored_bytes(&inst));
+    for (s, want) in weighted.iter().zip([1.0 / 6.0, 1.0 / 6.0, 4.0 / 6.0]) {
+        assert!((s - want).abs() < 0.06, "capacity: shares {weighted:?}, want 1:1:4");
+    }
+    assert_eq!(inst.hosts_file().placement, gust_hosts::Placement::Capacity);
+
+    // Refused, with the reason: the same placement, local placement, a grow of a
+    // capacity instance.
+    for (args, says) in [
+        (vec!["tune", "--placement", "capacity"], "already"),
+        (vec!["tune", "--placement", "local"], "local placement"),
+        (vec!["expand", "--local", "1"], "only wide placement moves"),
+    ] {
+        let out = inst.gust(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+
+    let back = resize(&inst, &["tune", "--placement", "wide"]);
+    assert_eq!(back["placement"], "wide", "{back}");
+    check_all(&c, files, "after the change back to wide");
+    let again = share(&stored_bytes(&inst));
+    assert!(again.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.06), "wide again: equal shares, {again:?}");
+    eprintln!("shares of chunk bytes: wide {before:.3?}, capacity {weighted:.3?}, wide again {again:.3?}");
 }

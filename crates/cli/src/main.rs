@@ -173,8 +173,8 @@ enum Cmd {
     /// rewrite what is corrupt from another copy (with replicas), list the rest:
     /// gust scrub [--rate-mib N] [--json]
     Scrub(scrub::ScrubArgs),
-    /// Change how a running instance's daemons share their nodes with the job:
-    /// gust tune [--cpus N] [--nice N] [--max-bandwidth BYTES] (none: show them)
+    /// Change a running instance: how its daemons share their nodes with the job,
+    /// gust tune [--cpus N] [--nice N] [--max-bandwidth BYTES] (none: show them), or --placement wide|capacity
     Tune(tune::TuneArgs),
     /// Add daemons to a running instance and move to them the data the new layout
     /// places there (clients wait during the move): gust expand --local N

@@ -70,12 +70,19 @@ fn check(h: &HostsFile, resume: bool) -> Result<(), String> {
     if h.replicas > 1 {
         return Err("an instance with --replicas above 1 cannot grow or shrink yet (docs/DESIGN.md)".into());
     }
-    if h.placement != Placement::Wide {
+    // (A move under way may be a change of placement: it resumes whatever it is.)
+    if h.placement != Placement::Wide && !resume {
         return Err(format!(
             "placement {} cannot grow or shrink yet: only wide placement moves (docs/DESIGN.md)",
             h.placement.name()
         ));
     }
+    check_where(h)
+}
+
+/// What any move needs: every daemon on this host, every listed daemon placed
+/// (or a move under way).
+fn check_where(h: &HostsFile) -> Result<(), String> {
     let me = gust_hosts::this_host();
     if let Some(d) = h.daemons.iter().find(|d| d.host != me) {
         return Err(format!(
@@ -101,7 +108,7 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
     let h = load(&p)?;
     check(&h, a.resume)?;
     if a.resume {
-        return drive(&p, None);
+        return drive(&p, None, None);
     }
     let add = a.local.unwrap_or(0);
     if add == 0 {
@@ -137,7 +144,7 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
         send_away_joining(c.as_ref(), &p, n)?;
         return Err(format!("{e}; the instance goes on with its {n} daemons"));
     }
-    drive(&p, Some(n + add))
+    drive(&p, Some(n + add), None)
 }
 
 pub fn shrink(a: ShrinkArgs) -> Result<(), String> {
@@ -145,18 +152,52 @@ pub fn shrink(a: ShrinkArgs) -> Result<(), String> {
     let h = load(&p)?;
     check(&h, a.resume)?;
     if a.resume {
-        return drive(&p, None);
+        return drive(&p, None, None);
     }
     let n = h.daemons.len() as u32;
     let remove = a.count.unwrap_or(0);
     if remove == 0 || remove >= n {
         return Err(format!("--count must be between 1 and {} (the instance has {n} daemons)", n.saturating_sub(1)));
     }
-    drive(&p, Some(n - remove))
+    drive(&p, Some(n - remove), None)
 }
 
-/// Moves the instance to `placed` daemons (None: finish the move under way).
-fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
+/// Changes the placement of a running instance (`gust tune --placement`): a move
+/// to the same daemons laid out by the other distributor. Wide and capacity
+/// placement move (capacity weighs each daemon by the capacity it registered at
+/// start); local placement keeps chunks where they were written and does not.
+pub fn change_placement(p: &Path, to: Placement) -> Result<(), String> {
+    let h = load(p)?;
+    check_where(&h)?;
+    if h.moving {
+        return Err(format!(
+            "a move to layout generation {} is under way; finish it first (gust expand --resume)",
+            h.generation
+        ));
+    }
+    if h.replicas > 1 {
+        return Err("an instance with --replicas above 1 cannot change its placement yet (docs/DESIGN.md)".into());
+    }
+    if h.placement == to {
+        return Err(format!("the placement is {} already", to.name()));
+    }
+    if h.placement == Placement::Local || to == Placement::Local {
+        return Err(format!(
+            "placement {} -> {}: local placement keeps each file's chunks on the node that wrote it, which no \
+             move recomputes; only wide and capacity placement change at run time",
+            h.placement.name(),
+            to.name()
+        ));
+    }
+    if let Some(d) = h.daemons.iter().find(|d| to == Placement::Capacity && d.capacity_bytes.unwrap_or(0) == 0) {
+        return Err(format!("daemon {} has no registered capacity to weigh it by", d.id));
+    }
+    drive(p, Some(h.placed_count()), Some(to))
+}
+
+/// Moves the instance to `placed` daemons, and to placement `placement` if given
+/// (None, None: finish the move under way).
+fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<(), String> {
     let started = Instant::now();
     let c = Client::open_instance(p, ClientOptions { rpc_timeout: Duration::from_secs(120), ..Default::default() })?;
     let h = load(p)?;
@@ -182,7 +223,16 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
         }
     };
     if let (Some(placed), Some(from)) = (placed, from) {
-        eprintln!("gust: moving the instance from {from} to {placed} daemons (layout generation {generation})");
+        match placement {
+            Some(to) => eprintln!(
+                "gust: moving the instance from placement {} to {} (layout generation {generation})",
+                h.placement.name(),
+                to.name()
+            ),
+            None => {
+                eprintln!("gust: moving the instance from {from} to {placed} daemons (layout generation {generation})")
+            }
+        }
         let mut frozen = Vec::new();
         let begun = all.iter().try_for_each(|&d| step(d, MoveStep::Prepare).map(|_| ())).and_then(|()| {
             all.iter().try_for_each(|&d| {
@@ -206,6 +256,9 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
             h.generation = generation;
             h.placed = Some(placed);
             h.moving = true;
+            if let Some(to) = placement {
+                h.placement = to;
+            }
         })
         .map_err(|e| e.to_string())?;
     } else {
@@ -278,6 +331,7 @@ fn drive(p: &Path, placed: Option<u32>) -> Result<(), String> {
         states.iter().fold((0, 0, 0), |(r, k, b), s| (r + s.records, k + s.chunks, b + s.bytes));
     let summary = serde_json::json!({
         "generation": generation,
+        "placement": load(p)?.placement.name(),
         "daemons": all.len() - leaving.len(),
         "records_moved": records,
         "chunks_moved": chunks,

@@ -55,11 +55,24 @@ pub struct TuneArgs {
     /// Print one JSON object per daemon instead of the table.
     #[arg(long)]
     json: bool,
+    /// Change how chunks are placed while the instance runs: `wide` or
+    /// `capacity` (weighted by the capacity each daemon registered at start). The
+    /// data whose place changes moves, as `gust expand` moves it (clients wait
+    /// during the copy); prints the move's JSON summary.
+    #[arg(long, value_name = "PLACEMENT")]
+    placement: Option<gust_hosts::Placement>,
 }
 
 /// Changes the limits of every daemon of a running instance (none given: shows
 /// them), one line per daemon.
 pub fn run(a: TuneArgs) -> Result<(), String> {
+    if let Some(to) = a.placement {
+        let l = a.limits.limits();
+        if l.cpus.is_some() || l.nice.is_some() || l.max_bandwidth.is_some() {
+            return Err("--placement goes alone (change the limits in another `gust tune`)".into());
+        }
+        return crate::resize::change_placement(&a.inst.hosts_path(), to);
+    }
     let c = a.inst.client()?;
     let l = a.limits.limits();
     let mut failed = 0;

@@ -28,6 +28,13 @@ pub(crate) fn note_served() {
     SERVED.with(|s| s.set(true));
 }
 
+/// Whether a placement spills chunks to the next daemon when one is full (its
+/// readers look past a hole there: daemons and short-circuit reads cut spans at
+/// holes).
+pub(crate) fn spills(p: gust_hosts::Placement) -> bool {
+    matches!(p, gust_hosts::Placement::Capacity | gust_hosts::Placement::Local)
+}
+
 /// The placement of `hosts`' placed daemons.
 pub(crate) fn distributor(hosts: &HostsFile) -> Box<dyn Distributor> {
     let n = hosts.placed_count();
@@ -118,6 +125,11 @@ impl Client {
         }
         self.dist.set(distributor(&h));
         self.transport.set_layout(h.generation, h.placed_count());
+        // A placement changed at run time (`gust tune --placement`): local reads
+        // cut spans at holes as the daemons now do.
+        if let Some(t) = self.transport.grants.short_circuit() {
+            t.access.set_trim_holes(spills(h.placement));
+        }
         tracing::info!(generation = h.generation, daemons = h.placed_count(), "routing by the instance's new layout");
         Ok(())
     }

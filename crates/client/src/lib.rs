@@ -255,10 +255,7 @@ impl Client {
                 chunk_bytes: hosts.chunk_size_bytes,
                 // Cut read spans where a hole follows, as the daemons of placements
                 // that spill do (gust-daemon's lib.rs).
-                short_circuit: opts.short_circuit.then_some(matches!(
-                    hosts.placement,
-                    gust_hosts::Placement::Capacity | gust_hosts::Placement::Local
-                )),
+                short_circuit: opts.short_circuit.then_some(layout::spills(hosts.placement)),
             },
         );
         let dist = layout::Layout::new(layout::distributor(&hosts));

@@ -332,10 +332,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         (id, hosts)
     };
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
-    // Only capacity placement's readers use cut spans (they look for a chunk's
-    // spilled bytes on its next daemon).
     // Placements that spill: reads probe the next daemon past a hole (client spill.rs).
-    chunks.set_trim_holes(matches!(hosts.placement, gust_hosts::Placement::Capacity | gust_hosts::Placement::Local));
+    chunks.set_trim_holes(moves::spills(hosts.placement));
     chunks.set_identity(format!("daemon {daemon_id}"), hosts.chunk_size_bytes);
 
     let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));

@@ -61,6 +61,11 @@ pub struct Moves {
     /// The daemon's state, for the copy thread.
     state: OnceLock<std::sync::Weak<State>>,
     progress: Mutex<MoveProgress>,
+    /// Local chunk files this move sent every chunk of: removed at Adopt if still
+    /// empty. Not before: in a move both ways (a change of placement), a peer may
+    /// write a chunk that stays here into the same file while this copy runs, and a
+    /// removal then would drop it (it did, in the first version of that test).
+    emptied: Mutex<Vec<u128>>,
 }
 
 /// A client's request admitted: counted as under way until dropped.
@@ -102,6 +107,7 @@ impl Moves {
                 done: true,
                 error: String::new(),
             }),
+            emptied: Mutex::new(Vec::new()),
         }
     }
 
@@ -236,11 +242,19 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
             if m.copying.load(Ordering::SeqCst) {
                 return Err(libc::EBUSY);
             }
+            // Every copy is done and no client writes yet: files left empty go.
+            for id in std::mem::take(&mut *lock(&m.emptied)) {
+                if let Err(e) = state.chunks.remove_if_empty(id) {
+                    warn!(file_id = id, errno = e, "move: an emptied chunk file stays");
+                }
+            }
             m.generation.store(generation, Ordering::SeqCst);
+            // The placement may be another (`gust tune --placement`).
+            state.chunks.set_trim_holes(spills(hosts.placement));
             m.frozen.store(false, Ordering::SeqCst);
             state.grants.pause(false);
             m.set_step(step, generation);
-            info!(generation, "serving the new layout");
+            info!(generation, placement = hosts.placement.name(), "serving the new layout");
         }
         MoveStep::Abort => {
             if m.copying.load(Ordering::SeqCst) || lock(&m.progress).step == MoveStep::Copy {
@@ -252,6 +266,12 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
         }
     }
     m.status()
+}
+
+/// Whether chunks of a placement spill to the next daemon when one is full (then
+/// reads cut spans at holes: the reader looks for the rest there).
+pub fn spills(p: Placement) -> bool {
+    matches!(p, Placement::Capacity | Placement::Local)
 }
 
 /// The placement of `hosts`' layout (wide or capacity; a local placement keeps
@@ -383,12 +403,11 @@ fn copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
             if moved.is_empty() {
                 continue;
             }
-            if kept {
-                for s in moved {
-                    state.chunks.punch(id, s.offset, s.len as u64).map_err(errno_text)?;
-                }
-            } else {
-                state.chunks.remove(id).map_err(errno_text)?;
+            for s in moved {
+                state.chunks.punch(id, s.offset, s.len as u64).map_err(errno_text)?;
+            }
+            if !kept {
+                lock(&state.moves.emptied).push(id);
             }
         }
     }

@@ -16,6 +16,7 @@ use gust_proto::Span;
 use std::collections::BTreeMap;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::MutexGuard;
 
 /// How one process reads and writes local files: their regions' locks, and what
@@ -28,13 +29,18 @@ pub struct Access {
     pub(crate) chunk_bytes: u64,
     /// Cut read spans where only a hole follows (capacity and local placement's
     /// readers look for the rest on the chunk's next daemon); off, spans end at the
-    /// local file's end only, without the SEEK_DATA calls.
-    pub(crate) trim_holes: bool,
+    /// local file's end only, without the SEEK_DATA calls. Changed at run time
+    /// when the instance's placement changes (`gust tune --placement`).
+    pub(crate) trim_holes: AtomicBool,
 }
 
 impl Access {
     pub fn new(label: String, chunk_bytes: u64, trim_holes: bool) -> Access {
-        Access { regions: Regions::new(), label, chunk_bytes, trim_holes }
+        Access { regions: Regions::new(), label, chunk_bytes, trim_holes: AtomicBool::new(trim_holes) }
+    }
+
+    pub fn set_trim_holes(&self, on: bool) {
+        self.trim_holes.store(on, Ordering::Relaxed);
     }
 
     pub(crate) fn regions(&self) -> &Regions {
@@ -87,7 +93,7 @@ impl Access {
     pub fn read_placed(&self, f: &Local, file_id: u128, spans: &[(Span, usize)], buf: &mut [u8]) -> Res<Vec<u32>> {
         let m = f.data.metadata().map_err(errno)?;
         let local_len = m.len();
-        let trim = self.trim_holes && allocated(&m) < local_len;
+        let trim = self.trim_holes.load(Ordering::Relaxed) && allocated(&m) < local_len;
         let mut lens = Vec::with_capacity(spans.len());
         let mut tmp = Vec::new();
         for (s, at) in spans {
@@ -310,7 +316,7 @@ impl Access {
         // A file with as many bytes allocated as it is long has no hole: no need to
         // look for one (SEEK_HOLE walks the rest of the file on tmpfs, which made
         // every read of a large local file cost its length).
-        let trim = self.trim_holes && allocated(&m) < local_len;
+        let trim = self.trim_holes.load(Ordering::Relaxed) && allocated(&m) < local_len;
         let mut lens = Vec::with_capacity(spans.len());
         for s in spans {
             let end = (s.offset + s.len as u64).min(local_len);

@@ -85,9 +85,10 @@ impl ChunkStore {
     }
 
     /// Whether reads cut spans where only a hole follows (on by default; a daemon
-    /// of a wide-striped instance turns it off, its readers need not know).
-    pub fn set_trim_holes(&mut self, on: bool) {
-        self.access.trim_holes = on;
+    /// of a wide-striped instance turns it off, its readers need not know). Set
+    /// again when the placement changes while the daemon runs.
+    pub fn set_trim_holes(&self, on: bool) {
+        self.access.set_trim_holes(on);
     }
 
     /// Bounds the store to `capacity_bytes` of allocated blocks (counting what is
@@ -459,6 +460,17 @@ impl ChunkStore {
         Ok(())
     }
 
+    /// Removes the local file of `file_id` if none of its bytes is allocated (every
+    /// chunk punched): the end of a move, when nothing else writes. Whether it was.
+    pub fn remove_if_empty(&self, file_id: u128) -> Res<bool> {
+        let Some(f) = self.file(file_id, false)? else { return Ok(false) };
+        if allocated(&f.data.metadata().map_err(errno)?) > 0 {
+            return Ok(false);
+        }
+        drop(f);
+        self.remove(file_id).map(|()| true)
+    }
+
     pub fn remove(&self, file_id: u128) -> Res<()> {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&file_id);
         let mut used = self.quota.as_ref().map(|q| q.used_bytes.lock().unwrap_or_else(|e| e.into_inner()));
@@ -619,6 +631,13 @@ mod tests {
         assert_eq!(&out[..], &data[..10]);
         assert_eq!(s.punch(5, 1, 10), Err(libc::EINVAL), "block-aligned ranges only");
         assert_eq!(s.local_len(77).unwrap(), None);
+        // A file is removed at a move's end only if nothing of it is left.
+        assert_eq!(s.remove_if_empty(5), Ok(false), "chunks 0 and 2 are still here");
+        s.punch(5, 0, 3 * chunk as u64).unwrap();
+        assert_eq!(s.remove_if_empty(5), Ok(true));
+        assert_eq!(s.local_len(5).unwrap(), None);
+        assert_eq!(s.remove_if_empty(5), Ok(false), "no file: nothing removed");
+        assert_eq!(s.file_ids(None, 10), vec![9]);
     }
 
     /// A declared capacity refuses writes that need more room than is left (in
