@@ -3,12 +3,14 @@
 import io
 import json
 import os
+import signal
+import subprocess
 
 import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import KEY, SECRET, Proxy
+from s3env import KEY, REGION, SECRET, Proxy, wait_for
 
 MIB = 1 << 20
 
@@ -199,3 +201,50 @@ def test_a_store_that_goes_away_mid_transfer(gust, s3, bucket, d, weed, directio
     for k, v in data.items():
         got = gustfs.read_bytes(f"{d}/t/{k}") if direction == "in" else s3.get_object(Bucket=bucket, Key=f"t/{k}")["Body"].read()
         assert got == v, k
+
+
+def test_stage_out_follow_sends_closed_files_while_the_job_runs(gust, s3, bucket, d, instance, weed, tmp_path):
+    """`gust stage out --follow DIR s3://…`: files closed after writing become
+    objects while it runs (what cache mode's write-back runs), the rest at SIGINT."""
+    gustfs.mkdir(d + "/job")
+    gustfs.write_bytes(d + "/job/before", b"written before")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        HOME=str(tmp_path),
+        GUST_HOSTS_FILE=instance.hosts_file,
+        AWS_ENDPOINT_URL=weed.endpoint,
+        AWS_ACCESS_KEY_ID=KEY,
+        AWS_SECRET_ACCESS_KEY=SECRET,
+        AWS_REGION=REGION,
+    )
+    follower = subprocess.Popen(
+        [instance.gust, "stage", "out", "--follow", d + "/job", f"s3://{bucket}/job", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def has(key):
+            def check():
+                try:
+                    s3.head_object(Bucket=bucket, Key=key)
+                    return True
+                except s3.exceptions.ClientError:
+                    return False
+
+            return check
+
+        wait_for(has("job/before"), "the first pass to send job/before", timeout=60)
+        big = os.urandom(9 * MIB)
+        gustfs.write_bytes(d + "/job/during.bin", big)
+        wait_for(has("job/during.bin"), "the follower to send a file closed while it runs", timeout=60)
+        assert s3.get_object(Bucket=bucket, Key="job/during.bin")["Body"].read() == big
+        gustfs.write_bytes(d + "/job/last", b"last")
+    finally:
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=120)
+    assert follower.returncode == 0, err
+    assert s3.get_object(Bucket=bucket, Key="job/last")["Body"].read() == b"last", "the final pass sends what is left"
+    assert json.loads(out)["failures"] == []
