@@ -33,16 +33,7 @@ pub fn with_etag(url: &str, etag: &str) -> String {
 
 fn agent() -> &'static ureq::Agent {
     static AGENT: OnceLock<ureq::Agent> = OnceLock::new();
-    AGENT.get_or_init(|| {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10)))
-            .timeout_recv_response(Some(Duration::from_secs(120)))
-            .timeout_per_read(Some(Duration::from_secs(60)))
-            .max_idle_connections_per_host(64)
-            .build()
-            .new_agent()
-    })
+    AGENT.get_or_init(crate::store::http_agent)
 }
 
 /// Up to `len` bytes of the object from `offset` (fewer where the object ends), as

@@ -84,6 +84,20 @@ impl std::fmt::Display for Error {
     }
 }
 
+/// The HTTP client of every request to a store (this process's and a daemon's):
+/// statuses as answers (the store's error body says why), bounded waits, a pool
+/// of connections as large as the threads that share it.
+pub(crate) fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(10)))
+        .timeout_recv_response(Some(Duration::from_secs(120)))
+        .timeout_per_read(Some(Duration::from_secs(60)))
+        .max_idle_connections_per_host(64)
+        .build()
+        .new_agent()
+}
+
 /// One bucket of one store, shared by the copy threads.
 pub struct Store {
     agent: ureq::Agent,
@@ -102,15 +116,7 @@ impl Store {
             Some(t) => Credentials::new_with_token(&cfg.access_key, &cfg.secret_key, t),
             None => Credentials::new(&cfg.access_key, &cfg.secret_key),
         };
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10)))
-            .timeout_recv_response(Some(Duration::from_secs(120)))
-            .timeout_per_read(Some(Duration::from_secs(60)))
-            .max_idle_connections_per_host(64)
-            .build()
-            .new_agent();
-        Ok(Store { agent, bucket, credentials, endpoint: cfg.endpoint.clone() })
+        Ok(Store { agent: http_agent(), bucket, credentials, endpoint: cfg.endpoint.clone() })
     }
 
     pub fn bucket(&self) -> &str {
