@@ -37,6 +37,10 @@ def s3(weed):
 def bucket(s3, request):
     name = "b-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:6]
     s3.create_bucket(Bucket=name)
+    # SeaweedFS gives a new bucket its volumes on the first write (InternalError
+    # until then): written once here, so the test starts with a writable bucket.
+    s3.put_object(Bucket=name, Key=".ready", Body=b"")
+    s3.delete_object(Bucket=name, Key=".ready")
     return name
 
 

@@ -52,7 +52,7 @@ def wait_for(cond, what, timeout=120):
 class Instance:
     """A GustFS instance of `daemons` daemons on this machine (`gust start --local`)."""
 
-    def __init__(self, daemons, rootdir_parent=None):
+    def __init__(self, daemons, rootdir_parent=None, extra=()):
         target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/gustfs-target"))
         self.gust = os.environ.get("GUST") or os.path.join(target, "release", "gust")
         if not os.access(self.gust, os.X_OK):
@@ -61,7 +61,7 @@ class Instance:
         self.rootdir = tempfile.mkdtemp(prefix="gust-s3-", dir=parent)
         self.hosts_file = os.path.join(self.rootdir, "gust.hosts")
         subprocess.run(
-            [self.gust, "start", "--local", str(daemons), "--rootdir", self.rootdir, "--mountdir", "/gustfs"],
+            [self.gust, "start", "--local", str(daemons), "--rootdir", self.rootdir, "--mountdir", "/gustfs", *extra],
             check=True,
             capture_output=True,
         )
@@ -127,9 +127,13 @@ class Weed:
         s3 = boto3_client(self.endpoint)
 
         def ready():
+            # Up when an object can be written: the gateway answers listings
+            # before the master has volumes to write to (InternalError meanwhile).
             assert self.proc.poll() is None, f"weed server exited: see {self.dir}/log"
             try:
-                s3.list_buckets()
+                if not any(b["Name"] == "gust-ready" for b in s3.list_buckets().get("Buckets", [])):
+                    s3.create_bucket(Bucket="gust-ready")
+                s3.put_object(Bucket="gust-ready", Key="probe", Body=b"up")
                 return True
             except Exception:
                 return False
@@ -168,7 +172,7 @@ def boto3_client(endpoint, pool=10):
         aws_secret_access_key=SECRET,
         region_name=REGION,
         config=botocore.config.Config(
-            retries={"max_attempts": 2}, connect_timeout=5, read_timeout=60, max_pool_connections=pool
+            retries={"max_attempts": 10, "mode": "standard"}, connect_timeout=5, read_timeout=60, max_pool_connections=pool
         ),
     )
 

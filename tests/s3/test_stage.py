@@ -10,7 +10,7 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import KEY, REGION, SECRET, Proxy, wait_for
+from s3env import KEY, REGION, SECRET, Instance, Proxy, wait_for
 
 MIB = 1 << 20
 
@@ -248,3 +248,25 @@ def test_stage_out_follow_sends_closed_files_while_the_job_runs(gust, s3, bucket
     assert follower.returncode == 0, err
     assert s3.get_object(Bucket=bucket, Key="job/last")["Body"].read() == b"last", "the final pass sends what is left"
     assert json.loads(out)["failures"] == []
+
+
+def test_stage_in_to_a_replicated_instance_survives_a_daemon(gust, s3, bucket, tmp_path):
+    """Each copy's daemon fetches its own chunks from the store: with --replicas 2,
+    every staged object reads back after one daemon is killed."""
+    want = {f"r/f{i}": os.urandom(300_000 + i) if i % 2 else b"small %d" % i for i in range(8)}
+    for k, v in want.items():
+        s3.put_object(Bucket=bucket, Key=k, Body=v)
+    inst = Instance(daemons=3, extra=("--replicas", "2"))
+    try:
+        r = gust("stage", "in", f"s3://{bucket}/r", "/r", "--verify", "--json", env={"GUST_HOSTS_FILE": inst.hosts_file})
+        s = summary(r)
+        assert (s["files"], s["verified"], s["via"]) == (8, 8, "daemons"), s
+        pid = next(int(l.split()[3]) for l in open(inst.hosts_file) if l.split()[:2] == ["daemon", "1"])
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "daemon 1 to be gone", timeout=30)
+        env = {**os.environ, "GUST_HOSTS_FILE": inst.hosts_file}
+        for k, v in want.items():
+            got = subprocess.run([inst.gust, "cat", "/" + k], env=env, capture_output=True, timeout=120)
+            assert got.returncode == 0 and got.stdout == v, (k, got.stderr)
+    finally:
+        inst.stop()
