@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 . scripts/env.sh
+./scripts/prune-target.sh
 cargo fmt --all -- --check
 (cd fuzz && cargo fmt -- --check)
 cargo build --release --workspace --all-targets
