@@ -221,6 +221,10 @@ fn the_placement_changes_while_the_instance_runs() {
     let before = share(&stored_bytes(&inst));
     assert!(before.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.06), "wide: equal shares, {before:?}");
 
+    // What `gust status` shows as used, asked now (the daemons cache it for 10 s).
+    let used = |c: &Client| (0..3).map(|d| c.daemon_metrics(d).unwrap().chunk_store_bytes as f64).collect::<Vec<_>>();
+    let used_before = used(&c);
+
     let moved = resize(&inst, &["tune", "--placement", "capacity"]);
     assert_eq!(moved["placement"], "capacity", "{moved}");
     assert!(n(&moved, "chunks_moved") > 0.0 && n(&moved, "records_moved") == 0.0, "metadata stays wide: {moved}");
@@ -231,6 +235,9 @@ fn the_placement_changes_while_the_instance_runs() {
         assert!((s - want).abs() < 0.06, "capacity: shares {weighted:?}, want 1:1:4");
     }
     assert_eq!(inst.hosts_file().placement, gust_hosts::Placement::Capacity);
+    // ... and after the move at once, not the usage from before it.
+    let used_after = used(&c);
+    assert!(used_after[2] > 1.5 * used_before[2], "daemon 2's usage, before {used_before:?}, after {used_after:?}");
 
     // Refused, with the reason: the same placement, local placement, a grow of a
     // capacity instance.

@@ -107,6 +107,12 @@ impl Metrics {
         }
     }
 
+    /// Forgets the cached disk usage (a move changed it at once): the next
+    /// metrics request walks the store again.
+    pub fn forget_chunk_usage(&self) {
+        *self.chunk_usage.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     /// Disk usage of the chunk store, at most `CHUNK_USAGE_TTL` old.
     fn chunk_store_bytes(&self, state: &State) -> u64 {
         let mut cached = self.chunk_usage.lock().unwrap_or_else(|e| e.into_inner());

@@ -248,6 +248,8 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
                     warn!(file_id = id, errno = e, "move: an emptied chunk file stays");
                 }
             }
+            // What `gust status` shows as used changed with the copy.
+            state.metrics.forget_chunk_usage();
             m.generation.store(generation, Ordering::SeqCst);
             // The placement may be another (`gust tune --placement`).
             state.chunks.set_trim_holes(spills(hosts.placement));
