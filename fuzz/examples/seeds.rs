@@ -24,6 +24,7 @@ fn rec() -> Record {
         target: String::new(),
         uid: 1000,
         gid: 100,
+        xattrs: Vec::new(),
     }
 }
 
@@ -62,6 +63,7 @@ fn requests() -> Vec<Request> {
         Request::CreateInlineBatch { entries: vec![("/s".into(), rec()), ("/t".into(), rec())] },
         Request::SetOwner { path: "/a".into(), uid: Some(1), gid: None, ctime_ns: 7 },
         Request::DirChanged { path: "/d".into(), subdirs_delta: 1, time_ns: 8 },
+        Request::SetXattr { path: "/a".into(), name: "user.k".into(), value: Some(b"v".to_vec()), flags: 0, ctime_ns: 9 },
         Request::Metrics,
         Request::CloseWrite { path: "/a".into() },
         Request::Events { after_seq: 3, prefix: "/".into(), max_entries: 16 },
@@ -290,6 +292,8 @@ fn main() {
     c.put("record", "dir", &encode_record(&Record { kind: FileKind::Dir, nlink: 3, ..rec() }));
     c.put("record", "symlink", &encode_record(&link));
     c.put("record", "fifo", &encode_record(&Record { kind: FileKind::Fifo, ..rec() }));
+    let xattrs = vec![("user.a".into(), b"1".to_vec()), ("user.s3.etag".into(), b"\"0123\"".to_vec())];
+    c.put("record", "file-xattrs", &encode_record(&Record { xattrs, ..rec() }));
     let v2 = encode_record(&link);
     let mut v1 = vec![VALUE_FORMAT_1];
     v1.extend_from_slice(&v2[1..VALUE_FIXED_BYTES_1 - 2]);

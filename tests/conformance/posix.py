@@ -7,7 +7,8 @@ Usage: posix.py DIR MODE [GROUP,...]
   DIR   an empty directory to work in (created if missing)
   MODE  "shared": also checks that need other users (fork + setresuid, as root) and
         node-local FIFO/socket traffic; "single": one user, no fork (preload).
-  GROUP owners, perms, times, errors, special, links (default: all that MODE allows)
+  GROUP owners, perms, times, errors, special, links, xattrs (default: all that MODE
+        allows)
 
 Results are errno names ("EACCES"), "ok", or normalized attributes (octal modes,
 uid:gid, whether a time moved), never raw times or inode numbers, so that two file
@@ -111,6 +112,14 @@ def write(p, data=b"x", mode=0o644):
     os.close(fd)
 
 
+def append(p, data):
+    fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def read(p):
     fd = os.open(p, os.O_RDONLY)
     try:
@@ -148,6 +157,22 @@ def owners():
     os.chmod(h, 0o4755)
     os.chown(h, -1, -1)
     rec("owners.chown_noop_clears_suid", perm(h))
+    if SHARED:
+        # A write or truncate by a caller without CAP_FSETID drops S_ISUID, and
+        # S_ISGID when the group may execute; root's writes keep them.
+        for name, mode in [("w_ug", 0o6777), ("w_g_nx", 0o2767)]:
+            p = J("owners", name)
+            write(p)
+            os.chmod(p, mode)
+            rec(f"owners.other_write_{name}", (as_user(B, lambda: append(p, b"b")), perm(p)))
+        t = J("owners", "t_u")
+        write(t)
+        os.chmod(t, 0o4777)
+        rec("owners.other_truncate", (as_user(B, lambda: os.truncate(t, 0)), perm(t)))
+        os.chmod(t, 0o6777)
+        with open(t, "ab") as fh:
+            fh.write(b"root")
+        rec("owners.root_write_keeps", perm(t))
     sd = J("owners", "sd")
     os.mkdir(sd)
     os.chmod(sd, 0o3775)
@@ -479,6 +504,72 @@ def links():
     rec("links.all_gone", sorted(os.listdir(d)))
 
 
-ALL = {"owners": owners, "perms": perms, "times": times, "errors": errors, "special": special, "links": links}
+def xattrs():
+    d = J("xattrs")
+    os.mkdir(d)
+    f = J("xattrs", "f")
+    write(f)
+    rec("xattrs.none", os.listxattr(f))
+    ct = os.lstat(f).st_ctime_ns
+    tick()
+    rec("xattrs.set", res(os.setxattr, f, "user.a", b"1"))
+    rec("xattrs.set_moves_ctime", os.lstat(f).st_ctime_ns > ct)
+    os.setxattr(f, "user.b", b"\x00bin\xff")
+    rec("xattrs.get", (os.getxattr(f, "user.a"), os.getxattr(f, "user.b")))
+    rec("xattrs.list", sorted(os.listxattr(f)))
+    rec("xattrs.get_missing", res(os.getxattr, f, "user.nope"))
+    rec("xattrs.create_existing", res(os.setxattr, f, "user.a", b"2", os.XATTR_CREATE))
+    rec("xattrs.replace_missing", res(os.setxattr, f, "user.c", b"2", os.XATTR_REPLACE))
+    rec("xattrs.replace", (res(os.setxattr, f, "user.a", b"22", os.XATTR_REPLACE), os.getxattr(f, "user.a")))
+    rec("xattrs.empty_value", (res(os.setxattr, f, "user.e", b""), os.getxattr(f, "user.e")))
+    rec("xattrs.remove", (res(os.removexattr, f, "user.e"), res(os.removexattr, f, "user.e")))
+    rec("xattrs.long_name", res(os.setxattr, f, "user." + "n" * 251, b"x"))
+    rec("xattrs.missing_file", res(os.getxattr, J("xattrs", "nothing"), "user.a"))
+    # By descriptor, and through the names and moves of a file.
+    fd = os.open(f, os.O_RDONLY)
+    rec("xattrs.fd", (res(os.setxattr, fd, "user.fd", b"x"), os.getxattr(fd, "user.fd"), sorted(os.listxattr(fd))))
+    os.close(fd)
+    os.rename(f, J("xattrs", "g"))
+    g = J("xattrs", "g")
+    rec("xattrs.rename_keeps", sorted(os.listxattr(g)))
+    os.mkdir(J("xattrs", "sub"))
+    os.setxattr(J("xattrs", "sub"), "user.dir", b"d")
+    os.rename(g, J("xattrs", "sub", "g"))
+    os.rename(J("xattrs", "sub"), J("xattrs", "moved"))
+    rec("xattrs.dir_rename_keeps", (os.getxattr(J("xattrs", "moved"), "user.dir"), os.getxattr(J("xattrs", "moved", "g"), "user.a")))
+    g = J("xattrs", "moved", "g")
+    os.link(g, J("xattrs", "h"))
+    h = J("xattrs", "h")
+    os.setxattr(h, "user.via_link", b"l")
+    rec("xattrs.links_share", (sorted(os.listxattr(g)) == sorted(os.listxattr(h)), os.getxattr(g, "user.via_link")))
+    os.unlink(g)
+    rec("xattrs.last_name_keeps", os.getxattr(h, "user.via_link"))
+    # Only files and directories carry user.* attributes.
+    os.symlink("h", J("xattrs", "s"))
+    s = J("xattrs", "s")
+    rec("xattrs.symlink_followed", os.getxattr(s, "user.a"))
+    rec("xattrs.symlink_itself", (res(os.setxattr, s, "user.a", b"x", follow_symlinks=False), os.listxattr(s, follow_symlinks=False)))
+    os.mkfifo(J("xattrs", "p"))
+    rec("xattrs.fifo", res(os.setxattr, J("xattrs", "p"), "user.a", b"x"))
+    if SHARED:
+        os.chmod(d, 0o777)
+        os.chmod(h, 0o644)
+        rec("xattrs.other_reads", as_user(B, lambda: os.getxattr(h, "user.a")))
+        rec("xattrs.other_lists", as_user(B, lambda: sorted(os.listxattr(h))))
+        rec("xattrs.other_sets", as_user(B, lambda: os.setxattr(h, "user.b", b"b")))
+        os.chmod(h, 0o600)
+        rec("xattrs.other_reads_private", as_user(B, lambda: os.getxattr(h, "user.a")))
+        os.chmod(h, 0o666)
+        os.chmod(d, 0o1777)
+        rec("xattrs.other_sets_writable", as_user(B, lambda: os.setxattr(h, "user.b", b"b")))
+        rec("xattrs.sticky_dir_other", as_user(B, lambda: os.setxattr(d, "user.b", b"b")))
+    for n in ("h", "s", "p"):
+        os.unlink(J("xattrs", n))
+    os.rmdir(J("xattrs", "moved"))
+    rec("xattrs.all_gone", sorted(os.listdir(d)))
+
+
+ALL = {"owners": owners, "perms": perms, "times": times, "errors": errors, "special": special, "links": links,
+       "xattrs": xattrs}
 for g in GROUPS or [g for g in ALL if SHARED or g != "perms"]:
     ALL[g]()

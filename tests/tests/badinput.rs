@@ -260,6 +260,7 @@ fn bad_requests_get_errors_and_keep_the_connection() {
         target: String::new(),
         uid: 0,
         gid: 0,
+        xattrs: Vec::new(),
     };
     let create = |p: &str| Request::Create { path: p.to_string(), record: rec.clone(), exclusive: true };
     // Paths are validated by the daemon too, not only by well-behaved clients.

@@ -78,6 +78,7 @@ impl Client {
             target,
             uid: m.uid(),
             gid: m.gid(),
+            xattrs: Vec::new(),
         })
     }
 

@@ -22,7 +22,8 @@
 //! descriptor table), `inline` (small files: deferred creates, data with the
 //! record), `listing` (listings with attributes and the stats they answer), `data`
 //! (read, write, truncate, sync), `size_cache` (size updates of writes, batched),
-//! `namespace` (lookups, create, remove, attributes), `readdir` (listings),
+//! `namespace` (lookups, create, remove, attributes), `xattrs` (extended
+//! attributes, kept in the records), `readdir` (listings),
 //! `replica` (copies of records and chunks on several daemons, down daemons),
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
@@ -72,6 +73,7 @@ mod stat;
 mod status;
 mod traced;
 mod write_behind;
+mod xattrs;
 
 use gust_hosts::HostsFile;
 use gust_placement::Distributor;

@@ -65,7 +65,8 @@ impl Client {
             }
             None => self.first_link(&old, &rec)?,
         };
-        let name = Record { target: link.clone(), ..rec };
+        // A name holds no attributes of its own: they are the link path's.
+        let name = Record { target: link.clone(), xattrs: Vec::new(), ..rec };
         let file_id = name.file_id;
         match self.call_md(&new, Request::Create { path: new.clone(), record: name, exclusive: true }) {
             Ok(_) => Ok(()),

@@ -247,6 +247,7 @@ mod tests {
             target: String::new(),
             uid: 0,
             gid: 0,
+            xattrs: Vec::new(),
         }
     }
 

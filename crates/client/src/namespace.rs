@@ -149,6 +149,7 @@ impl Client {
             target,
             uid,
             gid,
+            xattrs: Vec::new(),
         }
     }
 

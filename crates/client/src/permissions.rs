@@ -204,6 +204,7 @@ mod tests {
             target: String::new(),
             uid,
             gid,
+            xattrs: Vec::new(),
         }
     }
 

@@ -44,7 +44,7 @@ const _: () = assert!(RECORDS_PER_BATCH <= SCAN_PAGE_ENTRIES_MAX as usize);
 
 /// Bytes a (path, record) counts in a scan page or a batch.
 fn record_bytes(path: &str, r: &Record) -> usize {
-    path.len() + r.target.len() + RECORD_OVERHEAD_BYTES
+    path.len() + r.payload_bytes() + RECORD_OVERHEAD_BYTES
 }
 
 /// Cuts `items` into request-sized batches: at most `RECORDS_PER_BATCH` items, and a

@@ -310,6 +310,50 @@ impl Client {
     pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<Stat> {
         self.on_path(&tp::SETATTR, path, 0, || self.chown_impl(path, uid, gid, follow), |_| 0)
     }
+
+    /// getxattr, lgetxattr (`follow` false): the value of extended attribute
+    /// `name` (xattrs.rs). Recorded with the value's length as its size.
+    pub fn getxattr(&self, path: &str, name: &str, follow: bool) -> Result<Vec<u8>> {
+        self.on_path(&tp::GETXATTR, path, 0, || self.getxattr_impl(path, name, follow), |v| v.len() as u64)
+    }
+
+    /// listxattr, llistxattr (`follow` false): the names, each followed by a NUL.
+    pub fn listxattr(&self, path: &str, follow: bool) -> Result<Vec<u8>> {
+        self.on_path(&tp::GETXATTR, path, 0, || self.listxattr_impl(path, follow), |v| v.len() as u64)
+    }
+
+    /// setxattr, lsetxattr (`follow` false) with setxattr's `flags`
+    /// (`gust_proto::xattr::XATTR_CREATE`, `XATTR_REPLACE`); `arg` is the flags.
+    pub fn setxattr(&self, path: &str, name: &str, value: &[u8], flags: u32, follow: bool) -> Result<()> {
+        self.on_path(
+            &tp::SETXATTR,
+            path,
+            flags as u64,
+            || self.setxattr_impl(path, name, Some(value), flags, follow),
+            |_| 0,
+        )
+    }
+
+    /// removexattr, lremovexattr (`follow` false).
+    pub fn removexattr(&self, path: &str, name: &str, follow: bool) -> Result<()> {
+        self.on_path(&tp::SETXATTR, path, 0, || self.setxattr_impl(path, name, None, 0, follow), |_| 0)
+    }
+
+    pub fn fgetxattr(&self, fd: i32, name: &str) -> Result<Vec<u8>> {
+        self.on_fd(&tp::GETXATTR, fd, None, || self.fgetxattr_impl(fd, name), |v| v.len() as u64)
+    }
+
+    pub fn flistxattr(&self, fd: i32) -> Result<Vec<u8>> {
+        self.on_fd(&tp::GETXATTR, fd, None, || self.flistxattr_impl(fd), |v| v.len() as u64)
+    }
+
+    pub fn fsetxattr(&self, fd: i32, name: &str, value: &[u8], flags: u32) -> Result<()> {
+        self.on_fd(&tp::SETXATTR, fd, None, || self.fsetxattr_impl(fd, name, Some(value), flags), |_| 0)
+    }
+
+    pub fn fremovexattr(&self, fd: i32, name: &str) -> Result<()> {
+        self.on_fd(&tp::SETXATTR, fd, None, || self.fsetxattr_impl(fd, name, None, 0), |_| 0)
+    }
 }
 
 impl Client {

@@ -20,7 +20,7 @@ pub(crate) fn create(state: &State, entries: Vec<(String, Record)>, bulk_in: &[u
     }
     let mut total = 0u64;
     for (_, r) in &entries {
-        if r.size > INLINE_BYTES_MAX as u64 || !r.target.is_empty() {
+        if r.size > INLINE_BYTES_MAX as u64 || !r.target.is_empty() || r.check().is_err() {
             return Err(libc::EINVAL);
         }
         total += r.size;

@@ -18,7 +18,7 @@ use gust_objstore::presigned;
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     entry_bytes, EventKind, FileKind, HashSource, Response, Span, SpanHashes, StageChunks, StageCommit, StageEntry,
-    StageExport, StageHash, StageOutcome, INLINE_BYTES_MAX, PATH_ARG_BYTES_MAX, PATH_BYTES_MAX, SPANS_PER_REQUEST_MAX,
+    StageExport, StageHash, StageOutcome, INLINE_BYTES_MAX, PATH_BYTES_MAX, SPANS_PER_REQUEST_MAX,
     STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_REQUEST_BYTES_MAX,
 };
 use gust_store::Res;
@@ -168,9 +168,7 @@ pub(crate) fn create(state: &State, entries: Vec<StageEntry>) -> Res<Response> {
 
 fn create_one(state: &State, e: StageEntry) -> Res<StageOutcome> {
     validate_path(&e.path)?;
-    if e.record.target.len() >= PATH_ARG_BYTES_MAX {
-        return Err(libc::ENAMETOOLONG);
-    }
+    e.record.check()?;
     let data = match &e.source {
         Some(src) => {
             if e.record.kind != FileKind::File || e.record.size > INLINE_BYTES_MAX as u64 {
@@ -438,6 +436,7 @@ mod tests {
             target: String::new(),
             uid: 0,
             gid: 0,
+            xattrs: Vec::new(),
         }
     }
 

@@ -47,6 +47,7 @@ pub fn start(req: &Request) -> Option<Traced> {
         | Request::Truncate { path, .. }
         | Request::SetAttr { path, .. }
         | Request::SetOwner { path, .. }
+        | Request::SetXattr { path, .. }
         | Request::DirChanged { path, .. }
         | Request::PutRecord { path, .. } => record.path = path.clone(),
         Request::UpdateSize { path, file_id, end, .. } => {

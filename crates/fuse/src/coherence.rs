@@ -72,6 +72,18 @@ impl Coherence {
         self.invalidate(path);
     }
 
+    /// This mount changed the attributes of inode `ino` inside a request the kernel
+    /// waits for (a write that dropped set-id bits, setid.rs): the kernel forgets
+    /// them, and only them (that very request may hold its pages locked).
+    pub(crate) fn attrs_changed(&self, ino: u64) {
+        if let Some(n) = self.table.lock().unwrap_or_else(|e| e.into_inner()).nodes.get_mut(&ino) {
+            n.known = None;
+        }
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(ino), -1, 0);
+        }
+    }
+
     fn invalidate(&self, path: &str) {
         if let Some(dir) = gust_client::path::listing_dir(path) {
             // A name there changed: the kernel's cached entries of the directory go.

@@ -5,7 +5,7 @@
 //! path-based client core ([`gust_client::Client`]). What it is not for: caching or
 //! policy of its own beyond what the kernel's attribute/entry/page caches give (their
 //! timeouts are mount options), and anything the client core does not offer (hard
-//! links: EPERM; xattrs, device nodes). File locks are the daemons' (locks.rs), so
+//! links: EPERM; device nodes). File locks are the daemons' (locks.rs), so
 //! they hold between nodes.
 //!
 //! Owners: every request runs as its caller ([`gust_client::as_caller`] with the
@@ -27,8 +27,9 @@
 //! attributes, handles, owners of new files), `listing` (READDIR/READDIRPLUS),
 //! `locks` (GETLK, SETLK, SETLKW and the releases at FLUSH and RELEASE),
 //! `rename`, `handles` (open files and directories), `negative` (names known
-//! absent, so the LOOKUP before a CREATE need not ask), `convert` (errno, times,
-//! types, credentials).
+//! absent, so the LOOKUP before a CREATE need not ask), `xattrs` (extended
+//! attributes), `setid` (set-id bits dropped on writes, as the kernel would),
+//! `convert` (errno, times, types, credentials).
 //!
 //! Sizing sketch: one request costs one or two RPCs (tens of microseconds on loopback)
 //! plus a kernel round trip (a few microseconds). A 1 MiB write is one FUSE request
@@ -39,8 +40,8 @@
 use fuser::{
     AccessFlags, Config, Errno as FErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    SessionACL, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use gust_client::path::{join, parent, rebase};
 use gust_client::{as_caller, Client, Credentials, DirEntry, DirStream, Errno, Kind, Stat};
@@ -157,6 +158,8 @@ mod locks;
 mod negative;
 mod ops;
 mod rename;
+mod setid;
+mod xattrs;
 
 use convert::*;
 use handles::*;

@@ -20,6 +20,9 @@ impl Filesystem for GustFs {
         for cap in [InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_AUTO_INVAL_DATA] {
             let _ = config.add_capabilities(cap);
         }
+        // Set-id bits are dropped here on writes (setid.rs): the kernel then asks
+        // no GETXATTR `security.capability` before every write.
+        let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         // Listings come with attributes unless told otherwise: the client fetches them
         // with the names at little extra cost (gust-client listing.rs).
         let plus = match self.opts.readdirplus {
@@ -92,7 +95,7 @@ impl Filesystem for GustFs {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -105,10 +108,20 @@ impl Filesystem for GustFs {
             let path = self.path(ino)?;
             // Owner first: it may clear set-id bits, and a mode the kernel sends along
             // (it clears them too) comes after.
-            if uid.is_some() || gid.is_some() {
+            let nothing = [mode, uid, gid].iter().all(Option::is_none)
+                && size.is_none()
+                && atime.is_none()
+                && mtime.is_none()
+                && ctime.is_none();
+            if uid.is_some() || gid.is_some() || nothing {
+                // A chown that changes no id comes with no attribute at all, only
+                // the kernel's flag to drop set-id bits (setid.rs).
                 as_caller(caller_with_groups(req), || self.client.chown(&path, uid, gid, false))?;
             }
             if let Some(sz) = size {
+                if req.uid() != 0 {
+                    self.drop_setid(req, ino.0, &path)?;
+                }
                 match fh.and_then(|f| self.fd(f).ok()) {
                     Some((h, fd)) if h.client_flags & libc::O_ACCMODE != libc::O_RDONLY => {
                         self.client.ftruncate(fd, sz)?
@@ -131,6 +144,31 @@ impl Filesystem for GustFs {
             Ok((path, st)) => self.attr_reply(ino.0, &path, st, reply),
             Err(e) => reply.error(fe(e)),
         }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.xattr_get(ino, name, size, reply)
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.xattr_list(ino, size, reply)
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.xattr_set(ino, name, Some(value), flags, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.xattr_set(ino, name, None, 0, reply)
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -288,13 +326,16 @@ impl Filesystem for GustFs {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = (|| {
             let kflags = flags.0;
             if kflags & libc::O_ACCMODE != libc::O_RDONLY || kflags & libc::O_TRUNC != 0 {
                 self.ro()?;
             }
             let path = self.path(ino)?;
+            if kflags & libc::O_TRUNC != 0 && req.uid() != 0 {
+                self.drop_setid(req, ino.0, &path)?;
+            }
             let cflags = self.client_flags(kflags);
             // The kernel looked this inode up (or stat'ed it) within the attribute
             // timeout: open without asking the daemon again.
@@ -382,12 +423,12 @@ impl Filesystem for GustFs {
 
     fn write(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _wf: WriteFlags,
+        wf: WriteFlags,
         _flags: OpenFlags,
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
@@ -395,6 +436,7 @@ impl Filesystem for GustFs {
         let r = (|| {
             self.ro()?;
             let (_h, fd) = self.fd(fh)?;
+            self.drop_setid_on_write(req, ino, fd, wf)?;
             self.client.pwrite(fd, data, offset)
         })();
         match r {

@@ -308,6 +308,7 @@ mod tests {
             target: String::new(),
             uid: 0,
             gid: 0,
+            xattrs: Vec::new(),
         };
         let q = |size| FindQuery { size: Some(size), ..Default::default() };
         // -size -1M matches only empty files (sizes round up to whole units).

@@ -15,6 +15,7 @@ pub mod path;
 pub mod short_circuit;
 pub mod stage;
 pub mod sums;
+pub mod xattr;
 
 pub use find::{Cmp, FindQuery, FIND_PATTERN_BYTES_MAX};
 pub use frame::{read_frame, write_frame, Frame, FrameError, Header};
@@ -31,7 +32,7 @@ pub fn now_ns() -> i64 {
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 16;
+pub const PROTOCOL_VERSION: u16 = 17;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are
@@ -106,12 +107,13 @@ pub const SCAN_PAGE_ENTRIES_MAX: u32 = 4096;
 /// Bound on the keys one find request examines before it answers (a page of matches
 /// or not): about 10 ms of scanning, so a selective query never holds a worker long.
 pub const FIND_SCAN_PAGE_KEYS_MAX: u32 = 65536;
-/// Bound on the counted bytes of one scan_tree page or record batch (path + symlink
-/// target + `RECORD_OVERHEAD_BYTES` each).
+/// Bound on the counted bytes of one scan_tree page or record batch (path +
+/// `Record::payload_bytes` (its target or its attributes) + `RECORD_OVERHEAD_BYTES`
+/// each).
 pub const SCAN_PAGE_BYTES_MAX: usize = 512 * 1024;
-/// Bytes counted per (path, record) besides the path and the target: its encoding
-/// adds 84 (two string lengths, kind, mode, size, file id, nlink, three times, uid,
-/// gid).
+/// Bytes counted per (path, record) besides the path and its payload (target or
+/// attributes): its encoding adds 92 (two string lengths, kind, mode, size, file
+/// id, nlink, three times, uid, gid, the attributes' count).
 pub const RECORD_OVERHEAD_BYTES: usize = 96;
 /// Encoded bytes of a reply around its page: Result and Response tags, the vector
 /// length, `done`, and for a scan page its last key (at most a path and a separator).
@@ -128,7 +130,7 @@ const _: () = assert!(
     SCAN_PAGE_BYTES_MAX + 2 * PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES + PAGE_ENVELOPE_BYTES_MAX
         <= BODY_BYTES_MAX as usize
 );
-const _: () = assert!(DIR_ENTRY_OVERHEAD_BYTES >= 12 && RECORD_OVERHEAD_BYTES >= 84);
+const _: () = assert!(DIR_ENTRY_OVERHEAD_BYTES >= 12 && RECORD_OVERHEAD_BYTES >= 92);
 // A path holds at least one name.
 const _: () = assert!(NAME_BYTES_MAX < PATH_BYTES_MAX);
 
@@ -154,9 +156,24 @@ mod tests {
             target: "t".repeat(PATH_BYTES_MAX),
             uid: u32::MAX,
             gid: u32::MAX,
+            xattrs: Vec::new(),
         };
         let p = "/".repeat(PATH_BYTES_MAX);
-        assert!(encode(&(p.clone(), r.clone())).len() <= p.len() + r.target.len() + RECORD_OVERHEAD_BYTES);
+        assert!(encode(&(p.clone(), r.clone())).len() <= p.len() + r.payload_bytes() + RECORD_OVERHEAD_BYTES);
+        // A file with attributes at their bound, of the shortest names (the most
+        // entries): the payload counts their encoding.
+        let mut x = Vec::new();
+        loop {
+            let name = format!("user.{:03}", x.len());
+            if xattr::bytes(&x) + xattr::XATTR_ENTRY_OVERHEAD_BYTES + name.len() > xattr::XATTRS_BYTES_MAX {
+                break;
+            }
+            x.push((name, Vec::new()));
+        }
+        let f = Record { kind: FileKind::File, target: String::new(), xattrs: x, ..r.clone() };
+        assert_eq!(f.check(), Ok(()));
+        assert!(encode(&(p.clone(), f.clone())).len() <= p.len() + f.payload_bytes() + RECORD_OVERHEAD_BYTES);
+        assert!(f.payload_bytes() <= PATH_BYTES_MAX && r.payload_bytes() <= PATH_BYTES_MAX);
         // A whole page at the bound, and the envelope around it.
         let n = SCAN_PAGE_BYTES_MAX / (2 * PATH_BYTES_MAX + RECORD_OVERHEAD_BYTES) + 1;
         let page: Reply = Ok(Response::Tree {

@@ -62,9 +62,33 @@ pub struct Record {
     /// Owner, set from the creator's effective ids and changed by `set_owner`.
     pub uid: u32,
     pub gid: u32,
+    /// Extended attributes (`user.*`), sorted by name; only on a record without a
+    /// target (crate::xattr).
+    pub xattrs: crate::xattr::Xattrs,
 }
 
 impl Record {
+    /// Whether a record from the wire may be stored: ENAMETOOLONG for a target of
+    /// PATH_MAX bytes or more, EINVAL for attributes that are malformed, past their
+    /// bound, or on a record with a target or of another kind than a file or
+    /// directory (crate::xattr).
+    pub fn check(&self) -> Result<(), i32> {
+        if self.target.len() >= crate::PATH_ARG_BYTES_MAX {
+            return Err(libc::ENAMETOOLONG);
+        }
+        let bare = self.target.is_empty() && matches!(self.kind, FileKind::File | FileKind::Dir);
+        if !self.xattrs.is_empty() && !(bare && crate::xattr::is_valid(&self.xattrs)) {
+            return Err(libc::EINVAL);
+        }
+        Ok(())
+    }
+
+    /// Bytes a record counts in a page besides `RECORD_OVERHEAD_BYTES`: its target
+    /// and its attributes (at most one of them is not empty).
+    pub fn payload_bytes(&self) -> usize {
+        self.target.len() + crate::xattr::bytes(&self.xattrs)
+    }
+
     /// The path of the attributes of a hard-linked file, if this record is one of
     /// its names ([`crate::path::link_path`]).
     pub fn linked_to(&self) -> Option<&str> {
@@ -616,6 +640,16 @@ requests! {
     /// values as they are, each with its inline data (the bulk, in order, of the
     /// lengths given). Replaces what is there. Answers `Ok`.
     68 OP_MOVE_IN "move_in" MoveIn { records: Vec<MovedRecord> } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdUpdate),
+    /// setxattr (`value` Some) or removexattr (None) of attribute `name` of the
+    /// record at `path` with setxattr's `flags` (crate::xattr: XATTR_CREATE,
+    /// XATTR_REPLACE), setting its ctime. Answers the record after. EREMOTE for a
+    /// name of a linked file (sent again to its link path); EPERM for a record that
+    /// is not a file or directory; EOPNOTSUPP for the root and for names outside
+    /// `user.`; else `xattr::apply`'s errnos (EEXIST, ENODATA, ENOSPC, E2BIG,
+    /// ERANGE, EINVAL). Sent again, a set sets the same value, a removal finds it
+    /// gone (ENODATA), a create finds it (EEXIST).
+    69 OP_SET_XATTR "set_xattr" SetXattr { path: String, name: String, value: Option<Vec<u8>>, flags: u32, ctime_ns: i64 }
+        idempotent(value.is_some() && *flags & crate::xattr::XATTR_CREATE == 0) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
 }
 
 impl Request {
@@ -636,6 +670,7 @@ impl Request {
             | Request::CreateInline { path, .. }
             | Request::DropInline { path, .. }
             | Request::SetOwner { path, .. }
+            | Request::SetXattr { path, .. }
             | Request::DirChanged { path, .. }
             | Request::LinkCount { path, .. }
             | Request::MarkLinked { path, .. } => f(path),
@@ -719,7 +754,8 @@ impl Request {
             | Request::HoldSize { path, .. }
             | Request::Truncate { path, .. }
             | Request::SetAttr { path, .. }
-            | Request::SetOwner { path, .. } => Some(path),
+            | Request::SetOwner { path, .. }
+            | Request::SetXattr { path, .. } => Some(path),
             _ => None,
         }
     }
@@ -1115,20 +1151,24 @@ mod tests {
             target: String::new(),
             uid: 1000,
             gid: 100,
+            xattrs: Vec::new(),
         }
     }
 
     /// `rec()` as encoded: kind u32, mode u32, size u64, file_id u128, nlink u32,
-    /// ctime_ns, mtime_ns, atime_ns i64, target (u64 length + bytes), uid, gid u32.
+    /// ctime_ns, mtime_ns, atime_ns i64, target (u64 length + bytes), uid, gid u32,
+    /// xattrs (u64 count, then name and value, each u64 length + bytes).
     const REC: &str = "00000000 a4010000 0500000000000000 07000000000000000000000000000000 01000000 \
-                       0200000000000000 0300000000000000 0400000000000000 0000000000000000  e8030000 64000000";
+                       0200000000000000 0300000000000000 0400000000000000 0000000000000000  e8030000 64000000 \
+                       0000000000000000";
 
     fn link() -> Record {
         Record { kind: FileKind::Symlink, mode: 0o777, size: 1, file_id: 8, target: "t".into(), ..rec() }
     }
 
     const LINK: &str = "02000000 ff010000 0100000000000000 08000000000000000000000000000000 01000000 \
-                        0200000000000000 0300000000000000 0400000000000000 0100000000000000 74  e8030000 64000000";
+                        0200000000000000 0300000000000000 0400000000000000 0100000000000000 74  e8030000 64000000 \
+                        0000000000000000";
 
     fn hex(s: &str) -> Vec<u8> {
         let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
@@ -1407,6 +1447,12 @@ mod tests {
                 Request::MoveIn { records: vec![MovedRecord { key: vec![1], value: vec![2], inline_len: Some(3) }] },
                 "44000000  0100000000000000  0100000000000000 01  0100000000000000 02  01 03000000".into(),
             ),
+            (
+                Request::SetXattr { path: "/a".into(), name: "user.a".into(), value: Some(b"v".to_vec()), flags: 1, ctime_ns: 7 },
+                "45000000  0200000000000000 2f61  0600000000000000 757365722e61  01 0100000000000000 76  01000000  \
+                 0700000000000000"
+                    .into(),
+            ),
         ]
     }
 
@@ -1502,6 +1548,7 @@ mod tests {
                 (66, "hold_size", true),
                 (67, "move", true),
                 (68, "move_in", true),
+                (69, "set_xattr", false),
             ]
         );
         for (code, name) in OPS {
@@ -1509,7 +1556,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 68);
+        assert_eq!(OP_MAX, 69);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1757,19 +1804,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 1000 0100 0100000000000000 04000000 00000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1100 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1000 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+            show(&hex("47555354 1100 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
         );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 1000 0d00 0807060504030201 30000000 02000000 00000000  \
+        let want = hex("47555354 1100 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1787,7 +1834,7 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 1000 3600 0300000000000000 49000000 00000000 00000000  \
+        let want = hex("47555354 1100 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
@@ -1796,13 +1843,13 @@ mod tests {
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1000 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+            show(&hex("47555354 1100 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
         );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
         let want =
-            hex("47555354 1000 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
+            hex("47555354 1100 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

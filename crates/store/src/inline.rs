@@ -290,6 +290,7 @@ mod tests {
             target: String::new(),
             uid: 0,
             gid: 0,
+            xattrs: Vec::new(),
         }
     }
 

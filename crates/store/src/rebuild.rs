@@ -107,6 +107,7 @@ mod tests {
             target: String::new(),
             uid: 10,
             gid: 20,
+            xattrs: Vec::new(),
         }
     }
 

@@ -70,6 +70,8 @@ tracepoints! {
     17 ACCESS "access" ["client", "meta"],
     18 STATFS "statfs" ["client", "meta"],
     19 LINK "link" ["client", "meta"],
+    20 GETXATTR "getxattr" ["client", "meta"],
+    21 SETXATTR "setxattr" ["client", "meta"],
     // Daemon: one record per request served by the metadata store or chunk store.
     32 MD_READ "md_read" ["daemon", "md"],
     33 MD_UPDATE "md_update" ["daemon", "md"],

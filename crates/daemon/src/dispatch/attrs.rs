@@ -1,5 +1,5 @@
 //! Requests that change a record in place: its size, attributes, owner, link
-//! count and link, a directory's counts and times.
+//! count and link, extended attributes, a directory's counts and times.
 
 use super::*;
 
@@ -30,6 +30,12 @@ pub(super) fn serve(state: &State, req: Request) -> Reply {
         Request::SetOwner { path, uid, gid, ctime_ns } => {
             validate_path(&path)?;
             md.set_owner(&path, uid, gid, ctime_ns).map(Response::Record)
+        }
+        Request::SetXattr { path, name, value, flags, ctime_ns } => {
+            validate_path(&path)?;
+            let r = md.set_xattr(&path, &name, value.as_deref(), flags, ctime_ns)?;
+            state.events.record(EventKind::Attrib, &path, r.file_id, r.kind == FileKind::Dir);
+            Ok(Response::Record(r))
         }
         Request::LinkCount { path, file_id, delta, ctime_ns } => {
             validate_path(&path)?;

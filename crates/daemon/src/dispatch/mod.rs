@@ -12,9 +12,9 @@ use gust_proto::frame::{REPLY_CLAIMED, REPLY_GRANTED, REPLY_LEASED, REPLY_LISTED
 use gust_proto::path::validate as validate_path;
 use gust_proto::{
     DirEntry, EventKind, FileKind, Reply, Request, Response, Span, WhileRecovering, EVENTS_PAGE_ENTRIES_MAX,
-    FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_ARG_BYTES_MAX, PATH_BYTES_MAX,
-    READDIR_PAGE_BYTES_MAX, READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX,
-    SCAN_PAGE_ENTRIES_MAX, SPANS_PER_REQUEST_MAX,
+    FIND_PATTERN_BYTES_MAX, FIND_SCAN_PAGE_KEYS_MAX, INLINE_BYTES_MAX, PATH_BYTES_MAX, READDIR_PAGE_BYTES_MAX,
+    READDIR_PAGE_ENTRIES_MAX, READ_LOG_PAGE_ENTRIES_MAX, SCAN_PAGE_BYTES_MAX, SCAN_PAGE_ENTRIES_MAX,
+    SPANS_PER_REQUEST_MAX,
 };
 use gust_store::metadata::{LinkCount, NameFilter};
 use gust_store::Res;
@@ -270,6 +270,7 @@ fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         | Request::Truncate { .. }
         | Request::SetAttr { .. }
         | Request::SetOwner { .. }
+        | Request::SetXattr { .. }
         | Request::LinkCount { .. }
         | Request::MarkLinked { .. }
         | Request::DirChanged { .. }) => attrs::serve(state, r),

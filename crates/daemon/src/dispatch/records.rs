@@ -8,9 +8,7 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8]) -> Reply {
     match req {
         Request::Create { path, record, exclusive } => {
             validate_path(&path)?;
-            if record.target.len() >= PATH_ARG_BYTES_MAX {
-                return Err(libc::ENAMETOOLONG);
-            }
+            record.check()?;
             let r = md.create(&path, &record, exclusive)?;
             // Without `exclusive` an existing record comes back: no creation then.
             if r == record {
@@ -31,9 +29,7 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8]) -> Reply {
         }
         Request::PutRecord { path, record, replace } => {
             validate_path(&path)?;
-            if record.target.len() >= PATH_ARG_BYTES_MAX {
-                return Err(libc::ENAMETOOLONG);
-            }
+            record.check()?;
             let old = md.put_record(&path, &record, replace)?;
             state.events.record(EventKind::MovedTo, &path, record.file_id, record.kind == FileKind::Dir);
             Ok(Response::MaybeRecord(old))
@@ -44,9 +40,7 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8]) -> Reply {
             }
             for (p, r) in &records {
                 validate_path(p)?;
-                if r.target.len() >= PATH_ARG_BYTES_MAX {
-                    return Err(libc::ENAMETOOLONG);
-                }
+                r.check()?;
             }
             md.put_records(&records)?;
             for (p, r) in &records {
@@ -76,7 +70,7 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8]) -> Reply {
         }
         Request::CreateInline { path, record } => {
             validate_path(&path)?;
-            if bulk_in.len() > INLINE_BYTES_MAX || !record.target.is_empty() {
+            if bulk_in.len() > INLINE_BYTES_MAX || !record.target.is_empty() || record.check().is_err() {
                 return Err(libc::EINVAL);
             }
             let r = md.create_inline(&path, &record, bulk_in)?;

@@ -1,6 +1,6 @@
 //! Links and attributes: symlink, readlink, chmod, chown (POSIX's rules for this
 //! process's ids), mknod and mkfifo (FIFOs and socket names as records), utimes and
-//! friends, xattrs (ENOTSUP).
+//! friends, extended attributes (`user.*`; other namespaces EOPNOTSUPP).
 
 use super::{by_fd, by_path, fd_path, now_ns};
 use crate::{call, ours, real, reentrant, ret, umask};
@@ -203,32 +203,136 @@ pub unsafe extern "C" fn utime(p: *const c_char, t: *const libc::utimbuf) -> c_i
     )
 }
 
-// xattrs: not supported; ENOTSUP is what cp, ls and Python's shutil expect then.
-macro_rules! xattr_path {
-    ($name:ident, ($($a:ident : $t:ty),*), $r:ty) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(p: *const c_char, $($a: $t),*) -> $r {
-            by_path(libc::AT_FDCWD, p, |p| real::$name(p, $($a),*), |_| Err(libc::ENOTSUP))
-        }
-    };
+// Extended attributes (gust-client xattrs.rs): `user.*` ones are the record's;
+// other namespaces answer EOPNOTSUPP (what cp, ls and Python's shutil expect of a
+// file system without them).
+
+/// A name argument: EFAULT for NULL; a name that is not UTF-8 cannot exist (a
+/// get is ENODATA) nor be set here (EINVAL).
+unsafe fn xattr_name<'a>(n: *const c_char, not_utf8: i32) -> Result<&'a str, i32> {
+    if n.is_null() {
+        return Err(libc::EFAULT);
+    }
+    CStr::from_ptr(n).to_str().map_err(|_| not_utf8)
 }
-macro_rules! xattr_fd {
-    ($name:ident, ($($a:ident : $t:ty),*), $r:ty) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
-            by_fd(fd, || real::$name(fd, $($a),*), |_| Err(libc::ENOTSUP))
+
+/// getxattr's and listxattr's answer: with size 0 the length, else the bytes
+/// when they fit (ERANGE when not).
+unsafe fn xattr_out(v: Vec<u8>, out: *mut c_void, size: size_t) -> Result<ssize_t, i32> {
+    if size == 0 {
+        return Ok(v.len() as ssize_t);
+    }
+    if v.len() > size {
+        return Err(libc::ERANGE);
+    }
+    if !v.is_empty() {
+        if out.is_null() {
+            return Err(libc::EFAULT);
         }
-    };
+        std::ptr::copy_nonoverlapping(v.as_ptr(), out.cast::<u8>(), v.len());
+    }
+    Ok(v.len() as ssize_t)
 }
-xattr_path!(getxattr, (n: *const c_char, v: *mut c_void, s: size_t), ssize_t);
-xattr_path!(lgetxattr, (n: *const c_char, v: *mut c_void, s: size_t), ssize_t);
-xattr_path!(listxattr, (l: *mut c_char, s: size_t), ssize_t);
-xattr_path!(llistxattr, (l: *mut c_char, s: size_t), ssize_t);
-xattr_path!(setxattr, (n: *const c_char, v: *const c_void, s: size_t, f: c_int), c_int);
-xattr_path!(lsetxattr, (n: *const c_char, v: *const c_void, s: size_t, f: c_int), c_int);
-xattr_path!(removexattr, (n: *const c_char), c_int);
-xattr_path!(lremovexattr, (n: *const c_char), c_int);
-xattr_fd!(fgetxattr, (n: *const c_char, v: *mut c_void, s: size_t), ssize_t);
-xattr_fd!(flistxattr, (l: *mut c_char, s: size_t), ssize_t);
-xattr_fd!(fsetxattr, (n: *const c_char, v: *const c_void, s: size_t, f: c_int), c_int);
-xattr_fd!(fremovexattr, (n: *const c_char), c_int);
+
+unsafe fn xattr_value<'a>(v: *const c_void, s: size_t) -> Result<&'a [u8], i32> {
+    if s == 0 {
+        Ok(&[])
+    } else if v.is_null() {
+        Err(libc::EFAULT)
+    } else {
+        Ok(std::slice::from_raw_parts(v.cast(), s))
+    }
+}
+
+unsafe fn gust_getxattr(p: &str, n: *const c_char, v: *mut c_void, s: size_t, follow: bool) -> Result<ssize_t, i32> {
+    let name = xattr_name(n, libc::ENODATA)?;
+    xattr_out(call(|c| c.getxattr(p, name, follow))?, v, s)
+}
+unsafe fn gust_listxattr(p: &str, l: *mut c_char, s: size_t, follow: bool) -> Result<ssize_t, i32> {
+    xattr_out(call(|c| c.listxattr(p, follow))?, l.cast(), s)
+}
+unsafe fn gust_setxattr(
+    p: &str,
+    n: *const c_char,
+    v: *const c_void,
+    s: size_t,
+    f: c_int,
+    follow: bool,
+) -> Result<c_int, i32> {
+    let (name, value) = (xattr_name(n, libc::EINVAL)?, xattr_value(v, s)?);
+    call(|c| c.setxattr(p, name, value, f as u32, follow)).map(|_| 0)
+}
+unsafe fn gust_removexattr(p: &str, n: *const c_char, follow: bool) -> Result<c_int, i32> {
+    let name = xattr_name(n, libc::EINVAL)?;
+    call(|c| c.removexattr(p, name, follow)).map(|_| 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn getxattr(p: *const c_char, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t {
+    by_path(libc::AT_FDCWD, p, |p| real::getxattr(p, n, v, s), |p| gust_getxattr(&p, n, v, s, true))
+}
+#[no_mangle]
+pub unsafe extern "C" fn lgetxattr(p: *const c_char, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t {
+    by_path(libc::AT_FDCWD, p, |p| real::lgetxattr(p, n, v, s), |p| gust_getxattr(&p, n, v, s, false))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fgetxattr(fd: c_int, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t {
+    by_fd(
+        fd,
+        || real::fgetxattr(fd, n, v, s),
+        |c| {
+            let name = xattr_name(n, libc::ENODATA)?;
+            xattr_out(call(|cl| cl.fgetxattr(c, name))?, v, s)
+        },
+    )
+}
+#[no_mangle]
+pub unsafe extern "C" fn listxattr(p: *const c_char, l: *mut c_char, s: size_t) -> ssize_t {
+    by_path(libc::AT_FDCWD, p, |p| real::listxattr(p, l, s), |p| gust_listxattr(&p, l, s, true))
+}
+#[no_mangle]
+pub unsafe extern "C" fn llistxattr(p: *const c_char, l: *mut c_char, s: size_t) -> ssize_t {
+    by_path(libc::AT_FDCWD, p, |p| real::llistxattr(p, l, s), |p| gust_listxattr(&p, l, s, false))
+}
+#[no_mangle]
+pub unsafe extern "C" fn flistxattr(fd: c_int, l: *mut c_char, s: size_t) -> ssize_t {
+    by_fd(fd, || real::flistxattr(fd, l, s), |c| xattr_out(call(|cl| cl.flistxattr(c))?, l.cast(), s))
+}
+#[no_mangle]
+pub unsafe extern "C" fn setxattr(p: *const c_char, n: *const c_char, v: *const c_void, s: size_t, f: c_int) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::setxattr(p, n, v, s, f), |p| gust_setxattr(&p, n, v, s, f, true))
+}
+#[no_mangle]
+pub unsafe extern "C" fn lsetxattr(p: *const c_char, n: *const c_char, v: *const c_void, s: size_t, f: c_int) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::lsetxattr(p, n, v, s, f), |p| gust_setxattr(&p, n, v, s, f, false))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fsetxattr(fd: c_int, n: *const c_char, v: *const c_void, s: size_t, f: c_int) -> c_int {
+    by_fd(
+        fd,
+        || real::fsetxattr(fd, n, v, s, f),
+        |c| {
+            let (name, value) = (xattr_name(n, libc::EINVAL)?, xattr_value(v, s)?);
+            call(|cl| cl.fsetxattr(c, name, value, f as u32)).map(|_| 0)
+        },
+    )
+}
+#[no_mangle]
+pub unsafe extern "C" fn removexattr(p: *const c_char, n: *const c_char) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::removexattr(p, n), |p| gust_removexattr(&p, n, true))
+}
+#[no_mangle]
+pub unsafe extern "C" fn lremovexattr(p: *const c_char, n: *const c_char) -> c_int {
+    by_path(libc::AT_FDCWD, p, |p| real::lremovexattr(p, n), |p| gust_removexattr(&p, n, false))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fremovexattr(fd: c_int, n: *const c_char) -> c_int {
+    by_fd(
+        fd,
+        || real::fremovexattr(fd, n),
+        |c| {
+            let name = xattr_name(n, libc::EINVAL)?;
+            call(|cl| cl.fremovexattr(c, name)).map(|_| 0)
+        },
+    )
+}

@@ -77,7 +77,8 @@ impl MetadataStore {
             Some(_) => return Err(libc::EEXIST),
             None => {}
         }
-        let named = Record { target: link.to_string(), ..rec.clone() };
+        // The attributes, extended ones too, are the link path's from now on.
+        let named = Record { target: link.to_string(), xattrs: Vec::new(), ..rec.clone() };
         let mut b = WriteBatch::default();
         b.put(&key, encode_record(&named));
         // A linked file's data is in chunks (the client moved it there first).

@@ -15,6 +15,10 @@
 //! 68 target bytes
 //! ```
 //!
+//! Format 3 is format 2 followed by the record's extended attributes (only a record
+//! that has some is written so): each `u8 name length | u16 value length | name |
+//! value`, in name order, to the end of the value (gust_proto::xattr bounds them).
+//!
 //! Kinds: 1 file, 2 directory, 3 symlink, 4 FIFO, 5 socket, 6 block device, 7
 //! character device (its `size` field holds the device number). Format 1 (before owners
 //! were stored) is the same without uid and gid (target length at 58, target at 60);
@@ -337,17 +341,18 @@ impl MetadataStore {
                 rec.mtime_ns = m;
             }
             rec.ctime_ns = ctime;
+            Ok(())
         })
     }
 
     /// Changes the attributes of the record at `path` under its key's lock (a name
     /// of a linked file refuses: links.rs); returns the record after.
-    fn update(&self, path: &str, change: impl FnOnce(&mut Record)) -> Res<Record> {
+    fn update(&self, path: &str, change: impl FnOnce(&mut Record) -> Res<()>) -> Res<Record> {
         let key = key_of(path);
         let _g = self.lock(&key);
         let mut rec = self.get_key(&key)?.ok_or(libc::ENOENT)?;
         refuse_name_of_linked(&rec)?;
-        change(&mut rec);
+        change(&mut rec)?;
         self.put_key(&key, &rec)?;
         Ok(rec)
     }
@@ -375,6 +380,25 @@ impl MetadataStore {
                 }
             }
             rec.ctime_ns = ctime;
+            Ok(())
+        })
+    }
+
+    /// setxattr (`value` Some) or removexattr (None) of attribute `name` with
+    /// setxattr's `flags`, setting ctime (gust_proto::xattr). EPERM for a record
+    /// that is not a file or directory; EOPNOTSUPP for the root, whose attributes
+    /// are fixed.
+    pub fn set_xattr(&self, path: &str, name: &str, value: Option<&[u8]>, flags: u32, ctime: i64) -> Res<Record> {
+        if path == "/" {
+            return Err(libc::EOPNOTSUPP);
+        }
+        self.update(path, |rec| {
+            if !matches!(rec.kind, FileKind::File | FileKind::Dir) {
+                return Err(libc::EPERM);
+            }
+            gust_proto::xattr::apply(&mut rec.xattrs, name, value, flags)?;
+            rec.ctime_ns = ctime;
+            Ok(())
         })
     }
 
@@ -447,7 +471,7 @@ impl MetadataStore {
             }
             let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
             bytes += name.len()
-                + if with_records { rec.target.len() + RECORD_OVERHEAD_BYTES } else { DIR_ENTRY_OVERHEAD_BYTES };
+                + if with_records { rec.payload_bytes() + RECORD_OVERHEAD_BYTES } else { DIR_ENTRY_OVERHEAD_BYTES };
             out.push((name, rec));
         }
         Ok((out, true))
@@ -547,7 +571,7 @@ impl MetadataStore {
                 if keep_name(name) {
                     if let Some(rec) = decode_checked(k, it.value().unwrap_or_default())?.filter(|r| keep(r)) {
                         if let Some(p) = path_of(k) {
-                            bytes += p.len() + rec.target.len() + RECORD_OVERHEAD_BYTES;
+                            bytes += p.len() + rec.payload_bytes() + RECORD_OVERHEAD_BYTES;
                             out.push((p, rec));
                         }
                     }

@@ -1,7 +1,7 @@
 //! Tests of the metadata store: record layouts, merges, keys, pages.
 
 use super::*;
-use crate::record::{daemon_owner, VALUE_FORMAT, VALUE_FORMAT_1};
+use crate::record::{daemon_owner, VALUE_FORMAT, VALUE_FORMAT_1, VALUE_FORMAT_XATTRS};
 
 fn rec(kind: FileKind) -> Record {
     Record {
@@ -16,6 +16,7 @@ fn rec(kind: FileKind) -> Record {
         target: String::new(),
         uid: 1000,
         gid: 100,
+        xattrs: Vec::new(),
     }
 }
 
@@ -106,9 +107,11 @@ fn mutated_values_never_panic_the_decoder() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let mut r = rec(FileKind::Symlink);
     r.target = "target".into();
-    let enc = encode_record(&r);
-    for _ in 0..50_000 {
-        let mut m = enc.clone();
+    let mut x = rec(FileKind::File);
+    x.xattrs = vec![("user.a".into(), b"1".to_vec()), ("user.b".into(), b"22".to_vec())];
+    let encs = [encode_record(&r), encode_record(&x)];
+    for i in 0..100_000 {
+        let mut m = encs[i % 2].clone();
         match rng.gen_range(0..3) {
             0 => {
                 let i = rng.gen_range(0..m.len());
@@ -120,7 +123,7 @@ fn mutated_values_never_panic_the_decoder() {
         if let Some(d) = decode_record(&m) {
             // Whatever decodes in the current format must re-encode to the same
             // bytes (a format-1 value re-encodes as format 2).
-            if m[0] == VALUE_FORMAT {
+            if m[0] == VALUE_FORMAT || m[0] == VALUE_FORMAT_XATTRS {
                 assert_eq!(encode_record(&d), m);
             }
         }
@@ -361,8 +364,8 @@ fn scan_tree_pages_are_bounded_in_bytes() {
     loop {
         let (page, last, done) =
             s.scan_tree(&dir, after.as_deref(), gust_proto::SCAN_PAGE_ENTRIES_MAX as usize).unwrap();
-        let bytes: usize = page.iter().map(|(p, r)| p.len() + r.target.len() + RECORD_OVERHEAD_BYTES).sum();
-        let longest = page.iter().map(|(p, r)| p.len() + r.target.len() + RECORD_OVERHEAD_BYTES).max();
+        let bytes: usize = page.iter().map(|(p, r)| p.len() + r.payload_bytes() + RECORD_OVERHEAD_BYTES).sum();
+        let longest = page.iter().map(|(p, r)| p.len() + r.payload_bytes() + RECORD_OVERHEAD_BYTES).max();
         assert!(bytes < SCAN_PAGE_BYTES_MAX + longest.unwrap_or(0), "page of {bytes} bytes");
         assert!(gust_proto::encode(&page).len() <= gust_proto::BODY_BYTES_MAX as usize);
         seen += page.len();
@@ -540,4 +543,50 @@ fn records_move_between_stores_as_stored() {
     let bad = key_of("/d/x");
     assert_eq!(b.put_raw(&[(&bad[..], &[1u8, 2, 3][..], None)]), Err(libc::EIO));
     assert_eq!(b.put_raw(&[(&b"no separator"[..], &all[0].1[..], None)]), Err(libc::EINVAL));
+}
+
+/// Extended attributes live in the record (format 3 only when it has some): set,
+/// replaced and removed under setxattr's flags, kept by every other change of the
+/// record (attributes, a size merge, a rename's put), and taken from a name of a
+/// linked file when it is marked linked.
+#[test]
+fn xattrs_are_kept_by_every_change_of_the_record() {
+    use gust_proto::xattr::{XATTR_CREATE, XATTR_REPLACE};
+    let d = tempfile::tempdir().unwrap();
+    let s = MetadataStore::open(d.path()).unwrap();
+    s.create("/f", &rec(FileKind::File), true).unwrap();
+    assert_eq!(s.get_key(&key_of("/f")).unwrap().unwrap().xattrs, vec![]);
+    let raw = |p: &str| s.db.get(key_of(p)).unwrap().unwrap();
+    assert_eq!(raw("/f")[0], VALUE_FORMAT);
+    let r = s.set_xattr("/f", "user.k", Some(b"v1"), XATTR_CREATE, 50).unwrap();
+    assert_eq!((r.xattrs.clone(), r.ctime_ns), (vec![("user.k".to_string(), b"v1".to_vec())], 50));
+    assert_eq!(raw("/f")[0], VALUE_FORMAT_XATTRS);
+    assert_eq!(s.set_xattr("/f", "user.k", Some(b"x"), XATTR_CREATE, 51), Err(libc::EEXIST));
+    assert_eq!(s.set_xattr("/f", "user.n", Some(b"x"), XATTR_REPLACE, 51), Err(libc::ENODATA));
+    assert_eq!(s.set_xattr("/f", "security.k", Some(b"x"), 0, 51), Err(libc::EOPNOTSUPP));
+    assert_eq!(s.set_xattr("/", "user.k", Some(b"x"), 0, 51), Err(libc::EOPNOTSUPP));
+    assert_eq!(s.set_xattr("/nope", "user.k", Some(b"x"), 0, 51), Err(libc::ENOENT));
+    s.set_xattr("/f", "user.k", Some(b"v2"), XATTR_REPLACE, 52).unwrap();
+    s.set_attr("/f", Some(0o600), None, None, 53).unwrap();
+    s.set_owner("/f", Some(5), None, 54).unwrap();
+    s.update_size("/f", 7, 100, None, 55).unwrap();
+    let after = s.get("/f").unwrap().unwrap();
+    assert_eq!((after.size, after.mode, after.uid), (100, 0o600, 5));
+    assert_eq!(after.xattrs, vec![("user.k".to_string(), b"v2".to_vec())]);
+    // A rename puts the record as the client read it.
+    s.put_record("/g", &after, false).unwrap();
+    assert_eq!(s.get("/g").unwrap().unwrap().xattrs, after.xattrs);
+    // Symlinks and FIFOs have none (Linux: EPERM for user.* on them).
+    s.create("/p", &rec(FileKind::Fifo), true).unwrap();
+    assert_eq!(s.set_xattr("/p", "user.k", Some(b"x"), 0, 56), Err(libc::EPERM));
+    // A name of a linked file refuses (the client goes to the link path) and
+    // keeps none of its own.
+    let link = gust_proto::path::link_path(7);
+    s.mark_linked("/g", 7, &link).unwrap();
+    let named = s.get("/g").unwrap().unwrap();
+    assert!(named.xattrs.is_empty() && named.linked_to() == Some(link.as_str()));
+    assert_eq!(s.set_xattr("/g", "user.k", None, 0, 57), Err(libc::EREMOTE));
+    s.set_xattr("/f", "user.k", None, 0, 58).unwrap();
+    assert_eq!(s.set_xattr("/f", "user.k", None, 0, 59), Err(libc::ENODATA));
+    assert_eq!(raw("/f")[0], VALUE_FORMAT, "no attributes left: format 2 again");
 }

@@ -1,0 +1,98 @@
+//! Dropping set-user-id and set-group-id bits on a write or truncate by an
+//! unprivileged caller, which this mount does instead of the kernel.
+//!
+//! Why: left to the kernel, every write(2) to the mount first asks GETXATTR
+//! `security.capability` (`file_remove_privs`; FUSE file systems may hold file
+//! capabilities, and the kernel does not remember the answer), one more round trip
+//! to this process per write. With `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves the
+//! bits to the file system and says when a caller lacks CAP_FSETID (a WRITE's
+//! `FUSE_WRITE_KILL_SUIDGID`). This mount then drops them as Linux does
+//! (`setattr_should_drop_suidgid`): S_ISUID always, S_ISGID when the group may
+//! execute or the caller is not in the file's group. A truncate (SETATTR of the
+//! size) or an open with O_TRUNC by a caller other than root drops them too; fuser
+//! does not pass the kernel's flag for those, so uid 0 stands for CAP_FSETID. A
+//! chown drops them in the daemon (set_owner), also a chown that changes no id,
+//! which reaches this mount as a SETATTR of no attribute at all.
+//!
+//! What is read: the mode the kernel was last told (the inode table's `known`, the
+//! attributes the kernel's own check would have used), so a write to a file
+//! without set-id bits costs nothing more.
+
+use super::*;
+
+/// The mode without the bits a write by an unprivileged caller drops, if any
+/// (`in_group`: the caller is in the file's group).
+pub(crate) fn dropped(mode: u32, in_group: bool) -> Option<u32> {
+    let mut m = mode & !libc::S_ISUID;
+    if mode & libc::S_IXGRP != 0 || !in_group {
+        m &= !libc::S_ISGID;
+    }
+    (m != mode).then_some(m)
+}
+
+impl GustFs {
+    /// Whether the inode's last known mode had bits a write drops (or none is known).
+    fn may_have_setid(&self, ino: u64) -> bool {
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        match t.nodes.get(&ino).and_then(|n| n.known) {
+            Some(k) => k.kind == Kind::File && k.mode & (libc::S_ISUID | libc::S_ISGID) != 0,
+            None => true,
+        }
+    }
+
+    /// Drops the set-id bits of `path` that a change by the caller of `req` drops.
+    pub(crate) fn drop_setid(&self, req: &Request, ino: u64, path: &str) -> Result<(), Errno> {
+        if !self.may_have_setid(ino) {
+            return Ok(());
+        }
+        let st = self.client.lstat(path)?;
+        match dropped(st.mode & 0o7777, caller_with_groups(req).in_group(st.gid)) {
+            Some(m) if st.kind == Kind::File => self.chmod_dropping(ino, path, m),
+            _ => Ok(()),
+        }
+    }
+
+    fn chmod_dropping(&self, ino: u64, path: &str, mode: u32) -> Result<(), Errno> {
+        self.client.chmod(path, mode)?;
+        self.coherence.attrs_changed(ino);
+        Ok(())
+    }
+
+    /// `drop_setid` for a write that the kernel flagged.
+    pub(crate) fn drop_setid_on_write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fd: i32,
+        flags: WriteFlags,
+    ) -> Result<(), Errno> {
+        if !flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) || !self.may_have_setid(ino.0) {
+            return Ok(());
+        }
+        let st = self.client.fstat(fd)?;
+        match dropped(st.mode & 0o7777, caller_with_groups(req).in_group(st.gid)) {
+            Some(m) if st.kind == Kind::File => self.chmod_dropping(ino.0, &self.path(ino)?, m),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dropped;
+
+    #[test]
+    fn set_group_id_without_group_execute_stays_for_the_group() {
+        for in_group in [true, false] {
+            assert_eq!(dropped(0o4755, in_group), Some(0o755));
+            assert_eq!(dropped(0o6755, in_group), Some(0o755));
+            assert_eq!(dropped(0o2745, in_group), Some(0o745));
+            assert_eq!(dropped(0o644, in_group), None);
+        }
+        // S_ISGID without group execute marks mandatory locking: Linux keeps it for
+        // a member of the file's group, and drops it for anyone else.
+        assert_eq!(dropped(0o2644, true), None);
+        assert_eq!(dropped(0o6644, true), Some(0o2644));
+        assert_eq!(dropped(0o2644, false), Some(0o644));
+    }
+}
