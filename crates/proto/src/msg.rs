@@ -76,11 +76,15 @@ impl Record {
         if self.target.len() >= crate::PATH_ARG_BYTES_MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        let bare = self.target.is_empty() && matches!(self.kind, FileKind::File | FileKind::Dir);
-        if !self.xattrs.is_empty() && !(bare && crate::xattr::is_valid(&self.xattrs)) {
-            return Err(libc::EINVAL);
+        if self.xattrs.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let bare = self.target.is_empty() && matches!(self.kind, FileKind::File | FileKind::Dir);
+        if bare && crate::xattr::is_valid(&self.xattrs) {
+            Ok(())
+        } else {
+            Err(libc::EINVAL)
+        }
     }
 
     /// Bytes a record counts in a page besides `RECORD_OVERHEAD_BYTES`: its target
