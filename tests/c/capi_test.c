@@ -360,6 +360,18 @@ int main(int argc, char **argv) {
     FAILS(gust_stat(fs, "/capi/dangling", &st), ENOENT);
     CHECK(gust_unlink(fs, "/capi/dangling") == 0);
 
+    /* ----- extended attributes ----- */
+    CHECK(gust_setxattr(fs, "/capi/small", "user.k", "val", 3, 0) == 0);
+    CHECK(gust_getxattr(fs, "/capi/small", "user.k", NULL, 0) == 3);
+    CHECK(gust_getxattr(fs, "/capi/small", "user.k", buf, sizeof buf) == 3 && memcmp(buf, "val", 3) == 0);
+    FAILS(gust_getxattr(fs, "/capi/small", "user.k", buf, 2), ERANGE);
+    FAILS(gust_setxattr(fs, "/capi/small", "user.k", "x", 1, 1 /* XATTR_CREATE */), EEXIST);
+    FAILS(gust_setxattr(fs, "/capi/small", "security.k", "x", 1, 0), EOPNOTSUPP);
+    CHECK(gust_listxattr(fs, "/capi/small", buf, sizeof buf) == 7 && memcmp(buf, "user.k", 7) == 0);
+    CHECK(gust_removexattr(fs, "/capi/small", "user.k") == 0);
+    FAILS(gust_getxattr(fs, "/capi/small", "user.k", buf, sizeof buf), ENODATA);
+    CHECK(gust_listxattr(fs, "/capi/small", NULL, 0) == 0);
+
     /* ----- chmod, access, utimens ----- */
     CHECK(gust_chmod(fs, "/capi/small", 0640) == 0);
     CHECK(gust_stat(fs, "/capi/small", &st) == 0 && (st.st_mode & 07777) == 0640 && S_ISREG(st.st_mode));

@@ -274,6 +274,27 @@ int gust_access(gust_fs *fs, const char *path, int mode);
 int gust_chmod(gust_fs *fs, const char *path, mode_t mode);
 
 /*
+ * Extended attributes of path, following symlinks: user.* names only (other
+ * namespaces are EOPNOTSUPP), on files and directories, at most 4096 bytes of
+ * names and values per file (16 more per attribute). As getxattr(2) and friends:
+ *
+ * gust_getxattr - copy the value of name into value (size bytes); size 0
+ *   returns the value's length. Returns the length, or -1 with errno ENODATA
+ *   (no such attribute), ERANGE (size too small), ENOENT, EACCES, EOPNOTSUPP.
+ * gust_listxattr - the names, each followed by a NUL, as gust_getxattr.
+ * gust_setxattr - set name to value (size bytes); flags XATTR_CREATE (fail
+ *   with EEXIST if it exists) or XATTR_REPLACE (ENODATA unless it does).
+ *   Returns 0, or -1 with errno EEXIST, ENODATA, ENOSPC (past the bound),
+ *   EPERM (not a file or directory), ERANGE (name empty or over 255 bytes),
+ *   EACCES, EOPNOTSUPP, ENOENT.
+ * gust_removexattr - remove name. Returns 0, or -1 with errno ENODATA, ...
+ */
+ssize_t gust_getxattr(gust_fs *fs, const char *path, const char *name, void *value, size_t size);
+ssize_t gust_listxattr(gust_fs *fs, const char *path, char *list, size_t size);
+int gust_setxattr(gust_fs *fs, const char *path, const char *name, const void *value, size_t size, int flags);
+int gust_removexattr(gust_fs *fs, const char *path, const char *name);
+
+/*
  * gust_utimens - set access and modification times of path, following
  * symlinks, as utimensat(2): times[0] is atime, times[1] mtime; tv_nsec ==
  * UTIME_NOW means now, UTIME_OMIT leaves that time alone; times == NULL sets

@@ -614,6 +614,7 @@ pub unsafe extern "C" fn gust_closedir(dir: *mut gust_dir) -> c_int {
 }
 
 mod locks;
+mod xattrs;
 
 #[cfg(test)]
 mod tests {

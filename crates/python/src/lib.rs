@@ -572,6 +572,42 @@ impl Client {
         py.detach(|| core.chmod(&p, mode)).map_err(|e| self.err(e, path))
     }
 
+    /// The value of extended attribute `name` (os.getxattr).
+    fn getxattr<'py>(&self, py: Python<'py>, path: &str, name: &str, follow: bool) -> PyResult<Bound<'py, PyBytes>> {
+        let p = self.map(path)?;
+        let core = &self.core;
+        let v = py.detach(|| core.getxattr(&p, name, follow)).map_err(|e| self.err(e, path))?;
+        Ok(PyBytes::new(py, &v))
+    }
+
+    /// The names of the extended attributes (os.listxattr).
+    fn listxattr(&self, py: Python<'_>, path: &str, follow: bool) -> PyResult<Vec<String>> {
+        let p = self.map(path)?;
+        let core = &self.core;
+        let v = py.detach(|| core.listxattr(&p, follow)).map_err(|e| self.err(e, path))?;
+        Ok(v.split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect())
+    }
+
+    /// Sets (`value` given) or removes extended attribute `name` (os.setxattr with
+    /// its flags, os.removexattr).
+    fn setxattr(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        name: &str,
+        value: Option<&[u8]>,
+        flags: u32,
+        follow: bool,
+    ) -> PyResult<()> {
+        let p = self.map(path)?;
+        let core = &self.core;
+        py.detach(|| match value {
+            Some(v) => core.setxattr(&p, name, v, flags, follow),
+            None => core.removexattr(&p, name, follow),
+        })
+        .map_err(|e| self.err(e, path))
+    }
+
     /// Sets times in nanoseconds since the epoch; None leaves one as it is.
     #[pyo3(signature = (path, atime_ns, mtime_ns, follow_symlinks=true))]
     fn utime(

@@ -306,6 +306,30 @@ def test_error_of_a_stopped_instance(tmp_path):
 # ----- metadata and directories -------------------------------------------------------
 
 
+def test_extended_attributes(client, d):
+    p = d + "/xa"
+    gustfs.write_bytes(p, b"x")
+    assert gustfs.listxattr(p) == []
+    gustfs.setxattr(p, "user.tag", b"\x00train")
+    gustfs.setxattr(p, "user.n", b"1")
+    assert gustfs.getxattr(p, "user.tag") == b"\x00train"
+    assert sorted(gustfs.listxattr(p)) == ["user.n", "user.tag"]
+    with pytest.raises(FileExistsError):
+        gustfs.setxattr(p, "user.n", b"2", os.XATTR_CREATE)
+    gustfs.setxattr(p, "user.n", b"2", os.XATTR_REPLACE)
+    assert gustfs.getxattr(p, "user.n") == b"2"
+    gustfs.removexattr(p, "user.n")
+    with pytest.raises(OSError) as ei:
+        gustfs.getxattr(p, "user.n")
+    assert ei.value.errno == errno.ENODATA
+    with pytest.raises(OSError) as ei:
+        gustfs.setxattr(p, "security.x", b"1")
+    assert ei.value.errno == errno.EOPNOTSUPP
+    gustfs.symlink(p, d + "/xa-link")
+    assert gustfs.getxattr(d + "/xa-link", "user.tag") == b"\x00train"
+    assert gustfs.listxattr(d + "/xa-link", follow_symlinks=False) == []
+
+
 def test_stat_result(client, d):
     p = d + "/st"
     gustfs.write_bytes(p, b"12345")

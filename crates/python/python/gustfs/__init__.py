@@ -59,6 +59,10 @@ __all__ = [
     "symlink",
     "readlink",
     "chmod",
+    "getxattr",
+    "setxattr",
+    "listxattr",
+    "removexattr",
     "utime",
     "access",
     "statvfs",
@@ -572,6 +576,21 @@ class Client:
     def chmod(self, path, mode):
         self._c.chmod(_fspath(path), mode)
 
+    # Extended attributes, as the os module's (``user.*`` names; os.XATTR_CREATE and
+    # os.XATTR_REPLACE as flags).
+
+    def getxattr(self, path, attribute, *, follow_symlinks=True):
+        return self._c.getxattr(_fspath(path), _fspath(attribute), follow_symlinks)
+
+    def setxattr(self, path, attribute, value, flags=0, *, follow_symlinks=True):
+        self._c.setxattr(_fspath(path), _fspath(attribute), bytes(value), flags, follow_symlinks)
+
+    def listxattr(self, path="/", *, follow_symlinks=True):
+        return self._c.listxattr(_fspath(path), follow_symlinks)
+
+    def removexattr(self, path, attribute, *, follow_symlinks=True):
+        self._c.setxattr(_fspath(path), _fspath(attribute), None, 0, follow_symlinks)
+
     def utime(self, path, times=None, *, ns=None, follow_symlinks=True):
         """os.utime: ``times`` (atime, mtime) in seconds or ``ns`` in nanoseconds;
         neither sets both to now."""
@@ -772,7 +791,8 @@ def _module_function(name):
 
 for _name in (
     "open stat lstat exists isdir isfile islink getsize listdir scandir walk mkdir makedirs rmdir remove "
-    "unlink rename replace link rmtree truncate symlink readlink chmod utime access statvfs read_bytes read_many write_bytes"
+    "unlink rename replace link rmtree truncate symlink readlink chmod getxattr setxattr listxattr removexattr utime access "
+    "statvfs read_bytes read_many write_bytes"
 ).split():
     globals()[_name] = _module_function(_name)
 del _name
