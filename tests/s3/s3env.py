@@ -17,6 +17,7 @@ import uuid
 
 import boto3
 import botocore.config
+import gustfs.testing
 
 KEY = "GUSTTESTKEY"
 SECRET = "gust-test-secret-" + uuid.uuid4().hex
@@ -49,26 +50,11 @@ def wait_for(cond, what, timeout=120):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-class Instance:
+class Instance(gustfs.testing.LocalInstance):
     """A GustFS instance of `daemons` daemons on this machine (`gust start --local`)."""
 
     def __init__(self, daemons, rootdir_parent=None, extra=()):
-        target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/gustfs-target"))
-        self.gust = os.environ.get("GUST") or os.path.join(target, "release", "gust")
-        if not os.access(self.gust, os.X_OK):
-            raise RuntimeError(f"{self.gust}: no gust binary; build the workspace first")
-        parent = rootdir_parent or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
-        self.rootdir = tempfile.mkdtemp(prefix="gust-s3-", dir=parent)
-        self.hosts_file = os.path.join(self.rootdir, "gust.hosts")
-        subprocess.run(
-            [self.gust, "start", "--local", str(daemons), "--rootdir", self.rootdir, "--mountdir", "/gustfs", *extra],
-            check=True,
-            capture_output=True,
-        )
-
-    def stop(self):
-        subprocess.run([self.gust, "stop", "--hosts-file", self.hosts_file], capture_output=True)
-        shutil.rmtree(self.rootdir, ignore_errors=True)
+        super().__init__(daemons, extra, rootdir_parent=rootdir_parent, prefix="gust-s3-")
 
 
 class Weed:

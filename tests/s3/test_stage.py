@@ -270,3 +270,34 @@ def test_stage_in_to_a_replicated_instance_survives_a_daemon(gust, s3, bucket, t
             assert got.returncode == 0 and got.stdout == v, (k, got.stderr)
     finally:
         inst.stop()
+
+
+@pytest.mark.parametrize("via", ["daemons", "client"])
+def test_object_metadata_is_the_files_extended_attributes(gust, s3, bucket, d, via):
+    """x-amz-meta-NAME in, user.s3.meta.NAME on the file; changed with setxattr,
+    and out again as the object's metadata."""
+    s3.put_object(Bucket=bucket, Key="m/small.txt", Body=b"s\n", Metadata={"owner": "ana", "run-id": "7"})
+    big = os.urandom(9 * MIB)
+    s3.put_object(Bucket=bucket, Key="m/big.bin", Body=big, Metadata={"sha": "abc"})
+    s3.put_object(Bucket=bucket, Key="m/plain", Body=b"p")
+    r = gust("stage", "in", f"s3://{bucket}/m", d + "/m", "--json", "--via", via)
+    assert summary(r)["failures"] == [], r.stderr
+    assert gustfs.getxattr(d + "/m/small.txt", "user.s3.meta.owner") == b"ana"
+    assert gustfs.getxattr(d + "/m/small.txt", "user.s3.meta.run-id") == b"7"
+    assert gustfs.listxattr(d + "/m/big.bin") == ["user.s3.meta.sha"]
+    assert gustfs.listxattr(d + "/m/plain") == []
+    assert gustfs.read_bytes(d + "/m/big.bin") == big
+    # Changed through the file system, written back by a stage-out (a single PUT
+    # and a multipart upload); attributes outside user.s3.meta. stay in GustFS.
+    gustfs.setxattr(d + "/m/small.txt", "user.s3.meta.owner", b"bo")
+    gustfs.setxattr(d + "/m/big.bin", "user.s3.meta.checked", b"yes")
+    gustfs.setxattr(d + "/m/plain", "user.local", b"x")
+    r = gust("stage", "out", d + "/m", f"s3://{bucket}/back", "--json")
+    assert summary(r)["failures"] == [], r.stderr
+    assert s3.head_object(Bucket=bucket, Key="back/small.txt")["Metadata"] == {"owner": "bo", "run-id": "7"}
+    assert s3.head_object(Bucket=bucket, Key="back/big.bin")["Metadata"] == {"sha": "abc", "checked": "yes"}
+    assert s3.head_object(Bucket=bucket, Key="back/plain")["Metadata"] == {}
+    # --no-metadata: no HEAD requests, no attributes.
+    r = gust("stage", "in", f"s3://{bucket}/m", d + "/bare", "--json", "--no-metadata", "--via", via)
+    assert summary(r)["failures"] == [], r.stderr
+    assert gustfs.listxattr(d + "/bare/small.txt") == []

@@ -51,6 +51,10 @@ pub struct StageArgs {
     /// Skip files, symlinks and directories matching GLOB (repeatable).
     #[arg(long, value_name = "GLOB")]
     exclude: Vec<String>,
+    /// From an object store: do not give files their objects' user metadata as
+    /// `user.s3.meta.*` extended attributes (saves one HEAD request per object).
+    #[arg(long)]
+    no_metadata: bool,
     /// Print the summary as JSON on stdout (failures included).
     #[arg(long)]
     json: bool,
@@ -84,6 +88,7 @@ pub fn run(a: StageArgs) -> Result<(), String> {
     let mut o = Options::new(direction, paths, dest);
     o.jobs = a.jobs.max(1);
     o.verify = a.verify;
+    o.metadata = !a.no_metadata;
     o.include = a.include;
     o.exclude = a.exclude;
     o.via = match a.via {

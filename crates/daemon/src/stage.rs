@@ -200,40 +200,33 @@ pub(crate) fn copy(state: &State, items: Vec<StageChunks>, pull: bool) -> Res<Re
     Ok(Response::Staged(outcomes))
 }
 
+/// Copies an item's spans from its external file (by the kernel) or from a
+/// presigned object URL (one ranged GET per span; adjacent chunks were joined into
+/// one span by the client) into this daemon's chunks of the file.
 fn pull_one(state: &State, i: &StageChunks) -> Res<u64> {
-    if presigned::is_url(&i.external) {
-        return pull_url(state, i);
-    }
-    let src = open_external(&i.external, false)?;
+    let file = if presigned::is_url(&i.external) {
+        validate_external(&i.external)?;
+        None
+    } else {
+        Some(open_external(&i.external, false)?)
+    };
     let local = state.chunks.local_file(i.file_id, true)?.expect("create=true always yields a file");
     let mut total = 0;
     for s in &i.spans {
-        let n = copy_range(&src, &local.data, s.offset, s.len as u64).map_err(os_errno)?;
+        let n = match &file {
+            Some(src) => copy_range(src, &local.data, s.offset, s.len as u64).map_err(os_errno)?,
+            None => {
+                let data = presigned::read_range(&i.external, s.offset, s.len as u64)?;
+                local.data.write_all_at(&data, s.offset).map_err(os_errno)?;
+                data.len() as u64
+            }
+        };
         total += n;
         if n < s.len as u64 {
-            break; // the external file ended early: the client sees a short count
+            break; // the source ended early: the client sees a short count
         }
     }
-    // Copied by the kernel, summed after from what landed.
-    state.chunks.sum_spans(i.file_id, &i.spans)?;
-    state.metrics.bytes_written.fetch_add(total, Ordering::Relaxed);
-    Ok(total)
-}
-
-/// `pull_one` from a presigned object URL: one ranged GET per span (adjacent
-/// chunks were joined into one span by the client).
-fn pull_url(state: &State, i: &StageChunks) -> Res<u64> {
-    validate_external(&i.external)?;
-    let local = state.chunks.local_file(i.file_id, true)?.expect("create=true always yields a file");
-    let mut total = 0;
-    for s in &i.spans {
-        let data = presigned::read_range(&i.external, s.offset, s.len as u64)?;
-        local.data.write_all_at(&data, s.offset).map_err(os_errno)?;
-        total += data.len() as u64;
-        if data.len() < s.len as usize {
-            break; // the object ended early: the client sees a short count
-        }
-    }
+    // Summed after from what landed.
     state.chunks.sum_spans(i.file_id, &i.spans)?;
     state.metrics.bytes_written.fetch_add(total, Ordering::Relaxed);
     Ok(total)

@@ -86,7 +86,7 @@ mod tests {
         for in_group in [true, false] {
             assert_eq!(dropped(0o4755, in_group), Some(0o755));
             assert_eq!(dropped(0o6755, in_group), Some(0o755));
-            assert_eq!(dropped(0o2745, in_group), Some(0o745));
+            assert_eq!(dropped(0o2755, in_group), Some(0o755));
             assert_eq!(dropped(0o644, in_group), None);
         }
         // S_ISGID without group execute marks mandatory locking: Linux keeps it for

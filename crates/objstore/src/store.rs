@@ -8,6 +8,7 @@
 
 use crate::config::Config;
 use rusty_s3::actions::{CreateMultipartUpload, ListObjectsV2, S3Action};
+use rusty_s3::Map;
 use rusty_s3::{Bucket, Credentials, UrlStyle};
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ pub struct Object {
     /// Its ETag without quotes.
     pub etag: String,
 }
+
+/// An object's user metadata, `x-amz-meta-NAME: VALUE` on the wire: (NAME, VALUE),
+/// names lowercase as stores keep them, in name order.
+pub type Metadata = Vec<(String, String)>;
 
 /// A failed request: an HTTP status with the store's error code and message, or
 /// (status 0) no answer at all.
@@ -207,16 +212,45 @@ impl Store {
         crate::presigned::with_etag(url.as_str(), etag)
     }
 
-    /// Writes `key` whole in one request; its ETag.
-    pub fn put(&self, key: &str, body: &[u8]) -> Result<String, Error> {
-        let url = self.bucket.put_object(Some(&self.credentials), key).sign(SIGNED_FOR);
-        self.retry(|| self.etag_of(self.agent.put(url.as_str()).send(body)))
+    /// The user metadata of `key` (one HEAD request).
+    pub fn metadata(&self, key: &str) -> Result<Metadata, Error> {
+        let url = self.bucket.head_object(Some(&self.credentials), key).sign(SIGNED_FOR);
+        self.retry(|| {
+            let resp = self.agent.head(url.as_str()).call().map_err(|e| Error::transport(&self.endpoint, &e))?;
+            let status = resp.status().as_u16();
+            if !(200..300).contains(&status) {
+                // A HEAD has no body to say why: the status does.
+                return Err(Error { status, code: String::new(), message: String::new() });
+            }
+            let mut m: Metadata = resp
+                .headers()
+                .iter()
+                .filter_map(|(k, v)| {
+                    let name = k.as_str().strip_prefix(META_HEADER)?;
+                    Some((name.to_string(), v.to_str().ok()?.to_string()))
+                })
+                .collect();
+            m.sort();
+            Ok(m)
+        })
     }
 
-    /// Starts a multipart upload of `key`; its upload id.
-    pub fn create_multipart(&self, key: &str) -> Result<String, Error> {
-        let url = self.bucket.create_multipart_upload(Some(&self.credentials), key).sign(SIGNED_FOR);
-        let body = self.retry(|| self.text(self.agent.post(url.as_str()).send_empty()))?;
+    /// Writes `key` whole in one request, with user metadata `meta`; its ETag.
+    pub fn put(&self, key: &str, body: &[u8], meta: &[(String, String)]) -> Result<String, Error> {
+        let mut a = self.bucket.put_object(Some(&self.credentials), key);
+        let headers = meta_headers(meta);
+        sign_headers(a.headers_mut(), &headers);
+        let url = a.sign(SIGNED_FOR);
+        self.retry(|| self.etag_of(with_headers(self.agent.put(url.as_str()), &headers).send(body)))
+    }
+
+    /// Starts a multipart upload of `key`, with user metadata `meta`; its upload id.
+    pub fn create_multipart(&self, key: &str, meta: &[(String, String)]) -> Result<String, Error> {
+        let mut a = self.bucket.create_multipart_upload(Some(&self.credentials), key);
+        let headers = meta_headers(meta);
+        sign_headers(a.headers_mut(), &headers);
+        let url = a.sign(SIGNED_FOR);
+        let body = self.retry(|| self.text(with_headers(self.agent.post(url.as_str()), &headers).send_empty()))?;
         CreateMultipartUpload::parse_response(&body).map(|r| r.upload_id().to_string()).map_err(|e| Error {
             status: 200,
             code: "MalformedReply".into(),
@@ -306,6 +340,28 @@ impl Store {
         let _ = resp.body_mut().read_to_vec();
         Ok(etag)
     }
+}
+
+/// Header names start so for user metadata.
+const META_HEADER: &str = "x-amz-meta-";
+
+/// `meta` as request headers.
+fn meta_headers(meta: &[(String, String)]) -> Vec<(String, String)> {
+    meta.iter().map(|(n, v)| (format!("{META_HEADER}{}", n.to_ascii_lowercase()), v.clone())).collect()
+}
+
+/// The headers a presigned URL signs (SigV4 signs every `x-amz-*` header sent).
+fn sign_headers<'a>(m: &mut Map<'a>, headers: &'a [(String, String)]) {
+    for (n, v) in headers {
+        m.insert(n.as_str(), v.as_str());
+    }
+}
+
+fn with_headers<B>(mut r: ureq::RequestBuilder<B>, headers: &[(String, String)]) -> ureq::RequestBuilder<B> {
+    for (n, v) in headers {
+        r = r.header(n.as_str(), v.as_str());
+    }
+    r
 }
 
 fn error_of(status: u16, resp: &mut ureq::http::Response<ureq::Body>) -> Error {

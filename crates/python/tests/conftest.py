@@ -4,39 +4,24 @@ stopped at the end; a fresh directory in it per test."""
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 
 import gustfs
+import gustfs.testing
 
 
 def gust_bin():
-    g = os.environ.get("GUST")
-    if not g:
-        target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/gustfs-target"))
-        g = os.path.join(target, "release", "gust")
-    if not os.access(g, os.X_OK):
-        pytest.exit(f"{g}: no gust binary; build the workspace first (cargo build --release)", returncode=2)
-    return g
+    try:
+        return gustfs.testing.gust_binary()
+    except FileNotFoundError as e:
+        pytest.exit(str(e), returncode=2)
 
 
-class Instance:
+class Instance(gustfs.testing.LocalInstance):
     def __init__(self, daemons=3, extra=()):
-        self.gust = gust_bin()
-        self.rootdir = tempfile.mkdtemp(prefix="gust-py-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-        self.hosts_file = os.path.join(self.rootdir, "gust.hosts")
-        subprocess.run(
-            [self.gust, "start", "--local", str(daemons), "--rootdir", self.rootdir, "--mountdir", "/gustfs", *extra],
-            check=True,
-            capture_output=True,
-        )
-
-    def stop(self):
-        subprocess.run([self.gust, "stop", "--hosts-file", self.hosts_file], capture_output=True)
-        shutil.rmtree(self.rootdir, ignore_errors=True)
+        gust_bin()
+        super().__init__(daemons, extra, prefix="gust-py-")
 
 
 @pytest.fixture(scope="session")

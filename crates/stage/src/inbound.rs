@@ -67,8 +67,11 @@ pub(crate) fn copy(job: Job) -> Moved {
         } else {
             Client::staged_record(it.kind, it.mode, it.size, it.mtime_ns, it.atime_ns, it.target.clone())
         };
+        let mut record = record;
+        record.xattrs = it.xattrs.clone();
         let source = small.then(|| job.source(i).to_string());
-        let counted = entry_bytes(&[&it.dest, &it.target, source.as_deref().unwrap_or("")], 0);
+        let counted = entry_bytes(&[&it.dest, &it.target, source.as_deref().unwrap_or("")], 0)
+            + gust_proto::xattr::bytes(&it.xattrs);
         let entry = StageEntry { path: it.dest.clone(), record, source, replace };
         // A small file's bytes are read by the daemon in this request: they count
         // toward the request's bound on file bytes moved.

@@ -80,6 +80,9 @@ pub struct Options {
     pub only: Option<HashSet<String>>,
     /// Show a progress bar (when stderr is a terminal).
     pub progress: bool,
+    /// From an object store: give each file its object's user metadata as
+    /// `user.s3.meta.*` attributes (one HEAD request per object).
+    pub metadata: bool,
 }
 
 impl Options {
@@ -95,6 +98,7 @@ impl Options {
             exclude: Vec::new(),
             only: None,
             progress: true,
+            metadata: true,
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Item {
     pub target: String,
     /// The GustFS file id of a stage-out source (0 for stage-in).
     pub file_id: u128,
+    /// Extended attributes: a stage-out source's, or what a stage-in gives the
+    /// file (an object's metadata; object/metadata.rs).
+    pub xattrs: Vec<(String, Vec<u8>)>,
 }
 
 impl Item {
@@ -141,6 +144,7 @@ pub fn walk_local(
             atime_ns: local_time_ns(m.atime(), m.atime_nsec()),
             target,
             file_id: 0,
+            xattrs: Vec::new(),
         });
         if kind == Kind::Dir {
             let mut entries: Vec<_> = fs::read_dir(&p)
@@ -170,6 +174,7 @@ fn item_of_record(src: String, dest: String, r: &Record) -> Item {
         atime_ns: r.atime_ns,
         target: r.target.clone(),
         file_id: r.file_id,
+        xattrs: r.xattrs.clone(),
     }
 }
 

@@ -26,10 +26,14 @@
 //!   failed upload is aborted);
 //! * `--verify` recomputes each object's ETag from the GustFS bytes.
 //!
+//! Objects' user metadata are the files' `user.s3.meta.*` extended attributes
+//! (metadata.rs).
+//!
 //! Endpoint and credentials come from the AWS environment and files
 //! (gust_objstore::config); nothing secret is in argv or the output.
 
 mod copy;
+mod metadata;
 mod verify;
 
 use crate::report::{self, Failure, Summary};
@@ -143,6 +147,12 @@ pub(crate) fn run(c: &Client, o: &Options, url: &ObjectUrl, max_bandwidth: Optio
             (dirs, rest)
         }
         Direction::Out => (Vec::new(), todo),
+    };
+    let todo = match o.direction {
+        Direction::In if o.metadata => {
+            metadata::fetch(&store, &mut plan, todo, o.jobs.max(1) * REQUESTS_PER_JOB, &mut failures)
+        }
+        _ => todo,
     };
     let throttle = batch::Throttle::new(max_bandwidth);
     let job = Job { c, o, store: &store, plan: &plan, todo: &todo, progress: &progress, throttle: &throttle };
@@ -302,6 +312,7 @@ fn plan_in(
             atime_ns: *mtime_ns,
             target: String::new(),
             file_id: 0,
+            xattrs: Vec::new(),
         });
         plan.keys.push(String::new());
         plan.etags.push(String::new());
@@ -313,13 +324,11 @@ fn plan_in(
         }
     }
     // Parents before children (make_dirs), the files after their directories.
-    let mut order: Vec<usize> = (0..plan.items.len()).collect();
-    order.sort_by(|&a, &b| plan.items[a].dest.cmp(&plan.items[b].dest));
-    Ok(Plan {
-        items: order.iter().map(|&i| plan.items[i].clone()).collect(),
-        keys: order.iter().map(|&i| plan.keys[i].clone()).collect(),
-        etags: order.iter().map(|&i| plan.etags[i].clone()).collect(),
-    })
+    let mut rows: Vec<(Item, (String, String))> =
+        plan.items.into_iter().zip(plan.keys.into_iter().zip(plan.etags)).collect();
+    rows.sort_by(|a, b| a.0.dest.cmp(&b.0.dest));
+    let (items, (keys, etags)) = rows.into_iter().unzip();
+    Ok(Plan { items, keys, etags })
 }
 
 fn only_admits(o: &Options, dest: &str) -> bool {
@@ -337,6 +346,7 @@ fn push_object(plan: &mut Plan, url: &ObjectUrl, ob: &Object, dest: String) {
         atime_ns: ob.mtime_ns,
         target: String::new(),
         file_id: 0,
+        xattrs: Vec::new(),
     });
     plan.keys.push(ob.key.clone());
     plan.etags.push(ob.etag.clone());
