@@ -4,7 +4,8 @@ SeaweedFS S3 gateway and GustFS, against boto3's transfer manager (what `aws s3 
 objects between the same store and a local directory, in the same round.
 
 Usage (bench/run_s3_stage.sh sets it up): s3_stage.py ROUNDS LARGE_MIB SMALL_COUNT
-Stage-in is measured by the daemons (the default) and through the client (--via client).
+Stage-in is measured by the daemons (the default, which asks every object's metadata with
+a HEAD), by the daemons with --no-metadata, and through the client (--via client).
 JSON lines in bench/results/s3-stage-<date>.json, a markdown table of medians on stdout.
 """
 
@@ -106,10 +107,10 @@ try:
             raise RuntimeError(f"gust {' '.join(args)}: {r.stderr}")
         return dt
 
-    def gust_in(prefix, dest, via):
+    def gust_in(prefix, dest, via, *extra):
         if gustfs.exists(dest):
             gustfs.rmtree(dest)
-        return gust("stage", "in", f"s3://bench/{prefix}", dest, "--via", via)
+        return gust("stage", "in", f"s3://bench/{prefix}", dest, "--via", via, *extra)
 
     results = []
     for r in range(rounds):
@@ -117,6 +118,7 @@ try:
         for name, prefix in (("large", "large"), ("small", "small")):
             row[f"{name}_in_boto3_s"] = boto3_in(prefix, os.path.join(local, name))
             row[f"{name}_in_gust-client_s"] = gust_in(prefix, f"/{name}", "client")
+            row[f"{name}_in_gust-nometa_s"] = gust_in(prefix, f"/{name}", "daemons", "--no-metadata")
             row[f"{name}_in_gust_s"] = gust_in(prefix, f"/{name}", "daemons")
             row[f"{name}_out_boto3_s"] = boto3_out(os.path.join(local, name), f"out-boto3-{name}-{r}")
             row[f"{name}_out_gust_s"] = gust("stage", "out", f"/{name}", f"s3://bench/out-gust-{name}-{r}")
@@ -138,7 +140,13 @@ try:
     print("|---|---|---|---|---|")
     for name in ("large", "small"):
         rate = lambda s: f"{data[name] / s / MIB:.0f} MiB/s" if name == "large" else f"{small_count / s:.0f} objects/s"
-        for d, way, label in (("in", "gust", "in (daemons, default)"), ("in", "gust-client", "in (--via client)"), ("out", "gust", "out")):
+        ways = (
+            ("in", "gust", "in (daemons, default)"),
+            ("in", "gust-nometa", "in (daemons, --no-metadata)"),
+            ("in", "gust-client", "in (--via client)"),
+            ("out", "gust", "out"),
+        )
+        for d, way, label in ways:
             b, g = med(f"{name}_{d}_boto3_s"), med(f"{name}_{d}_{way}_s")
             print(f"| {name} | {label} | {b:.2f} s ({rate(b)}) | {g:.2f} s ({rate(g)}) | {b / g:.2f} |")
     print(f"\nrows: {out}")
