@@ -9,7 +9,9 @@
 #                    attributes of other namespaces per file)
 # and, NEW only, against the same operations on a local tmpfs directory
 # (/dev/shm) in the same round, from Python under the preload library:
-#   set_per_s, get_per_s, list_per_s  os.setxattr / getxattr / listxattr of N files
+#   set_per_s, first_get_per_s, get_per_s, list_per_s  os.setxattr, os.getxattr
+#   (the first after this process's own set: a lookup; then again), os.listxattr
+#   of N files
 # Usage: bench/run_xattrs.sh OLD_GUST NEW_GUST [rounds]   (N: $BENCH_FILES, 2000)
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-3}
@@ -24,9 +26,10 @@ def rate(f):
     for i in range(n): f(f"{d}/f{i}")
     return n / (time.perf_counter() - t)
 s = rate(lambda p: os.setxattr(p, "user.tag", b"train-0042"))
+g1 = rate(lambda p: os.getxattr(p, "user.tag"))
 g = rate(lambda p: os.getxattr(p, "user.tag"))
 l = rate(lambda p: os.listxattr(p))
-print(f"set_per_s={s:.0f} get_per_s={g:.0f} list_per_s={l:.0f}")'
+print(f"set_per_s={s:.0f} first_get_per_s={g1:.0f} get_per_s={g:.0f} list_per_s={l:.0f}")'
 for round in $(seq 1 "$rounds"); do
   if (( round % 2 )); then order="old new"; else order="new old"; fi
   for v in $order; do
