@@ -17,7 +17,7 @@
 //!
 //! Not for: deciding when a file is small (the client does), chunk data (chunks.rs).
 
-use crate::keys::key_of;
+use crate::keys::{key_of, key_or_root};
 use crate::metadata::MetadataStore;
 use crate::record::{decode_checked, encode_record, root_record};
 use crate::Res;
@@ -107,7 +107,7 @@ impl MetadataStore {
     /// and table) and shares the record lookups' setup. The second element of each
     /// found file is whether it has inline data in the batch.
     pub fn get_many_with_data_pinned(&self, paths: &[&str]) -> (Vec<Res<Option<FoundFile>>>, PinnedBatch<'_>) {
-        let keys: Vec<Vec<u8>> = paths.iter().map(|p| key_of(p)).collect();
+        let keys: Vec<Vec<u8>> = paths.iter().map(|p| key_or_root(p)).collect();
         let records: Vec<Res<Option<Record>>> = self
             .db
             .batched_multi_get_cf(self.records_cf(), &keys, false)

@@ -13,6 +13,17 @@ pub fn key_of(path: &str) -> Vec<u8> {
     k
 }
 
+/// `key_of` for a batch that may name the root, which has no record: its key is
+/// empty, a key no record has (the batch answers the root itself).
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+pub(crate) fn key_or_root(path: &str) -> Vec<u8> {
+    if path == "/" {
+        Vec::new()
+    } else {
+        key_of(path)
+    }
+}
+
 pub fn path_of(key: &[u8]) -> Option<String> {
     let z = key.iter().position(|&b| b == 0)?;
     let parent = std::str::from_utf8(&key[..z]).ok()?;

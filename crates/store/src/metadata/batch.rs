@@ -7,7 +7,7 @@
 //! them interleaves and concurrent batches cannot deadlock.
 
 use super::{MetadataStore, LOCK_STRIPES};
-use crate::keys::key_of;
+use crate::keys::{key_of, key_or_root};
 use crate::record::encode_record;
 use crate::Res;
 use gust_proto::{FileKind, Record, INLINE_BYTES_MAX};
@@ -64,7 +64,7 @@ impl MetadataStore {
     /// whether its data was inline, or its errno (ENOENT for a path absent, or
     /// removed by an earlier entry; EISDIR; EBUSY for "/").
     pub fn remove_many(&self, paths: &[&str]) -> Vec<Res<(Record, bool)>> {
-        let keys: Vec<Vec<u8>> = paths.iter().map(|p| key_of(p)).collect();
+        let keys: Vec<Vec<u8>> = paths.iter().map(|p| key_or_root(p)).collect();
         let _guards = self.lock_stripes(&keys);
         let mut b = WriteBatch::default();
         let mut gone = HashSet::new();
