@@ -217,20 +217,25 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The attribute the model's setxattr and getxattr use.
+const XATTR_NAME: &str = "user.h";
+
 /// The seed of one worker's operations: the run's seed and its process number.
 fn worker_seed(seed: u64, process: u32) -> u64 {
     seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (process as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
 }
 
-/// The next operation: 45% stat, 5% a listing of the directory (what it says of
-/// every shared path), 15% create, 20% chmod, 15% unlink; three in four on a
-/// shared path.
+/// The next operation: 38% stat, 5% a listing of the directory (what it says of
+/// every shared path), 15% create, 14% chmod, 7% setxattr and 7% getxattr of
+/// `user.h`, 14% unlink; three in four on a shared path.
 fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
     let mut kind = match rng.gen_range(0..100) {
-        0..=44 => OpKind::Stat,
-        45..=49 => OpKind::Listed,
-        50..=64 => OpKind::Create,
-        65..=84 => OpKind::Chmod,
+        0..=37 => OpKind::Stat,
+        38..=42 => OpKind::Listed,
+        43..=57 => OpKind::Create,
+        58..=71 => OpKind::Chmod,
+        72..=78 => OpKind::Setxattr,
+        79..=85 => OpKind::Getxattr,
         _ => OpKind::Unlink,
     };
     let path = match rng.gen_range(0..8) {
@@ -254,7 +259,8 @@ fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
     };
     let arg = match kind {
         OpKind::Create | OpKind::Open | OpKind::Chmod => MODES[rng.gen_range(0..MODES.len())],
-        OpKind::Unlink | OpKind::Stat | OpKind::Listed => 0,
+        OpKind::Setxattr => rng.gen_range(1..=gust_history::model::XATTR_VALUES),
+        OpKind::Unlink | OpKind::Stat | OpKind::Listed | OpKind::Getxattr => 0,
     };
     (kind, path, arg)
 }
@@ -349,6 +355,11 @@ fn call(c: &Client, kind: OpKind, path: &str, arg: u32) -> Outcome {
         OpKind::Chmod => c.chmod(path, arg).map(|_| Outcome::Ok),
         OpKind::Unlink => c.unlink(path).map(|_| Outcome::Ok),
         OpKind::Stat => c.stat(path).map(|s| Outcome::Mode(s.mode & 0o7777)),
+        OpKind::Setxattr => c.setxattr(path, XATTR_NAME, arg.to_string().as_bytes(), 0, true).map(|_| Outcome::Ok),
+        OpKind::Getxattr => c.getxattr(path, XATTR_NAME, true).map(|v| {
+            // A value the model did not write reads as 0, which it never holds.
+            Outcome::Value(std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+        }),
         OpKind::Listed => unreachable!("listings are made by `list`"),
     };
     r.unwrap_or_else(|e| Outcome::Errno(e.0))

@@ -198,7 +198,8 @@ fn at(t_ns: u64, t0_ns: u64) -> String {
 pub fn describe_call(o: &Op) -> String {
     match o.kind {
         OpKind::Create | OpKind::Open | OpKind::Chmod => format!("{} {:04o}", o.kind.name(), o.arg),
-        OpKind::Unlink | OpKind::Stat | OpKind::Listed => o.kind.name().to_string(),
+        OpKind::Setxattr => format!("setxattr user.h {}", o.arg),
+        OpKind::Unlink | OpKind::Stat | OpKind::Listed | OpKind::Getxattr => o.kind.name().to_string(),
     }
 }
 
@@ -222,7 +223,8 @@ impl Violation {
             .iter()
             .map(|s| match s {
                 State::Absent => "absent".to_string(),
-                State::Present(m) => format!("present with mode {m:04o}"),
+                State::Present(m, 0) => format!("present with mode {m:04o}"),
+                State::Present(m, x) => format!("present with mode {m:04o} and user.h {x}"),
             })
             .collect();
         let mut s = format!(
@@ -355,7 +357,7 @@ mod tests {
         assert_eq!((c.kind, c.invoke_ns), (OpKind::Stat, 6000));
         match verdict(&h) {
             Verdict::Violation(v) => {
-                assert_eq!(v.states, vec![State::Present(0o644)]);
+                assert_eq!(v.states, vec![State::Present(0o644, 0)]);
                 let text = v.explain("/f", 0);
                 assert!(text.contains("returned mode 0600"), "{text}");
                 assert!(text.contains("the path is present with mode 0644"), "{text}");

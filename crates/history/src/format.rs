@@ -16,11 +16,13 @@
 //!
 //! * `process`: the worker (a replacement of a killed worker gets a new number);
 //!   `seq`: its operation counter, which pairs an invocation with its completion.
-//! * `op`: create (open with O_CREAT|O_EXCL, then close), chmod, unlink or stat;
-//!   `arg`: the mode of a create or chmod (0 otherwise, and then omitted).
+//! * `op`: create (open with O_CREAT|O_EXCL, then close), chmod, unlink, stat,
+//!   setxattr or getxattr (of one attribute, `user.h`); `arg`: the mode of a
+//!   create or chmod, the value of a setxattr (0 otherwise, and then omitted).
 //! * `invoke_ns`, `return_ns`: CLOCK_MONOTONIC nanoseconds, taken just before the
 //!   call and just after it; every worker runs on one machine, so they compare.
-//! * `result`: `"ok"`, `{"mode": m}` (stat), `{"errno": e}` (Linux numbers), or
+//! * `result`: `"ok"`, `{"mode": m}` (stat), `{"value": v}` (getxattr),
+//!   `{"errno": e}` (Linux numbers), or
 //!   `"unknown"`: never returned (no `return_ns`: infinity).
 //!
 //! A line without `result` is an invocation; [`merge`] pairs it with its completion,
@@ -47,6 +49,10 @@ pub enum OpKind {
     /// Whether a listing of the path's directory named it (`Ok`) or not (ENOENT):
     /// one line per watched path of one readdir.
     Listed,
+    /// setxattr of the model's one attribute (`user.h`) to the value `arg`.
+    Setxattr,
+    /// getxattr of it: its value, or ENODATA.
+    Getxattr,
 }
 
 impl OpKind {
@@ -58,13 +64,15 @@ impl OpKind {
             OpKind::Unlink => "unlink",
             OpKind::Stat => "stat",
             OpKind::Listed => "listed",
+            OpKind::Setxattr => "setxattr",
+            OpKind::Getxattr => "getxattr",
         }
     }
 
     /// Whether it only observes (a stat, a listing): one of unknown result says
     /// nothing and changes nothing.
     pub fn observes(self) -> bool {
-        matches!(self, OpKind::Stat | OpKind::Listed)
+        matches!(self, OpKind::Stat | OpKind::Listed | OpKind::Getxattr)
     }
 }
 
@@ -75,6 +83,8 @@ pub enum Outcome {
     Ok,
     /// stat: the permission bits.
     Mode(u32),
+    /// getxattr: the attribute's value.
+    Value(u32),
     Errno(i32),
     /// Never returned (the process was killed first).
     Unknown,
@@ -208,9 +218,10 @@ fn to_op(l: &Line) -> Result<Op, String> {
     let shape_ok = match (l.op, result) {
         (_, Outcome::Unknown | Outcome::Errno(_)) => true,
         (OpKind::Stat, Outcome::Mode(_)) => true,
-        (OpKind::Stat, Outcome::Ok) => false,
+        (OpKind::Getxattr, Outcome::Value(_)) => true,
+        (OpKind::Stat | OpKind::Getxattr, Outcome::Ok) => false,
         (_, Outcome::Ok) => true,
-        (_, Outcome::Mode(_)) => false,
+        (_, Outcome::Mode(_) | Outcome::Value(_)) => false,
     };
     if !shape_ok {
         return Err(format!("{}: a {} cannot return {}", what(), l.op.name(), describe_outcome(result)));
@@ -240,6 +251,7 @@ pub fn describe_outcome(r: Outcome) -> String {
     match r {
         Outcome::Ok => "ok".into(),
         Outcome::Mode(m) => format!("mode {m:04o}"),
+        Outcome::Value(v) => format!("value {v}"),
         Outcome::Errno(e) => errno_name(e),
         Outcome::Unknown => "never returned".into(),
     }

@@ -217,7 +217,7 @@ pub fn search(calls: &[Call], limits: &Limits) -> (Found, u64) {
                 let mut states = std::mem::take(&mut tried[culprit]);
                 states.sort_by_key(|s| match s {
                     State::Absent => -1,
-                    State::Present(m) => *m as i32,
+                    State::Present(m, x) => (*m as i32) << 8 | *x as i32,
                 });
                 return (Found::Violation { culprit, states }, steps);
             };
