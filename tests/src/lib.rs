@@ -195,6 +195,20 @@ pub fn with_umask(cmd: &mut Command, umask: u32) -> &mut Command {
     }
 }
 
+/// The standard output of a finished command, which must have succeeded: else a
+/// panic that names `what` (a step, or a script with its text) and shows both
+/// outputs. The one way the tests check a command they ran.
+pub fn stdout_of(what: &str, out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Waits until `f` is true, asking every 20 ms, for at most `timeout`; returns
 /// whether it became true. The one way the tests wait for a condition: call it as
 /// `assert!(wait_until(generous, || condition), "what did not happen")`, never a

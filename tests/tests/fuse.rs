@@ -18,15 +18,7 @@ const STEP_TIMEOUT_S: u32 = 600;
 
 /// Runs a bash script (strict mode) in `dir`; panics with its output on failure.
 fn sh(dir: &Path, script: &str) -> String {
-    let out = sh_output(dir, script);
-    assert!(
-        out.status.success(),
-        "script failed ({}):\n--- script\n{script}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    gust_e2e::stdout_of(&format!("script\n{script}\n---"), &sh_output(dir, script))
 }
 
 fn sh_output(dir: &Path, script: &str) -> Output {

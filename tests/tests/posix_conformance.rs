@@ -205,14 +205,7 @@ fn bash(dir: &Path, script: &str) -> Output {
 }
 
 fn ok(what: &str, out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    gust_e2e::stdout_of(what, &out)
 }
 
 /// Tools that make, copy and archive hard links (docs/SEMANTICS.md, "Hard links")

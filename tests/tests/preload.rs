@@ -19,14 +19,7 @@ fn lib() -> PathBuf {
 /// Runs `bash -c script` under `gust run`; panics with both outputs on failure.
 fn sh(inst: &Instance, script: &str) -> String {
     let out = sh_out(inst, &format!("set -euo pipefail\n{script}"));
-    assert!(
-        out.status.success(),
-        "script failed ({}):\n{script}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    gust_e2e::stdout_of(&format!("script\n{script}\n---"), &out)
 }
 
 fn sh_out(inst: &Instance, script: &str) -> Output {

@@ -48,14 +48,7 @@ fn preload_bash(inst: &Instance, script: &str, env: &[(&str, &str)]) -> Command 
 }
 
 fn check(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    gust_e2e::stdout_of(what, &out)
 }
 
 fn write_file(c: &gust_client::Client, path: &str, data: &[u8]) {

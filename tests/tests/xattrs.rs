@@ -13,7 +13,7 @@ use gust_e2e::mount::Mount;
 use gust_e2e::{gust_bin, Instance};
 use gust_proto::xattr::{XATTRS_BYTES_MAX, XATTR_CREATE, XATTR_ENTRY_OVERHEAD_BYTES, XATTR_REPLACE};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 /// The ops daemons served while `f` ran (name, count), leaving out the counters'
 /// own "stats" and grant plumbing, and the RPCs the client sent.
@@ -160,15 +160,8 @@ fn sh(script: &str, envs: &[(&str, &str)], preload: bool) -> String {
         c.args(["-euo", "pipefail", "-c", script]);
         c
     };
-    let out: Output = cmd.envs(envs.iter().copied()).stdin(Stdio::null()).output().expect("bash");
-    assert!(
-        out.status.success(),
-        "script failed ({}):\n{script}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let out = cmd.envs(envs.iter().copied()).stdin(Stdio::null()).output().expect("bash");
+    gust_e2e::stdout_of(&format!("script\n{script}\n---"), &out)
 }
 
 /// What the tools do, in directory `g` of GustFS and `l` on the local file system:

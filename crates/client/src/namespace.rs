@@ -174,12 +174,20 @@ impl Client {
     }
 
     pub(crate) fn fstat_impl(&self, fd: i32) -> Result<Stat> {
-        if let Some(r) = self.pending_record(&*self.files.get(fd)?) {
-            return Ok(Stat::from_record(&r, self.chunk_size));
+        Ok(Stat::from_record(&self.record_of_fd(fd)?.1, self.chunk_size))
+    }
+
+    /// The path and record of an open descriptor's file: a file this process
+    /// created and has not sent yet is its pending record (inline.rs), without
+    /// sending it.
+    pub(crate) fn record_of_fd(&self, fd: i32) -> Result<(String, Record)> {
+        let pending = self.files.get(fd)?;
+        if let Some(r) = self.pending_record(&pending) {
+            return Ok((pending.path(), r));
         }
-        let f = self.file(fd)?;
-        let r = self.get_record(&f.path())?;
-        Ok(Stat::from_record(&r, self.chunk_size))
+        let p = self.file(fd)?.path();
+        let r = self.get_record(&p)?;
+        Ok((p, r))
     }
 
     /// access(2) for the caller ([`Credentials`]): the owner's, the group's or the

@@ -46,18 +46,6 @@ impl Client {
         }
     }
 
-    /// The record a call by descriptor means: a file this process created and has
-    /// not sent yet has no attributes.
-    fn xattr_record_of_fd(&self, fd: i32) -> Result<(String, Record)> {
-        let f = self.file(fd)?;
-        if let Some(r) = self.pending_record(&f) {
-            return Ok((f.path(), r));
-        }
-        let p = f.path();
-        let r = self.get_record(&p)?;
-        Ok((p, r))
-    }
-
     fn may_read_xattrs(&self, r: &Record) -> Result<()> {
         match self.checked_caller() {
             Some(who) if !allows(&who, r, MAY_READ) => Err(Errno(libc::EACCES)),
@@ -82,7 +70,7 @@ impl Client {
 
     pub(crate) fn fgetxattr_impl(&self, fd: i32, name: &str) -> Result<Vec<u8>> {
         supported(name)?;
-        let (_, r) = self.xattr_record_of_fd(fd)?;
+        let (_, r) = self.record_of_fd(fd)?;
         self.get_xattr_of(&r, name)
     }
 
@@ -93,7 +81,7 @@ impl Client {
     }
 
     pub(crate) fn flistxattr_impl(&self, fd: i32) -> Result<Vec<u8>> {
-        let (_, r) = self.xattr_record_of_fd(fd)?;
+        let (_, r) = self.record_of_fd(fd)?;
         Ok(xattr::list(&r.xattrs))
     }
 
@@ -116,7 +104,7 @@ impl Client {
         xattr::check_name(name).map_err(Errno)?;
         // A file created under a deferral is sent first: the change needs its record.
         self.settle_all();
-        let (p, r) = self.xattr_record_of_fd(fd)?;
+        let (p, r) = self.record_of_fd(fd)?;
         self.change_xattr(&p, &r, name, value, flags)
     }
 

@@ -45,17 +45,7 @@ impl GustFs {
         if !self.may_have_setid(ino) {
             return Ok(());
         }
-        let st = self.client.lstat(path)?;
-        match dropped(st.mode & 0o7777, caller_with_groups(req).in_group(st.gid)) {
-            Some(m) if st.kind == Kind::File => self.chmod_dropping(ino, path, m),
-            _ => Ok(()),
-        }
-    }
-
-    fn chmod_dropping(&self, ino: u64, path: &str, mode: u32) -> Result<(), Errno> {
-        self.client.chmod(path, mode)?;
-        self.coherence.attrs_changed(ino);
-        Ok(())
+        self.drop_from(req, ino, path, &self.client.lstat(path)?)
     }
 
     /// `drop_setid` for a write that the kernel flagged.
@@ -69,9 +59,18 @@ impl GustFs {
         if !flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) || !self.may_have_setid(ino.0) {
             return Ok(());
         }
-        let st = self.client.fstat(fd)?;
+        self.drop_from(req, ino.0, &self.path(ino)?, &self.client.fstat(fd)?)
+    }
+
+    /// Drops what `st`, the attributes of inode `ino` at `path`, has to lose; the
+    /// kernel forgets the inode's attributes after.
+    fn drop_from(&self, req: &Request, ino: u64, path: &str, st: &Stat) -> Result<(), Errno> {
         match dropped(st.mode & 0o7777, caller_with_groups(req).in_group(st.gid)) {
-            Some(m) if st.kind == Kind::File => self.chmod_dropping(ino.0, &self.path(ino)?, m),
+            Some(m) if st.kind == Kind::File => {
+                self.client.chmod(path, m)?;
+                self.coherence.attrs_changed(ino);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
