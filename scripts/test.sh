@@ -12,8 +12,11 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 (cd fuzz && cargo fmt -- --check)
 cargo build --release --workspace --all-targets
+# The object store's event test (crates/objevents) and tests/s3 run a real SeaweedFS.
+GUST_WEED="$(./scripts/seaweedfs.sh)"
+export GUST_WEED
 cargo test --release --workspace -- --test-threads="${GUST_TEST_THREADS:-2}"
 . scripts/python-env.sh
 "$GUST_PYTHON" -m pytest -q -p no:cacheprovider crates/python/tests
-GUST_WEED="$(./scripts/seaweedfs.sh)" "$GUST_PYTHON" -m pytest -q -p no:cacheprovider tests/s3
+"$GUST_PYTHON" -m pytest -q -p no:cacheprovider tests/s3
 ./scripts/fuzz.sh smoke

@@ -60,9 +60,9 @@ fn mtime_of(c: &gust_client::Client, file: &str) -> Result<i64, String> {
     Ok(m.mtime() * 1_000_000_000 + m.mtime_nsec())
 }
 
-pub fn run(a: FindArgs) -> Result<(), String> {
-    let c = a.inst.client()?;
-    let (start, preds) = a.args.split_first().ok_or("gust find: PATH missing")?;
+/// find's predicates `preds` as a query (`-newer FILE` read through `c` for a
+/// GustFS path), taken now.
+pub fn parse_predicates(c: &gust_client::Client, preds: &[String]) -> Result<FindQuery, String> {
     let mut q = FindQuery { now_ns: now_ns(), ..Default::default() };
     let mut it = preds.iter();
     while let Some(p) = it.next() {
@@ -80,7 +80,7 @@ pub fn run(a: FindArgs) -> Result<(), String> {
             "-size" => q.size = Some(parse_size(value()?)?),
             "-newer" => {
                 let f = value()?.clone();
-                q.newer_than_ns = Some(mtime_of(&c, &f)?);
+                q.newer_than_ns = Some(mtime_of(c, &f)?);
             }
             "-mmin" => {
                 let v = value()?;
@@ -93,6 +93,13 @@ pub fn run(a: FindArgs) -> Result<(), String> {
             }
         }
     }
+    Ok(q)
+}
+
+pub fn run(a: FindArgs) -> Result<(), String> {
+    let c = a.inst.client()?;
+    let (start, preds) = a.args.split_first().ok_or("gust find: PATH missing")?;
+    let q = parse_predicates(&c, preds)?;
     let root = c.internal_path(start).unwrap_or_else(|| start.clone());
     let root = gust_client::normalize(&root).map_err(|e| format!("{start}: {e}"))?;
     let rec = c.lstat_record(&root).map_err(|e| format!("{start}: {e}"))?;

@@ -674,6 +674,7 @@ pub fn stop(a: StopArgs) -> Result<(), String> {
         );
     }
     crate::writeback::finish(&p, a.discard)?;
+    crate::view::stop_all(&p);
     if let Some(file) = &a.stats {
         let h = HostsFile::load(&p).map_err(|e| format!("{e} (is an instance running?)"))?;
         let c = Client::open_instance(

@@ -17,6 +17,7 @@ mod stage;
 mod stats;
 mod trace;
 mod tune;
+mod view;
 mod writeback;
 
 use clap::{Parser, Subcommand};
@@ -151,6 +152,9 @@ enum Cmd {
     Stage(stage::StageArgs),
     /// Cache mode: write back every file changed in GustFS now, and wait.
     Flush(writeback::FlushArgs),
+    /// Views of an object store prefix under /.views/NAME, kept current from the
+    /// store's events: gust view add|ls|status|rm
+    View(view::ViewArgs),
     /// Benchmarks: `md` (mdtest-like), `io` (IOR-like), `history` (linearizability).
     Bench(bench::BenchArgs),
     /// Run a command with GustFS under the mount directory (LD_PRELOAD library):
@@ -278,6 +282,7 @@ fn main() -> ExitCode {
         Cmd::Events(a) => events::run(a),
         Cmd::Stage(a) => stage::run(a),
         Cmd::Flush(a) => writeback::flush(a),
+        Cmd::View(a) => view::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Mount(a) => mount::mount(a),

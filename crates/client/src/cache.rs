@@ -21,9 +21,14 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-/// The file id of a record that describes a file of the shared file system not
-/// fetched yet (never a real id: real ids are random and this one is reserved).
-pub const UNFETCHED_FILE_ID: u128 = u128::MAX;
+pub use gust_proto::UNFETCHED_FILE_ID;
+
+/// How a fetch ended: done by this process, or taken by another one first (its
+/// record as it stood).
+pub(crate) enum Fetched {
+    Done,
+    Busy(Record),
+}
 
 /// How long an open waits for another process's fetch of the same file.
 const FETCH_WAIT: Duration = Duration::from_secs(60);
@@ -100,17 +105,37 @@ impl Client {
             return Ok(()); // directories are listed from both sides, not fetched
         }
         let ext = self.cached_source(p).expect("cache mode");
+        match self.fetch_from(p, &want, &ext, Vec::new())? {
+            Fetched::Done => Ok(()),
+            Fetched::Busy(r) => self.wait_fetched(p, r),
+        }
+    }
+
+    /// Makes `p` the file or symlink `want` describes (kind, mode, size, times, a
+    /// symlink's target) with the data at `ext` (a path of the shared file system or
+    /// a presigned object URL) and attributes `xattrs`: the staging requests, so
+    /// the daemons copy the data and its bytes never cross the client. `p` must not
+    /// exist, or be a view's unfetched placeholder; if another process took it
+    /// first, its record is returned (`Busy`) for the caller to wait on.
+    pub(crate) fn fetch_from(
+        &self,
+        p: &str,
+        want: &Record,
+        ext: &str,
+        xattrs: gust_proto::xattr::Xattrs,
+    ) -> Result<Fetched> {
         let small = want.kind != FileKind::File || want.size <= INLINE_BYTES_MAX as u64;
         let mut rec = Self::new_record(want.kind, want.mode, want.target.clone());
         rec.mtime_ns = want.mtime_ns;
         rec.atime_ns = want.atime_ns;
+        rec.xattrs = xattrs;
         if small {
             rec.size = want.size;
         }
         let entry = StageEntry {
             path: p.to_string(),
             record: rec.clone(),
-            source: (small && want.kind == FileKind::File).then(|| ext.clone()),
+            source: (small && want.kind == FileKind::File).then(|| ext.to_string()),
             replace: false,
         };
         let out = match self.call_md(p, Request::StageCreate { entries: vec![entry] })? {
@@ -119,15 +144,12 @@ impl Client {
         };
         match out.errno {
             0 => {}
-            libc::EEXIST => {
-                // Another process fetches it (or made a file there): wait for it.
-                let r = self.get_record(p)?;
-                return self.wait_fetched(p, r);
-            }
+            // Another process fetches it (or made a file there).
+            libc::EEXIST => return Ok(Fetched::Busy(self.get_record(p)?)),
             e => return Err(Errno(e)),
         }
         if small {
-            return Ok(());
+            return Ok(Fetched::Done);
         }
         // The daemons copy the chunks they hold, in parallel; then the size.
         let mut per: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
@@ -155,7 +177,7 @@ impl Client {
             .map(|(d, spans, _)| crate::rpc::Call {
                 daemon: *d,
                 req: Request::StagePull {
-                    items: vec![StageChunks { file_id: rec.file_id, external: ext.clone(), spans: spans.clone() }],
+                    items: vec![StageChunks { file_id: rec.file_id, external: ext.to_string(), spans: spans.clone() }],
                 },
                 bulk: Vec::new(),
             })
@@ -181,7 +203,7 @@ impl Client {
             atime_ns: want.atime_ns,
         };
         match self.call_md(p, Request::StageCommitFiles { items: vec![commit] })? {
-            Response::Staged(v) if v.len() == 1 && v[0].errno == 0 => Ok(()),
+            Response::Staged(v) if v.len() == 1 && v[0].errno == 0 => Ok(Fetched::Done),
             Response::Staged(v) if v.len() == 1 => Err(Errno(v[0].errno)),
             r => Err(unexpected(r)),
         }

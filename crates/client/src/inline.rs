@@ -403,11 +403,16 @@ impl Client {
             return Ok(WholeFile::Other(None));
         }
         let call = Call { daemon: self.md_daemon(&p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() };
-        let mut placer = |r: &Response, len: usize| inline_file(r, len).and_then(&mut *place);
+        // A view's placeholder has no data yet: the ordinary path fetches it.
+        let mut placer = |r: &Response, len: usize| {
+            inline_file(r, len).filter(|r| r.unfetched_object().is_none()).and_then(&mut *place)
+        };
         match self.transport.call_placed(call, &mut placer)? {
             (Response::RecordData { record, .. }, Bulk::Placed(len)) => Ok(WholeFile::Placed { record, len }),
             // A name of a linked file: its attributes are elsewhere (links.rs).
-            (Response::RecordData { record, .. }, Bulk::Vec(_)) if record.linked_to().is_some() => {
+            (Response::RecordData { record, .. }, Bulk::Vec(_))
+                if record.linked_to().is_some() || record.unfetched_object().is_some() =>
+            {
                 Ok(WholeFile::Other(None))
             }
             (Response::RecordData { record, .. }, Bulk::Vec(_)) => Ok(WholeFile::Other(Some(record))),

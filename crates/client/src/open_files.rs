@@ -215,6 +215,13 @@ impl Client {
     /// chunks; opened read-only, its data comes with the open and its reads need no
     /// request.
     pub(crate) fn open_resolved(&self, path: &str, flags: i32, mode: u32) -> Result<(i32, Stat, String)> {
+        self.open_fetched(path, flags, mode, 0)
+    }
+
+    /// `open_resolved`, after `fetches` fetches of a view's placeholder at `path`
+    /// (each fetch replaces the placeholder; a view that replaced it again
+    /// meanwhile, its object changing, is fetched again, a bounded number of times).
+    fn open_fetched(&self, path: &str, flags: i32, mode: u32, fetches: u32) -> Result<(i32, Stat, String)> {
         let mut p = self.norm(path)?;
         if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
             self.listing.invalidate();
@@ -314,6 +321,14 @@ impl Client {
             if !created {
                 self.may_open(who, &rec, flags)?;
             }
+        }
+        if rec.unfetched_object().is_some() {
+            // A view's entry: its object is fetched, then the file is opened.
+            if fetches == 3 {
+                return Err(Errno(libc::EIO));
+            }
+            self.fetch_object(&p, &rec)?;
+            return self.open_fetched(&p, flags & !(libc::O_CREAT | libc::O_EXCL), mode, fetches + 1);
         }
         if rec.kind.is_device() {
             // The mount is nodev (docs/SEMANTICS.md): what open(2) of a device node

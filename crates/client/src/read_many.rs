@@ -43,8 +43,10 @@ impl Client {
             return paths.iter().map(|_| Ok(WholeFile::Other(None))).collect();
         }
         let mut out = Vec::with_capacity(paths.len());
+        // A view's placeholder has no data yet: the ordinary path fetches it.
+        let mut place = |i: usize, r: &Record| if r.unfetched_object().is_some() { None } else { place(i, r) };
         for (group, first) in paths.chunks(READ_MANY_IN_FLIGHT).zip((0..).step_by(READ_MANY_IN_FLIGHT)) {
-            self.read_group(group, first, place, &mut out);
+            self.read_group(group, first, &mut place, &mut out);
         }
         out
     }
@@ -99,6 +101,7 @@ impl Client {
             for (&i, f) in members[k].iter().zip(files) {
                 // What the placer placed is in already; the rest is decided here.
                 found[i].get_or_insert(match f {
+                    Entry::Found { record, .. } if record.unfetched_object().is_some() => Ok(WholeFile::Other(None)),
                     Entry::Found { record, .. } => Ok(WholeFile::Other(Some(record))),
                     Entry::Failed(e) => Err(Errno(e)),
                 });

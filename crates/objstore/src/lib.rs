@@ -10,7 +10,7 @@ pub mod presigned;
 pub mod store;
 
 pub use config::Config;
-pub use store::{Error, Metadata, Object, Store};
+pub use store::{Error, Head, Metadata, Object, Store};
 
 /// An `s3://BUCKET/KEY` URL; the key may be empty (the whole bucket) or a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -27,6 +27,17 @@ pub struct Object {
     pub etag: String,
 }
 
+/// What a HEAD request says of an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub size: u64,
+    /// Its ETag without quotes.
+    pub etag: String,
+    /// Its last modification (whole seconds: an HTTP date), nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    pub meta: Metadata,
+}
+
 /// An object's user metadata, `x-amz-meta-NAME: VALUE` on the wire: (NAME, VALUE),
 /// names lowercase as stores keep them, in name order.
 pub type Metadata = Vec<(String, String)>;
@@ -214,6 +225,11 @@ impl Store {
 
     /// The user metadata of `key` (one HEAD request).
     pub fn metadata(&self, key: &str) -> Result<Metadata, Error> {
+        self.head(key).map(|h| h.meta)
+    }
+
+    /// What a HEAD request says of `key`: its size, ETag, time and user metadata.
+    pub fn head(&self, key: &str) -> Result<Head, Error> {
         let url = self.bucket.head_object(Some(&self.credentials), key).sign(SIGNED_FOR);
         self.retry(|| {
             let resp = self.agent.head(url.as_str()).call().map_err(|e| Error::transport(&self.endpoint, &e))?;
@@ -222,7 +238,8 @@ impl Store {
                 // A HEAD has no body to say why: the status does.
                 return Err(Error { status, code: String::new(), message: String::new() });
             }
-            let mut m: Metadata = resp
+            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let mut meta: Metadata = resp
                 .headers()
                 .iter()
                 .filter_map(|(k, v)| {
@@ -230,8 +247,13 @@ impl Store {
                     Some((name.to_string(), v.to_str().ok()?.to_string()))
                 })
                 .collect();
-            m.sort();
-            Ok(m)
+            meta.sort();
+            Ok(Head {
+                size: header("content-length").parse().unwrap_or(0),
+                etag: unquote(header("etag")),
+                mtime_ns: parse_http_time(header("last-modified")),
+                meta,
+            })
         })
     }
 
@@ -393,6 +415,12 @@ pub fn parse_time(s: &str) -> i64 {
     s.parse::<jiff::Timestamp>().map(|t| t.as_nanosecond() as i64).unwrap_or(0)
 }
 
+/// An HTTP date (a HEAD's Last-Modified, RFC 9110's IMF-fixdate) in nanoseconds
+/// since the epoch (0 when unreadable).
+pub fn parse_http_time(s: &str) -> i64 {
+    jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(s).map(|t| t.as_nanosecond() as i64).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,5 +445,7 @@ mod tests {
         assert_eq!(parse_time("1970-01-01T00:00:01.500Z"), 1_500_000_000);
         assert_eq!(parse_time("2026-11-27T10:00:00Z"), 1_795_773_600_000_000_000);
         assert_eq!(parse_time("yesterday"), 0);
+        assert_eq!(parse_http_time("Fri, 27 Nov 2026 10:00:00 GMT"), 1_795_773_600_000_000_000);
+        assert_eq!(parse_http_time(""), 0);
     }
 }

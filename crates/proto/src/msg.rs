@@ -16,6 +16,7 @@ use crate::lock::{LockInfo, LockKind, LockMode};
 use crate::stage::{
     ReadLogEntry, SpanHashes, StageChunks, StageCommit, StageEntry, StageExport, StageHash, StageOutcome,
 };
+use crate::UNFETCHED_FILE_ID;
 use serde::{Deserialize, Serialize};
 
 /// What a metadata record describes.
@@ -91,6 +92,13 @@ impl Record {
     /// and its attributes (at most one of them is not empty).
     pub fn payload_bytes(&self) -> usize {
         self.target.len() + crate::xattr::bytes(&self.xattrs)
+    }
+
+    /// The object (`s3://BUCKET/KEY`) a view's entry stands for until its first open
+    /// fetches it, if this record is such a placeholder ([`UNFETCHED_FILE_ID`]).
+    pub fn unfetched_object(&self) -> Option<&str> {
+        (self.kind == FileKind::File && self.file_id == UNFETCHED_FILE_ID && self.target.starts_with("s3://"))
+            .then_some(self.target.as_str())
     }
 
     /// The path of the attributes of a hard-linked file, if this record is one of

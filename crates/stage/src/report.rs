@@ -69,7 +69,8 @@ impl Summary {
     }
 }
 
-fn human_secs(s: f64) -> String {
+/// Seconds for people: "1.25 s" under ten, else "3 minutes".
+pub fn human_secs(s: f64) -> String {
     if s < 10.0 {
         format!("{s:.2} s")
     } else {

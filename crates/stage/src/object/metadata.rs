@@ -15,25 +15,16 @@
 use super::{Job, Plan};
 use crate::report::Failure;
 use gust_objstore::{Metadata, Store};
-use gust_proto::xattr::{self, Xattrs};
+use gust_proto::xattr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The attributes' prefix.
-pub(crate) const PREFIX: &str = "user.s3.meta.";
+pub(crate) const PREFIX: &str = gust_client::META_XATTR_PREFIX;
 
 /// The attributes of a file staged in from an object with `meta`, and how many
 /// entries did not fit.
-pub(crate) fn xattrs_of(meta: &Metadata) -> (Xattrs, usize) {
-    let mut x = Xattrs::new();
-    let mut left_out = 0;
-    for (name, value) in meta {
-        if xattr::apply(&mut x, &format!("{PREFIX}{name}"), Some(value.as_bytes()), 0).is_err() {
-            left_out += 1;
-        }
-    }
-    (x, left_out)
-}
+pub(crate) use gust_client::xattrs_of;
 
 /// The metadata of an object staged out from a file with `xattrs`.
 pub(crate) fn metadata_of(xattrs: &[(String, Vec<u8>)]) -> Metadata {

@@ -8,8 +8,8 @@ use rocksdb::WriteBatch;
 
 impl MetadataStore {
     /// Creates the record of a staged file or symlink, with `data` inline if given.
-    /// An existing non-directory is replaced if `replace` (and returned), else
-    /// EEXIST; a directory is never replaced (EISDIR), nor created here (EINVAL:
+    /// An existing non-directory is replaced if `replace` or if it is a view's
+    /// unfetched placeholder (and returned), else EEXIST; a directory is never replaced (EISDIR), nor created here (EINVAL:
     /// mkdir also counts the parent's links).
     pub fn stage_create(&self, path: &str, rec: &Record, data: Option<&[u8]>, replace: bool) -> Res<Option<Record>> {
         if path == "/" {
@@ -30,7 +30,8 @@ impl MetadataStore {
             if o.kind == FileKind::Dir {
                 return Err(libc::EISDIR);
             }
-            if !replace {
+            // A view's placeholder is taken by the first fetch of its object.
+            if !replace && o.unfetched_object().is_none() {
                 return Err(libc::EEXIST);
             }
         }

@@ -1,0 +1,194 @@
+//! The maintainer of one view (`gust view follow NAME`, run detached by `gust view
+//! add`): it keeps the view's entries what the store says, until it is killed.
+//!
+//! * A full resync first, then every `resync_secs`, and at once after the event
+//!   stream was cut (events may have been lost meanwhile).
+//! * With an event source, a thread follows the store's events from just before
+//!   the first resync began, so nothing that happens during the listing is missed,
+//!   and applies each to the one entry it concerns. Events and resyncs take turns
+//!   on the view (one lock): an event waits for a resync, and the resync's listing
+//!   is never older than an event already applied.
+//! * Its status (`Status`) is written to a file four times a second and after each
+//!   resync: state, entries, events applied and their lag behind the store.
+//!
+//! Not for: what an event or a resync changes (sync.rs), starting and stopping the
+//! process (gust-cli).
+
+use crate::sync::View;
+use crate::{event_address, Definition, Status};
+use gust_client::Client;
+use gust_objevents::{bucket_prefix, object_key, subscribe};
+use gust_objstore::{Config, Object, Store};
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often the status file is rewritten.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+/// Lags kept for the status's percentiles.
+const LAGS_KEPT: usize = 10_000;
+/// Waits between reconnects of a cut event stream (doubling up to the last).
+const RECONNECT_FIRST: Duration = Duration::from_millis(200);
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+
+struct Shared {
+    status: Status,
+    lags: VecDeque<f64>,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn write_status(path: &Path, s: &Mutex<Shared>) {
+    let text = {
+        let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lags: Vec<f64> = g.lags.iter().copied().collect();
+        lags.sort_by(|a, b| a.total_cmp(b));
+        g.status.lag_p50_ms = percentile(&lags, 0.5);
+        g.status.lag_p99_ms = percentile(&lags, 0.99);
+        serde_json::to_string_pretty(&g.status).unwrap_or_default()
+    };
+    let tmp = path.with_extension("status.tmp");
+    if std::fs::write(&tmp, text + "\n").is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// Follows the store for view `def` with client `c`, writing its status to
+/// `status_path`. Returns only if the first resync fails (no store setup, no
+/// such bucket, access denied, no store at the endpoint); otherwise runs until
+/// the process ends.
+pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), String> {
+    let cfg = Config::from_env()?;
+    let view = View::new(c, def)?;
+    let (bucket, prefix) = (view.source().0.to_string(), view.source().1.to_string());
+    let store = Store::open(&cfg, &bucket)?;
+    let view = Mutex::new(view);
+    let shared = Mutex::new(Shared {
+        status: Status { name: def.name.clone(), pid: std::process::id(), ..Default::default() },
+        lags: VecDeque::new(),
+    });
+    let resync_now = AtomicBool::new(true);
+    let since = gust_proto::now_ns() - 1_000_000_000;
+    let set = |f: &dyn Fn(&mut Status)| f(&mut shared.lock().unwrap_or_else(|e| e.into_inner()).status);
+
+    std::thread::scope(|scope| {
+        if let Some(events) = &def.events {
+            let addr = event_address(events)?.to_string();
+            let (view, shared, resync_now) = (&view, &shared, &resync_now);
+            let (bucket, prefix, name) = (bucket.clone(), prefix.clone(), def.name.clone());
+            scope.spawn(move || {
+                let mut since = since;
+                let mut pause = RECONNECT_FIRST;
+                loop {
+                    let mut last = since;
+                    let r =
+                        subscribe(&addr, &bucket_prefix(&bucket, &prefix), since, &format!("gust-view-{name}"), |ev| {
+                            last = last.max(ev.ts_ns);
+                            let as_object = |e: &gust_objevents::Entry| {
+                                let key = object_key(&bucket, &e.path)?;
+                                (!e.is_dir).then(|| Object {
+                                    key,
+                                    size: e.size,
+                                    mtime_ns: e.mtime_ns,
+                                    etag: e.etag.clone().unwrap_or_default(),
+                                })
+                            };
+                            let old = ev.old.as_ref().and_then(as_object);
+                            let new = ev.new.as_ref().and_then(as_object);
+                            let mut v = view.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut delta = 0;
+                            let mut error = None;
+                            if let Some(o) = old.as_ref().filter(|o| new.as_ref().is_none_or(|n| n.key != o.key)) {
+                                v.apply(&o.key, None).map(|d| delta += d).unwrap_or_else(|e| error = Some(e));
+                            }
+                            if let Some(n) = &new {
+                                v.apply(&n.key, Some(n)).map(|d| delta += d).unwrap_or_else(|e| error = Some(e));
+                            }
+                            drop(v);
+                            let lag_ms = (gust_proto::now_ns() - ev.ts_ns) as f64 / 1e6;
+                            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+                            g.status.events += 1;
+                            g.status.objects = (g.status.objects as i64 + delta).max(0) as u64;
+                            g.status.last_event_ns = ev.ts_ns;
+                            g.status.last_lag_ms = lag_ms;
+                            g.status.state = "following events".into();
+                            if let Some(e) = error {
+                                // The entry is mended by the next resync.
+                                g.status.error = Some(e);
+                                resync_now.store(true, Ordering::Relaxed);
+                            }
+                            if g.lags.len() == LAGS_KEPT {
+                                g.lags.pop_front();
+                            }
+                            g.lags.push_back(lag_ms);
+                            ControlFlow::Continue(())
+                        });
+                    if let Err(e) = r {
+                        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+                        g.status.state = "events lost".into();
+                        g.status.error = Some(e.to_string());
+                    }
+                    // Resumed where it was cut; a resync mends what the gap lost.
+                    since = last + 1;
+                    resync_now.store(true, Ordering::Relaxed);
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(RECONNECT_MAX);
+                }
+            });
+        }
+        let every = Duration::from_secs(def.resync_secs.max(1));
+        let mut last_resync = Instant::now();
+        let mut last_status = Instant::now();
+        let mut first = true;
+        loop {
+            if resync_now.swap(false, Ordering::Relaxed) || last_resync.elapsed() >= every {
+                set(&|s| s.state = "resyncing".into());
+                write_status(status_path, &shared);
+                let started = Instant::now();
+                let r = view.lock().unwrap_or_else(|e| e.into_inner()).resync(&store);
+                last_resync = Instant::now();
+                match r {
+                    Ok(n) => {
+                        let secs = started.elapsed().as_secs_f64();
+                        let following = def.events.is_some();
+                        set(&|s| {
+                            s.objects = n.objects;
+                            s.skipped = n.skipped;
+                            s.resyncs += 1;
+                            s.last_resync_ns = gust_proto::now_ns();
+                            s.last_resync_secs = secs;
+                            s.error = None;
+                            s.state = if following { "following events" } else { "polling" }.into();
+                        });
+                    }
+                    // The first resync is what `gust view add` waits for: its
+                    // failure (no such bucket, access denied, no store there) is
+                    // the answer to the user. Later ones are tried again.
+                    Err(e) if first => return Err(e),
+                    Err(e) => {
+                        resync_now.store(true, Ordering::Relaxed);
+                        set(&|s| {
+                            s.error = Some(e.clone());
+                            s.state = "resync failed (retrying)".into();
+                        });
+                    }
+                }
+                first = false;
+                write_status(status_path, &shared);
+            }
+            if last_status.elapsed() >= STATUS_EVERY {
+                write_status(status_path, &shared);
+                last_status = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}

@@ -1,0 +1,262 @@
+//! A view's entries against its store: a full resync (the store's listing against
+//! the view's records, in one `find` fan-out) and the change of one object (an
+//! event). Both only ever make the view's records say what the store says: a
+//! placeholder per matching object (its `s3://BUCKET/KEY#ETAG`, size and time), a
+//! directory per key prefix in use. An entry whose object has the ETag it was made
+//! or fetched from (`user.s3.etag`) is left alone, fetched or not.
+//!
+//! Not for: fetching (gust-client's objects.rs), when to resync (follow.rs).
+
+use crate::{entry_of, matches, Definition};
+use gust_client::{placeholder_target, split_placeholder_target, Client, Errno, Kind, Record};
+use gust_objstore::{Object, Store};
+use gust_proto::stage::{StageEntry, STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_ENTRY_OVERHEAD_BYTES};
+use gust_proto::{FindQuery, UNFETCHED_FILE_ID};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What a resync found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Entries the view has now.
+    pub objects: u64,
+    /// Objects whose key cannot be a path, or that a directory of the view hides
+    /// (keys `a` and `a/b`).
+    pub skipped: u64,
+    /// Entries made or remade, and taken away.
+    pub made: u64,
+    pub removed: u64,
+}
+
+/// One view's entries, as its maintainer changes them.
+pub struct View<'a> {
+    c: &'a Client,
+    def: Definition,
+    bucket: String,
+    prefix: String,
+    dir: String,
+    /// Directories of the view known to exist (paths below `dir`, "" for `dir`).
+    dirs: BTreeSet<String>,
+}
+
+/// The ETag an entry was made (a placeholder) or fetched (`user.s3.etag`) from.
+fn etag_of(r: &Record) -> Option<String> {
+    if let Some(t) = r.unfetched_object() {
+        return Some(split_placeholder_target(t).1.to_string());
+    }
+    let e = gust_proto::xattr::get(&r.xattrs, gust_client::ETAG_XATTR).ok()?;
+    Some(String::from_utf8_lossy(e).into_owned())
+}
+
+fn errno_text(what: &str, e: Errno) -> String {
+    format!("{what}: {}", std::io::Error::from_raw_os_error(e.0))
+}
+
+impl<'a> View<'a> {
+    pub fn new(c: &'a Client, def: &Definition) -> Result<View<'a>, String> {
+        let (bucket, prefix) = def.object_source()?;
+        Ok(View { c, def: def.clone(), bucket, prefix, dir: def.dir(), dirs: BTreeSet::new() })
+    }
+
+    /// The bucket and key prefix the view shows.
+    pub fn source(&self) -> (&str, &str) {
+        (&self.bucket, &self.prefix)
+    }
+
+    fn path_of(&self, rel: &str) -> String {
+        if rel.is_empty() {
+            self.dir.clone()
+        } else {
+            format!("{}/{rel}", self.dir)
+        }
+    }
+
+    /// The placeholder of object `o`.
+    fn placeholder(&self, o: &Object) -> Record {
+        let target = placeholder_target(&self.bucket, &o.key, &o.etag);
+        let mut r = Client::staged_record(Kind::File, 0o444, o.size, o.mtime_ns, o.mtime_ns, target);
+        r.file_id = UNFETCHED_FILE_ID;
+        r
+    }
+
+    /// Makes the directories of `rel` (a path below the view) that are not known to
+    /// exist, parents first.
+    fn make_parents(&mut self, rel: &str) -> Result<(), String> {
+        let mut upto = 0;
+        while let Some(i) = rel[upto..].find('/') {
+            let d = &rel[..upto + i];
+            if !self.dirs.contains(d) {
+                match self.c.mkdir(&self.path_of(d), 0o755) {
+                    Ok(()) | Err(Errno(libc::EEXIST)) => {}
+                    Err(e) => return Err(errno_text(&self.path_of(d), e)),
+                }
+                self.dirs.insert(d.to_string());
+            }
+            upto += i + 1;
+        }
+        Ok(())
+    }
+
+    /// Makes or remakes the placeholders `todo` (path below the view, object), in
+    /// batches per metadata daemon; what a remade entry held is freed. Returns the
+    /// entries made and those a directory hides.
+    fn make(&mut self, todo: Vec<(String, &Object)>) -> Result<(u64, u64), String> {
+        for (rel, _) in &todo {
+            self.make_parents(rel)?;
+        }
+        let mut per: HashMap<u32, Vec<Vec<StageEntry>>> = HashMap::new();
+        let mut bytes: HashMap<u32, usize> = HashMap::new();
+        for (rel, o) in &todo {
+            let path = self.path_of(rel);
+            let record = self.placeholder(o);
+            let counted = STAGE_ENTRY_OVERHEAD_BYTES + path.len() + record.target.len();
+            let d = self.c.metadata_daemon(&path);
+            let batches = per.entry(d).or_default();
+            let b = bytes.entry(d).or_default();
+            if batches.last().is_none_or(|l| l.len() == STAGE_BATCH_ENTRIES_MAX || *b + counted > STAGE_BATCH_BYTES_MAX)
+            {
+                batches.push(Vec::new());
+                *b = 0;
+            }
+            *b += counted;
+            batches.last_mut().expect("a batch").push(StageEntry { path, record, source: None, replace: true });
+        }
+        let (mut made, mut hidden) = (0, 0);
+        for (d, batches) in per {
+            for batch in batches {
+                let paths: Vec<String> = batch.iter().map(|e| e.path.clone()).collect();
+                let outcomes = self.c.stage_create(d, batch).map_err(|e| errno_text(&format!("daemon {d}"), e))?;
+                for (out, path) in outcomes.into_iter().zip(paths) {
+                    match out.errno {
+                        0 => made += 1,
+                        // A key that is also a prefix of others: the directory wins.
+                        libc::EISDIR => hidden += 1,
+                        e => return Err(errno_text(&path, Errno(e))),
+                    }
+                    if let Some(old) = out.replaced.filter(|o| o.kind == Kind::File && o.unfetched_object().is_none()) {
+                        let _ = self.c.remove_file_chunks(&old);
+                    }
+                }
+            }
+        }
+        Ok((made, hidden))
+    }
+
+    /// Takes entry `rel` away, and the directories it leaves empty.
+    fn remove(&mut self, rel: &str) -> Result<bool, String> {
+        let gone = match self.c.unlink(&self.path_of(rel)) {
+            Ok(()) => true,
+            Err(Errno(libc::ENOENT)) => false,
+            Err(e) => return Err(errno_text(&self.path_of(rel), e)),
+        };
+        let mut d = rel;
+        while let Some(i) = d.rfind('/') {
+            d = &d[..i];
+            if self.c.rmdir(&self.path_of(d)).is_err() {
+                break;
+            }
+            self.dirs.remove(d);
+        }
+        Ok(gone)
+    }
+
+    /// Makes the view say what the store's listing says.
+    pub fn resync(&mut self, store: &Store) -> Result<Counts, String> {
+        let listing = store.list(&self.prefix).map_err(|e| format!("s3://{}/{}: {e}", self.bucket, self.prefix))?;
+        let mut counts = Counts::default();
+        let mut want: BTreeMap<String, &Object> = BTreeMap::new();
+        for o in &listing {
+            match entry_of(&self.prefix, &o.key) {
+                Some(rel) => {
+                    if matches(&self.def.query, &self.path_of(&rel), o.size, o.mtime_ns) {
+                        want.insert(rel, o);
+                    }
+                }
+                None if o.key.ends_with('/') => {} // a directory marker
+                None => counts.skipped += 1,
+            }
+        }
+        // What the view holds now.
+        let mut have: HashMap<String, (Kind, Option<String>)> = HashMap::new();
+        let base = format!("{}/", self.dir);
+        self.c
+            .find(&self.dir, &FindQuery::default(), |p, r| {
+                if let Some(rel) = p.strip_prefix(&base) {
+                    have.insert(rel.to_string(), (r.kind, etag_of(r)));
+                }
+            })
+            .map_err(|e| errno_text(&self.dir, e))?;
+        self.dirs = have.iter().filter(|(_, (k, _))| *k == Kind::Dir).map(|(p, _)| p.clone()).collect();
+        self.dirs.insert(String::new());
+        // Directories in use: every parent of a wanted entry.
+        let mut used: BTreeSet<&str> = BTreeSet::new();
+        for rel in want.keys() {
+            let mut d = rel.as_str();
+            while let Some(i) = d.rfind('/') {
+                d = &d[..i];
+                if !used.insert(d) {
+                    break;
+                }
+            }
+        }
+        let stale: Vec<String> = have
+            .iter()
+            .filter(|(rel, (k, _))| match k {
+                Kind::Dir => false,
+                Kind::File => !want.contains_key(rel.as_str()),
+                _ => true,
+            })
+            .map(|(rel, _)| rel.clone())
+            .collect();
+        for rel in &stale {
+            if self.remove(rel)? {
+                counts.removed += 1;
+            }
+        }
+        // Directories no entry needs, deepest first.
+        let mut unused: Vec<String> =
+            self.dirs.iter().filter(|d| !d.is_empty() && !used.contains(d.as_str())).cloned().collect();
+        unused.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+        for d in unused {
+            if self.c.rmdir(&self.path_of(&d)).is_ok() {
+                self.dirs.remove(&d);
+            }
+        }
+        let todo: Vec<(String, &Object)> = want
+            .iter()
+            .filter(|(rel, o)| match have.get(rel.as_str()) {
+                Some((Kind::File, Some(etag))) => *etag != o.etag,
+                _ => true,
+            })
+            .map(|(rel, o)| (rel.clone(), *o))
+            .collect();
+        let (made, hidden) = self.make(todo)?;
+        counts.made = made;
+        counts.skipped += hidden;
+        counts.objects = want.len() as u64 - hidden;
+        Ok(counts)
+    }
+
+    /// Applies one object's change: `Some` (made or changed) or `None` (gone).
+    /// Returns the change of the view's entry count (-1, 0 or 1).
+    pub fn apply(&mut self, key: &str, object: Option<&Object>) -> Result<i64, String> {
+        let Some(rel) = entry_of(&self.prefix, key) else { return Ok(0) };
+        let path = self.path_of(&rel);
+        let had = match self.c.lstat_record(&path) {
+            Ok(r) => Some(r),
+            Err(Errno(libc::ENOENT)) | Err(Errno(libc::ENOTDIR)) => None,
+            Err(e) => return Err(errno_text(&path, e)),
+        };
+        let had_file = had.as_ref().is_some_and(|r| r.kind == Kind::File);
+        match object {
+            Some(o) if matches(&self.def.query, &path, o.size, o.mtime_ns) => {
+                if had.as_ref().is_some_and(|r| r.kind == Kind::File && etag_of(r).as_deref() == Some(&o.etag)) {
+                    return Ok(0);
+                }
+                let (made, _) = self.make(vec![(rel, o)])?;
+                Ok(if made == 1 && !had_file { 1 } else { 0 })
+            }
+            _ if had_file => Ok(if self.remove(&rel)? { -1 } else { 0 }),
+            _ => Ok(0),
+        }
+    }
+}

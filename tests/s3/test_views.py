@@ -1,0 +1,184 @@
+"""Views (`gust view`): an object store prefix, filtered by find's predicates, under
+/.views/NAME; entries fetched on first open; kept current by SeaweedFS's filer
+events or by resyncs. The store is a real SeaweedFS, written with boto3."""
+
+import hashlib
+import io
+import json
+import os
+
+import boto3.s3.transfer
+import gustfs
+import pytest
+
+from s3env import KEY, REGION, SECRET, wait_for
+
+MIB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def store_env(weed, monkeypatch):
+    """This test process opens views' entries through gustfs: its fetches take the
+    store's endpoint and credentials from the environment, as any program's do."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", weed.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_REGION", REGION)
+
+
+@pytest.fixture
+def view(gust, request):
+    """Adds views by name (removed at the end) and returns their directory."""
+    made = []
+
+    def add(name, *args, ok=True):
+        r = gust("view", "add", name, *args)
+        if ok:
+            assert r.returncode == 0, r.stderr
+            made.append(name)
+            return "/.views/" + name
+        return r
+
+    yield add
+    for name in made:
+        gust("view", "rm", name)
+
+
+def events_of(weed):
+    return f"seaweedfs://127.0.0.1:{weed.ports['filer'] + 10000}"
+
+
+def entries(d):
+    """{path below d: size} of every file under GustFS directory d."""
+    out = {}
+    for root, _, files in gustfs.walk(d):
+        for f in files:
+            p = f"{root}/{f}"
+            out[p[len(d) + 1 :]] = gustfs.stat(p).st_size
+    return out
+
+
+def status(gust, name):
+    r = gust("view", "status", name, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_view_shows_matching_objects_and_fetches_them_on_first_open(gust, s3, bucket, view, weed):
+    want = {f"run/s{i}/r{j}.fastq": os.urandom(1000 * (i + 1) + j) for i in range(3) for j in range(4)}
+    for k, v in want.items():
+        s3.put_object(Bucket=bucket, Key=k, Body=v, Metadata={"sample": k.split("/")[1]})
+    s3.put_object(Bucket=bucket, Key="run/s0/notes.txt", Body=b"not a read")
+    big = os.urandom(20 * MIB + 3)
+    cfg = boto3.s3.transfer.TransferConfig(multipart_threshold=8 * MIB, multipart_chunksize=8 * MIB)
+    s3.upload_fileobj(io.BytesIO(big), bucket, "run/s9/big.fastq", Config=cfg)
+    want["run/s9/big.fastq"] = big
+    s3.put_object(Bucket=bucket, Key="other/x.fastq", Body=b"outside the prefix")
+
+    v = view("reads", f"s3://{bucket}/run", "-name", "*.fastq", "--events", events_of(weed))
+    assert entries(v) == {k[len("run/") :]: len(d) for k, d in want.items()}
+    st = status(gust, "reads")
+    assert (st["objects"], st["skipped"], st["running"]) == (len(want), 0, True), st
+    # Listed and stat'ed from GustFS's records alone: nothing fetched yet.
+    p = v + "/s1/r2.fastq"
+    with pytest.raises(OSError):
+        gustfs.getxattr(p, "user.s3.etag")
+    assert gustfs.read_bytes(p) == want["run/s1/r2.fastq"]
+    head = s3.head_object(Bucket=bucket, Key="run/s1/r2.fastq")
+    assert gustfs.getxattr(p, "user.s3.etag") == head["ETag"].strip('"').encode()
+    assert gustfs.getxattr(p, "user.s3.meta.sample") == b"s1"
+    assert int(gustfs.stat(p).st_mtime) == int(head["LastModified"].timestamp())
+    # The multipart object: fetched by the daemons in chunks.
+    assert gustfs.read_bytes(v + "/s9/big.fastq") == big
+    # An unmodified program through the preload library.
+    r = gust("run", "--", "sha256sum", "/gustfs" + v + "/s2/r0.fastq")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == hashlib.sha256(want["run/s2/r0.fastq"]).hexdigest()
+    # Entries are the store's picture: read only.
+    assert gustfs.stat(v + "/s0/r0.fastq").st_mode & 0o777 == 0o444
+
+
+def test_events_keep_a_view_current(gust, s3, bucket, view, weed):
+    s3.put_object(Bucket=bucket, Key="in/a.dat", Body=b"a" * 10)
+    s3.put_object(Bucket=bucket, Key="in/b.dat", Body=b"b" * 20)
+    v = view("live", f"s3://{bucket}/in", "-size", "+15c", "--events", events_of(weed), "--resync", "3600")
+    assert entries(v) == {"b.dat": 20}
+    gustfs.read_bytes(v + "/b.dat")  # fetched: an update must still replace it
+    # A new matching object appears, a small one does not.
+    s3.put_object(Bucket=bucket, Key="in/new/c.dat", Body=b"c" * 100)
+    s3.put_object(Bucket=bucket, Key="in/new/tiny.dat", Body=b"t")
+    wait_for(lambda: gustfs.exists(v + "/new/c.dat"), "the new object in the view", timeout=30)
+    assert gustfs.read_bytes(v + "/new/c.dat") == b"c" * 100
+    assert not gustfs.exists(v + "/new/tiny.dat")
+    # An overwritten object: its entry is the new version.
+    s3.put_object(Bucket=bucket, Key="in/b.dat", Body=b"B" * 40)
+    wait_for(lambda: gustfs.stat(v + "/b.dat").st_size == 40, "the new version in the view", timeout=30)
+    assert gustfs.read_bytes(v + "/b.dat") == b"B" * 40
+    # A deleted object goes, and so does the directory it leaves empty.
+    s3.delete_object(Bucket=bucket, Key="in/new/c.dat")
+    wait_for(lambda: not gustfs.exists(v + "/new"), "the deleted object gone from the view", timeout=30)
+    # An object that stops matching goes too.
+    s3.put_object(Bucket=bucket, Key="in/b.dat", Body=b"b")
+    wait_for(lambda: not gustfs.exists(v + "/b.dat"), "an object that no longer matches", timeout=30)
+    # The status file is rewritten four times a second.
+    counted = lambda: (lambda st: st["events"] >= 4 and st["objects"] == 0)(status(gust, "live"))
+    wait_for(counted, "the status to count the events", timeout=30)
+    st = status(gust, "live")
+    assert st["resyncs"] == 1 and st["objects"] == 0 and st["last_event_ns"] > 0, json.dumps(st)
+    assert st["state"] == "following events" and st["error"] is None, json.dumps(st)
+    assert 0 < st["lag_p50_ms"] <= st["lag_p99_ms"] < 10_000, json.dumps(st)
+
+
+def test_without_events_resyncs_keep_a_view_current(gust, s3, bucket, view):
+    s3.put_object(Bucket=bucket, Key="x/one", Body=b"1")
+    v = view("polled", f"s3://{bucket}/x", "--resync", "1")
+    assert entries(v) == {"one": 1}
+    s3.put_object(Bucket=bucket, Key="x/two", Body=b"22")
+    s3.delete_object(Bucket=bucket, Key="x/one")
+    wait_for(lambda: entries(v) == {"two": 2}, "the resync", timeout=30)
+    wait_for(lambda: status(gust, "polled")["resyncs"] >= 2, "the status to count the resyncs", timeout=30)
+    assert status(gust, "polled")["state"] in ("polling", "resyncing")
+
+
+def test_an_object_deleted_behind_a_view_s_back_is_not_found(gust, s3, bucket, view):
+    s3.put_object(Bucket=bucket, Key="g/gone", Body=b"soon gone")
+    v = view("stale", f"s3://{bucket}/g", "--resync", "3600")
+    s3.delete_object(Bucket=bucket, Key="g/gone")
+    with pytest.raises(FileNotFoundError):
+        gustfs.read_bytes(v + "/gone")
+
+
+def test_views_are_listed_and_removed_and_the_objects_stay(gust, s3, bucket, view):
+    s3.put_object(Bucket=bucket, Key="k/a", Body=b"a")
+    view("listed", f"s3://{bucket}/k", "-name", "a")
+    r = gust("view", "ls", "--json")
+    assert r.returncode == 0, r.stderr
+    mine = [json.loads(l) for l in r.stdout.splitlines() if json.loads(l)["name"] == "listed"]
+    assert mine and mine[0]["source"] == f"s3://{bucket}/k" and mine[0]["expression"] == ["-name", "a"], mine
+    assert mine[0]["objects"] == 1 and mine[0]["running"], mine
+    r = gust("view", "rm", "listed")
+    assert r.returncode == 0, r.stderr
+    assert not gustfs.exists("/.views/listed")
+    assert s3.get_object(Bucket=bucket, Key="k/a")["Body"].read() == b"a"
+    r = gust("view", "status", "listed")
+    assert r.returncode != 0 and "no view" in r.stderr
+
+
+def test_bad_definitions_are_refused_clearly_and_leave_nothing(gust, s3, bucket, view, weed):
+    r = view("nobucket", "s3://no-such-bucket-gust/p", ok=False)
+    assert r.returncode != 0 and "no such bucket" in r.stderr, r.stderr
+    assert not gustfs.exists("/.views/nobucket")
+    r = gust("view", "add", "badkey", f"s3://{bucket}/p", env={"AWS_SECRET_ACCESS_KEY": "wrong"})
+    assert r.returncode != 0 and "secret key does not match" in r.stderr, r.stderr
+    assert not gustfs.exists("/.views/badkey")
+    r = view("gcs", "gs://b/p", ok=False)
+    assert r.returncode != 0 and "gs://" in r.stderr, r.stderr
+    r = view(".hidden", f"s3://{bucket}/p", ok=False)
+    assert r.returncode != 0 and "not a view name" in r.stderr, r.stderr
+    r = view("ev", f"s3://{bucket}/p", "--events", "kafka://x:1", ok=False)
+    assert r.returncode != 0 and "not an event source" in r.stderr, r.stderr
+    r = view("pred", f"s3://{bucket}/p", "-exec", "rm", ok=False)
+    assert r.returncode != 0 and "unknown predicate" in r.stderr, r.stderr
+    view("twice", f"s3://{bucket}/p")
+    r = view("twice", f"s3://{bucket}/p", ok=False)
+    assert r.returncode != 0 and "exists" in r.stderr, r.stderr
