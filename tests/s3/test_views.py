@@ -182,3 +182,20 @@ def test_bad_definitions_are_refused_clearly_and_leave_nothing(gust, s3, bucket,
     view("twice", f"s3://{bucket}/p")
     r = view("twice", f"s3://{bucket}/p", ok=False)
     assert r.returncode != 0 and "exists" in r.stderr, r.stderr
+
+
+def test_a_stage_out_of_a_view_copies_its_objects_and_one_of_the_root_leaves_views_out(gust, s3, bucket, view, d, tmp_path):
+    objs = {f"o/{i}.bin": os.urandom(300 * 1024 * (i % 2) + 17 * i) for i in range(6)}
+    for k, v in objs.items():
+        s3.put_object(Bucket=bucket, Key=k, Body=v)
+    v = view("out", f"s3://{bucket}/o", "--resync", "3600")
+    gustfs.read_bytes(v + "/1.bin")  # one fetched, the others not yet
+    r = gust("stage", "out", "/gustfs" + v, str(tmp_path / "copy"), "--json")
+    assert r.returncode == 0, r.stderr
+    for k, data in objs.items():
+        assert (tmp_path / "copy" / k[2:]).read_bytes() == data, k
+    gustfs.write_bytes(d + "/result.txt", b"the job's own data")
+    r = gust("stage", "out", "/gustfs/", str(tmp_path / "all"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "all" / d[1:] / "result.txt").read_bytes() == b"the job's own data"
+    assert not (tmp_path / "all" / ".views").exists()

@@ -111,6 +111,10 @@ pub fn link_path(file_id: u128) -> String {
 /// The parent of every [`link_path`].
 pub const LINKS_DIR: &str = "//links";
 
+/// The directory of the views of object stores (gust-view): a picture of a store,
+/// not the job's data, so a stage-out of "/" leaves it out.
+pub const VIEWS_DIR: &str = "/.views";
+
 /// Whether `path` is a [`link_path`] (exactly: the prefix and 32 lowercase hex digits).
 pub fn is_link_path(path: &str) -> bool {
     path.len() == LINKS_DIR.len() + 33

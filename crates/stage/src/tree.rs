@@ -180,6 +180,17 @@ fn item_of_record(src: String, dest: String, r: &Record) -> Item {
 
 /// Walks a GustFS tree into `out`, with local destinations under `dest`: one
 /// find fan-out over every daemon, then parents before children.
+/// A view's entry not fetched yet (`r`, the record of `p`) is fetched first: an
+/// open does it, and `r` becomes the fetched file's record.
+fn fetched(c: &Client, p: &str, r: &mut Record) -> Result<(), String> {
+    if r.unfetched_object().is_some() {
+        let fd = c.open(p, libc::O_RDONLY, 0).map_err(|e| format!("{p}: {e}"))?;
+        let _ = c.close(fd);
+        *r = c.lstat_record(p).map_err(|e| format!("{p}: {e}"))?;
+    }
+    Ok(())
+}
+
 pub fn walk_gust(
     c: &Client,
     src: &str,
@@ -190,7 +201,8 @@ pub fn walk_gust(
 ) -> Result<(), String> {
     let root = c.internal_path(src).unwrap_or_else(|| src.to_string());
     let dest = std::path::absolute(dest).map_err(|e| format!("{dest}: {e}"))?.display().to_string();
-    let rec = c.lstat_record(&root).map_err(|e| format!("{src}: {e}"))?;
+    let mut rec = c.lstat_record(&root).map_err(|e| format!("{src}: {e}"))?;
+    fetched(c, &root, &mut rec)?;
     if rec.kind != Kind::Dir {
         if matches!(rec.kind, Kind::File | Kind::Symlink) {
             out.push(item_of_record(root, dest, &rec));
@@ -201,6 +213,15 @@ pub fn walk_gust(
     let mut found = Vec::new();
     c.find(&root, &FindQuery::default(), |p, r| found.push((p.to_string(), r.clone())))
         .map_err(|e| format!("{src}: {e}"))?;
+    // The views are a picture of object stores, not the job's data: a stage-out
+    // of the whole namespace leaves them out (one of a view's directory copies it).
+    if root == "/" {
+        let views = gust_client::path::VIEWS_DIR;
+        found.retain(|(p, _)| !is_under(p, views) && p != views);
+    }
+    for (p, r) in found.iter_mut() {
+        fetched(c, p, r)?;
+    }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     let prefix = if root == "/" { 1 } else { root.len() + 1 };
     let mut pruned: Vec<String> = Vec::new();
@@ -253,7 +274,9 @@ pub fn named_gust(
         return Ok(());
     }
     let prefix = if root == "/" { 1 } else { root.len() + 1 };
-    let mut paths: Vec<&String> = only.iter().filter(|p| is_under(p, &root)).collect();
+    let views = gust_client::path::VIEWS_DIR;
+    let mut paths: Vec<&String> =
+        only.iter().filter(|p| is_under(p, &root) && !(root == "/" && is_under(p, views))).collect();
     paths.sort();
     let mut dirs_done: HashSet<String> = HashSet::new();
     out.push(item_of_record(root.clone(), dest.clone(), &rec));
@@ -284,7 +307,11 @@ pub fn named_gust(
             continue;
         }
         // Gone since it was named (removed after its close): nothing to copy.
-        let Ok(r) = c.lstat_record(p) else { continue };
+        let Ok(mut r) = c.lstat_record(p) else { continue };
+        // A view's entry whose object is gone meanwhile: nothing to copy either.
+        if fetched(c, p, &mut r).is_err() {
+            continue;
+        }
         if matches!(r.kind, Kind::File | Kind::Symlink) {
             out.push(item_of_record(p.clone(), Path::new(&dest).join(rel).display().to_string(), &r));
         }

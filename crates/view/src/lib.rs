@@ -31,7 +31,7 @@ use gust_proto::{FileKind, FindQuery};
 use serde::{Deserialize, Serialize};
 
 /// The directory of every view.
-pub const VIEWS_DIR: &str = "/.views";
+pub use gust_proto::path::VIEWS_DIR;
 /// The attribute of a view's directory that holds its definition.
 pub const DEFINITION_XATTR: &str = "user.gust.view";
 
