@@ -11,7 +11,7 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import KEY, REGION, SECRET, wait_for
+from s3env import KEY, REGION, SECRET, Instance, wait_for
 
 MIB = 1 << 20
 
@@ -199,3 +199,32 @@ def test_a_stage_out_of_a_view_copies_its_objects_and_one_of_the_root_leaves_vie
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "all" / d[1:] / "result.txt").read_bytes() == b"the job's own data"
     assert not (tmp_path / "all" / ".views").exists()
+
+
+def test_cache_mode_of_a_store_fetches_on_first_open_and_writes_back_as_objects(gust, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="c/in/a.txt", Body=b"from the store\n", Metadata={"owner": "lab"})
+    s3.put_object(Bucket=bucket, Key="c/in/b.txt", Body=b"left alone\n")
+    ci = Instance(daemons=1, extra=["--cache-of", f"s3://{bucket}/c"])  # the AWS variables are this process's
+    try:
+        on = {"GUST_HOSTS_FILE": ci.hosts_file}
+
+        def sh(script):
+            r = gust("run", "--", "sh", "-c", script, env=on)
+            assert r.returncode == 0, r.stderr
+            return r.stdout
+
+        assert sh("ls /gustfs/in").split() == ["a.txt", "b.txt"]
+        assert sh("cat /gustfs/in/a.txt") == "from the store\n"
+        before = s3.head_object(Bucket=bucket, Key="c/in/b.txt")["LastModified"]
+        sh("mkdir -p /gustfs/out && echo result > /gustfs/out/r.txt && echo more >> /gustfs/in/a.txt")
+        r = gust("flush", env=on)
+        assert r.returncode == 0, r.stderr
+        assert s3.get_object(Bucket=bucket, Key="c/out/r.txt")["Body"].read() == b"result\n"
+        assert s3.get_object(Bucket=bucket, Key="c/in/a.txt")["Body"].read() == b"from the store\nmore\n"
+        assert s3.head_object(Bucket=bucket, Key="c/in/a.txt")["Metadata"] == {"owner": "lab"}
+        # Neither the unread object nor a fetched one unchanged is sent back.
+        assert s3.head_object(Bucket=bucket, Key="c/in/b.txt")["LastModified"] == before
+        sh("echo last > /gustfs/out/last.txt")
+    finally:
+        ci.stop()  # its final write-back pass
+    assert s3.get_object(Bucket=bucket, Key="c/out/last.txt")["Body"].read() == b"last\n"

@@ -284,12 +284,6 @@ fn metrics_addr(base: &str, id: u32) -> Result<String, String> {
 /// The directory of `--cache-of`, absolute.
 fn cache_dir(c: &Path) -> Result<String, String> {
     let arg = c.to_string_lossy();
-    if arg.starts_with("s3://") || arg.starts_with("S3://") {
-        return Err(format!(
-            "--cache-of {arg}: cache mode of an object store is not built yet; stage its objects in with \
-             `gust stage in {arg} DEST` (and out with `gust stage out SRC {arg}`)"
-        ));
-    }
     gust_stage::refuse_url(&arg).map_err(|e| format!("--cache-of {e}"))?;
     let abs = fs::canonicalize(c).map_err(|e| format!("--cache-of {}: {e}", c.display()))?;
     if !abs.is_dir() {
@@ -329,6 +323,13 @@ pub fn start(a: StartArgs) -> Result<(), String> {
                 .into());
         }
         let cache_of = match &a.cache_of {
+            Some(c) if store_url(c).is_some() => {
+                return Err(format!(
+                    "--cache-of {}: cache mode of an object store is for --local instances in this version; \
+                     stage its objects in with `gust stage in URL DEST`, or show them with `gust view add`",
+                    c.display()
+                ))
+            }
             Some(c) => Some(cache_dir(c)?),
             None => None,
         };
@@ -415,7 +416,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             }
             let log_dir = hosts_path.parent().map(Path::to_path_buf).unwrap_or_else(|| rootdir.clone());
             launch(&plan, &old.mountdir, &hosts_path, &log_dir, a.timeout, false, &a.daemon_options(plan.len())?)?;
-            if let Some(c) = &old.cache_of {
+            if let Some(c) = old.cache_of.as_ref().or(old.cache_of_store.as_ref()) {
                 crate::writeback::start(&hosts_path, c)?;
             }
             return Ok(());
@@ -445,8 +446,16 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     }
     // Create the instance (header and secret) before any daemon, so all join it.
     let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
-    if let Some(c) = &a.cache_of {
-        hosts.cache_of = Some(cache_dir(c)?);
+    match &a.cache_of {
+        Some(c) => match store_url(c) {
+            Some(url) => {
+                gust_objstore::ObjectUrl::parse(&url)?;
+                gust_objstore::Config::from_env().map_err(|e| format!("--cache-of {url}: {e}"))?;
+                hosts.cache_of_store = Some(url);
+            }
+            None => hosts.cache_of = Some(cache_dir(c)?),
+        },
+        None => {}
     }
     hosts.placement = a.placement;
     hosts.replicas = a.replicas;
@@ -486,6 +495,38 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     if let Some(c) = &hosts.cache_of {
         crate::writeback::start(&hosts_path, c)?;
     }
+    if let Some(url) = &hosts.cache_of_store {
+        fill_from_store(&hosts_path, url)?;
+        crate::writeback::start(&hosts_path, url)?;
+    }
+    Ok(())
+}
+
+/// `--cache-of s3://…`: the URL, if the argument is one.
+fn store_url(c: &Path) -> Option<String> {
+    let arg = c.to_string_lossy();
+    (arg.starts_with("s3://") || arg.starts_with("S3://")).then(|| arg.into_owned())
+}
+
+/// Cache mode of a store: a placeholder of every object under the prefix (its
+/// size and time, fetched on first open).
+fn fill_from_store(hosts_path: &Path, url: &str) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let c = Client::open_instance(hosts_path, ClientOptions::from_env())?;
+    let cfg = gust_objstore::Config::from_env().map_err(|e| format!("--cache-of {url}: {e}"))?;
+    let mut view = gust_view::sync::View::at(&c, "/", url)?;
+    let store = gust_objstore::Store::open(&cfg, view.source().0)?;
+    let n = view.fill(&store).map_err(|e| format!("--cache-of {e}"))?;
+    let skipped = if n.skipped > 0 {
+        format!(" ({} left out: their paths are taken or are no paths)", n.skipped)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "gust: cache of {url}: {} objects listed in {}{skipped}, fetched on first open",
+        n.objects,
+        gust_stage::report::human_secs(started.elapsed().as_secs_f64())
+    );
     Ok(())
 }
 

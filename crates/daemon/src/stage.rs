@@ -522,4 +522,25 @@ mod tests {
         let r = outcomes(export(&st, vec![StageExport { path: "/a".into(), file_id: 5, dest }]));
         assert_eq!(r[0].errno, libc::EINVAL, "size 10 with no inline data: not inline");
     }
+
+    #[test]
+    fn a_view_s_placeholder_is_taken_by_the_first_fetch_and_only_by_it() {
+        let d = tempfile::tempdir().unwrap();
+        let st = state(d.path());
+        let mut ph = file(7, gust_proto::UNFETCHED_FILE_ID);
+        ph.target = "s3://b/k#etag".into();
+        assert!(ph.unfetched_object().is_some());
+        let entry = |record: Record, replace| StageEntry { path: "/v".into(), record, source: None, replace };
+        assert_eq!(outcomes(create(&st, vec![entry(ph.clone(), true)]))[0].errno, 0);
+        // The first fetch (no replace) takes it and is told what it replaced; a
+        // second one finds a real file there.
+        let r = outcomes(create(&st, vec![entry(file(7, 9), false), entry(file(7, 10), false)]));
+        assert_eq!((r[0].errno, r[0].replaced.as_ref().map(|x| x.file_id)), (0, Some(gust_proto::UNFETCHED_FILE_ID)));
+        assert_eq!(r[1].errno, libc::EEXIST);
+        assert_eq!(st.metadata.get("/v").unwrap().unwrap().file_id, 9);
+        // A record whose target is not an object is no placeholder, whatever its id.
+        let mut odd = file(7, gust_proto::UNFETCHED_FILE_ID);
+        odd.target = String::new();
+        assert!(odd.unfetched_object().is_none());
+    }
 }

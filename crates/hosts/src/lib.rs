@@ -10,6 +10,7 @@
 //! mountdir /tmp/gust          the path prefix front ends serve
 //! check_parent 0              1: create/mkdir verify the parent directory exists
 //! cache_of /lustre/p/data     (cache mode only) the directory this instance mirrors
+//! cache_of_store s3://b/p     (cache mode of an object store only) the prefix it mirrors
 //! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock
 //! placement capacity          only when not the default (wide): see below
 //! replicas 2                  only when more than 1: copies of every record and chunk
@@ -203,6 +204,10 @@ pub struct HostsFile {
     /// Cache mode (`gust start --cache-of DIR`): the directory of the shared file
     /// system whose namespace this instance mirrors, filled on first use.
     pub cache_of: Option<String>,
+    /// Cache mode of an object store (`gust start --cache-of s3://BUCKET/PREFIX`):
+    /// the namespace holds a placeholder of every object, fetched on first open
+    /// (gust-client's objects.rs), and the write-back sends files back as objects.
+    pub cache_of_store: Option<String>,
     pub placement: Placement,
     /// Copies of every record and chunk (1 to 3, fixed for the instance's life). A
     /// reader that does not know the key refuses the file: it would miss copies.
@@ -318,6 +323,7 @@ impl HostsFile {
             mountdir,
             check_parent,
             cache_of: None,
+            cache_of_store: None,
             placement: Placement::Wide,
             replicas: 1,
             generation: 1,
@@ -348,6 +354,9 @@ impl HostsFile {
         s.push_str(&format!("check_parent {}\n", self.check_parent as u8));
         if let Some(c) = &self.cache_of {
             s.push_str(&format!("cache_of {c}\n"));
+        }
+        if let Some(c) = &self.cache_of_store {
+            s.push_str(&format!("cache_of_store {c}\n"));
         }
         if self.placement != Placement::Wide {
             s.push_str(&format!("placement {}\n", self.placement.name()));
@@ -399,6 +408,7 @@ impl HostsFile {
                 "mountdir" => h.mountdir = rest.to_string(),
                 "check_parent" => h.check_parent = rest == "1",
                 "cache_of" => h.cache_of = Some(rest.to_string()),
+                "cache_of_store" => h.cache_of_store = Some(rest.to_string()),
                 "placement" => h.placement = rest.parse().map_err(|m| perr(n, m))?,
                 "replicas" => {
                     h.replicas = rest

@@ -214,10 +214,11 @@ pub fn walk_gust(
     c.find(&root, &FindQuery::default(), |p, r| found.push((p.to_string(), r.clone())))
         .map_err(|e| format!("{src}: {e}"))?;
     // The views are a picture of object stores, not the job's data: a stage-out
-    // of the whole namespace leaves them out (one of a view's directory copies it).
+    // of the whole namespace leaves them out (one of a view's directory copies it),
+    // and so the placeholders of cache mode of a store (their objects are there).
     if root == "/" {
         let views = gust_client::path::VIEWS_DIR;
-        found.retain(|(p, _)| !is_under(p, views) && p != views);
+        found.retain(|(p, r)| !is_under(p, views) && p != views && r.unfetched_object().is_none());
     }
     for (p, r) in found.iter_mut() {
         fetched(c, p, r)?;
@@ -308,8 +309,9 @@ pub fn named_gust(
         }
         // Gone since it was named (removed after its close): nothing to copy.
         let Ok(mut r) = c.lstat_record(p) else { continue };
-        // A view's entry whose object is gone meanwhile: nothing to copy either.
-        if fetched(c, p, &mut r).is_err() {
+        // A placeholder below "/" is its store's object (cache mode of a store); a
+        // view's entry whose object is gone meanwhile has nothing to copy either.
+        if (root == "/" && r.unfetched_object().is_some()) || fetched(c, p, &mut r).is_err() {
             continue;
         }
         if matches!(r.kind, Kind::File | Kind::Symlink) {

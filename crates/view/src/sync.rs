@@ -57,17 +57,39 @@ impl<'a> View<'a> {
         Ok(View { c, def: def.clone(), bucket, prefix, dir: def.dir(), dirs: BTreeSet::new() })
     }
 
+    /// The objects of `source` (`s3://BUCKET/PREFIX`) under GustFS directory `dir`
+    /// ("/" for cache mode of a store), all of them.
+    pub fn at(c: &'a Client, dir: &str, source: &str) -> Result<View<'a>, String> {
+        let def = Definition {
+            name: String::new(),
+            source: source.to_string(),
+            expression: Vec::new(),
+            query: FindQuery::default(),
+            events: None,
+            resync_secs: 0,
+        };
+        let (bucket, prefix) = def.object_source()?;
+        let dir = if dir == "/" { String::new() } else { dir.trim_end_matches('/').to_string() };
+        Ok(View { c, def, bucket, prefix, dir, dirs: BTreeSet::new() })
+    }
+
     /// The bucket and key prefix the view shows.
     pub fn source(&self) -> (&str, &str) {
         (&self.bucket, &self.prefix)
     }
 
+    /// The path of `rel` below the view's directory (`dir` is "" for the root).
     fn path_of(&self, rel: &str) -> String {
-        if rel.is_empty() {
-            self.dir.clone()
-        } else {
-            format!("{}/{rel}", self.dir)
+        match (self.dir.is_empty(), rel.is_empty()) {
+            (true, true) => "/".to_string(),
+            (false, true) => self.dir.clone(),
+            _ => format!("{}/{rel}", self.dir),
         }
+    }
+
+    /// The view's directory as a path.
+    fn root(&self) -> String {
+        self.path_of("")
     }
 
     /// The placeholder of object `o`.
@@ -99,7 +121,7 @@ impl<'a> View<'a> {
     /// Makes or remakes the placeholders `todo` (path below the view, object), in
     /// batches per metadata daemon; what a remade entry held is freed. Returns the
     /// entries made and those a directory hides.
-    fn make(&mut self, todo: Vec<(String, &Object)>) -> Result<(u64, u64), String> {
+    fn make(&mut self, todo: Vec<(String, &Object)>, replace: bool) -> Result<(u64, u64), String> {
         for (rel, _) in &todo {
             self.make_parents(rel)?;
         }
@@ -118,7 +140,7 @@ impl<'a> View<'a> {
                 *b = 0;
             }
             *b += counted;
-            batches.last_mut().expect("a batch").push(StageEntry { path, record, source: None, replace: true });
+            batches.last_mut().expect("a batch").push(StageEntry { path, record, source: None, replace });
         }
         let (mut made, mut hidden) = (0, 0);
         for (d, batches) in per {
@@ -129,7 +151,11 @@ impl<'a> View<'a> {
                     match out.errno {
                         0 => made += 1,
                         // A key that is also a prefix of others: the directory wins.
+                        // (Cache mode of a store: a file GustFS holds wins too.)
                         libc::EISDIR => hidden += 1,
+                        libc::EEXIST if !replace => hidden += 1,
+                        // A file where a key's directory would be.
+                        libc::ENOTDIR => hidden += 1,
                         e => return Err(errno_text(&path, Errno(e))),
                     }
                     if let Some(old) = out.replaced.filter(|o| o.kind == Kind::File && o.unfetched_object().is_none()) {
@@ -179,12 +205,12 @@ impl<'a> View<'a> {
         let mut have: HashMap<String, (Kind, Option<String>)> = HashMap::new();
         let base = format!("{}/", self.dir);
         self.c
-            .find(&self.dir, &FindQuery::default(), |p, r| {
+            .find(&self.root(), &FindQuery::default(), |p, r| {
                 if let Some(rel) = p.strip_prefix(&base) {
                     have.insert(rel.to_string(), (r.kind, etag_of(r)));
                 }
             })
-            .map_err(|e| errno_text(&self.dir, e))?;
+            .map_err(|e| errno_text(&self.root(), e))?;
         self.dirs = have.iter().filter(|(_, (k, _))| *k == Kind::Dir).map(|(p, _)| p.clone()).collect();
         self.dirs.insert(String::new());
         // Directories in use: every parent of a wanted entry.
@@ -229,10 +255,42 @@ impl<'a> View<'a> {
             })
             .map(|(rel, o)| (rel.clone(), *o))
             .collect();
-        let (made, hidden) = self.make(todo)?;
+        let (made, hidden) = self.make(todo, true)?;
         counts.made = made;
         counts.skipped += hidden;
         counts.objects = want.len() as u64 - hidden;
+        Ok(counts)
+    }
+
+    /// Cache mode of a store: a placeholder for every object whose path GustFS does
+    /// not hold; nothing is removed or replaced (the job's files win).
+    pub fn fill(&mut self, store: &Store) -> Result<Counts, String> {
+        let listing = store.list(&self.prefix).map_err(|e| format!("s3://{}/{}: {e}", self.bucket, self.prefix))?;
+        let mut counts = Counts::default();
+        let base = format!("{}/", self.dir);
+        let mut have: HashMap<String, Kind> = HashMap::new();
+        self.c
+            .find(&self.root(), &FindQuery::default(), |p, r| {
+                if let Some(rel) = p.strip_prefix(&base) {
+                    have.insert(rel.to_string(), r.kind);
+                }
+            })
+            .map_err(|e| errno_text(&self.root(), e))?;
+        self.dirs = have.iter().filter(|(_, k)| **k == Kind::Dir).map(|(p, _)| p.clone()).collect();
+        self.dirs.insert(String::new());
+        let mut todo = Vec::new();
+        for o in &listing {
+            match entry_of(&self.prefix, &o.key) {
+                Some(rel) if have.contains_key(&rel) => counts.skipped += 1,
+                Some(rel) => todo.push((rel, o)),
+                None if o.key.ends_with('/') => {}
+                None => counts.skipped += 1,
+            }
+        }
+        let (made, hidden) = self.make(todo, false)?;
+        counts.made = made;
+        counts.objects = made;
+        counts.skipped += hidden;
         Ok(counts)
     }
 
@@ -252,7 +310,7 @@ impl<'a> View<'a> {
                 if had.as_ref().is_some_and(|r| r.kind == Kind::File && etag_of(r).as_deref() == Some(&o.etag)) {
                     return Ok(0);
                 }
-                let (made, _) = self.make(vec![(rel, o)])?;
+                let (made, _) = self.make(vec![(rel, o)], true)?;
                 Ok(if made == 1 && !had_file { 1 } else { 0 })
             }
             _ if had_file => Ok(if self.remove(&rel)? { -1 } else { 0 }),
