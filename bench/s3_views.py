@@ -121,6 +121,23 @@ def percentile(xs, p):
     return s[min(len(s) - 1, max(0, round((len(s) - 1) * p)))]
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of process pid so far (0 if gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def machine_ticks():
+    """(busy, total) jiffies of all CPUs (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
 weed = Weed(parent=base)
 inst = Instance(daemons=2, rootdir_parent=base)
 work = tempfile.mkdtemp(prefix="gust-views-bench-", dir=base)
@@ -145,6 +162,17 @@ try:
 
     def status(name):
         return json.loads(gust("view", "status", name, "--json")[1].stdout)
+
+    def daemon_pids():
+        rows = [l.split() for l in gust("status")[1].stdout.splitlines()]
+        return [int(r[3]) for r in rows if len(r) > 3 and r[0].isdigit() and r[3].isdigit()]
+
+    def cpu_now(maintainer):
+        """CPU seconds so far of the view's maintainer, the daemons and SeaweedFS."""
+        return dict(maintainer=cpu_s(maintainer), daemons=sum(cpu_s(p) for p in daemon_pids()), weed=cpu_s(weed.proc.pid))
+
+    def cpu_delta(a, b, tag):
+        return {f"{tag}_cpu_{k}_s": b[k] - a[k] for k in a}
 
     def write(kind, prefix, n, rate):
         """PUTs n objects from `procs` writer processes; returns their rows sorted by index."""
@@ -188,6 +216,8 @@ try:
             reader.start()
             try:
                 time.sleep(1)
+                pid = status(name)["pid"]
+                c0, m0 = cpu_now(pid), machine_ticks()
                 log(f"events round {r}: {n_live} PUTs at {rate}/s from {procs}x{threads} writers")
                 rows = write("live", prefix, n_live, rate)
                 path = lambda i: vdir + "/" + live_key(prefix, i)[len(prefix) + 1 :]
@@ -196,6 +226,9 @@ try:
                 while time.monotonic() < deadline and any(path(w[0]) not in seen for w in want):
                     time.sleep(0.2)
                 time.sleep(1)  # a late non-matching entry would show by now; the status is rewritten
+                cpu = cpu_delta(c0, cpu_now(pid), "events")
+                m1 = machine_ticks()
+                cpu["machine_busy"] = (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
                 st = status(name)
             finally:
                 ev.terminate()
@@ -236,6 +269,7 @@ try:
                 view_lag_p99_ms=st["lag_p99_ms"],
                 view_state=st["state"],
                 view_error=st.get("error"),
+                **cpu,
             )
             log(json.dumps(row))
             results.append(row)
@@ -321,9 +355,12 @@ try:
             name = "flat"
             # A view polled every second: its first resync (the add), its second
             # (nothing changed: the store's listing and GustFS's find, no creates).
+            c0 = cpu_now(0)
             dt, p = gust("view", "add", name, f"s3://{BUCKET}/{prefix}", "--resync", "1")
+            st = status(name)
+            row.update(cpu_delta(c0, cpu_now(st["pid"]), "add"))  # the maintainer's: its whole life so far
             row["add_polled_s"] = dt
-            row["first_resync_s"] = status(name)["last_resync_secs"]
+            row["first_resync_s"] = st["last_resync_secs"]
             deadline = time.monotonic() + 1800
             while status(name)["resyncs"] < 2 and time.monotonic() < deadline:
                 time.sleep(0.25)
@@ -331,11 +368,18 @@ try:
             row["unchanged_resync_s"] = st["last_resync_secs"] if st["resyncs"] >= 2 else None
             row["rm_s"] = gust("view", "rm", name)[0]
             row["store_list_s"] = store_listing()
+            t = time.monotonic()
+            lsf = subprocess.run(["rclone", "lsf", f"gbench:{BUCKET}/{prefix}"], env=rclone_env, capture_output=True, text=True, timeout=600)
+            row["store_list_rclone_s"] = time.monotonic() - t
+            assert lsf.stdout.count("\n") == n_flat, (lsf.stdout.count("\n"), lsf.stderr[-500:])
             # The view listed: followed by events (the default resync, 600 s).
             dt, p = gust("view", "add", name, f"s3://{BUCKET}/{prefix}", "--events", events_src)
             row["add_events_s"] = dt
             st = status(name)
             assert st["objects"] == n_flat, st
+            dt, fr = gust("find", "/.views/" + name, "-type", "f")
+            row["gust_find_s"] = dt
+            assert fr.stdout.count("\n") == n_flat, fr.stdout.count("\n")
             log(f"list round {r}: view add {row['add_polled_s']:.2f} s, {row['add_events_s']:.2f} s; unchanged resync {row['unchanged_resync_s']}")
 
             mp = os.path.join(work, "mnt-gust")
@@ -393,6 +437,11 @@ try:
             f"| {m('lat_p50_ms'):.0f} ms | {m('lat_p99_ms'):.0f} ms | {m('lat_max_ms'):.0f} ms | {100 * m('within_1s'):.2f}% "
             f"| {m('lat_from_start_p50_ms'):.0f} / {m('lat_from_start_p99_ms'):.0f} ms | {m('view_lag_p50_ms'):.0f} ms | {m('view_lag_p99_ms'):.0f} ms | {m('put_p50_ms'):.0f} / {m('put_p99_ms'):.0f} ms |"
         )
+        print(
+            f"\nCPU during a round's writes: maintainer {m('events_cpu_maintainer_s'):.2f} s, "
+            f"GustFS daemons {m('events_cpu_daemons_s'):.2f} s, SeaweedFS {m('events_cpu_weed_s'):.2f} s; "
+            f"both cores {100 * m('machine_busy'):.0f}% busy from the writes' start to the last entry's (+1 s)"
+        )
         print("\nper round: " + "; ".join(
             f"{r_['achieved_rate']:.0f}/s, {r_['appeared']}/{r_['matching']} appeared, {r_['nonmatching_appeared']} wrong, p50 {r_['lat_p50_ms']:.0f} ms, p99 {r_['lat_p99_ms']:.0f} ms"
             for r_ in ev_rows
@@ -424,10 +473,16 @@ try:
             ("`gust view add --events` (first resync), the command's wall time", "add_events_s"),
             ("resync of the unchanged view (last_resync_secs of the second)", "unchanged_resync_s"),
             ("`gust view rm`", "rm_s"),
-            ("the store's listing alone (boto3 list_objects_v2, 1,000 a page)", "store_list_s"),
+            ("the store's listing alone, boto3 list_objects_v2 (1,000 a page)", "store_list_s"),
+            ("the store's listing alone, `rclone lsf` (1,000 a page)", "store_list_rclone_s"),
+            ("`gust find` of the view's entries (what a resync compares the listing with)", "gust_find_s"),
         ):
             v = m(k)
             print(f"| {label} | {'-' if v is None else f'{v:.2f} s'} |")
+        print(
+            f"\nCPU during `gust view add` (polled view): maintainer {m('add_cpu_maintainer_s'):.2f} s, "
+            f"daemons {m('add_cpu_daemons_s'):.2f} s, SeaweedFS {m('add_cpu_weed_s'):.2f} s"
+        )
         print(f"\nput rate of the data set: {ls_rows[0]['put_rate']:.0f} objects/s")
     print(f"\nrows: {out}")
 finally:

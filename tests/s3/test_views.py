@@ -228,3 +228,32 @@ def test_cache_mode_of_a_store_fetches_on_first_open_and_writes_back_as_objects(
     finally:
         ci.stop()  # its final write-back pass
     assert s3.get_object(Bucket=bucket, Key="c/out/last.txt")["Body"].read() == b"last\n"
+
+
+def test_a_view_of_a_gustfs_directory_links_its_files_and_follows_its_events(gust, d, view):
+    src = d + "/src"
+    gustfs.makedirs(src + "/sub")
+    gustfs.write_bytes(src + "/a.h5", b"a" * 100)
+    gustfs.write_bytes(src + "/b.txt", b"not hdf5")
+    gustfs.write_bytes(src + "/sub/c.h5", b"c" * 10)
+    v = view("h5", "/gustfs" + src, "-name", "*.h5")
+    assert entries(v) == {"a.h5": 100, "sub/c.h5": 10}
+    # A link is the file itself: a change through the source shows at once.
+    with gustfs.open(src + "/a.h5", "ab") as f:
+        f.write(b"more")
+    assert gustfs.read_bytes(v + "/a.h5") == b"a" * 100 + b"more"
+    gustfs.write_bytes(src + "/new.h5", b"n")
+    wait_for(lambda: gustfs.exists(v + "/new.h5"), "a new file in the view", timeout=30)
+    gustfs.remove(src + "/a.h5")
+    wait_for(lambda: not gustfs.exists(v + "/a.h5"), "a removed file gone from the view", timeout=30)
+    gustfs.rename(src + "/sub/c.h5", src + "/sub/d.h5")
+    wait_for(lambda: entries(v) == {"new.h5": 1, "sub/d.h5": 10}, "a renamed file", timeout=30)
+    gustfs.rename(src + "/sub", src + "/sub2")
+    wait_for(lambda: entries(v) == {"new.h5": 1, "sub2/d.h5": 10}, "a renamed directory", timeout=30)
+    counted = lambda: (lambda st: st["events"] >= 3 and st["objects"] == 2 and st["resyncs"] >= 2)(status(gust, "h5"))
+    wait_for(counted, "the status to count the events and the resync", timeout=30)
+    # A view cannot hold the views.
+    r = view("loop", "/gustfs/", ok=False)
+    assert r.returncode != 0 and "cannot hold the views" in r.stderr, r.stderr
+    r = view("nodir", "/gustfs" + src + "/new.h5", ok=False)
+    assert r.returncode != 0 and "not a directory" in r.stderr, r.stderr

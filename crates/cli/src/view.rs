@@ -27,9 +27,9 @@ pub struct ViewArgs {
 
 #[derive(Subcommand)]
 enum ViewCmd {
-    /// Make view NAME of SOURCE (s3://BUCKET/PREFIX) under /.views/NAME, of the
-    /// objects find's predicates match: gust view add NAME SOURCE [-name GLOB]
-    /// [-size [+-]N[ckMG]] [-newer FILE] [-mmin [+-]N]
+    /// Make view NAME of SOURCE (s3://BUCKET/PREFIX, or a GustFS directory) under
+    /// /.views/NAME, of the objects or files find's predicates match: gust view
+    /// add NAME SOURCE [-name GLOB] [-size [+-]N[ckMG]] [-newer FILE] [-mmin [+-]N]
     Add {
         #[command(flatten)]
         inst: InstanceArgs,
@@ -211,23 +211,36 @@ fn add(
         return Err("gust view add NAME SOURCE [PREDICATES]: NAME and SOURCE are needed".into());
     };
     let c = inst.client()?;
-    if !source.starts_with("s3://") && !source.starts_with("S3://") {
+    let store = source.starts_with("s3://") || source.starts_with("S3://");
+    let source = if store {
+        source.clone()
+    } else {
+        // A directory of GustFS: under the mount directory, or an internal path.
         gust_stage::refuse_url(source)?;
-        return Err(format!(
-            "{source}: views of GustFS directories are not built yet; a view's source is s3://BUCKET/PREFIX"
-        ));
-    }
+        let p = c.internal_path(source).unwrap_or_else(|| source.clone());
+        let p = gust_client::normalize(&p).map_err(|e| format!("{source}: {e}"))?;
+        match c.lstat_record(&p) {
+            Ok(r) if r.kind == gust_client::Kind::Dir => p,
+            Ok(_) => return Err(format!("{source}: not a directory")),
+            Err(e) => {
+                return Err(format!("{source}: {e} (a view's source is s3://BUCKET/PREFIX or a GustFS directory)"))
+            }
+        }
+    };
     let query = crate::find::parse_predicates(&c, preds)?;
     let def = Definition {
         name: name.clone(),
-        source: source.clone(),
+        source,
         expression: preds.to_vec(),
         query,
-        resync_secs: resync.unwrap_or(if events.is_some() { 600 } else { 60 }),
+        // Without events, resyncs are how a view of a store follows it.
+        resync_secs: resync.unwrap_or(if events.is_some() || !store { 600 } else { 60 }),
         events,
     };
     def.check()?;
-    gust_objstore::Config::from_env()?;
+    if store {
+        gust_objstore::Config::from_env()?;
+    }
     let hosts = inst.hosts_path();
     match c.mkdir(VIEWS_DIR, 0o755) {
         Ok(()) | Err(Errno(libc::EEXIST)) => {}
@@ -253,9 +266,10 @@ fn add(
             } else {
                 String::new()
             };
-            let follows = match &def.events {
-                Some(e) => format!("follows events from {e}"),
-                None => format!("resyncs every {} s", def.resync_secs),
+            let follows = match (&def.events, def.gust_dir()) {
+                (Some(e), _) => format!("follows events from {e}"),
+                (None, Some(_)) => "follows GustFS's events".to_string(),
+                (None, None) => format!("resyncs every {} s", def.resync_secs),
             };
             eprintln!(
                 "gust: view {name}: {} entries in {dir} ({:.1} s){skipped}; it {follows} (log {})",
@@ -358,7 +372,7 @@ fn status(inst: InstanceArgs, name: &str, json: bool) -> Result<(), String> {
         ago(st.last_resync_ns),
         gust_stage::report::human_secs(st.last_resync_secs)
     );
-    if def.events.is_some() {
+    if def.events.is_some() || def.gust_dir().is_some() {
         let _ = writeln!(
             out,
             "  events: {}, last {}; lag {:.1} ms (median {:.1} ms, p99 {:.1} ms)",

@@ -81,6 +81,58 @@ impl Client {
     }
 }
 
+/// A cursor per daemon and prefix: where a follower of the event logs is (`gust
+/// stage out --follow`, a view of a GustFS directory).
+pub struct EventCursors {
+    prefixes: Vec<String>,
+    /// [daemon][prefix] -> the last sequence number read.
+    after: Vec<Vec<u64>>,
+}
+
+impl EventCursors {
+    /// Cursors at the end of every daemon's log now: what happens from here on
+    /// is read.
+    pub fn now(c: &Client, prefixes: Vec<String>) -> std::result::Result<Self, String> {
+        let mut after = Vec::new();
+        for d in 0..c.daemon_count() {
+            let mut v = Vec::new();
+            for p in &prefixes {
+                let page = c.events_page(d, u64::MAX - 1, p).map_err(|e| format!("event log of daemon {d}: {e}"))?;
+                v.push(page.next_seq.saturating_sub(1));
+            }
+            after.push(v);
+        }
+        Ok(EventCursors { prefixes, after })
+    }
+
+    /// Calls `each` for every event since the last call, and says whether some
+    /// were lost (dropped from a full log, gone with a restarted daemon's, or a
+    /// daemon did not answer): then a full pass of the follower is due.
+    pub fn read(&mut self, c: &Client, mut each: impl FnMut(&Event)) -> bool {
+        let mut lost = false;
+        for d in 0..c.daemon_count() {
+            for (k, p) in self.prefixes.iter().enumerate() {
+                loop {
+                    let after = self.after[d as usize][k];
+                    let Ok(page) = c.events_page(d, after, p) else {
+                        lost = true;
+                        break;
+                    };
+                    if page.gap(after) != Gap::None {
+                        lost = true;
+                    }
+                    page.events.iter().for_each(&mut each);
+                    self.after[d as usize][k] = page.cursor_after(after);
+                    if page.events.is_empty() || page.caught_up() {
+                        break;
+                    }
+                }
+            }
+        }
+        lost
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

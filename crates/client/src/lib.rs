@@ -87,7 +87,7 @@ use std::time::Duration;
 pub use cache::{local_kind, local_time_ns, UNFETCHED_FILE_ID};
 pub use credentials::{as_caller, Credentials};
 pub use error::{Errno, Result};
-pub use events::{EventsPage, Gap};
+pub use events::{EventCursors, EventsPage, Gap};
 pub use exit::settle_at_exit;
 /// What staging requests carry (see gust_proto::stage).
 pub use gust_proto::stage as stage_types;

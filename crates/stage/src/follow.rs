@@ -11,7 +11,7 @@
 
 use crate::report::Summary;
 use crate::{run as run_once, run_throttled, Options};
-use gust_client::{Client, EventKind, Gap};
+use gust_client::{Client, EventCursors, EventKind};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,61 +61,17 @@ fn nap(d: Duration) {
     }
 }
 
-/// Each daemon's next event sequence number (one per source prefix).
-struct Cursors {
-    prefixes: Vec<String>,
-    /// [daemon][prefix] -> the last sequence number read.
-    after: Vec<Vec<u64>>,
-}
-
-impl Cursors {
-    fn now(c: &Client, prefixes: Vec<String>) -> Result<Self, String> {
-        let mut after = Vec::new();
-        for d in 0..c.daemon_count() {
-            let mut v = Vec::new();
-            for p in &prefixes {
-                let page = c.events_page(d, u64::MAX - 1, p).map_err(|e| format!("event log of daemon {d}: {e}"))?;
-                v.push(page.next_seq.saturating_sub(1));
-            }
-            after.push(v);
+/// Paths closed after writing or renamed into place since the last call (a file
+/// still being written is not copied; an empty file made and never written goes
+/// with the final pass), and whether some events were lost (then a full pass is due).
+fn changed(cursors: &mut EventCursors, c: &Client) -> (HashSet<String>, bool) {
+    let mut paths = HashSet::new();
+    let lost = cursors.read(c, |e| {
+        if !e.is_dir && matches!(e.kind, EventKind::CloseWrite | EventKind::MovedTo) {
+            paths.insert(e.path.clone());
         }
-        Ok(Cursors { prefixes, after })
-    }
-
-    /// Paths closed after writing or renamed into place since the last call (a file
-    /// still being written is not copied; an empty file made and never written goes
-    /// with the final pass), and
-    /// whether some events were lost (then a full pass is due).
-    fn changed(&mut self, c: &Client) -> (HashSet<String>, bool) {
-        let mut paths = HashSet::new();
-        let mut lost = false;
-        for d in 0..c.daemon_count() {
-            for (k, p) in self.prefixes.iter().enumerate() {
-                loop {
-                    let after = self.after[d as usize][k];
-                    let Ok(page) = c.events_page(d, after, p) else {
-                        lost = true; // a daemon that did not answer: look again in full
-                        break;
-                    };
-                    // Dropped from a full log, or gone with a restarted daemon's:
-                    // a full pass finds what they were.
-                    if page.gap(after) != Gap::None {
-                        lost = true;
-                    }
-                    for e in &page.events {
-                        if !e.is_dir && matches!(e.kind, EventKind::CloseWrite | EventKind::MovedTo) {
-                            paths.insert(e.path.clone());
-                        }
-                    }
-                    self.after[d as usize][k] = page.cursor_after(after);
-                    if page.events.is_empty() || page.caught_up() {
-                        break;
-                    }
-                }
-            }
-        }
-        (paths, lost)
-    }
+    });
+    (paths, lost)
 }
 
 /// Adds a pass's summary into the running one.
@@ -144,7 +100,7 @@ pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>, flush_file: Opti
     let started = Instant::now();
     let prefixes = o.sources.iter().map(|s| c.internal_path(s).unwrap_or_else(|| s.clone())).collect();
     // Cursors first: whatever closes during the first pass is seen afterwards.
-    let mut cursors = Cursors::now(c, prefixes)?;
+    let mut cursors = EventCursors::now(c, prefixes)?;
     let mut quiet = o.clone();
     quiet.progress = false;
     let mut total = run_throttled(c, &quiet, max_bandwidth)?;
@@ -154,7 +110,7 @@ pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>, flush_file: Opti
         if STOP.load(Ordering::SeqCst) {
             break;
         }
-        let (paths, lost) = cursors.changed(c);
+        let (paths, lost) = changed(&mut cursors, c);
         if FLUSH.swap(false, Ordering::SeqCst) {
             // Everything, now, at full speed; then say so.
             flushes += 1;

@@ -14,9 +14,10 @@
 //! Not for: what an event or a resync changes (sync.rs), starting and stopping the
 //! process (gust-cli).
 
+use crate::links::LinkView;
 use crate::sync::View;
 use crate::{event_address, Definition, Status};
-use gust_client::Client;
+use gust_client::{Client, EventCursors, EventKind};
 use gust_objevents::{bucket_prefix, object_key, subscribe};
 use gust_objstore::{Config, Object, Store};
 use std::collections::VecDeque;
@@ -66,6 +67,9 @@ fn write_status(path: &Path, s: &Mutex<Shared>) {
 /// such bucket, access denied, no store at the endpoint); otherwise runs until
 /// the process ends.
 pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), String> {
+    if def.gust_dir().is_some() {
+        return follow_links(c, def, status_path);
+    }
     let cfg = Config::from_env()?;
     let view = View::new(c, def)?;
     let (bucket, prefix) = (view.source().0.to_string(), view.source().1.to_string());
@@ -191,4 +195,91 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
             std::thread::sleep(Duration::from_millis(50));
         }
     })
+}
+
+/// How often a view of a GustFS directory reads the event logs.
+const EVENTS_EVERY: Duration = Duration::from_millis(50);
+
+/// `follow` of a view of a GustFS directory: GustFS's own event logs (one cursor
+/// per daemon, taken before the first resync), read every `EVENTS_EVERY`.
+fn follow_links(c: &Client, def: &Definition, status_path: &Path) -> Result<(), String> {
+    let mut view = LinkView::new(c, def)?;
+    let mut cursors = EventCursors::now(c, vec![view.source().to_string()])?;
+    let shared = Mutex::new(Shared {
+        status: Status { name: def.name.clone(), pid: std::process::id(), ..Default::default() },
+        lags: VecDeque::new(),
+    });
+    let set = |f: &mut dyn FnMut(&mut Shared)| f(&mut shared.lock().unwrap_or_else(|e| e.into_inner()));
+    let every = Duration::from_secs(def.resync_secs.max(1));
+    let mut due = true;
+    let mut first = true;
+    let mut last_resync = Instant::now();
+    let mut last_status = Instant::now();
+    loop {
+        if due || last_resync.elapsed() >= every {
+            set(&mut |g| g.status.state = "resyncing".into());
+            let started = Instant::now();
+            match view.resync() {
+                Ok(n) => {
+                    let secs = started.elapsed().as_secs_f64();
+                    set(&mut |g| {
+                        g.status.objects = n.objects;
+                        g.status.resyncs += 1;
+                        g.status.last_resync_ns = gust_proto::now_ns();
+                        g.status.last_resync_secs = secs;
+                        g.status.error = None;
+                        g.status.state = "following events".into();
+                    });
+                    due = false;
+                }
+                Err(e) if first => return Err(e),
+                Err(e) => set(&mut |g| {
+                    g.status.error = Some(e.clone());
+                    g.status.state = "resync failed (retrying)".into();
+                }),
+            }
+            first = false;
+            last_resync = Instant::now();
+            write_status(status_path, &shared);
+        }
+        std::thread::sleep(EVENTS_EVERY);
+        // Files to look at again (with their events' times); a directory removed
+        // or renamed, or events lost, call for a resync.
+        let mut paths: Vec<(String, i64)> = Vec::new();
+        let mut dirs_changed = false;
+        let lost = cursors.read(c, |e| {
+            if e.is_dir {
+                dirs_changed |= matches!(e.kind, EventKind::Delete | EventKind::MovedFrom | EventKind::MovedTo);
+            } else {
+                paths.push((e.path.clone(), e.time_ns));
+            }
+        });
+        due |= lost || dirs_changed;
+        let mut seen = std::collections::HashSet::new();
+        for (p, time_ns) in paths {
+            if !seen.insert(p.clone()) {
+                continue;
+            }
+            let r = view.apply(&p);
+            let lag_ms = (gust_proto::now_ns() - time_ns) as f64 / 1e6;
+            set(&mut |g| {
+                g.status.events += 1;
+                g.status.last_event_ns = time_ns;
+                g.status.last_lag_ms = lag_ms;
+                match &r {
+                    Ok(d) => g.status.objects = (g.status.objects as i64 + d).max(0) as u64,
+                    Err(e) => g.status.error = Some(e.clone()),
+                }
+                if g.lags.len() == LAGS_KEPT {
+                    g.lags.pop_front();
+                }
+                g.lags.push_back(lag_ms);
+            });
+            due |= r.is_err();
+        }
+        if last_status.elapsed() >= STATUS_EVERY {
+            write_status(status_path, &shared);
+            last_status = Instant::now();
+        }
+    }
 }

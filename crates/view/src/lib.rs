@@ -23,7 +23,9 @@
 //! handling (gust-cli's view.rs).
 
 pub mod follow;
+pub mod links;
 pub mod sync;
+mod tree;
 
 use gust_client::Client;
 use gust_objstore::ObjectUrl;
@@ -39,7 +41,7 @@ pub const DEFINITION_XATTR: &str = "user.gust.view";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Definition {
     pub name: String,
-    /// `s3://BUCKET/PREFIX`.
+    /// `s3://BUCKET/PREFIX`, or a GustFS directory (an internal path).
     pub source: String,
     /// The predicates, as given (for people: `gust view ls`).
     pub expression: Vec<String>,
@@ -66,9 +68,26 @@ impl Definition {
         Ok((u.bucket, prefix))
     }
 
+    /// The GustFS directory the view shows (an internal path), if its source is one.
+    pub fn gust_dir(&self) -> Option<&str> {
+        self.source.starts_with('/').then_some(self.source.as_str())
+    }
+
     /// Checks a new definition: the name, the source and the event source.
     pub fn check(&self) -> Result<(), String> {
         check_name(&self.name)?;
+        if let Some(d) = self.gust_dir() {
+            let views = gust_proto::path::VIEWS_DIR;
+            if d == "/" || d == views || d.starts_with(&format!("{views}/")) {
+                return Err(format!("{d}: a view's source cannot hold the views ({views}); name a directory below /"));
+            }
+            if self.events.is_some() {
+                return Err(
+                    "--events is for object stores: a view of a GustFS directory follows GustFS's own events".into()
+                );
+            }
+            return Ok(());
+        }
         self.object_source()?;
         if let Some(e) = &self.events {
             event_address(e)?;

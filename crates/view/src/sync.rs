@@ -7,12 +7,13 @@
 //!
 //! Not for: fetching (gust-client's objects.rs), when to resync (follow.rs).
 
+use crate::tree::{errno_text, Tree};
 use crate::{entry_of, matches, Definition};
 use gust_client::{placeholder_target, split_placeholder_target, Client, Errno, Kind, Record};
 use gust_objstore::{Object, Store};
 use gust_proto::stage::{StageEntry, STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_ENTRY_OVERHEAD_BYTES};
 use gust_proto::{FindQuery, UNFETCHED_FILE_ID};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 /// What a resync found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,9 +34,7 @@ pub struct View<'a> {
     def: Definition,
     bucket: String,
     prefix: String,
-    dir: String,
-    /// Directories of the view known to exist (paths below `dir`, "" for `dir`).
-    dirs: BTreeSet<String>,
+    tree: Tree,
 }
 
 /// The ETag an entry was made (a placeholder) or fetched (`user.s3.etag`) from.
@@ -47,14 +46,10 @@ fn etag_of(r: &Record) -> Option<String> {
     Some(String::from_utf8_lossy(e).into_owned())
 }
 
-fn errno_text(what: &str, e: Errno) -> String {
-    format!("{what}: {}", std::io::Error::from_raw_os_error(e.0))
-}
-
 impl<'a> View<'a> {
     pub fn new(c: &'a Client, def: &Definition) -> Result<View<'a>, String> {
         let (bucket, prefix) = def.object_source()?;
-        Ok(View { c, def: def.clone(), bucket, prefix, dir: def.dir(), dirs: BTreeSet::new() })
+        Ok(View { c, def: def.clone(), bucket, prefix, tree: Tree::new(&def.dir()) })
     }
 
     /// The objects of `source` (`s3://BUCKET/PREFIX`) under GustFS directory `dir`
@@ -69,27 +64,12 @@ impl<'a> View<'a> {
             resync_secs: 0,
         };
         let (bucket, prefix) = def.object_source()?;
-        let dir = if dir == "/" { String::new() } else { dir.trim_end_matches('/').to_string() };
-        Ok(View { c, def, bucket, prefix, dir, dirs: BTreeSet::new() })
+        Ok(View { c, def, bucket, prefix, tree: Tree::new(dir) })
     }
 
     /// The bucket and key prefix the view shows.
     pub fn source(&self) -> (&str, &str) {
         (&self.bucket, &self.prefix)
-    }
-
-    /// The path of `rel` below the view's directory (`dir` is "" for the root).
-    fn path_of(&self, rel: &str) -> String {
-        match (self.dir.is_empty(), rel.is_empty()) {
-            (true, true) => "/".to_string(),
-            (false, true) => self.dir.clone(),
-            _ => format!("{}/{rel}", self.dir),
-        }
-    }
-
-    /// The view's directory as a path.
-    fn root(&self) -> String {
-        self.path_of("")
     }
 
     /// The placeholder of object `o`.
@@ -100,35 +80,17 @@ impl<'a> View<'a> {
         r
     }
 
-    /// Makes the directories of `rel` (a path below the view) that are not known to
-    /// exist, parents first.
-    fn make_parents(&mut self, rel: &str) -> Result<(), String> {
-        let mut upto = 0;
-        while let Some(i) = rel[upto..].find('/') {
-            let d = &rel[..upto + i];
-            if !self.dirs.contains(d) {
-                match self.c.mkdir(&self.path_of(d), 0o755) {
-                    Ok(()) | Err(Errno(libc::EEXIST)) => {}
-                    Err(e) => return Err(errno_text(&self.path_of(d), e)),
-                }
-                self.dirs.insert(d.to_string());
-            }
-            upto += i + 1;
-        }
-        Ok(())
-    }
-
     /// Makes or remakes the placeholders `todo` (path below the view, object), in
     /// batches per metadata daemon; what a remade entry held is freed. Returns the
     /// entries made and those a directory hides.
     fn make(&mut self, todo: Vec<(String, &Object)>, replace: bool) -> Result<(u64, u64), String> {
         for (rel, _) in &todo {
-            self.make_parents(rel)?;
+            self.tree.make_parents(self.c, rel)?;
         }
         let mut per: HashMap<u32, Vec<Vec<StageEntry>>> = HashMap::new();
         let mut bytes: HashMap<u32, usize> = HashMap::new();
         for (rel, o) in &todo {
-            let path = self.path_of(rel);
+            let path = self.tree.path_of(rel);
             let record = self.placeholder(o);
             let counted = STAGE_ENTRY_OVERHEAD_BYTES + path.len() + record.target.len();
             let d = self.c.metadata_daemon(&path);
@@ -167,24 +129,6 @@ impl<'a> View<'a> {
         Ok((made, hidden))
     }
 
-    /// Takes entry `rel` away, and the directories it leaves empty.
-    fn remove(&mut self, rel: &str) -> Result<bool, String> {
-        let gone = match self.c.unlink(&self.path_of(rel)) {
-            Ok(()) => true,
-            Err(Errno(libc::ENOENT)) => false,
-            Err(e) => return Err(errno_text(&self.path_of(rel), e)),
-        };
-        let mut d = rel;
-        while let Some(i) = d.rfind('/') {
-            d = &d[..i];
-            if self.c.rmdir(&self.path_of(d)).is_err() {
-                break;
-            }
-            self.dirs.remove(d);
-        }
-        Ok(gone)
-    }
-
     /// Makes the view say what the store's listing says.
     pub fn resync(&mut self, store: &Store) -> Result<Counts, String> {
         let listing = store.list(&self.prefix).map_err(|e| format!("s3://{}/{}: {e}", self.bucket, self.prefix))?;
@@ -193,7 +137,7 @@ impl<'a> View<'a> {
         for o in &listing {
             match entry_of(&self.prefix, &o.key) {
                 Some(rel) => {
-                    if matches(&self.def.query, &self.path_of(&rel), o.size, o.mtime_ns) {
+                    if matches(&self.def.query, &self.tree.path_of(&rel), o.size, o.mtime_ns) {
                         want.insert(rel, o);
                     }
                 }
@@ -202,28 +146,8 @@ impl<'a> View<'a> {
             }
         }
         // What the view holds now.
-        let mut have: HashMap<String, (Kind, Option<String>)> = HashMap::new();
-        let base = format!("{}/", self.dir);
-        self.c
-            .find(&self.root(), &FindQuery::default(), |p, r| {
-                if let Some(rel) = p.strip_prefix(&base) {
-                    have.insert(rel.to_string(), (r.kind, etag_of(r)));
-                }
-            })
-            .map_err(|e| errno_text(&self.root(), e))?;
-        self.dirs = have.iter().filter(|(_, (k, _))| *k == Kind::Dir).map(|(p, _)| p.clone()).collect();
-        self.dirs.insert(String::new());
-        // Directories in use: every parent of a wanted entry.
-        let mut used: BTreeSet<&str> = BTreeSet::new();
-        for rel in want.keys() {
-            let mut d = rel.as_str();
-            while let Some(i) = d.rfind('/') {
-                d = &d[..i];
-                if !used.insert(d) {
-                    break;
-                }
-            }
-        }
+        let have: HashMap<String, (Kind, Option<String>)> =
+            self.tree.load(self.c)?.into_iter().map(|(rel, r)| (rel, (r.kind, etag_of(&r)))).collect();
         let stale: Vec<String> = have
             .iter()
             .filter(|(rel, (k, _))| match k {
@@ -234,19 +158,11 @@ impl<'a> View<'a> {
             .map(|(rel, _)| rel.clone())
             .collect();
         for rel in &stale {
-            if self.remove(rel)? {
+            if self.tree.remove(self.c, rel)? {
                 counts.removed += 1;
             }
         }
-        // Directories no entry needs, deepest first.
-        let mut unused: Vec<String> =
-            self.dirs.iter().filter(|d| !d.is_empty() && !used.contains(d.as_str())).cloned().collect();
-        unused.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
-        for d in unused {
-            if self.c.rmdir(&self.path_of(&d)).is_ok() {
-                self.dirs.remove(&d);
-            }
-        }
+        self.tree.prune(self.c, want.keys());
         let todo: Vec<(String, &Object)> = want
             .iter()
             .filter(|(rel, o)| match have.get(rel.as_str()) {
@@ -267,17 +183,7 @@ impl<'a> View<'a> {
     pub fn fill(&mut self, store: &Store) -> Result<Counts, String> {
         let listing = store.list(&self.prefix).map_err(|e| format!("s3://{}/{}: {e}", self.bucket, self.prefix))?;
         let mut counts = Counts::default();
-        let base = format!("{}/", self.dir);
-        let mut have: HashMap<String, Kind> = HashMap::new();
-        self.c
-            .find(&self.root(), &FindQuery::default(), |p, r| {
-                if let Some(rel) = p.strip_prefix(&base) {
-                    have.insert(rel.to_string(), r.kind);
-                }
-            })
-            .map_err(|e| errno_text(&self.root(), e))?;
-        self.dirs = have.iter().filter(|(_, k)| **k == Kind::Dir).map(|(p, _)| p.clone()).collect();
-        self.dirs.insert(String::new());
+        let have = self.tree.load(self.c)?;
         let mut todo = Vec::new();
         for o in &listing {
             match entry_of(&self.prefix, &o.key) {
@@ -298,7 +204,7 @@ impl<'a> View<'a> {
     /// Returns the change of the view's entry count (-1, 0 or 1).
     pub fn apply(&mut self, key: &str, object: Option<&Object>) -> Result<i64, String> {
         let Some(rel) = entry_of(&self.prefix, key) else { return Ok(0) };
-        let path = self.path_of(&rel);
+        let path = self.tree.path_of(&rel);
         let had = match self.c.lstat_record(&path) {
             Ok(r) => Some(r),
             Err(Errno(libc::ENOENT)) | Err(Errno(libc::ENOTDIR)) => None,
@@ -313,7 +219,7 @@ impl<'a> View<'a> {
                 let (made, _) = self.make(vec![(rel, o)], true)?;
                 Ok(if made == 1 && !had_file { 1 } else { 0 })
             }
-            _ if had_file => Ok(if self.remove(&rel)? { -1 } else { 0 }),
+            _ if had_file => Ok(if self.tree.remove(self.c, &rel)? { -1 } else { 0 }),
             _ => Ok(0),
         }
     }
