@@ -446,16 +446,15 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     }
     // Create the instance (header and secret) before any daemon, so all join it.
     let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
-    match &a.cache_of {
-        Some(c) => match store_url(c) {
+    if let Some(c) = &a.cache_of {
+        match store_url(c) {
             Some(url) => {
                 gust_objstore::ObjectUrl::parse(&url)?;
                 gust_objstore::Config::from_env().map_err(|e| format!("--cache-of {url}: {e}"))?;
                 hosts.cache_of_store = Some(url);
             }
             None => hosts.cache_of = Some(cache_dir(c)?),
-        },
-        None => {}
+        }
     }
     hosts.placement = a.placement;
     hosts.replicas = a.replicas;
