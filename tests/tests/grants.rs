@@ -282,12 +282,15 @@ fn a_stopped_holder_delays_a_change_by_its_lease_and_a_dead_one_not_at_all() {
     let waits = |inst: &Instance| -> usize {
         (0..2).map(|d| inst.daemon_log(d).matches("did not answer a recall").count()).sum()
     };
-    assert_eq!(waits(&inst), 1, "the daemon waited out the stopped holder's lease once");
+    // At least once: a recall of the path and one of a neighbour granted with it
+    // may each wait (a run beside another test binary once counted otherwise).
+    let waited_out = waits(&inst);
+    assert!(waited_out >= 1, "the daemon waited out the stopped holder's lease");
 
     warm(&mut h, &c, "stat /gustfs/s");
     drop(h); // kill -9 and wait
     c.chmod("/s", 0o604).unwrap();
-    assert_eq!(waits(&inst), 1, "a killed holder's grants went with its connection");
+    assert_eq!(waits(&inst), waited_out, "a killed holder's grants went with its connection");
     let st = c.stat("/s").unwrap();
     assert_eq!(st.mode & 0o7777, 0o604);
 }
