@@ -163,6 +163,14 @@ try:
     def status(name):
         return json.loads(gust("view", "status", name, "--json")[1].stdout)
 
+    def context():
+        """When, on what build, how loaded the machine was (1-minute load average)."""
+        return dict(
+            date=time.strftime("%Y-%m-%d %H:%M"),
+            gust_mtime=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(inst.gust).st_mtime)),
+            load1=os.getloadavg()[0],
+        )
+
     def daemon_pids():
         rows = [l.split() for l in gust("status")[1].stdout.splitlines()]
         return [int(r[3]) for r in rows if len(r) > 3 and r[0].isdigit() and r[3].isdigit()]
@@ -271,6 +279,7 @@ try:
                 view_error=st.get("error"),
                 **cpu,
             )
+            row.update(context())
             log(json.dumps(row))
             results.append(row)
             gust("view", "rm", name)
@@ -350,6 +359,10 @@ try:
             assert count == n_flat, count
             return time.monotonic() - t
 
+        floor = os.path.join(work, "tmpfs-floor")
+        os.makedirs(floor)
+        for i in range(n_flat):
+            os.close(os.open(os.path.join(floor, f"o{i:07d}.dat"), os.O_WRONLY | os.O_CREAT, 0o444))
         for r in range(rounds):
             row = dict(phase="list", round=r, objects=n_flat, put_rate=n_flat / put_s)
             name = "flat"
@@ -382,6 +395,7 @@ try:
             assert fr.stdout.count("\n") == n_flat, fr.stdout.count("\n")
             log(f"list round {r}: view add {row['add_polled_s']:.2f} s, {row['add_events_s']:.2f} s; unchanged resync {row['unchanged_resync_s']}")
 
+            row["tmpfs_s"], _, row["tmpfs_how"] = timed_ls(["ls", "-l", floor], clean, 600)
             mp = os.path.join(work, "mnt-gust")
             p = mount([inst.gust, "mount", mp], mp, env, "gust-mount.log")
             row["gust_fuse_s"], _, row["gust_fuse_how"] = timed_ls(["ls", "-l", mp + "/.views/" + name], clean, 600)
@@ -415,6 +429,7 @@ try:
                 f()
             rclone("rclone_servermtime", "--use-server-modtime")
             gust("view", "rm", name)
+            row.update(context())
             log(json.dumps(row))
             results.append(row)
 
@@ -454,6 +469,7 @@ try:
         print("| lister | time | entries listed | ratio to gust FUSE (cold) | ratio to gust preload |")
         print("|---|---:|---|---:|---:|")
         for label, k in (
+            ("a tmpfs directory of as many empty files (the floor: ls -l itself)", "tmpfs"),
             ("gust FUSE mount, cold", "gust_fuse"),
             ("gust FUSE mount, warm (second ls)", "gust_fuse_warm"),
             ("gust run (preload library)", "gust_preload"),
@@ -484,6 +500,9 @@ try:
             f"daemons {m('add_cpu_daemons_s'):.2f} s, SeaweedFS {m('add_cpu_weed_s'):.2f} s"
         )
         print(f"\nput rate of the data set: {ls_rows[0]['put_rate']:.0f} objects/s")
+    if results:
+        loads = [row["load1"] for row in results]
+        print(f"\nload average at the rounds' ends: {min(loads):.1f}-{max(loads):.1f}; gust binary of {results[0]['gust_mtime']}")
     print(f"\nrows: {out}")
 finally:
     for p, mp in list(live):

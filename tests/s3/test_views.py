@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 
 import boto3.s3.transfer
 import gustfs
@@ -257,3 +258,29 @@ def test_a_view_of_a_gustfs_directory_links_its_files_and_follows_its_events(gus
     assert r.returncode != 0 and "cannot hold the views" in r.stderr, r.stderr
     r = view("nodir", "/gustfs" + src + "/new.h5", ok=False)
     assert r.returncode != 0 and "not a directory" in r.stderr, r.stderr
+
+
+def test_a_view_through_a_fuse_mount_lists_and_fetches(instance, s3, bucket, view, tmp_path):
+    data = {f"f/{i}.bin": os.urandom(4096 * i + 3) for i in range(1, 5)}
+    for k, b in data.items():
+        s3.put_object(Bucket=bucket, Key=k, Body=b)
+    view("fused", f"s3://{bucket}/f")
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    env = dict(os.environ, GUST_HOSTS_FILE=instance.hosts_file)  # with the store's variables
+    m = subprocess.Popen([instance.gust, "mount", str(mp)], env=env, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.ismount(mp), "the FUSE mount", timeout=60)
+        ls = subprocess.run(["ls", "-ln", str(mp / ".views" / "fused")], capture_output=True, text=True, check=True)
+        sizes = {line.split()[-1]: int(line.split()[4]) for line in ls.stdout.splitlines()[1:]}
+        assert sizes == {k[2:]: len(b) for k, b in data.items()}
+        assert all(line.startswith("-r--r--r--") for line in ls.stdout.splitlines()[1:]), ls.stdout
+        for k, b in data.items():
+            f = mp / ".views" / "fused" / k[2:]
+            ino = os.stat(f).st_ino
+            assert f.read_bytes() == b, k
+            assert os.stat(f).st_ino == ino, "a fetch keeps the inode number"
+            assert os.stat(f).st_size == len(b)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
+        m.wait(timeout=60)

@@ -105,7 +105,7 @@ impl Client {
             return Ok(()); // directories are listed from both sides, not fetched
         }
         let ext = self.cached_source(p).expect("cache mode");
-        match self.fetch_from(p, &want, &ext, Vec::new())? {
+        match self.fetch_from(p, &want, &ext, Vec::new(), None)? {
             Fetched::Done => Ok(()),
             Fetched::Busy(r) => self.wait_fetched(p, r),
         }
@@ -116,16 +116,22 @@ impl Client {
     /// a presigned object URL) and attributes `xattrs`: the staging requests, so
     /// the daemons copy the data and its bytes never cross the client. `p` must not
     /// exist, or be a view's unfetched placeholder; if another process took it
-    /// first, its record is returned (`Busy`) for the caller to wait on.
+    /// first, its record is returned (`Busy`) for the caller to wait on. The file
+    /// gets `file_id` if given (a placeholder's: its inode number stays), else a
+    /// new one.
     pub(crate) fn fetch_from(
         &self,
         p: &str,
         want: &Record,
         ext: &str,
         xattrs: gust_proto::xattr::Xattrs,
+        file_id: Option<u128>,
     ) -> Result<Fetched> {
         let small = want.kind != FileKind::File || want.size <= INLINE_BYTES_MAX as u64;
         let mut rec = Self::new_record(want.kind, want.mode, want.target.clone());
+        if let Some(id) = file_id {
+            rec.file_id = id;
+        }
         rec.mtime_ns = want.mtime_ns;
         rec.atime_ns = want.atime_ns;
         rec.xattrs = xattrs;

@@ -152,7 +152,8 @@ impl Client {
                     None => Ok(()),
                 }
             }
-            None if inline => Ok(()),
+            // A view's placeholder has no chunk (objects.rs).
+            None if inline || record.unfetched_object().is_some() => Ok(()),
             None => self.remove_chunks(record),
         }
     }

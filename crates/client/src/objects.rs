@@ -1,7 +1,7 @@
 //! A view's entries (gust-view, `gust view add`): a file under `/.views/NAME` that
 //! stands for an object is stored as a placeholder (`Record::unfetched_object`:
 //! the object's `s3://BUCKET/KEY#ETAG` as its target, the listing's size and time,
-//! the reserved `UNFETCHED_FILE_ID`). The first open fetches it: one HEAD of the
+//! a file id of its own with no chunk). The first open fetches it: one HEAD of the
 //! object (its current size, ETag and user metadata), then the staging requests
 //! of cache mode (`fetch_from`) with a presigned URL pinned to that ETag, so every
 //! daemon copies its chunks of one version. The file then carries the object's
@@ -98,7 +98,9 @@ impl Client {
         }
         let _ = xattr::apply(&mut x, ETAG_XATTR, Some(head.etag.as_bytes()), 0);
         let ext = store.presign_get(&obj.key, &head.etag);
-        match self.fetch_from(p, &want, &ext, x)? {
+        // The placeholder's file id stays the file's (no chunk of it exists): its
+        // inode number does not change under a FUSE mount or a `find -inum`.
+        match self.fetch_from(p, &want, &ext, x, Some(ph.file_id))? {
             Fetched::Done => Ok(()),
             Fetched::Busy(r) if head.size > 0 => self.wait_object_fetched(p, r, &head.etag),
             Fetched::Busy(_) => Ok(()),

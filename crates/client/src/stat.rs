@@ -25,6 +25,9 @@ pub struct Stat {
     pub gid: u32,
     /// The device number of a device node (st_rdev); 0 otherwise.
     pub rdev: u64,
+    /// A view's entry whose object is not fetched yet: an open by file id alone
+    /// (`open_known`) would not fetch it, so front ends open it by path.
+    pub unfetched: bool,
 }
 
 impl Stat {
@@ -60,6 +63,7 @@ impl Stat {
             uid: r.uid,
             gid: r.gid,
             rdev,
+            unfetched: r.unfetched_object().is_some(),
         }
     }
 

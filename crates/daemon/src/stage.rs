@@ -527,7 +527,7 @@ mod tests {
     fn a_view_s_placeholder_is_taken_by_the_first_fetch_and_only_by_it() {
         let d = tempfile::tempdir().unwrap();
         let st = state(d.path());
-        let mut ph = file(7, gust_proto::UNFETCHED_FILE_ID);
+        let mut ph = file(7, 8);
         ph.target = "s3://b/k#etag".into();
         assert!(ph.unfetched_object().is_some());
         let entry = |record: Record, replace| StageEntry { path: "/v".into(), record, source: None, replace };
@@ -535,12 +535,12 @@ mod tests {
         // The first fetch (no replace) takes it and is told what it replaced; a
         // second one finds a real file there.
         let r = outcomes(create(&st, vec![entry(file(7, 9), false), entry(file(7, 10), false)]));
-        assert_eq!((r[0].errno, r[0].replaced.as_ref().map(|x| x.file_id)), (0, Some(gust_proto::UNFETCHED_FILE_ID)));
+        assert_eq!((r[0].errno, r[0].replaced.as_ref().map(|x| x.file_id)), (0, Some(8)));
         assert_eq!(r[1].errno, libc::EEXIST);
         assert_eq!(st.metadata.get("/v").unwrap().unwrap().file_id, 9);
-        // A record whose target is not an object is no placeholder, whatever its id.
-        let mut odd = file(7, gust_proto::UNFETCHED_FILE_ID);
-        odd.target = String::new();
-        assert!(odd.unfetched_object().is_none());
+        // A file whose target is a link path is a name of a linked file, not one.
+        let mut name = file(7, 8);
+        name.target = gust_proto::path::link_path(8);
+        assert!(name.unfetched_object().is_none());
     }
 }

@@ -49,11 +49,20 @@ pub(crate) struct Known {
     pub(crate) mode: u32,
     pub(crate) gid: u32,
     pub(crate) until: Instant,
+    /// A view's entry not fetched yet: opened by path, which fetches it.
+    pub(crate) unfetched: bool,
 }
 
 impl Known {
     pub(crate) fn of(st: &Stat, ttl: Duration) -> Known {
-        Known { file_id: st.file_id, kind: st.kind, mode: st.mode, gid: st.gid, until: Instant::now() + ttl }
+        Known {
+            file_id: st.file_id,
+            kind: st.kind,
+            mode: st.mode,
+            gid: st.gid,
+            until: Instant::now() + ttl,
+            unfetched: st.unfetched,
+        }
     }
 
     fn holds(&self) -> bool {
@@ -221,11 +230,12 @@ impl GustFs {
         self.attr(ino, st)
     }
 
-    /// File id and kind of `ino` while what the kernel was told of them holds.
+    /// File id and kind of `ino` while what the kernel was told of them holds (not
+    /// for a view's entry not fetched yet: its open goes by path and fetches).
     pub(crate) fn known(&self, ino: u64) -> Option<(u128, Kind)> {
         let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let k = t.nodes.get(&ino)?.known?;
-        k.holds().then_some((k.file_id, k.kind))
+        (k.holds() && !k.unfetched).then_some((k.file_id, k.kind))
     }
 
     /// Stat of an inode by its path, checking that the path still names that inode

@@ -94,10 +94,10 @@ const _: () = assert!(READ_MANY_ENTRIES_MAX * INLINE_BYTES_MAX <= BULK_BYTES_MAX
 // at least as large as its encoding's (pinned by a test in msg.rs). A page stops at
 // the first entry at or past its byte bound, so it may hold one entry more.
 
-/// The file id of a record that stands for data not in GustFS yet: a file of the
-/// shared file system in cache mode (never stored), or an object of a view (stored,
-/// with the object's `s3://` URL as its target, `Record::unfetched_object`). Never a
-/// real id: real ids are random and this one is reserved.
+/// The file id of a record that stands for a file of the shared file system in
+/// cache mode, not fetched yet (never stored; a view's placeholders are told by
+/// their target instead, `Record::unfetched_object`). Never a real id: real ids
+/// are random and this one is reserved.
 pub const UNFETCHED_FILE_ID: u128 = u128::MAX;
 
 /// Bound on the entries of one readdir page.

@@ -16,7 +16,6 @@ use crate::lock::{LockInfo, LockKind, LockMode};
 use crate::stage::{
     ReadLogEntry, SpanHashes, StageChunks, StageCommit, StageEntry, StageExport, StageHash, StageOutcome,
 };
-use crate::UNFETCHED_FILE_ID;
 use serde::{Deserialize, Serialize};
 
 /// What a metadata record describes.
@@ -94,11 +93,13 @@ impl Record {
         self.target.len() + crate::xattr::bytes(&self.xattrs)
     }
 
-    /// The object (`s3://BUCKET/KEY`) a view's entry stands for until its first open
-    /// fetches it, if this record is such a placeholder ([`UNFETCHED_FILE_ID`]).
+    /// The object (`s3://BUCKET/KEY#ETAG`) a view's entry stands for until its
+    /// first open fetches it, if this record is such a placeholder: a file whose
+    /// target names an object (a file's target is otherwise empty or a link path).
+    /// Its file id is a random one like any file's, so inode numbers stay distinct;
+    /// no chunk of it exists.
     pub fn unfetched_object(&self) -> Option<&str> {
-        (self.kind == FileKind::File && self.file_id == UNFETCHED_FILE_ID && self.target.starts_with("s3://"))
-            .then_some(self.target.as_str())
+        (self.kind == FileKind::File && self.target.starts_with("s3://")).then_some(self.target.as_str())
     }
 
     /// The path of the attributes of a hard-linked file, if this record is one of

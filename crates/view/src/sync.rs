@@ -12,7 +12,7 @@ use crate::{entry_of, matches, Definition};
 use gust_client::{placeholder_target, split_placeholder_target, Client, Errno, Kind, Record};
 use gust_objstore::{Object, Store};
 use gust_proto::stage::{StageEntry, STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_ENTRY_OVERHEAD_BYTES};
-use gust_proto::{FindQuery, UNFETCHED_FILE_ID};
+use gust_proto::FindQuery;
 use std::collections::{BTreeMap, HashMap};
 
 /// What a resync found.
@@ -75,9 +75,7 @@ impl<'a> View<'a> {
     /// The placeholder of object `o`.
     fn placeholder(&self, o: &Object) -> Record {
         let target = placeholder_target(&self.bucket, &o.key, &o.etag);
-        let mut r = Client::staged_record(Kind::File, 0o444, o.size, o.mtime_ns, o.mtime_ns, target);
-        r.file_id = UNFETCHED_FILE_ID;
-        r
+        Client::staged_record(Kind::File, 0o444, o.size, o.mtime_ns, o.mtime_ns, target)
     }
 
     /// Makes or remakes the placeholders `todo` (path below the view, object), in
