@@ -12,7 +12,7 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import KEY, REGION, SECRET, Instance, wait_for
+from s3env import KEY, REGION, SECRET, Instance, boto3_client, wait_for
 
 MIB = 1 << 20
 
@@ -284,3 +284,21 @@ def test_a_view_through_a_fuse_mount_lists_and_fetches(instance, s3, bucket, vie
     finally:
         subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
         m.wait(timeout=60)
+
+
+def test_a_view_survives_its_store_going_away_and_coming_back(gust, s3, bucket, view, weed):
+    s3.put_object(Bucket=bucket, Key="w/one", Body=b"1")
+    v = view("weather", f"s3://{bucket}/w", "--events", events_of(weed), "--resync", "3600")
+    weed.kill()
+    # The maintainer says what happened, naming the filer; the view stays as it was.
+    filer = f"127.0.0.1:{weed.ports['filer'] + 10000}"
+    wait_for(lambda: filer in (status(gust, "weather")["events_error"] or ""), "the lost event stream", timeout=60)
+    wait_for(lambda: status(gust, "weather")["error"] is not None, "a failed resync", timeout=60)
+    assert entries(v) == {"one": 1}
+    weed.start()
+    s3 = boto3_client(weed.endpoint)  # the old client's connections went with the store
+    s3.put_object(Bucket=bucket, Key="w/two", Body=b"22")
+    # Reconnected and resynced: the object written meanwhile is there.
+    wait_for(lambda: entries(v) == {"one": 1, "two": 2}, "the view after the store came back", timeout=120)
+    wait_for(lambda: status(gust, "weather")["error"] is None, "a clean resync", timeout=60)
+    wait_for(lambda: status(gust, "weather")["events_error"] is None, "events again", timeout=60)

@@ -383,6 +383,9 @@ fn status(inst: InstanceArgs, name: &str, json: bool) -> Result<(), String> {
             st.lag_p99_ms
         );
     }
+    if let Some(e) = &st.events_error {
+        let _ = writeln!(out, "  event stream cut: {e} (reconnecting; a resync follows)");
+    }
     if let Some(e) = &st.error {
         let _ = writeln!(out, "  last error: {e}");
     }

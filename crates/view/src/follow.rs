@@ -124,6 +124,7 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
                             g.status.last_event_ns = ev.ts_ns;
                             g.status.last_lag_ms = lag_ms;
                             g.status.state = "following events".into();
+                            g.status.events_error = None;
                             if let Some(e) = error {
                                 // The entry is mended by the next resync.
                                 g.status.error = Some(e);
@@ -138,9 +139,14 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
                     if let Err(e) = r {
                         let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
                         g.status.state = "events lost".into();
-                        g.status.error = Some(e.to_string());
+                        g.status.events_error = Some(e.to_string());
                     }
                     // Resumed where it was cut; a resync mends what the gap lost.
+                    // The pause grows while nothing comes through, and starts
+                    // over once events did.
+                    if last > since {
+                        pause = RECONNECT_FIRST;
+                    }
                     since = last + 1;
                     resync_now.store(true, Ordering::Relaxed);
                     std::thread::sleep(pause);

@@ -169,8 +169,11 @@ pub struct Status {
     /// When the last full resync ended (ns since the epoch) and what it took (s).
     pub last_resync_ns: i64,
     pub last_resync_secs: f64,
-    /// The last error, if the last attempt failed.
+    /// The last error of a resync or of applying an event, if the last attempt failed.
     pub error: Option<String>,
+    /// Why the store's event stream was cut, while it is (cleared by the next event
+    /// or resync once it is back).
+    pub events_error: Option<String>,
 }
 
 #[cfg(test)]
