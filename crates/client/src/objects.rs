@@ -126,3 +126,28 @@ impl Client {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placeholder_names_its_object_and_version() {
+        let t = placeholder_target("b", "run/a#1.txt", "d41d8cd98f00b204e9800998ecf8427e-2");
+        assert_eq!(split_placeholder_target(&t), ("s3://b/run/a#1.txt", "d41d8cd98f00b204e9800998ecf8427e-2"));
+        // An ETag never holds '#': the last one splits, whatever the key holds.
+        assert_eq!(split_placeholder_target("s3://b/k#"), ("s3://b/k", ""));
+        let mut r = Client::staged_record(FileKind::File, 0o444, 3, 0, 0, t);
+        assert!(r.unfetched_object().is_some());
+        r.kind = FileKind::Symlink;
+        assert!(r.unfetched_object().is_none(), "a symlink to s3://… is a symlink");
+    }
+
+    #[test]
+    fn metadata_becomes_attributes_and_what_does_not_fit_is_counted() {
+        let meta = vec![("owner".to_string(), "lab".to_string()), ("big".to_string(), "x".repeat(5000))];
+        let (x, left_out) = xattrs_of(&meta);
+        assert_eq!(left_out, 1);
+        assert_eq!(xattr::get(&x, "user.s3.meta.owner"), Ok(&b"lab"[..]));
+    }
+}
