@@ -14,7 +14,6 @@ use gust_client::{Client, Errno};
 use gust_view::{Definition, Status, DEFINITION_XATTR, VIEWS_DIR};
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -147,14 +146,7 @@ fn remove_tree(c: &Client, dir: &str) -> Result<(), String> {
 /// Starts the maintainer of view `name`, detached.
 fn start(hosts: &Path, name: &str) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
-    let log_path = side(hosts, name, "log");
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&log_path)
-        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log = crate::writeback::create_log(&side(hosts, name, "log"))?;
     let _ = fs::remove_file(side(hosts, name, "status"));
     let mut cmd = Command::new(exe);
     cmd.args(["view", "follow", name, "--hosts-file"])

@@ -28,17 +28,23 @@ fn pid_of(hosts: &Path) -> Option<i32> {
     fs::read_to_string(side(hosts, "pid")).ok()?.trim().parse().ok().filter(|&p| alive(p))
 }
 
-/// Starts the write-back follower of a cache-mode instance, detached.
-pub fn start(hosts: &Path, cache_of: &str) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
-    let log_path = side(hosts, "log");
-    let log = fs::OpenOptions::new()
+/// The log of a process `gust` starts detached (the write-back, a view's
+/// maintainer): made afresh, readable by the owner only.
+pub(crate) fn create_log(path: &Path) -> Result<fs::File, String> {
+    fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(true)
         .mode(0o600)
-        .open(&log_path)
-        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
+/// Starts the write-back follower of a cache-mode instance, detached.
+pub fn start(hosts: &Path, cache_of: &str) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
+    let log_path = side(hosts, "log");
+    let log = create_log(&log_path)?;
     let mut cmd = Command::new(exe);
     cmd.args(["stage", "out", "/", cache_of, "--follow", "--json", "--flush-file"])
         .arg(side(hosts, "flushed"))

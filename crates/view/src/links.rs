@@ -10,7 +10,7 @@
 //! Not for: views of object stores (sync.rs).
 
 use crate::sync::Counts;
-use crate::tree::{errno_text, Tree};
+use crate::tree::{errno_text, lookup, Tree};
 use crate::Definition;
 use gust_client::{Client, Errno, Kind, Record};
 use gust_proto::FindQuery;
@@ -109,17 +109,9 @@ impl<'a> LinkView<'a> {
     pub fn apply(&mut self, p: &str) -> Result<i64, String> {
         let Some(rel) = p.strip_prefix(&format!("{}/", self.src)).map(str::to_string) else { return Ok(0) };
         let to = self.tree.path_of(&rel);
-        let had = match self.c.lstat_record(&to) {
-            Ok(r) => Some(r),
-            Err(Errno(libc::ENOENT)) | Err(Errno(libc::ENOTDIR)) => None,
-            Err(e) => return Err(errno_text(&to, e)),
-        };
+        let had = lookup(self.c, &to)?;
         let had_file = had.as_ref().is_some_and(|r| r.kind == Kind::File);
-        let now = match self.c.lstat_record(p) {
-            Ok(r) => Some(r),
-            Err(Errno(libc::ENOENT)) | Err(Errno(libc::ENOTDIR)) => None,
-            Err(e) => return Err(errno_text(p, e)),
-        };
+        let now = lookup(self.c, p)?;
         match now {
             Some(r) if Self::wanted(&self.query(), p, &r) => {
                 if had.is_some_and(|h| h.kind == Kind::File && h.file_id == r.file_id) {

@@ -7,7 +7,7 @@
 //!
 //! Not for: fetching (gust-client's objects.rs), when to resync (follow.rs).
 
-use crate::tree::{errno_text, Tree};
+use crate::tree::{errno_text, lookup, Tree};
 use crate::{entry_of, matches, Definition};
 use gust_client::{placeholder_target, split_placeholder_target, Client, Errno, Kind, Record};
 use gust_objstore::{Object, Store};
@@ -203,11 +203,7 @@ impl<'a> View<'a> {
     pub fn apply(&mut self, key: &str, object: Option<&Object>) -> Result<i64, String> {
         let Some(rel) = entry_of(&self.prefix, key) else { return Ok(0) };
         let path = self.tree.path_of(&rel);
-        let had = match self.c.lstat_record(&path) {
-            Ok(r) => Some(r),
-            Err(Errno(libc::ENOENT)) | Err(Errno(libc::ENOTDIR)) => None,
-            Err(e) => return Err(errno_text(&path, e)),
-        };
+        let had = lookup(self.c, &path)?;
         let had_file = had.as_ref().is_some_and(|r| r.kind == Kind::File);
         match object {
             Some(o) if matches(&self.def.query, &path, o.size, o.mtime_ns) => {

@@ -14,6 +14,15 @@ pub(crate) fn errno_text(what: &str, e: Errno) -> String {
     format!("{what}: {}", std::io::Error::from_raw_os_error(e.0))
 }
 
+/// The record of `p`, or None if there is nothing there.
+pub(crate) fn lookup(c: &Client, p: &str) -> Result<Option<Record>, String> {
+    match c.lstat_record(p) {
+        Ok(r) => Ok(Some(r)),
+        Err(Errno(libc::ENOENT)) | Err(Errno(libc::ENOTDIR)) => Ok(None),
+        Err(e) => Err(errno_text(p, e)),
+    }
+}
+
 pub(crate) struct Tree {
     /// The view's directory ("" for the root "/").
     dir: String,
