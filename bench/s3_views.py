@@ -19,12 +19,18 @@
 Usage (bench/run_s3_views.sh sets it up): s3_views.py ROUNDS N [RATE] [SECONDS]
 (defaults 3 100000 1000 10). BENCH_PHASES=events,list picks phases (default both);
 BENCH_LS_TIMEOUT bounds each s3fs and rclone listing (seconds, default 1800).
-JSON lines in bench/results/s3-views-<date>.json, markdown tables of medians on stdout.
+BENCH_WRITERS x BENCH_THREADS writer processes and threads (default 3 x 16).
+JSON lines in bench/results/s3-views-<date>.json (a row per round, as it ends: with
+the build's time and the load average), markdown tables of medians on stdout.
+GustFS has 2 daemons; the run uses copies of the gust binary and the preload library
+(a rebuild during the run does not mix builds). Everything is on loopback; mounts,
+the instance and the store are removed at the end, failed or not.
 """
 
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -96,6 +102,7 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--writer":
     sys.exit(0)
 
 import gustfs  # noqa: E402
+import gustfs.testing  # noqa: E402
 from s3env import KEY, REGION, SECRET, Instance, Weed, boto3_client  # noqa: E402
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -138,12 +145,24 @@ def machine_ticks():
     return sum(v) - v[3] - v[4], sum(v)
 
 
-weed = Weed(parent=base)
-inst = Instance(daemons=2, rootdir_parent=base)
+# SIGTERM (timeout(1), kill) cleans up as an error does.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 work = tempfile.mkdtemp(prefix="gust-views-bench-", dir=base)
+weed = inst = None
 live = []  # (process, mount point) of mounts still up, for the finally
 results = []
 try:
+    # The run uses a copy of the binary and the preload library: a rebuild meanwhile
+    # does not mix builds between rounds.
+    built = gustfs.testing.gust_binary()
+    build = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(built).st_mtime))
+    os.makedirs(os.path.join(work, "bin"))
+    for f in ("gust", "libgust_preload.so"):
+        if os.path.exists(os.path.join(os.path.dirname(built), f)):
+            shutil.copy2(os.path.join(os.path.dirname(built), f), os.path.join(work, "bin", f))
+    os.environ["GUST"] = os.path.join(work, "bin", "gust")
+    weed = Weed(parent=base)
+    inst = Instance(daemons=2, rootdir_parent=base)
     gustfs.connect(inst.hosts_file)
     s3 = boto3_client(weed.endpoint, pool=32)
     s3.create_bucket(Bucket=BUCKET)
@@ -163,11 +182,17 @@ try:
     def status(name):
         return json.loads(gust("view", "status", name, "--json")[1].stdout)
 
+    def save(row):
+        log(json.dumps(row))
+        results.append(row)
+        with open(out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
     def context():
         """When, on what build, how loaded the machine was (1-minute load average)."""
         return dict(
             date=time.strftime("%Y-%m-%d %H:%M"),
-            gust_mtime=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(inst.gust).st_mtime)),
+            gust_mtime=build,
             load1=os.getloadavg()[0],
         )
 
@@ -280,8 +305,7 @@ try:
                 **cpu,
             )
             row.update(context())
-            log(json.dumps(row))
-            results.append(row)
+            save(row)
             gust("view", "rm", name)
             for k in range(0, n_live, 1000):  # the store keeps one data set at a time
                 s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": live_key(prefix, i)} for i in range(k, min(k + 1000, n_live))], "Quiet": True})
@@ -430,12 +454,7 @@ try:
             rclone("rclone_servermtime", "--use-server-modtime")
             gust("view", "rm", name)
             row.update(context())
-            log(json.dumps(row))
-            results.append(row)
-
-    with open(out, "w") as f:
-        for row in results:
-            f.write(json.dumps(row) + "\n")
+            save(row)
 
     def med(rows, k):
         xs = [row[k] for row in rows if row.get(k) is not None]
@@ -510,6 +529,8 @@ finally:
         if p.poll() is None:
             p.kill()
             p.wait(timeout=60)
-    inst.stop()
-    weed.stop()
+    if inst:
+        inst.stop()
+    if weed:
+        weed.stop()
     shutil.rmtree(work, ignore_errors=True)
