@@ -39,8 +39,11 @@ fn install_ships_small_binaries_with_separate_debug_information() {
     // The build they come from carries its debug information inside.
     assert!(size_of(&release.join("gust")) > 100 * MIB, "the release build has no debug information to split");
     assert!(size_of(&gust) < 40 * MIB, "installed gust is {} MiB", size_of(&gust) / MIB);
-    assert!(size_of(&preload) < 8 * MIB, "installed preload library is {} MiB", size_of(&preload) / MIB);
-    assert!(size_of(&capi) < 8 * MIB, "installed libgust.so is {} MiB", size_of(&capi) / MIB);
+    // The client core links an S3 client since views fetch objects on first open
+    // (HTTP and TLS: about 1.5 MiB of the libraries' 9); the bound still catches
+    // debug information, which is over 300 MiB.
+    assert!(size_of(&preload) < 12 * MIB, "installed preload library is {} MiB", size_of(&preload) / MIB);
+    assert!(size_of(&capi) < 12 * MIB, "installed libgust.so is {} MiB", size_of(&capi) / MIB);
     assert!(prefix.path().join("include/gust.h").exists());
 
     // The installed copies work: a daemon of an instance is not needed for
