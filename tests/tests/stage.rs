@@ -307,18 +307,27 @@ fn filters_records_and_bad_input() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
     }
+    // Cache mode of a store (tests/s3 runs it against a real one): without
+    // credentials, a clear refusal before any daemon starts.
     let out = Command::new(gust_bin())
         .args(["start", "--local", "1", "--cache-of", "s3://bucket/prefix"])
         .arg("--rootdir")
         .arg(work.path().join("never"))
+        .env("HOME", work.path())
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_CONFIG_FILE")
+        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
         .current_dir(work.path())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("--cache-of s3://bucket/prefix") && err.contains("not built yet"),
+        !out.status.success() && err.contains("--cache-of s3://bucket/prefix") && err.contains("no S3 credentials"),
         "{err}"
     );
+    assert!(!work.path().join("never/gust.hosts").exists(), "no instance was made");
     assert!(!work.path().join("s3:").exists() && !work.path().join("gs:").exists(), "a URL became a local directory");
     assert!(c.stat("/s3in").is_err(), "nothing created by a refused stage-in");
 }
