@@ -286,40 +286,37 @@ fn filters_records_and_bad_input() {
     // wrote there): s3:// goes to the object store (here without credentials: a
     // clear error; tests/s3 stage against a real store), other schemes are refused,
     // and so is cache mode of an object store.
+    // `gust` in the work directory, with no AWS setup of the user's.
+    let without_aws = || {
+        let mut cmd = Command::new(gust_bin());
+        cmd.env("HOME", work.path()).current_dir(work.path());
+        for v in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_PROFILE",
+            "AWS_CONFIG_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+        ] {
+            cmd.env_remove(v);
+        }
+        cmd
+    };
     for (args, says) in [
         (vec!["stage", "out", "/f", "s3://reads/copy"], "no S3 credentials"),
         (vec!["stage", "in", "s3://reads/in", "/s3in"], "no S3 credentials"),
         (vec!["stage", "out", "/f", "gs://b/p", "--follow"], "s3:// object stores only"),
         (vec!["stage", "in", "gs://b/p", "/gsin"], "s3:// object stores only"),
     ] {
-        let out = Command::new(gust_bin())
-            .args(&args)
-            .env("GUST_HOSTS_FILE", &inst.hosts)
-            .env("HOME", work.path())
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_CONFIG_FILE")
-            .env_remove("AWS_SHARED_CREDENTIALS_FILE")
-            .current_dir(work.path())
-            .output()
-            .unwrap();
+        let out = without_aws().args(&args).env("GUST_HOSTS_FILE", &inst.hosts).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
     }
     // Cache mode of a store (tests/s3 runs it against a real one): without
     // credentials, a clear refusal before any daemon starts.
-    let out = Command::new(gust_bin())
+    let out = without_aws()
         .args(["start", "--local", "1", "--cache-of", "s3://bucket/prefix"])
         .arg("--rootdir")
         .arg(work.path().join("never"))
-        .env("HOME", work.path())
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_CONFIG_FILE")
-        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
-        .current_dir(work.path())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
