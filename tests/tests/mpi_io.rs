@@ -17,7 +17,11 @@ use std::process::Command;
 fn semantics(inst: Option<&Instance>, io: &str, dir: &str, extra: &[&str]) -> (bool, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mpi/mpiio_semantics.py");
     let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
+    // Open MPI's session directory (TMPDIR/ompi.HOST.UID) of its own: two runs at
+    // once (the test threads) raced to make the same one ("File exists").
+    let session = tempfile::tempdir().expect("a session directory for mpirun");
     let mut cmd = Command::new("timeout");
+    cmd.env("TMPDIR", session.path());
     cmd.args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "4", "--mca", "io", io]);
     if let Some(inst) = inst {
         cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display()));
