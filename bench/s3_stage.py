@@ -31,7 +31,11 @@ base = os.environ.get("BENCH_DIR", "/dev/shm")
 out = os.path.join("bench", "results", time.strftime("s3-stage-%Y%m%d-%H%M.json"))
 os.makedirs("bench/results", exist_ok=True)
 
-weed = Weed(parent=base)
+# BENCH_STORE_DIR puts the store's volumes elsewhere (a 10 GiB run does not fit three
+# copies in /dev/shm), BENCH_VOLUME_MB its volume size (1024 for 10 GiB);
+# BENCH_WAYS=default measures the default stage-in alone.
+weed = Weed(parent=os.environ.get("BENCH_STORE_DIR", base), volume_mb=int(os.environ.get("BENCH_VOLUME_MB", "64")))
+all_ways = os.environ.get("BENCH_WAYS", "all") != "default"
 inst = Instance(daemons=2, rootdir_parent=base)
 local = tempfile.mkdtemp(prefix="gust-s3-bench-", dir=base)
 try:
@@ -57,9 +61,20 @@ try:
         total += s
     print(f"making the data sets: {len(sizes)} objects, {total} MiB; {small_count} x 4 KiB", file=sys.stderr)
     block = os.urandom(MIB)
+    # One payload file per size (uploaded from disk: 10 GiB of objects would
+    # otherwise sit in this process's memory beside the copies being measured).
+    payloads = {}
+    for size in set(sizes):
+        payloads[size] = os.path.join(local, f"payload-{size}")
+        with open(payloads[size], "wb") as f:
+            for _ in range(size):
+                f.write(block)
     with create_transfer_manager(s3, cfg) as tm:
-        fs = [tm.upload(io.BytesIO(block * s), "bench", f"large/o{i:03d}") for i, s in enumerate(sizes)]
+        fs = [tm.upload(payloads[s], "bench", f"large/o{i:03d}") for i, s in enumerate(sizes)]
         [f.result() for f in fs]
+    del fs
+    for path in payloads.values():
+        os.unlink(path)
     with ThreadPoolExecutor(32) as ex:
         list(ex.map(lambda i: s3.put_object(Bucket="bench", Key=f"small/{i // 1000:03d}/f{i:06d}", Body=block[i : i + 4096]), range(small_count)))
 
@@ -74,6 +89,10 @@ try:
             tok = r.get("NextContinuationToken")
             if not tok:
                 return out
+
+    def drop(prefix):
+        for k in keys(prefix):
+            s3.delete_object(Bucket="bench", Key=k)
 
     def boto3_in(prefix, dest):
         shutil.rmtree(dest, ignore_errors=True)
@@ -116,15 +135,19 @@ try:
     for r in range(rounds):
         row = {"round": r}
         for name, prefix in (("large", "large"), ("small", "small")):
+            # Each copy goes as soon as it was measured, so that at most two copies of
+            # a data set besides the store's exist at once.
             row[f"{name}_in_boto3_s"] = boto3_in(prefix, os.path.join(local, name))
-            row[f"{name}_in_gust-client_s"] = gust_in(prefix, f"/{name}", "client")
-            row[f"{name}_in_gust-nometa_s"] = gust_in(prefix, f"/{name}", "daemons", "--no-metadata")
-            row[f"{name}_in_gust_s"] = gust_in(prefix, f"/{name}", "daemons")
             row[f"{name}_out_boto3_s"] = boto3_out(os.path.join(local, name), f"out-boto3-{name}-{r}")
+            shutil.rmtree(os.path.join(local, name), ignore_errors=True)
+            drop("out-")
+            if all_ways:
+                row[f"{name}_in_gust-client_s"] = gust_in(prefix, f"/{name}", "client")
+                row[f"{name}_in_gust-nometa_s"] = gust_in(prefix, f"/{name}", "daemons", "--no-metadata")
+            row[f"{name}_in_gust_s"] = gust_in(prefix, f"/{name}", "daemons")
             row[f"{name}_out_gust_s"] = gust("stage", "out", f"/{name}", f"s3://bench/out-gust-{name}-{r}")
-        # The copies out go, so the store holds one data set between rounds.
-        for k in keys("out-"):
-            s3.delete_object(Bucket="bench", Key=k)
+            gustfs.rmtree(f"/{name}")
+            drop("out-")
         print(json.dumps(row), file=sys.stderr)
         results.append(row)
     with open(out, "w") as f:
@@ -147,6 +170,8 @@ try:
             ("out", "gust", "out"),
         )
         for d, way, label in ways:
+            if f"{name}_{d}_{way}_s" not in results[0]:
+                continue
             b, g = med(f"{name}_{d}_boto3_s"), med(f"{name}_{d}_{way}_s")
             print(f"| {name} | {label} | {b:.2f} s ({rate(b)}) | {g:.2f} s ({rate(g)}) | {b / g:.2f} |")
     print(f"\nrows: {out}")

@@ -83,3 +83,31 @@ def gust(instance, weed, tmp_path):
         return subprocess.run([instance.gust, *args], env=e, capture_output=True, text=True, timeout=600)
 
     return run
+
+
+@pytest.fixture
+def store_env(weed, monkeypatch):
+    """This test process opens views' entries through gustfs: its fetches take the
+    store's endpoint and credentials from the environment, as any program's do."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", weed.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_REGION", REGION)
+
+
+@pytest.fixture
+def view(gust, request):
+    """Adds views by name (removed at the end) and returns their directory."""
+    made = []
+
+    def add(name, *args, ok=True):
+        r = gust("view", "add", name, *args)
+        if ok:
+            assert r.returncode == 0, r.stderr
+            made.append(name)
+            return "/.views/" + name
+        return r
+
+    yield add
+    for name in made:
+        gust("view", "rm", name)

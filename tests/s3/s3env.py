@@ -4,6 +4,7 @@ by scripts/seaweedfs.sh, path in $GUST_WEED) on loopback ports, a GustFS instanc
 (the `gust` binary of this build), boto3 as the independent S3 client, and a TCP
 proxy in front of the store that can make it fail on cue."""
 
+import json
 import os
 import re
 import shutil
@@ -59,9 +60,12 @@ class Instance(gustfs.testing.LocalInstance):
 
 class Weed:
     """A SeaweedFS server (master, volume, filer, S3 gateway) with one identity,
-    KEY and SECRET, its data under `parent` (a temporary directory by default)."""
+    KEY and SECRET, its data under `parent` (a temporary directory by default), in
+    volumes of `volume_mb` (small for tests; a 10 GiB benchmark wants larger ones, or
+    the master cannot grow volumes as fast as uploads fill them: InternalError)."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, volume_mb=64):
+        self.volume_mb = volume_mb
         self.bin = os.environ.get("GUST_WEED")
         if not self.bin or not os.access(self.bin, os.X_OK):
             raise RuntimeError("no SeaweedFS binary: set GUST_WEED (scripts/seaweedfs.sh prints it)")
@@ -103,7 +107,7 @@ class Weed:
                 "-s3.port.iceberg=0",
                 "-s3.port.lance=0",
                 "-s3.config=" + self.dir + "/s3.json",
-                "-master.volumeSizeLimitMB=64",
+                f"-master.volumeSizeLimitMB={self.volume_mb}",
                 "-volume.max=1000",
             ],
             stdout=subprocess.DEVNULL,
@@ -261,3 +265,23 @@ class Proxy:
     def close(self):
         self.kill_all()
         self.sock.close()
+
+
+def events_of(weed):
+    return f"seaweedfs://127.0.0.1:{weed.ports['filer'] + 10000}"
+
+
+def entries(d):
+    """{path below d: size} of every file under GustFS directory d."""
+    out = {}
+    for root, _, files in gustfs.walk(d):
+        for f in files:
+            p = f"{root}/{f}"
+            out[p[len(d) + 1 :]] = gustfs.stat(p).st_size
+    return out
+
+
+def status(gust, name):
+    r = gust("view", "status", name, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)

@@ -12,57 +12,12 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import KEY, REGION, SECRET, Instance, boto3_client, wait_for
+from s3env import Instance, boto3_client, entries, events_of, status, wait_for
 
 MIB = 1 << 20
 
-
-@pytest.fixture(autouse=True)
-def store_env(weed, monkeypatch):
-    """This test process opens views' entries through gustfs: its fetches take the
-    store's endpoint and credentials from the environment, as any program's do."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", weed.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_REGION", REGION)
-
-
-@pytest.fixture
-def view(gust, request):
-    """Adds views by name (removed at the end) and returns their directory."""
-    made = []
-
-    def add(name, *args, ok=True):
-        r = gust("view", "add", name, *args)
-        if ok:
-            assert r.returncode == 0, r.stderr
-            made.append(name)
-            return "/.views/" + name
-        return r
-
-    yield add
-    for name in made:
-        gust("view", "rm", name)
-
-
-def events_of(weed):
-    return f"seaweedfs://127.0.0.1:{weed.ports['filer'] + 10000}"
-
-
-def entries(d):
-    """{path below d: size} of every file under GustFS directory d."""
-    out = {}
-    for root, _, files in gustfs.walk(d):
-        for f in files:
-            p = f"{root}/{f}"
-            out[p[len(d) + 1 :]] = gustfs.stat(p).st_size
-    return out
-
-
-def status(gust, name):
-    r = gust("view", "status", name, "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+# This process opens entries through gustfs: the store's variables are its own.
+pytestmark = pytest.mark.usefixtures("store_env")
 
 
 def test_a_view_shows_matching_objects_and_fetches_them_on_first_open(gust, s3, bucket, view, weed):
@@ -80,11 +35,13 @@ def test_a_view_shows_matching_objects_and_fetches_them_on_first_open(gust, s3, 
     assert entries(v) == {k[len("run/") :]: len(d) for k, d in want.items()}
     st = status(gust, "reads")
     assert (st["objects"], st["skipped"], st["running"]) == (len(want), 0, True), st
-    # Listed and stat'ed from GustFS's records alone: nothing fetched yet.
+    # Listed and stat'ed from GustFS's records alone: nothing fetched yet (a
+    # fetched entry carries its object's ETag; find does not fetch).
+    fetched = lambda: gust("find", "/gustfs" + v, "-xattr", "user.s3.etag").stdout.split()
+    assert fetched() == []
     p = v + "/s1/r2.fastq"
-    with pytest.raises(OSError):
-        gustfs.getxattr(p, "user.s3.etag")
     assert gustfs.read_bytes(p) == want["run/s1/r2.fastq"]
+    assert fetched() == ["/gustfs" + p]
     head = s3.head_object(Bucket=bucket, Key="run/s1/r2.fastq")
     assert gustfs.getxattr(p, "user.s3.etag") == head["ETag"].strip('"').encode()
     assert gustfs.getxattr(p, "user.s3.meta.sample") == b"s1"
@@ -302,3 +259,31 @@ def test_a_view_survives_its_store_going_away_and_coming_back(gust, s3, bucket, 
     wait_for(lambda: entries(v) == {"one": 1, "two": 2}, "the view after the store came back", timeout=120)
     wait_for(lambda: status(gust, "weather")["error"] is None, "a clean resync", timeout=60)
     wait_for(lambda: status(gust, "weather")["events_error"] is None, "events again", timeout=60)
+
+
+def test_views_are_maintained_again_after_a_restart(gust, s3, bucket):
+    """A view is the instance's data: `gust stop --keep` ends its maintainer, `gust
+    start --restart` starts it again, and its resync catches up with the store."""
+    s3.put_object(Bucket=bucket, Key="r/one", Body=b"1")
+    ri = Instance(daemons=1)
+    try:
+        on = {"GUST_HOSTS_FILE": ri.hosts_file}
+        r = gust("view", "add", "kept", f"s3://{bucket}/r", "--resync", "3600", env=on)
+        assert r.returncode == 0, r.stderr
+        r = gust("stop", "--keep", env=on)
+        assert r.returncode == 0, r.stderr
+        s3.put_object(Bucket=bucket, Key="r/two", Body=b"22")
+        r = gust("start", "--restart", "--rootdir", ri.rootdir, env=on)
+        assert r.returncode == 0, r.stderr
+        assert "views maintained again: kept" in r.stderr, r.stderr
+
+        def listed():
+            r = gust("find", "/gustfs/.views/kept", "-type", "f", env=on)
+            return sorted(r.stdout.split()) if r.returncode == 0 else None
+
+        want = ["/gustfs/.views/kept/one", "/gustfs/.views/kept/two"]
+        wait_for(lambda: listed() == want, "the restarted view to catch up", timeout=60)
+        r = gust("view", "ls", "--json", env=on)
+        assert json.loads(r.stdout.splitlines()[0])["running"] is True, r.stdout
+    finally:
+        ri.stop()

@@ -126,7 +126,9 @@ impl Merger<'_> {
             caught_up &= p.caught_up();
             // Events come below; the cursor moves past what the page examined.
             self.cursor[d] = p.cursor_after(after);
-            pending.push(p.events.into());
+            // A hard-linked file's attribute changes, at its link path: no name.
+            let named = p.events.into_iter().filter(|e| !gust_client::path::is_link_path(&e.path));
+            pending.push(named.collect());
         }
         // A file rename puts the new record before it deletes the old one, so the
         // IN_MOVED_TO of a delete that is a rename's is in this round or an earlier

@@ -1,5 +1,6 @@
 //! `gust find PATH [-name GLOB] [-type f|d|l] [-size [+-]N[cwbkMG]] [-newer FILE]
-//! [-mmin [+-]N]`: GNU find's predicates, evaluated by every daemon on its own
+//! [-mmin [+-]N] [-xattr NAME[=GLOB]]`: GNU find's predicates (and one of ours for
+//! extended attributes), evaluated by every daemon on its own
 //! records in parallel (gust_client's `find`), printed as GNU find prints them (the
 //! starting path, then each match as that path joined with the rest), streamed as
 //! pages arrive, in no particular order.
@@ -17,7 +18,8 @@ pub struct FindArgs {
     inst: InstanceArgs,
     /// PATH under the mount directory (or an internal path), then predicates as
     /// GNU find writes them: -name GLOB, -type f|d|l, -size [+-]N[cwbkMG],
-    /// -newer FILE, -mmin [+-]N.
+    /// -newer FILE, -mmin [+-]N; and -xattr NAME (has the extended attribute) or
+    /// -xattr NAME=GLOB (its value matches).
     #[arg(allow_hyphen_values = true, trailing_var_arg = true, required = true, value_name = "PATH [PREDICATES]")]
     args: Vec<String>,
 }
@@ -87,9 +89,24 @@ pub fn parse_predicates(c: &gust_client::Client, preds: &[String]) -> Result<Fin
                 let (cmp, n) = number(v);
                 q.mmin = Some((cmp, n.parse().map_err(|_| format!("-mmin {v}: not a whole number of minutes"))?));
             }
+            "-xattr" => {
+                let v = value()?;
+                let (name, glob) = match v.split_once('=') {
+                    Some((n, g)) => (n, Some(g.to_string())),
+                    None => (v.as_str(), None),
+                };
+                if !name.contains('.') {
+                    return Err(format!(
+                        "-xattr {v}: not an attribute name (NAMESPACE.NAME, e.g. user.s3.tag.project)"
+                    ));
+                }
+                q.xattrs.push((name.to_string(), glob));
+            }
             "-print" => {}
             other => {
-                return Err(format!("unknown predicate `{other}' (gust find knows -name, -type, -size, -newer, -mmin)"))
+                return Err(format!(
+                    "unknown predicate `{other}' (gust find knows -name, -type, -size, -newer, -mmin, -xattr)"
+                ))
             }
         }
     }

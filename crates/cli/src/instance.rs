@@ -419,6 +419,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             if let Some(c) = old.cache_of.as_ref().or(old.cache_of_store.as_ref()) {
                 crate::writeback::start(&hosts_path, c)?;
             }
+            crate::view::restart_all(&hosts_path)?;
             return Ok(());
         }
         if !a.force {

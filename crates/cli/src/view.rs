@@ -29,6 +29,7 @@ enum ViewCmd {
     /// Make view NAME of SOURCE (s3://BUCKET/PREFIX, or a GustFS directory) under
     /// /.views/NAME, of the objects or files find's predicates match: gust view
     /// add NAME SOURCE [-name GLOB] [-size [+-]N[ckMG]] [-newer FILE] [-mmin [+-]N]
+    /// [-xattr NAME[=GLOB]] [--layout LEVEL]…
     Add {
         #[command(flatten)]
         inst: InstanceArgs,
@@ -42,6 +43,11 @@ enum ViewCmd {
         /// Seconds to wait for the first resync.
         #[arg(long, default_value_t = 3600)]
         timeout: u64,
+        /// A level of directories by a property of each entry, outermost first
+        /// (repeatable): an attribute (user.s3.tag.KEY, user.s3.meta.NAME, or any
+        /// user.* of a GustFS source's files), extension, year, month or day.
+        #[arg(long)]
+        layout: Vec<String>,
         #[arg(
             allow_hyphen_values = true,
             trailing_var_arg = true,
@@ -161,44 +167,45 @@ fn start(hosts: &Path, name: &str) -> Result<i32, String> {
     Ok(child.id() as i32)
 }
 
-/// `--events`, `--resync` and `--timeout` given after the predicates (where
-/// find's syntax puts everything) taken out of `args`.
-fn options_among(
-    args: Vec<String>,
-    events: &mut Option<String>,
-    resync: &mut Option<u64>,
-    timeout: &mut u64,
-) -> Result<Vec<String>, String> {
-    let mut rest = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        let (opt, inline) = match a.split_once('=') {
-            Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        if !matches!(opt.as_str(), "--events" | "--resync" | "--timeout") {
-            rest.push(a);
-            continue;
-        }
-        let v = inline.or_else(|| it.next()).ok_or(format!("{opt}: a value is needed"))?;
-        let secs = || v.parse::<u64>().map_err(|_| format!("{opt} {v}: not a whole number of seconds"));
-        match opt.as_str() {
-            "--events" => *events = Some(v.clone()),
-            "--resync" => *resync = Some(secs()?),
-            _ => *timeout = secs()?,
-        }
-    }
-    Ok(rest)
+/// The options of `gust view add`.
+struct AddOptions {
+    events: Option<String>,
+    resync: Option<u64>,
+    timeout: u64,
+    layout: Vec<String>,
 }
 
-fn add(
-    inst: InstanceArgs,
-    mut events: Option<String>,
-    mut resync: Option<u64>,
-    mut timeout: u64,
-    args: Vec<String>,
-) -> Result<(), String> {
-    let args = options_among(args, &mut events, &mut resync, &mut timeout)?;
+impl AddOptions {
+    /// Takes the options given after the predicates (where find's syntax puts
+    /// everything) out of `args`.
+    fn among(&mut self, args: Vec<String>) -> Result<Vec<String>, String> {
+        let mut rest = Vec::new();
+        let mut it = args.into_iter();
+        while let Some(a) = it.next() {
+            let (opt, inline) = match a.split_once('=') {
+                Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+                _ => (a.clone(), None),
+            };
+            if !matches!(opt.as_str(), "--events" | "--resync" | "--timeout" | "--layout") {
+                rest.push(a);
+                continue;
+            }
+            let v = inline.or_else(|| it.next()).ok_or(format!("{opt}: a value is needed"))?;
+            let secs = || v.parse::<u64>().map_err(|_| format!("{opt} {v}: not a whole number of seconds"));
+            match opt.as_str() {
+                "--events" => self.events = Some(v.clone()),
+                "--resync" => self.resync = Some(secs()?),
+                "--layout" => self.layout.push(v.clone()),
+                _ => self.timeout = secs()?,
+            }
+        }
+        Ok(rest)
+    }
+}
+
+fn add(inst: InstanceArgs, mut o: AddOptions, args: Vec<String>) -> Result<(), String> {
+    let args = o.among(args)?;
+    let AddOptions { events, resync, timeout, layout } = o;
     let [name, source, preds @ ..] = args.as_slice() else {
         return Err("gust view add NAME SOURCE [PREDICATES]: NAME and SOURCE are needed".into());
     };
@@ -228,6 +235,7 @@ fn add(
         // Without events, resyncs are how a view of a store follows it.
         resync_secs: resync.unwrap_or(if events.is_some() || !store { 600 } else { 60 }),
         events,
+        layout,
     };
     def.check()?;
     if store {
@@ -319,12 +327,16 @@ fn ls(inst: InstanceArgs, json: bool) -> Result<(), String> {
         if json {
             let v = serde_json::json!({
                 "name": def.name, "source": def.source, "expression": def.expression, "events": def.events,
-                "running": running, "objects": st.as_ref().map(|s| s.objects),
+                "layout": def.layout, "running": running, "objects": st.as_ref().map(|s| s.objects),
             });
             let _ = writeln!(out, "{v}");
         } else {
             let objects = st.map_or("?".to_string(), |s| s.objects.to_string());
-            let expr = if def.expression.is_empty() { String::new() } else { format!(" {}", def.expression.join(" ")) };
+            let mut expr =
+                if def.expression.is_empty() { String::new() } else { format!(" {}", def.expression.join(" ")) };
+            for l in &def.layout {
+                expr.push_str(&format!(" --layout {l}"));
+            }
             let state = if running { "" } else { " (not maintained: its maintainer is not running)" };
             let _ = writeln!(out, "{name}\t{}{expr}\t{objects} entries{state}", def.source);
         }
@@ -415,9 +427,31 @@ pub fn stop_all(hosts: &Path) {
     }
 }
 
+/// Starts the maintainer of every view of the instance whose maintainer is not
+/// running (`gust start --restart`: the views are the instance's data, their
+/// maintainers processes that `gust stop` ended). Each begins with a resync, in the
+/// background; one that cannot (no store setup in this environment) says so in its
+/// log, and `gust view ls` shows it as not maintained.
+pub fn restart_all(hosts: &Path) -> Result<(), String> {
+    let c = Client::open_instance(hosts, gust_client::ClientOptions::from_env())?;
+    let mut started = Vec::new();
+    for name in names(&c)? {
+        if definition(&c, &name).is_ok() && pid_of(hosts, &name).is_none() {
+            start(hosts, &name)?;
+            started.push(name);
+        }
+    }
+    if !started.is_empty() {
+        eprintln!("gust: views maintained again: {} (gust view status NAME)", started.join(", "));
+    }
+    Ok(())
+}
+
 pub fn run(a: ViewArgs) -> Result<(), String> {
     match a.cmd {
-        ViewCmd::Add { inst, events, resync, timeout, args } => add(inst, events, resync, timeout, args),
+        ViewCmd::Add { inst, events, resync, timeout, layout, args } => {
+            add(inst, AddOptions { events, resync, timeout, layout }, args)
+        }
         ViewCmd::Ls { inst, json } => ls(inst, json),
         ViewCmd::Status { name, inst, json } => status(inst, &name, json),
         ViewCmd::Rm { name, inst } => rm(inst, &name),

@@ -31,8 +31,9 @@ impl Client {
     /// Calls `each(path, record)` for every descendant of directory `dir` (an
     /// internal path, not followed if a symlink) that matches `query`, as pages
     /// arrive from the daemons. `dir` itself is not included. A name of a
-    /// hard-linked file comes with the file's attributes (one more request each; the
-    /// daemons matched the query on the name's record: docs/SEMANTICS.md).
+    /// hard-linked file comes with the file's attributes (one more request each),
+    /// and matches if they do: its name's record holds none of them, so the daemons
+    /// pass every name of a linked file that `-name` and `-type` admit.
     pub fn find(&self, dir: &str, query: &FindQuery, mut each: impl FnMut(&str, &Record)) -> Result<()> {
         let mut failed = None;
         self.find_stored(dir, query, |p, r| {
@@ -42,7 +43,8 @@ impl Client {
             match r.linked_to() {
                 None => each(p, r),
                 Some(link) => match self.get_stored_record(link) {
-                    Ok(attrs) => each(p, &attrs),
+                    Ok(attrs) if query.matches_record(&attrs) => each(p, &attrs),
+                    Ok(_) => {}
                     // Unlinked meanwhile: as a listing that missed it.
                     Err(Errno(libc::ENOENT)) => {}
                     Err(e) => failed = Some(e),

@@ -103,7 +103,10 @@ pub use inline::WholeFile;
 pub use integrity::ScrubPage;
 pub use listing::{LISTING_ATTRS_ENTRIES_MAX, LISTING_ATTRS_TTL};
 pub use locks::{LockDone, LockState, PROCESS_OWNER};
-pub use objects::{placeholder_target, split_placeholder_target, xattrs_of, ETAG_XATTR, META_XATTR_PREFIX};
+pub use objects::{
+    placeholder_target, properties_of, split_placeholder_target, xattrs_of, ETAG_XATTR, META_XATTR_PREFIX,
+    TAG_XATTR_PREFIX,
+};
 pub use open_files::OPEN_FILES_MAX;
 pub use read_many::READ_MANY_IN_FLIGHT;
 pub use readdir::DirStream;

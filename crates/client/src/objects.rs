@@ -5,7 +5,8 @@
 //! object (its current size, ETag and user metadata), then the staging requests
 //! of cache mode (`fetch_from`) with a presigned URL pinned to that ETag, so every
 //! daemon copies its chunks of one version. The file then carries the object's
-//! ETag (`user.s3.etag`) and metadata (`user.s3.meta.*`), and is GustFS's file.
+//! ETag (`user.s3.etag`), metadata (`user.s3.meta.*`) and tags (`user.s3.tag.*`,
+//! one more request when the HEAD counts any), and is GustFS's file.
 //!
 //! The endpoint and credentials are this process's (the AWS variables and files,
 //! gust_objstore::Config), loaded at the first fetch.
@@ -14,7 +15,7 @@
 
 use crate::cache::Fetched;
 use crate::{Client, Errno, Result};
-use gust_objstore::{Config, Metadata, ObjectUrl, Store};
+use gust_objstore::{Config, ObjectUrl, Properties, Store};
 use gust_proto::xattr::{self, Xattrs};
 use gust_proto::{FileKind, Record};
 use std::collections::HashMap;
@@ -22,10 +23,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tracing::warn;
 
+/// The prefix of every attribute that comes from an object.
+pub const OBJECT_XATTR_PREFIX: &str = "user.s3.";
 /// The attribute that holds the ETag of the object a file was fetched from.
 pub const ETAG_XATTR: &str = "user.s3.etag";
 /// The prefix of the attributes that hold an object's user metadata.
 pub const META_XATTR_PREFIX: &str = "user.s3.meta.";
+/// The prefix of the attributes that hold an object's tags.
+pub const TAG_XATTR_PREFIX: &str = "user.s3.tag.";
 /// How long an open waits for another process's fetch of the same object.
 const FETCH_WAIT: Duration = Duration::from_secs(120);
 
@@ -39,17 +44,45 @@ pub fn split_placeholder_target(t: &str) -> (&str, &str) {
     t.rsplit_once('#').unwrap_or((t, ""))
 }
 
-/// The attributes of a file from an object with `meta` (`user.s3.meta.NAME`), and
-/// how many entries did not fit a file's attributes.
-pub fn xattrs_of(meta: &Metadata) -> (Xattrs, usize) {
+/// The attributes of a file from an object with `props` (`user.s3.meta.NAME` of
+/// its metadata, `user.s3.tag.KEY` of its tags), and how many entries did not
+/// fit a file's attributes.
+pub fn xattrs_of(props: &Properties) -> (Xattrs, usize) {
     let mut x = Xattrs::new();
     let mut left_out = 0;
-    for (name, value) in meta {
-        if xattr::apply(&mut x, &format!("{META_XATTR_PREFIX}{name}"), Some(value.as_bytes()), 0).is_err() {
+    let entries =
+        props.meta.iter().map(|e| (META_XATTR_PREFIX, e)).chain(props.tags.iter().map(|e| (TAG_XATTR_PREFIX, e)));
+    for (prefix, (name, value)) in entries {
+        if xattr::apply(&mut x, &format!("{prefix}{name}"), Some(value.as_bytes()), 0).is_err() {
             left_out += 1;
         }
     }
     (x, left_out)
+}
+
+/// The properties of an object staged out from a file with `xattrs`: its
+/// `user.s3.meta.*` and `user.s3.tag.*` attributes. A metadata entry whose name
+/// or value a header cannot carry (not printable ASCII) is left out; tags past
+/// S3's ten are too.
+pub fn properties_of(xattrs: &[(String, Vec<u8>)]) -> Properties {
+    let mut p = Properties::default();
+    for (n, v) in xattrs {
+        let Ok(value) = std::str::from_utf8(v) else { continue };
+        if let Some(name) = n.strip_prefix(META_XATTR_PREFIX) {
+            let name_ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            let value_ok = value.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b));
+            if name_ok && value_ok {
+                p.meta.push((name.to_ascii_lowercase(), value.trim().to_string()));
+            }
+        } else if let Some(key) = n.strip_prefix(TAG_XATTR_PREFIX) {
+            if !key.is_empty() && p.tags.len() < gust_objstore::properties::TAGS_MAX {
+                p.tags.push((key.to_string(), value.to_string()));
+            }
+        }
+    }
+    p.meta.sort();
+    p.tags.sort();
+    p
 }
 
 /// This process's store of `bucket` (one per bucket, made at its first use).
@@ -92,7 +125,14 @@ impl Client {
         // seconds: the listing's is kept while the object is the one listed.
         let mtime_ns = if head.etag == listed_etag { ph.mtime_ns } else { head.mtime_ns };
         let want = Record { size: head.size, mtime_ns, atime_ns: mtime_ns, target: String::new(), ..ph.clone() };
-        let (mut x, left_out) = xattrs_of(&head.meta);
+        let tags = match head.tag_count {
+            0 => Vec::new(),
+            _ => store.tags(&obj.key).map_err(|e| {
+                warn!("{url}: its tags: {e}");
+                Errno(libc::EIO)
+            })?,
+        };
+        let (mut x, left_out) = xattrs_of(&Properties { meta: head.meta, tags });
         if left_out > 0 {
             warn!("{url}: {left_out} metadata entries do not fit the file's attributes");
         }
@@ -146,8 +186,10 @@ mod tests {
     #[test]
     fn metadata_becomes_attributes_and_what_does_not_fit_is_counted() {
         let meta = vec![("owner".to_string(), "lab".to_string()), ("big".to_string(), "x".repeat(5000))];
-        let (x, left_out) = xattrs_of(&meta);
+        let tags = vec![("stage".to_string(), "raw".to_string())];
+        let (x, left_out) = xattrs_of(&Properties { meta, tags });
         assert_eq!(left_out, 1);
         assert_eq!(xattr::get(&x, "user.s3.meta.owner"), Ok(&b"lab"[..]));
+        assert_eq!(xattr::get(&x, "user.s3.tag.stage"), Ok(&b"raw"[..]));
     }
 }

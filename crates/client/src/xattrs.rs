@@ -35,15 +35,25 @@ fn supported(name: &str) -> Result<()> {
 }
 
 impl Client {
-    /// The path and record whose attributes a call by `path` means.
+    /// The path and record whose attributes a call by `path` means. A view's or
+    /// cache mode's entry whose object is not fetched yet, and that does not carry
+    /// the object's properties (only views laid out or filtered by them do), is
+    /// fetched first: its attributes are the object's (`user.s3.*`, objects.rs).
     fn xattr_record(&self, path: &str, follow: bool) -> Result<(String, Record)> {
-        if follow {
-            self.resolve(path)
+        let (p, r) = if follow {
+            self.resolve(path)?
         } else {
             let p = self.norm(path)?;
             let r = self.lookup(&p)?;
-            Ok((p, r))
+            (p, r)
+        };
+        let bare = r.xattrs.iter().all(|(n, _)| !n.starts_with(crate::objects::OBJECT_XATTR_PREFIX));
+        if r.unfetched_object().is_none() || !bare {
+            return Ok((p, r));
         }
+        self.fetch_object(&p, &r)?;
+        let r = self.get_record(&p)?;
+        Ok((p, r))
     }
 
     fn may_read_xattrs(&self, r: &Record) -> Result<()> {

@@ -51,8 +51,10 @@ impl EventLog {
     }
 
     pub fn record(&self, kind: EventKind, path: &str, file_id: u128, is_dir: bool) {
-        // A hard-linked file's attributes record is no name a watcher knows.
-        if !self.enabled() || path.starts_with(gust_proto::path::LINKS_DIR) {
+        // A hard-linked file's attributes record is no name a watcher knows; only
+        // its attribute changes are kept (under `//links/ID`, which `gust events`
+        // does not show): a view linking the file follows them (gust-view).
+        if !self.enabled() || (path.starts_with(gust_proto::path::LINKS_DIR) && kind != EventKind::Attrib) {
             return;
         }
         let cost = path.len() + EVENT_OVERHEAD_BYTES;

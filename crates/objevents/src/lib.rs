@@ -43,6 +43,9 @@ const ETAG_KEY: &str = "Seaweed-X-Amz-ETag";
 /// The prefix of S3 user metadata in an entry's extended attributes (HTTP header
 /// case, `X-Amz-Meta-Foo`); compared without regard to case.
 const USER_META_PREFIX: &str = "x-amz-meta-";
+/// The prefix of S3 tags in an entry's extended attributes (`X-Amz-Tagging-KEY`),
+/// followed by the key as written.
+const TAG_PREFIX: &str = "X-Amz-Tagging-";
 /// Where the S3 gateway keeps the parts of multipart uploads in progress, under a
 /// bucket: not objects.
 const UPLOADS_DIR: &str = ".uploads";
@@ -80,6 +83,8 @@ pub struct Entry {
     /// S3 user metadata: the name lowercased without its `x-amz-meta-` prefix, and
     /// the value, sorted by name.
     pub meta: Vec<(String, Vec<u8>)>,
+    /// S3 tags: the key (as written) and the value, sorted by key.
+    pub tags: Vec<(String, Vec<u8>)>,
 }
 
 /// One change. A create has `new` only, a delete `old` only, an update (same path)
@@ -413,16 +418,18 @@ impl proto::Entry {
             _ if !attr.md5.is_empty() => Some(attr.md5.iter().map(|b| format!("{b:02x}")).collect()),
             _ => None,
         };
-        let mut meta: Vec<(String, Vec<u8>)> = self
-            .extended
-            .into_iter()
-            .filter_map(|(k, v)| {
-                let head = k.get(..USER_META_PREFIX.len())?;
-                head.eq_ignore_ascii_case(USER_META_PREFIX).then(|| (k[USER_META_PREFIX.len()..].to_lowercase(), v))
-            })
-            .collect();
+        let (mut meta, mut tags) = (Vec::new(), Vec::new());
+        for (k, v) in self.extended {
+            let head = k.get(..USER_META_PREFIX.len()).unwrap_or("");
+            if head.eq_ignore_ascii_case(USER_META_PREFIX) {
+                meta.push((k[USER_META_PREFIX.len()..].to_lowercase(), v));
+            } else if let Some(key) = k.strip_prefix(TAG_PREFIX).filter(|key| !key.is_empty()) {
+                tags.push((key.to_string(), v));
+            }
+        }
         meta.sort();
-        Entry { path, is_dir: self.is_directory, size, mtime_ns, etag, meta }
+        tags.sort();
+        Entry { path, is_dir: self.is_directory, size, mtime_ns, etag, meta, tags }
     }
 }
 
@@ -497,7 +504,10 @@ mod tests {
         e.extended.insert("X-Amz-Meta-Color".into(), b"Red".to_vec());
         e.extended.insert("x-amz-meta-a".into(), b"1".to_vec());
         e.extended.insert("Seaweed-X-Amz-Owner".into(), b"me".to_vec());
+        e.extended.insert("X-Amz-Tagging-project".into(), b"ocean".to_vec());
+        e.extended.insert("X-Amz-Tagging".into(), b"not a tag".to_vec());
         let got = e.clone().into_entry("/buckets/b");
+        assert_eq!(got.tags, vec![("project".to_string(), b"ocean".to_vec())]);
         assert_eq!(got.size, 3);
         assert_eq!(got.mtime_ns, 5_000_000_006);
         assert_eq!(got.etag.as_deref(), Some("ab01"));

@@ -7,10 +7,12 @@
 pub mod config;
 pub mod etag;
 pub mod presigned;
+pub mod properties;
 pub mod store;
 
 pub use config::Config;
-pub use store::{Error, Head, Metadata, Object, Store};
+pub use properties::{Metadata, Properties, Tags};
+pub use store::{Error, Head, Object, Store};
 
 /// An `s3://BUCKET/KEY` URL; the key may be empty (the whole bucket) or a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]

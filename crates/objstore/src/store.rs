@@ -7,6 +7,7 @@
 //! to [`TRIES`] times with a growing pause.
 
 use crate::config::Config;
+use crate::properties::{self, Metadata, Properties, Tags};
 use rusty_s3::actions::{CreateMultipartUpload, ListObjectsV2, S3Action};
 use rusty_s3::Map;
 use rusty_s3::{Bucket, Credentials, UrlStyle};
@@ -36,11 +37,10 @@ pub struct Head {
     /// Its last modification (whole seconds: an HTTP date), nanoseconds since the epoch.
     pub mtime_ns: i64,
     pub meta: Metadata,
+    /// How many tags it has (`x-amz-tagging-count`; the tags need a request of
+    /// their own).
+    pub tag_count: usize,
 }
-
-/// An object's user metadata, `x-amz-meta-NAME: VALUE` on the wire: (NAME, VALUE),
-/// names lowercase as stores keep them, in name order.
-pub type Metadata = Vec<(String, String)>;
 
 /// A failed request: an HTTP status with the store's error code and message, or
 /// (status 0) no answer at all.
@@ -223,9 +223,69 @@ impl Store {
         crate::presigned::with_etag(url.as_str(), etag)
     }
 
-    /// The user metadata of `key` (one HEAD request).
-    pub fn metadata(&self, key: &str) -> Result<Metadata, Error> {
-        self.head(key).map(|h| h.meta)
+    /// The user metadata and tags of `key`: one HEAD request, and a second one for
+    /// the tags if it has any.
+    pub fn properties(&self, key: &str) -> Result<Properties, Error> {
+        let h = self.head(key)?;
+        let tags = if h.tag_count > 0 { self.tags(key)? } else { Tags::new() };
+        Ok(Properties { meta: h.meta, tags })
+    }
+
+    /// The tags of `key` (GetObjectTagging).
+    pub fn tags(&self, key: &str) -> Result<Tags, Error> {
+        let mut a = self.bucket.get_object(Some(&self.credentials), key);
+        a.query_mut().insert("tagging", "");
+        let url = a.sign(SIGNED_FOR);
+        let body = self.retry(|| self.text(self.agent.get(url.as_str()).call()))?;
+        Ok(properties::parse_tagging(&body))
+    }
+
+    /// Sets the tags of `key` to `tags` (PutObjectTagging; DeleteObjectTagging when
+    /// there are none).
+    pub fn put_tags(&self, key: &str, tags: &Tags) -> Result<(), Error> {
+        if tags.is_empty() {
+            let mut a = self.bucket.delete_object(Some(&self.credentials), key);
+            a.query_mut().insert("tagging", "");
+            let url = a.sign(SIGNED_FOR);
+            return self.retry(|| self.text(self.agent.delete(url.as_str()).call()).map(|_| ()));
+        }
+        let mut a = self.bucket.put_object(Some(&self.credentials), key);
+        a.query_mut().insert("tagging", "");
+        let url = a.sign(SIGNED_FOR);
+        let body = properties::tagging_document(tags);
+        // AWS asks a tagging request for the body's digest.
+        let md5 = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            <md5::Md5 as md5::Digest>::digest(body.as_bytes()),
+        );
+        self.retry(|| {
+            self.text(self.agent.put(url.as_str()).header("content-md5", md5.as_str()).send(body.as_bytes()))
+                .map(|_| ())
+        })
+    }
+
+    /// Replaces the user metadata of `key`, if it is still the version with `etag`,
+    /// by `meta`: the object copied onto itself with `x-amz-metadata-directive:
+    /// REPLACE` (the store's only way; it keeps the bytes and the tags, and gives the
+    /// object a new time). Objects past 5 GiB cannot be copied in one request and
+    /// are refused by the store.
+    pub fn replace_metadata(&self, key: &str, etag: &str, meta: &Metadata) -> Result<(), Error> {
+        let mut a = self.bucket.put_object(Some(&self.credentials), key);
+        const KEEP: &percent_encoding::AsciiSet =
+            &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
+        let source = percent_encoding::utf8_percent_encode(&format!("{}/{key}", self.bucket.name()), KEEP).to_string();
+        let mut headers = meta_headers(meta);
+        headers.push(("x-amz-copy-source".into(), source));
+        headers.push(("x-amz-copy-source-if-match".into(), format!("\"{etag}\"")));
+        headers.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
+        sign_headers(a.headers_mut(), &headers);
+        let url = a.sign(SIGNED_FOR);
+        let reply = self.retry(|| self.text(with_headers(self.agent.put(url.as_str()), &headers).send_empty()))?;
+        // A 200 can still carry an error (S3 sends the status before it knows).
+        if reply.contains("<Error>") {
+            return Err(Error { status: 500, code: tag(&reply, "Code"), message: tag(&reply, "Message") });
+        }
+        Ok(())
     }
 
     /// What a HEAD request says of `key`: its size, ETag, time and user metadata.
@@ -253,23 +313,24 @@ impl Store {
                 etag: unquote(header("etag")),
                 mtime_ns: parse_http_time(header("last-modified")),
                 meta,
+                tag_count: header("x-amz-tagging-count").parse().unwrap_or(0),
             })
         })
     }
 
-    /// Writes `key` whole in one request, with user metadata `meta`; its ETag.
-    pub fn put(&self, key: &str, body: &[u8], meta: &[(String, String)]) -> Result<String, Error> {
+    /// Writes `key` whole in one request, with properties `props`; its ETag.
+    pub fn put(&self, key: &str, body: &[u8], props: &Properties) -> Result<String, Error> {
         let mut a = self.bucket.put_object(Some(&self.credentials), key);
-        let headers = meta_headers(meta);
+        let headers = property_headers(props);
         sign_headers(a.headers_mut(), &headers);
         let url = a.sign(SIGNED_FOR);
         self.retry(|| self.etag_of(with_headers(self.agent.put(url.as_str()), &headers).send(body)))
     }
 
-    /// Starts a multipart upload of `key`, with user metadata `meta`; its upload id.
-    pub fn create_multipart(&self, key: &str, meta: &[(String, String)]) -> Result<String, Error> {
+    /// Starts a multipart upload of `key`, with properties `props`; its upload id.
+    pub fn create_multipart(&self, key: &str, props: &Properties) -> Result<String, Error> {
         let mut a = self.bucket.create_multipart_upload(Some(&self.credentials), key);
-        let headers = meta_headers(meta);
+        let headers = property_headers(props);
         sign_headers(a.headers_mut(), &headers);
         let url = a.sign(SIGNED_FOR);
         let body = self.retry(|| self.text(with_headers(self.agent.post(url.as_str()), &headers).send_empty()))?;
@@ -372,6 +433,15 @@ fn meta_headers(meta: &[(String, String)]) -> Vec<(String, String)> {
     meta.iter().map(|(n, v)| (format!("{META_HEADER}{}", n.to_ascii_lowercase()), v.clone())).collect()
 }
 
+/// `props` as request headers: the metadata's, and the tags' as one query string.
+fn property_headers(props: &Properties) -> Vec<(String, String)> {
+    let mut h = meta_headers(&props.meta);
+    if !props.tags.is_empty() {
+        h.push(("x-amz-tagging".into(), properties::tagging_header(&props.tags)));
+    }
+    h
+}
+
 /// The headers a presigned URL signs (SigV4 signs every `x-amz-*` header sent).
 fn sign_headers<'a>(m: &mut Map<'a>, headers: &'a [(String, String)]) {
     for (n, v) in headers {
@@ -392,7 +462,7 @@ fn error_of(status: u16, resp: &mut ureq::http::Response<ureq::Body>) -> Error {
 }
 
 /// The text of the first `<name>…</name>` in an XML reply (error replies are flat).
-fn tag(xml: &str, name: &str) -> String {
+pub(crate) fn tag(xml: &str, name: &str) -> String {
     let (open, close) = (format!("<{name}>"), format!("</{name}>"));
     let Some(start) = xml.find(&open).map(|i| i + open.len()) else { return String::new() };
     let end = xml[start..].find(&close).map(|i| start + i).unwrap_or(start);

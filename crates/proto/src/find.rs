@@ -48,6 +48,11 @@ pub struct FindQuery {
     pub mmin: Option<(Cmp, i64)>,
     /// The moment the query started (ns since the epoch), the same for every daemon.
     pub now_ns: i64,
+    /// `-xattr NAME` (the attribute exists) and `-xattr NAME=GLOB` (its value, as
+    /// text, matches the shell pattern), each of them: not GNU find's (it has none
+    /// for extended attributes); a view's predicate on an object's properties
+    /// (`user.s3.meta.*`, `user.s3.tag.*`).
+    pub xattrs: Vec<(String, Option<String>)>,
 }
 
 /// Bound on the pattern of `-name` (a name is at most NAME_BYTES_MAX bytes; a pattern
@@ -77,6 +82,16 @@ impl FindQuery {
     /// Whether every predicate but `-name` holds for `r` (the daemon judges the name
     /// on the key, before it decodes the record).
     pub fn matches_record(&self, r: &Record) -> bool {
+        for (name, glob) in &self.xattrs {
+            let ok = match (crate::xattr::get(&r.xattrs, name), glob) {
+                (Err(_), _) => false,
+                (Ok(_), None) => true,
+                (Ok(v), Some(g)) => glob_match(g.as_bytes(), v),
+            };
+            if !ok {
+                return false;
+            }
+        }
         if let Some(k) = self.kind {
             if r.kind != k {
                 return false;
@@ -326,6 +341,16 @@ mod tests {
         assert!(m(Cmp::Exactly, 10).matches("/a", &aged(95)));
         assert!(!m(Cmp::Exactly, 10).matches("/a", &aged(105)));
         assert!(m(Cmp::Exactly, 11).matches("/a", &aged(105)));
+        let mut tagged = r(1, 0);
+        tagged.xattrs = vec![("user.s3.tag.stage".into(), b"raw".to_vec())];
+        let x = |name: &str, glob: Option<&str>| FindQuery {
+            xattrs: vec![(name.into(), glob.map(String::from))],
+            ..Default::default()
+        };
+        assert!(x("user.s3.tag.stage", None).matches("/a", &tagged));
+        assert!(x("user.s3.tag.stage", Some("r*")).matches("/a", &tagged));
+        assert!(!x("user.s3.tag.stage", Some("cooked")).matches("/a", &tagged));
+        assert!(!x("user.s3.tag.owner", None).matches("/a", &tagged));
         let n = FindQuery { name: Some("*.c".into()), ..Default::default() };
         assert!(n.matches("/d/x.c", &r(0, 0)) && !n.matches("/d.c/x", &r(0, 0)));
     }

@@ -70,8 +70,8 @@ pub struct Record {
 impl Record {
     /// Whether a record from the wire may be stored: ENAMETOOLONG for a target of
     /// PATH_MAX bytes or more, EINVAL for attributes that are malformed, past their
-    /// bound, or on a record with a target or of another kind than a file or
-    /// directory (crate::xattr).
+    /// bound, or on a record of another kind than a file or directory, or with a
+    /// target other than a view placeholder's object (crate::xattr).
     pub fn check(&self) -> Result<(), i32> {
         if self.target.len() >= crate::PATH_ARG_BYTES_MAX {
             return Err(libc::ENAMETOOLONG);
@@ -79,7 +79,11 @@ impl Record {
         if self.xattrs.is_empty() {
             return Ok(());
         }
-        let bare = self.target.is_empty() && matches!(self.kind, FileKind::File | FileKind::Dir);
+        // Attributes belong to files and directories, not to a hard link's other
+        // names (their target leads to them); a view's placeholder carries its
+        // object's properties beside its target.
+        let own = self.target.is_empty() || self.unfetched_object().is_some();
+        let bare = own && matches!(self.kind, FileKind::File | FileKind::Dir);
         if bare && crate::xattr::is_valid(&self.xattrs) {
             Ok(())
         } else {
@@ -88,7 +92,9 @@ impl Record {
     }
 
     /// Bytes a record counts in a page besides `RECORD_OVERHEAD_BYTES`: its target
-    /// and its attributes (at most one of them is not empty).
+    /// and its attributes (both only in a view's placeholder, whose target is under
+    /// `PATH_ARG_BYTES_MAX` and attributes under `XATTRS_BYTES_MAX`: together under
+    /// `PATH_BYTES_MAX`, the bound the page sizes assume).
     pub fn payload_bytes(&self) -> usize {
         self.target.len() + crate::xattr::bytes(&self.xattrs)
     }
@@ -1312,15 +1318,17 @@ mod tests {
                         newer_than_ns: None,
                         mmin: Some((crate::Cmp::Less, 5)),
                         now_ns: 9,
+                        xattrs: vec![("user.a".into(), Some("x*".into()))],
                     },
                     after: None,
                     max_entries: 7,
                 },
-                // dir; query: name, kind, size (Cmp u32, N, unit), newer, mmin, now;
-                // after; max_entries.
+                // dir; query: name, kind, size (Cmp u32, N, unit), newer, mmin, now,
+                // xattrs; after; max_entries.
                 "27000000  0200000000000000 2f64  01 0300000000000000 2a2e63  01 00000000  \
                  01 02000000 0200000000000000 0004000000000000  00  01 00000000 0500000000000000  \
-                 0900000000000000  00  07000000"
+                 0900000000000000  0100000000000000 0600000000000000 757365722e61 01 0200000000000000 782a  \
+                 00  07000000"
                     .into(),
             ),
             (Request::CloseWrite { path: "/a".into() }, "28000000  0200000000000000 2f61".into()),
@@ -1471,6 +1479,30 @@ mod tests {
 
     /// Any change of a request's encoding fails here: bump PROTOCOL_VERSION, record
     /// the change in docs/PROTOCOL.md's version history, then update the bytes.
+    #[test]
+    fn attributes_belong_to_files_directories_and_placeholders() {
+        let x = vec![("user.s3.tag.project".to_string(), b"ocean".to_vec())];
+        let file = Record {
+            kind: FileKind::File,
+            mode: 0o444,
+            size: 1,
+            file_id: 1,
+            nlink: 1,
+            ctime_ns: 0,
+            mtime_ns: 0,
+            atime_ns: 0,
+            target: "s3://b/k#etag".into(),
+            uid: 0,
+            gid: 0,
+            xattrs: x.clone(),
+        };
+        assert_eq!(file.check(), Ok(()), "a view's placeholder carries its object's properties");
+        let link_name = Record { target: crate::path::link_path(7), ..file.clone() };
+        assert_eq!(link_name.check(), Err(libc::EINVAL), "a hard link's other name has none of its own");
+        let symlink = Record { kind: FileKind::Symlink, target: "s3://b/k".into(), ..file };
+        assert_eq!(symlink.check(), Err(libc::EINVAL));
+    }
+
     #[test]
     fn golden_request_bodies() {
         let goldens = request_goldens();
@@ -1817,19 +1849,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 1100 0100 0100000000000000 04000000 00000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1200 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1100 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+            show(&hex("47555354 1200 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
         );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 1100 0d00 0807060504030201 30000000 02000000 00000000  \
+        let want = hex("47555354 1200 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1847,7 +1879,7 @@ mod tests {
         };
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 1100 3600 0300000000000000 49000000 00000000 00000000  \
+        let want = hex("47555354 1200 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
@@ -1856,13 +1888,13 @@ mod tests {
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1100 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+            show(&hex("47555354 1200 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
         );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
         let want =
-            hex("47555354 1100 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
+            hex("47555354 1200 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

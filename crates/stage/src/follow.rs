@@ -2,6 +2,8 @@
 //! stage-out). A first pass copies what is there; then, every second, the daemons'
 //! event logs say which files were closed after writing (or renamed into place)
 //! under the sources, and those are copied out, throttled by `--max-bandwidth`.
+//! Files whose attributes changed are looked at too: to an object store, their
+//! objects' properties (metadata, tags) follow the files' `user.s3.*` attributes.
 //! On SIGINT or SIGTERM (the job script's `kill %1` when the application is done)
 //! a final pass copies what is left, unthrottled, and skips everything already out
 //! (the resumable check), so the end of the job waits only for the last files.
@@ -61,17 +63,51 @@ fn nap(d: Duration) {
     }
 }
 
-/// Paths closed after writing or renamed into place since the last call (a file
-/// still being written is not copied; an empty file made and never written goes
-/// with the final pass), and whether some events were lost (then a full pass is due).
-fn changed(cursors: &mut EventCursors, c: &Client) -> (HashSet<String>, bool) {
-    let mut paths = HashSet::new();
-    let lost = cursors.read(c, |e| {
-        if !e.is_dir && matches!(e.kind, EventKind::CloseWrite | EventKind::MovedTo) {
-            paths.insert(e.path.clone());
+/// What the event logs said since the last read.
+#[derive(Default)]
+struct Changed {
+    /// Files closed after writing or renamed into place (a file still being
+    /// written is not copied; an empty file made and never written goes with the
+    /// final pass).
+    written: HashSet<String>,
+    /// Files whose attributes changed (their objects' properties may have to follow).
+    attributes: HashSet<String>,
+    /// Some events were lost: a full pass is due.
+    lost: bool,
+}
+
+impl Changed {
+    fn read(&mut self, cursors: &mut EventCursors, c: &Client) {
+        let lost = cursors.read(c, |e| {
+            if e.is_dir {
+                return;
+            }
+            match e.kind {
+                EventKind::CloseWrite | EventKind::MovedTo => {
+                    self.written.insert(e.path.clone());
+                }
+                EventKind::Attrib => {
+                    self.attributes.insert(e.path.clone());
+                }
+                _ => {}
+            }
+        });
+        self.lost |= lost;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.written.is_empty() && self.attributes.is_empty() && !self.lost
+    }
+
+    /// A pass over what changed (every file if events were lost).
+    fn pass(&self, o: &Options) -> Options {
+        let mut pass = o.clone();
+        if !self.lost {
+            pass.only = Some(self.written.union(&self.attributes).cloned().collect());
         }
-    });
-    (paths, lost)
+        pass.properties_changed = self.attributes.clone();
+        pass
+    }
 }
 
 /// Adds a pass's summary into the running one.
@@ -80,6 +116,7 @@ fn add(total: &mut Summary, pass: Summary) {
     total.symlinks += pass.symlinks;
     total.bytes += pass.bytes;
     total.directories = total.directories.max(pass.directories);
+    total.properties += pass.properties;
     total.failures = pass.failures; // a later pass tries every earlier failure again
 }
 
@@ -105,16 +142,21 @@ pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>, flush_file: Opti
     quiet.progress = false;
     let mut total = run_throttled(c, &quiet, max_bandwidth)?;
     let mut flushes = 0u64;
+    // What changed and has not been copied yet: a pass that fails keeps it for the
+    // next, and the flushes and the final pass take it along.
+    let mut pending = Changed::default();
     while !STOP.load(Ordering::SeqCst) {
         nap(INTERVAL);
         if STOP.load(Ordering::SeqCst) {
             break;
         }
-        let (paths, lost) = changed(&mut cursors, c);
+        pending.read(&mut cursors, c);
         if FLUSH.swap(false, Ordering::SeqCst) {
             // Everything, now, at full speed; then say so.
             flushes += 1;
-            match run_once(c, &quiet) {
+            let mut full = quiet.clone();
+            full.properties_changed = pending.attributes.clone();
+            match run_once(c, &full) {
                 Ok(s) => {
                     if let Some(f) = flush_file {
                         if let Err(e) = write_flushed(f, flushes, &s) {
@@ -122,25 +164,28 @@ pub fn run(c: &Client, o: &Options, max_bandwidth: Option<u64>, flush_file: Opti
                         }
                     }
                     add(&mut total, s);
+                    pending = Changed::default();
                 }
                 Err(e) => eprintln!("gust stage: flush: {e}"),
             }
             continue;
         }
-        if paths.is_empty() && !lost {
+        if pending.is_empty() {
             continue;
         }
-        let mut pass = quiet.clone();
-        if !lost {
-            pass.only = Some(paths);
-        }
-        match run_throttled(c, &pass, max_bandwidth) {
-            Ok(s) => add(&mut total, s),
+        match run_throttled(c, &pending.pass(&quiet), max_bandwidth) {
+            Ok(s) => {
+                add(&mut total, s);
+                pending = Changed::default();
+            }
             Err(e) => eprintln!("gust stage: following: {e} (trying again)"),
         }
     }
     // The job is done: everything that is left, at full speed.
-    let last = run_once(c, o)?;
+    pending.read(&mut cursors, c);
+    let mut last_pass = o.clone();
+    last_pass.properties_changed = pending.attributes;
+    let last = run_once(c, &last_pass)?;
     add(&mut total, last);
     total.skipped = 0;
     total.seconds = started.elapsed().as_secs_f64();

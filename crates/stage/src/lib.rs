@@ -80,9 +80,13 @@ pub struct Options {
     pub only: Option<HashSet<String>>,
     /// Show a progress bar (when stderr is a terminal).
     pub progress: bool,
-    /// From an object store: give each file its object's user metadata as
-    /// `user.s3.meta.*` attributes (one HEAD request per object).
+    /// From an object store: give each file its object's user metadata and tags as
+    /// `user.s3.meta.*` and `user.s3.tag.*` attributes (one HEAD request per object).
     pub metadata: bool,
+    /// To an object store: files (GustFS paths) whose attributes changed (`--follow`
+    /// saw it). An object whose bytes are up to date has its properties compared
+    /// with the file's and written back alone if they differ.
+    pub properties_changed: HashSet<String>,
 }
 
 impl Options {
@@ -99,6 +103,7 @@ impl Options {
             only: None,
             progress: true,
             metadata: true,
+            properties_changed: HashSet::new(),
         }
     }
 
@@ -250,6 +255,7 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
         bytes: staged_bytes,
         seconds: started.elapsed().as_secs_f64(),
         verified,
+        properties: 0,
         failures,
     })
 }

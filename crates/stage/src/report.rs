@@ -32,6 +32,9 @@ pub struct Summary {
     pub seconds: f64,
     /// Files whose checksums were compared (`--verify`).
     pub verified: Option<u64>,
+    /// Objects whose properties (metadata, tags) were written back alone (their
+    /// files' attributes changed, not their bytes).
+    pub properties: u64,
     pub failures: Vec<Failure>,
 }
 
@@ -57,6 +60,9 @@ impl Summary {
         }
         if let Some(v) = self.verified {
             s.push_str(&format!("; {v} verified"));
+        }
+        if self.properties > 0 {
+            s.push_str(&format!("; properties of {} object(s) written back", self.properties));
         }
         if !self.failures.is_empty() {
             s.push_str(&format!("; {} FAILED", self.failures.len()));

@@ -19,7 +19,7 @@ use crate::sync::View;
 use crate::{event_address, Definition, Status};
 use gust_client::{Client, EventCursors, EventKind};
 use gust_objevents::{bucket_prefix, object_key, subscribe};
-use gust_objstore::{Config, Object, Store};
+use gust_objstore::{Config, Object, Properties, Store};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -62,6 +62,14 @@ fn write_status(path: &Path, s: &Mutex<Shared>) {
     }
 }
 
+/// The properties an event's entry carries (SeaweedFS keeps them in the entry).
+fn properties_of(e: &gust_objevents::Entry) -> Properties {
+    let text = |v: &[(String, Vec<u8>)]| -> Vec<(String, String)> {
+        v.iter().map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned())).collect()
+    };
+    Properties { meta: text(&e.meta), tags: text(&e.tags) }
+}
+
 /// Follows the store for view `def` with client `c`, writing its status to
 /// `status_path`. Returns only if the first resync fails (no store setup, no
 /// such bucket, access denied, no store at the endpoint); otherwise runs until
@@ -83,10 +91,50 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
     let since = gust_proto::now_ns() - 1_000_000_000;
     let set = |f: &dyn Fn(&mut Status)| f(&mut shared.lock().unwrap_or_else(|e| e.into_inner()).status);
 
+    let last_resync = std::cell::Cell::new(Instant::now());
+    let resync = || -> Result<(), String> {
+        set(&|s| s.state = "resyncing".into());
+        write_status(status_path, &shared);
+        let started = Instant::now();
+        let r = view.lock().unwrap_or_else(|e| e.into_inner()).resync(&store);
+        last_resync.set(Instant::now());
+        let r = match r {
+            Ok(n) => {
+                let secs = started.elapsed().as_secs_f64();
+                let following = def.events.is_some();
+                set(&|s| {
+                    s.objects = n.objects;
+                    s.skipped = n.skipped;
+                    s.resyncs += 1;
+                    s.last_resync_ns = gust_proto::now_ns();
+                    s.last_resync_secs = secs;
+                    s.error = None;
+                    s.state = if following { "following events" } else { "polling" }.into();
+                });
+                Ok(())
+            }
+            Err(e) => {
+                resync_now.store(true, Ordering::Relaxed);
+                set(&|s| {
+                    s.error = Some(e.clone());
+                    s.state = "resync failed (retrying)".into();
+                });
+                Err(e)
+            }
+        };
+        write_status(status_path, &shared);
+        r
+    };
+    // The first resync is what `gust view add` waits for: its failure (no such
+    // bucket, access denied, no store there) is the answer to the user. It runs
+    // before the events are followed (from `since`, taken before it: none is
+    // missed), so a failure leaves no thread behind. Later ones are tried again.
+    resync_now.store(false, Ordering::Relaxed);
+    resync()?;
     std::thread::scope(|scope| {
         if let Some(events) = &def.events {
             let addr = event_address(events)?.to_string();
-            let (view, shared, resync_now) = (&view, &shared, &resync_now);
+            let (view, shared, resync_now, store) = (&view, &shared, &resync_now, &store);
             let (bucket, prefix, name) = (bucket.clone(), prefix.clone(), def.name.clone());
             scope.spawn(move || {
                 let mut since = since;
@@ -98,11 +146,14 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
                             last = last.max(ev.ts_ns);
                             let as_object = |e: &gust_objevents::Entry| {
                                 let key = object_key(&bucket, &e.path)?;
-                                (!e.is_dir).then(|| Object {
-                                    key,
-                                    size: e.size,
-                                    mtime_ns: e.mtime_ns,
-                                    etag: e.etag.clone().unwrap_or_default(),
+                                (!e.is_dir).then(|| {
+                                    let o = Object {
+                                        key,
+                                        size: e.size,
+                                        mtime_ns: e.mtime_ns,
+                                        etag: e.etag.clone().unwrap_or_default(),
+                                    };
+                                    (o, properties_of(e))
                                 })
                             };
                             let old = ev.old.as_ref().and_then(as_object);
@@ -110,11 +161,15 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
                             let mut v = view.lock().unwrap_or_else(|e| e.into_inner());
                             let mut delta = 0;
                             let mut error = None;
-                            if let Some(o) = old.as_ref().filter(|o| new.as_ref().is_none_or(|n| n.key != o.key)) {
-                                v.apply(&o.key, None).map(|d| delta += d).unwrap_or_else(|e| error = Some(e));
+                            if let Some((o, _)) =
+                                old.as_ref().filter(|(o, _)| new.as_ref().is_none_or(|(n, _)| n.key != o.key))
+                            {
+                                v.apply(store, &o.key, None).map(|d| delta += d).unwrap_or_else(|e| error = Some(e));
                             }
-                            if let Some(n) = &new {
-                                v.apply(&n.key, Some(n)).map(|d| delta += d).unwrap_or_else(|e| error = Some(e));
+                            if let Some((n, props)) = &new {
+                                v.apply(store, &n.key, Some((n, Some(props))))
+                                    .map(|d| delta += d)
+                                    .unwrap_or_else(|e| error = Some(e));
                             }
                             drop(v);
                             let lag_ms = (gust_proto::now_ns() - ev.ts_ns) as f64 / 1e6;
@@ -155,44 +210,10 @@ pub fn follow(c: &Client, def: &Definition, status_path: &Path) -> Result<(), St
             });
         }
         let every = Duration::from_secs(def.resync_secs.max(1));
-        let mut last_resync = Instant::now();
         let mut last_status = Instant::now();
-        let mut first = true;
         loop {
-            if resync_now.swap(false, Ordering::Relaxed) || last_resync.elapsed() >= every {
-                set(&|s| s.state = "resyncing".into());
-                write_status(status_path, &shared);
-                let started = Instant::now();
-                let r = view.lock().unwrap_or_else(|e| e.into_inner()).resync(&store);
-                last_resync = Instant::now();
-                match r {
-                    Ok(n) => {
-                        let secs = started.elapsed().as_secs_f64();
-                        let following = def.events.is_some();
-                        set(&|s| {
-                            s.objects = n.objects;
-                            s.skipped = n.skipped;
-                            s.resyncs += 1;
-                            s.last_resync_ns = gust_proto::now_ns();
-                            s.last_resync_secs = secs;
-                            s.error = None;
-                            s.state = if following { "following events" } else { "polling" }.into();
-                        });
-                    }
-                    // The first resync is what `gust view add` waits for: its
-                    // failure (no such bucket, access denied, no store there) is
-                    // the answer to the user. Later ones are tried again.
-                    Err(e) if first => return Err(e),
-                    Err(e) => {
-                        resync_now.store(true, Ordering::Relaxed);
-                        set(&|s| {
-                            s.error = Some(e.clone());
-                            s.state = "resync failed (retrying)".into();
-                        });
-                    }
-                }
-                first = false;
-                write_status(status_path, &shared);
+            if resync_now.swap(false, Ordering::Relaxed) || last_resync.get().elapsed() >= every {
+                let _ = resync();
             }
             if last_status.elapsed() >= STATUS_EVERY {
                 write_status(status_path, &shared);
@@ -210,7 +231,12 @@ const EVENTS_EVERY: Duration = Duration::from_millis(50);
 /// per daemon, taken before the first resync), read every `EVENTS_EVERY`.
 fn follow_links(c: &Client, def: &Definition, status_path: &Path) -> Result<(), String> {
     let mut view = LinkView::new(c, def)?;
-    let mut cursors = EventCursors::now(c, vec![view.source().to_string()])?;
+    let mut prefixes = vec![view.source().to_string()];
+    if view.uses_attributes() {
+        // An attribute of a file the view links changes at its link path.
+        prefixes.push(format!("{}/", gust_proto::path::LINKS_DIR));
+    }
+    let mut cursors = EventCursors::now(c, prefixes)?;
     let shared = Mutex::new(Shared {
         status: Status { name: def.name.clone(), pid: std::process::id(), ..Default::default() },
         lags: VecDeque::new(),
@@ -256,7 +282,9 @@ fn follow_links(c: &Client, def: &Definition, status_path: &Path) -> Result<(), 
         let lost = cursors.read(c, |e| {
             if e.is_dir {
                 dirs_changed |= matches!(e.kind, EventKind::Delete | EventKind::MovedFrom | EventKind::MovedTo);
-            } else {
+            } else if let Some(src) = view.source_of_link(&e.path) {
+                paths.push((src, e.time_ns));
+            } else if !gust_proto::path::is_link_path(&e.path) {
                 paths.push((e.path.clone(), e.time_ns));
             }
         });

@@ -23,12 +23,14 @@
 //! handling (gust-cli's view.rs).
 
 pub mod follow;
+pub mod layout;
 pub mod links;
 pub mod sync;
 mod tree;
 
 use gust_client::Client;
 use gust_objstore::ObjectUrl;
+use gust_proto::xattr::Xattrs;
 use gust_proto::{FileKind, FindQuery};
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +55,10 @@ pub struct Definition {
     /// Seconds between full resyncs (without events, the only way the view follows
     /// the store; with them, a safety net).
     pub resync_secs: u64,
+    /// Directories by property above the entries (`--layout`, layout.rs), outermost
+    /// first.
+    #[serde(default)]
+    pub layout: Vec<String>,
 }
 
 impl Definition {
@@ -73,9 +79,17 @@ impl Definition {
         self.source.starts_with('/').then_some(self.source.as_str())
     }
 
-    /// Checks a new definition: the name, the source and the event source.
+    /// Whether the entries need their objects' properties (metadata, tags), which
+    /// a store's listing does not carry: a layout or a predicate looks at them.
+    pub fn needs_properties(&self) -> bool {
+        let levels = layout::parse(&self.layout).unwrap_or_default();
+        self.gust_dir().is_none() && (levels.iter().any(|l| l.needs_properties()) || !self.query.xattrs.is_empty())
+    }
+
+    /// Checks a new definition: the name, the source, the layout and the event source.
     pub fn check(&self) -> Result<(), String> {
         check_name(&self.name)?;
+        layout::parse(&self.layout)?;
         if let Some(d) = self.gust_dir() {
             let views = gust_proto::path::VIEWS_DIR;
             if d == "/" || d == views || d.starts_with(&format!("{views}/")) {
@@ -137,9 +151,11 @@ pub fn entry_of(prefix: &str, key: &str) -> Option<String> {
     ok.then(|| rel.to_string())
 }
 
-/// Whether an object (size, time) at view path `path` matches the view's query.
-pub fn matches(query: &FindQuery, path: &str, size: u64, mtime_ns: i64) -> bool {
-    let r = Client::staged_record(FileKind::File, 0o444, size, mtime_ns, mtime_ns, String::new());
+/// Whether an object (size, time, properties as attributes) at view path `path`
+/// matches the view's query.
+pub fn matches(query: &FindQuery, path: &str, size: u64, mtime_ns: i64, xattrs: &Xattrs) -> bool {
+    let mut r = Client::staged_record(FileKind::File, 0o444, size, mtime_ns, mtime_ns, String::new());
+    r.xattrs = xattrs.clone();
     let q = FindQuery { now_ns: gust_proto::now_ns(), ..query.clone() };
     q.matches(path, &r)
 }
@@ -212,11 +228,15 @@ mod tests {
             size: Some((gust_proto::Cmp::More, 1, 1024)),
             ..Default::default()
         };
-        assert!(matches(&q, "/.views/v/run1/a.fastq", 4096, 0));
-        assert!(!matches(&q, "/.views/v/run1/a.fastq", 1024, 0), "-size +1k is more than one KiB");
-        assert!(!matches(&q, "/.views/v/run1/a.bam", 4096, 0));
+        let none = Xattrs::new();
+        assert!(matches(&q, "/.views/v/run1/a.fastq", 4096, 0, &none));
+        assert!(!matches(&q, "/.views/v/run1/a.fastq", 1024, 0, &none), "-size +1k is more than one KiB");
+        assert!(!matches(&q, "/.views/v/run1/a.bam", 4096, 0, &none));
         let q = FindQuery { mmin: Some((gust_proto::Cmp::Less, 60)), ..Default::default() };
-        assert!(matches(&q, "/x", 1, gust_proto::now_ns()));
-        assert!(!matches(&q, "/x", 1, gust_proto::now_ns() - 2 * 3_600_000_000_000));
+        assert!(matches(&q, "/x", 1, gust_proto::now_ns(), &none));
+        assert!(!matches(&q, "/x", 1, gust_proto::now_ns() - 2 * 3_600_000_000_000, &none));
+        let q = FindQuery { xattrs: vec![("user.s3.tag.stage".into(), Some("raw".into()))], ..Default::default() };
+        assert!(!matches(&q, "/x", 1, 0, &none), "a predicate on a property the object lacks");
+        assert!(matches(&q, "/x", 1, 0, &vec![("user.s3.tag.stage".into(), b"raw".to_vec())]));
     }
 }

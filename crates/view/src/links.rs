@@ -7,8 +7,12 @@
 //! below DIR is looked at again; a directory removed or renamed, or events lost,
 //! bring a resync.
 //!
+//! Under a layout (`--layout user.project`), an entry sits below directories of
+//! its file's attribute values (layout.rs); setting the attribute moves it.
+//!
 //! Not for: views of object stores (sync.rs).
 
+use crate::layout::{self, Level};
 use crate::sync::Counts;
 use crate::tree::{errno_text, lookup, Tree};
 use crate::Definition;
@@ -22,6 +26,14 @@ pub struct LinkView<'a> {
     /// The source directory (an internal path).
     src: String,
     tree: Tree,
+    levels: Vec<Level>,
+    /// Where each file's entry is: its path below the source → its path below the
+    /// view (they differ under a layout). Made by a resync, kept by events.
+    placed: HashMap<String, String>,
+    /// The path below the source of each file in the view, by file id: a linked
+    /// file's attributes change at its link path (`//links/ID`), not below the
+    /// source.
+    by_id: HashMap<u128, String>,
 }
 
 impl<'a> LinkView<'a> {
@@ -32,7 +44,26 @@ impl<'a> LinkView<'a> {
             query: def.query.clone(),
             src: src.trim_end_matches('/').to_string(),
             tree: Tree::new(&def.dir()),
+            levels: layout::parse(&def.layout)?,
+            placed: HashMap::new(),
+            by_id: HashMap::new(),
         })
+    }
+
+    /// Whether the view looks at its files' attributes (a layout level or a
+    /// predicate): then their changes, which happen at the link paths of the files
+    /// the view links, are to be followed too.
+    pub fn uses_attributes(&self) -> bool {
+        !self.query.xattrs.is_empty() || self.levels.iter().any(|l| l.needs_properties())
+    }
+
+    /// The source path of the file whose link path `p` is, if the view holds it.
+    pub fn source_of_link(&self, p: &str) -> Option<String> {
+        if !gust_proto::path::is_link_path(p) {
+            return None;
+        }
+        let id = u128::from_str_radix(&p[gust_proto::path::LINKS_DIR.len() + 1..], 16).ok()?;
+        self.by_id.get(&id).map(|rel| format!("{}/{rel}", self.src))
     }
 
     /// The source directory.
@@ -48,11 +79,16 @@ impl<'a> LinkView<'a> {
         r.kind == Kind::File && q.matches(p, r)
     }
 
-    /// Links source file `rel` into the view (in place of whatever is there);
-    /// false if the source is gone meanwhile.
-    fn link(&mut self, rel: &str) -> Result<bool, String> {
-        self.tree.make_parents(self.c, rel)?;
-        let (from, to) = (format!("{}/{rel}", self.src), self.tree.path_of(rel));
+    /// The path below the view of source file `rel` with record `r`.
+    fn entry(&self, rel: &str, r: &Record) -> String {
+        layout::path(&self.levels, rel, r.mtime_ns, &r.xattrs)
+    }
+
+    /// Links source file `rel` into the view at `at` (in place of whatever is
+    /// there); false if the source is gone meanwhile.
+    fn link(&mut self, rel: &str, at: &str) -> Result<bool, String> {
+        self.tree.make_parents(self.c, at)?;
+        let (from, to) = (format!("{}/{rel}", self.src), self.tree.path_of(at));
         for _ in 0..2 {
             match self.c.link(&from, &to) {
                 Ok(()) => return Ok(true),
@@ -71,32 +107,42 @@ impl<'a> LinkView<'a> {
     pub fn resync(&mut self) -> Result<Counts, String> {
         let q = self.query();
         let base = format!("{}/", self.src);
-        let mut want: HashMap<String, u128> = HashMap::new();
+        let mut found: Vec<(String, Record)> = Vec::new();
         self.c
             .find(&self.src, &q, |p, r| {
                 if let Some(rel) = p.strip_prefix(&base) {
                     if Self::wanted(&q, p, r) {
-                        want.insert(rel.to_string(), r.file_id);
+                        found.push((rel.to_string(), r.clone()));
                     }
                 }
             })
             .map_err(|e| errno_text(&self.src, e))?;
+        // By path below the view: the source's path and file id.
+        let mut want: HashMap<String, (String, u128)> = HashMap::new();
+        self.placed.clear();
+        self.by_id.clear();
+        for (rel, r) in found {
+            let at = self.entry(&rel, &r);
+            self.placed.insert(rel.clone(), at.clone());
+            self.by_id.insert(r.file_id, rel.clone());
+            want.insert(at, (rel, r.file_id));
+        }
         let have = self.tree.load(self.c)?;
         let mut counts = Counts::default();
-        for (rel, r) in &have {
+        for (at, r) in &have {
             let keep = match r.kind {
                 Kind::Dir => true,
-                _ => want.get(rel) == Some(&r.file_id),
+                _ => want.get(at).map(|w| w.1) == Some(r.file_id),
             };
-            if !keep && self.tree.remove(self.c, rel)? {
+            if !keep && self.tree.remove(self.c, at)? {
                 counts.removed += 1;
             }
         }
         self.tree.prune(self.c, want.keys());
-        for (rel, id) in &want {
-            if have.get(rel).is_some_and(|r| r.kind == Kind::File && r.file_id == *id) {
+        for (at, (rel, id)) in &want {
+            if have.get(at).is_some_and(|r| r.kind == Kind::File && r.file_id == *id) {
                 counts.objects += 1;
-            } else if self.link(rel)? {
+            } else if self.link(rel, at)? {
                 counts.made += 1;
                 counts.objects += 1;
             }
@@ -108,19 +154,25 @@ impl<'a> LinkView<'a> {
     /// the view's entry count (-1, 0 or 1).
     pub fn apply(&mut self, p: &str) -> Result<i64, String> {
         let Some(rel) = p.strip_prefix(&format!("{}/", self.src)).map(str::to_string) else { return Ok(0) };
-        let to = self.tree.path_of(&rel);
-        let had = lookup(self.c, &to)?;
-        let had_file = had.as_ref().is_some_and(|r| r.kind == Kind::File);
-        let now = lookup(self.c, p)?;
-        match now {
-            Some(r) if Self::wanted(&self.query(), p, &r) => {
-                if had.is_some_and(|h| h.kind == Kind::File && h.file_id == r.file_id) {
-                    return Ok(0);
-                }
-                Ok(if self.link(&rel)? && !had_file { 1 } else { 0 })
-            }
-            _ if had_file => Ok(if self.tree.remove(self.c, &rel)? { -1 } else { 0 }),
-            _ => Ok(0),
+        let before = self.placed.get(&rel).cloned();
+        let now = lookup(self.c, p)?.filter(|r| Self::wanted(&self.query(), p, r));
+        let at = now.as_ref().map(|r| self.entry(&rel, r));
+        // The entry leaves where it was if the file goes or stops matching, or
+        // moves (its layout values changed).
+        if let Some(old) = before.as_ref().filter(|old| at.as_ref() != Some(*old)) {
+            self.tree.remove(self.c, old)?;
+            self.placed.remove(&rel);
         }
+        let was = i64::from(before.is_some());
+        let (Some(r), Some(at)) = (now, at) else { return Ok(-was) };
+        let had = lookup(self.c, &self.tree.path_of(&at))?;
+        let there = had.is_some_and(|h| h.kind == Kind::File && h.file_id == r.file_id) || self.link(&rel, &at)?;
+        if there {
+            self.by_id.insert(r.file_id, rel.clone());
+            self.placed.insert(rel, at);
+        } else {
+            self.placed.remove(&rel);
+        }
+        Ok(i64::from(there) - was)
     }
 }

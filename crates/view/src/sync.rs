@@ -7,13 +7,20 @@
 //!
 //! Not for: fetching (gust-client's objects.rs), when to resync (follow.rs).
 
+use crate::layout::{self, Level};
 use crate::tree::{errno_text, lookup, Tree};
 use crate::{entry_of, matches, Definition};
-use gust_client::{placeholder_target, split_placeholder_target, Client, Errno, Kind, Record};
-use gust_objstore::{Object, Store};
+use gust_client::{placeholder_target, split_placeholder_target, xattrs_of, Client, Errno, Kind, Record};
+use gust_objstore::{Object, Properties, Store};
 use gust_proto::stage::{StageEntry, STAGE_BATCH_BYTES_MAX, STAGE_BATCH_ENTRIES_MAX, STAGE_ENTRY_OVERHEAD_BYTES};
+use gust_proto::xattr::Xattrs;
 use gust_proto::FindQuery;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Properties requests in flight during a resync of a view that needs them.
+const PROPERTY_THREADS: usize = 16;
 
 /// What a resync found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +42,13 @@ pub struct View<'a> {
     bucket: String,
     prefix: String,
     tree: Tree,
+    levels: Vec<Level>,
+    /// Entries carry their objects' properties (`user.s3.meta.*`, `user.s3.tag.*`):
+    /// the layout or the predicates look at them.
+    with_properties: bool,
+    /// Where each object's entry is: its key below the prefix → its path below the
+    /// view (they differ under a layout). Made by a resync, kept by events.
+    placed: HashMap<String, String>,
 }
 
 /// The ETag an entry was made (a placeholder) or fetched (`user.s3.etag`) from.
@@ -46,10 +60,38 @@ fn etag_of(r: &Record) -> Option<String> {
     Some(String::from_utf8_lossy(e).into_owned())
 }
 
+/// The object properties among a record's attributes.
+fn properties_in(x: &Xattrs) -> Xattrs {
+    x.iter()
+        .filter(|(n, _)| n.starts_with(gust_client::META_XATTR_PREFIX) || n.starts_with(gust_client::TAG_XATTR_PREFIX))
+        .cloned()
+        .collect()
+}
+
+/// `rel` without its first `n` components (an entry's key below the prefix, from
+/// its path below a view of `n` layout levels).
+fn strip_levels(rel: &str, n: usize) -> Option<&str> {
+    let mut rest = rel;
+    for _ in 0..n {
+        rest = rest.split_once('/')?.1;
+    }
+    Some(rest)
+}
+
 impl<'a> View<'a> {
     pub fn new(c: &'a Client, def: &Definition) -> Result<View<'a>, String> {
         let (bucket, prefix) = def.object_source()?;
-        Ok(View { c, def: def.clone(), bucket, prefix, tree: Tree::new(&def.dir()) })
+        let levels = layout::parse(&def.layout)?;
+        Ok(View {
+            c,
+            def: def.clone(),
+            bucket,
+            prefix,
+            tree: Tree::new(&def.dir()),
+            with_properties: def.needs_properties(),
+            levels,
+            placed: HashMap::new(),
+        })
     }
 
     /// The objects of `source` (`s3://BUCKET/PREFIX`) under GustFS directory `dir`
@@ -62,9 +104,19 @@ impl<'a> View<'a> {
             query: FindQuery::default(),
             events: None,
             resync_secs: 0,
+            layout: Vec::new(),
         };
         let (bucket, prefix) = def.object_source()?;
-        Ok(View { c, def, bucket, prefix, tree: Tree::new(dir) })
+        Ok(View {
+            c,
+            def,
+            bucket,
+            prefix,
+            tree: Tree::new(dir),
+            levels: Vec::new(),
+            with_properties: false,
+            placed: HashMap::new(),
+        })
     }
 
     /// The bucket and key prefix the view shows.
@@ -72,25 +124,51 @@ impl<'a> View<'a> {
         (&self.bucket, &self.prefix)
     }
 
-    /// The placeholder of object `o`.
-    fn placeholder(&self, o: &Object) -> Record {
-        let target = placeholder_target(&self.bucket, &o.key, &o.etag);
-        Client::staged_record(Kind::File, 0o444, o.size, o.mtime_ns, o.mtime_ns, target)
+    /// Whether the view's entries carry their objects' properties.
+    pub fn needs_properties(&self) -> bool {
+        self.with_properties
     }
 
-    /// Makes or remakes the placeholders `todo` (path below the view, object), in
-    /// batches per metadata daemon; what a remade entry held is freed. Returns the
-    /// entries made and those a directory hides.
-    fn make(&mut self, todo: Vec<(String, &Object)>, replace: bool) -> Result<(u64, u64), String> {
-        for (rel, _) in &todo {
+    /// The placeholder of object `o` with attributes `x`.
+    fn placeholder(&self, o: &Object, x: &Xattrs) -> Record {
+        let target = placeholder_target(&self.bucket, &o.key, &o.etag);
+        let mut r = Client::staged_record(Kind::File, 0o444, o.size, o.mtime_ns, o.mtime_ns, target);
+        r.xattrs = x.clone();
+        r
+    }
+
+    /// The path below the view of the entry of object `o` (key `key_rel` below the
+    /// prefix) with attributes `x`, if the view's predicates match it.
+    fn wanted(&self, key_rel: &str, o: &Object, x: &Xattrs) -> Option<String> {
+        let rel = layout::path(&self.levels, key_rel, o.mtime_ns, x);
+        matches(&self.def.query, &self.tree.path_of(&rel), o.size, o.mtime_ns, x).then_some(rel)
+    }
+
+    /// The properties of object `key` as attributes: `Ok(None)` if it is gone.
+    fn properties_of(store: &Store, key: &str) -> Result<Option<Xattrs>, String> {
+        match store.properties(key) {
+            Ok(p) => Ok(Some(xattrs_of(&p).0)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(format!("s3://{}/{key}: its properties: {e}", store.bucket())),
+        }
+    }
+
+    /// Makes or remakes the placeholders `todo` (path below the view, object, its
+    /// attributes), in batches per metadata daemon; what a remade entry held is
+    /// freed. Returns the entries made and those a directory hides.
+    fn make(&mut self, todo: Vec<(String, &Object, Xattrs)>, replace: bool) -> Result<(u64, u64), String> {
+        for (rel, _, _) in &todo {
             self.tree.make_parents(self.c, rel)?;
         }
         let mut per: HashMap<u32, Vec<Vec<StageEntry>>> = HashMap::new();
         let mut bytes: HashMap<u32, usize> = HashMap::new();
-        for (rel, o) in &todo {
+        for (rel, o, x) in &todo {
             let path = self.tree.path_of(rel);
-            let record = self.placeholder(o);
-            let counted = STAGE_ENTRY_OVERHEAD_BYTES + path.len() + record.target.len();
+            let record = self.placeholder(o, x);
+            let counted = STAGE_ENTRY_OVERHEAD_BYTES
+                + path.len()
+                + record.target.len()
+                + gust_proto::xattr::bytes(&record.xattrs);
             let d = self.c.metadata_daemon(&path);
             let batches = per.entry(d).or_default();
             let b = bytes.entry(d).or_default();
@@ -131,24 +209,29 @@ impl<'a> View<'a> {
     pub fn resync(&mut self, store: &Store) -> Result<Counts, String> {
         let listing = store.list(&self.prefix).map_err(|e| format!("s3://{}/{}: {e}", self.bucket, self.prefix))?;
         let mut counts = Counts::default();
-        let mut want: BTreeMap<String, &Object> = BTreeMap::new();
+        let mut objects: Vec<(String, &Object)> = Vec::new();
         for o in &listing {
             match entry_of(&self.prefix, &o.key) {
-                Some(rel) => {
-                    if matches(&self.def.query, &self.tree.path_of(&rel), o.size, o.mtime_ns) {
-                        want.insert(rel, o);
-                    }
-                }
+                Some(key_rel) => objects.push((key_rel, o)),
                 None if o.key.ends_with('/') => {} // a directory marker
                 None => counts.skipped += 1,
             }
         }
         // What the view holds now.
-        let have: HashMap<String, (Kind, Option<String>)> =
-            self.tree.load(self.c)?.into_iter().map(|(rel, r)| (rel, (r.kind, etag_of(&r)))).collect();
+        let have = self.tree.load(self.c)?;
+        let attrs = self.attributes(store, &objects, &have)?;
+        let mut want: BTreeMap<String, (&Object, Xattrs)> = BTreeMap::new();
+        self.placed.clear();
+        for ((key_rel, o), x) in objects.iter().zip(attrs) {
+            let Some(x) = x else { continue }; // gone since the listing
+            if let Some(rel) = self.wanted(key_rel, o, &x) {
+                self.placed.insert(key_rel.clone(), rel.clone());
+                want.insert(rel, (o, x));
+            }
+        }
         let stale: Vec<String> = have
             .iter()
-            .filter(|(rel, (k, _))| match k {
+            .filter(|(rel, r)| match r.kind {
                 Kind::Dir => false,
                 Kind::File => !want.contains_key(rel.as_str()),
                 _ => true,
@@ -161,19 +244,77 @@ impl<'a> View<'a> {
             }
         }
         self.tree.prune(self.c, want.keys());
-        let todo: Vec<(String, &Object)> = want
+        let todo: Vec<(String, &Object, Xattrs)> = want
             .iter()
-            .filter(|(rel, o)| match have.get(rel.as_str()) {
-                Some((Kind::File, Some(etag))) => *etag != o.etag,
+            .filter(|(rel, (o, x))| match have.get(rel.as_str()) {
+                Some(r) if r.kind == Kind::File => {
+                    // Remade when its object changed, or (a placeholder) its
+                    // properties did.
+                    etag_of(r).as_deref() != Some(&o.etag)
+                        || (r.unfetched_object().is_some() && properties_in(&r.xattrs) != *x)
+                }
                 _ => true,
             })
-            .map(|(rel, o)| (rel.clone(), *o))
+            .map(|(rel, (o, x))| (rel.clone(), *o, x.clone()))
             .collect();
         let (made, hidden) = self.make(todo, true)?;
         counts.made = made;
         counts.skipped += hidden;
         counts.objects = want.len() as u64 - hidden;
         Ok(counts)
+    }
+
+    /// The attributes each of `objects` (key below the prefix, object) gives its
+    /// entry: none unless the view needs properties; then those of its entry in
+    /// `have` if that entry is of the same version (ETag and time: a copy that
+    /// replaced the metadata changes the time), else the store's (a HEAD, and a
+    /// tagging request if it has tags), [`PROPERTY_THREADS`] at a time. `None` for
+    /// an object gone since the listing.
+    fn attributes(
+        &self,
+        store: &Store,
+        objects: &[(String, &Object)],
+        have: &HashMap<String, Record>,
+    ) -> Result<Vec<Option<Xattrs>>, String> {
+        if !self.with_properties {
+            return Ok(vec![Some(Xattrs::new()); objects.len()]);
+        }
+        let levels = self.levels.len();
+        let known: HashMap<&str, &Record> = have
+            .iter()
+            .filter(|(_, r)| r.kind == Kind::File)
+            .filter_map(|(rel, r)| Some((strip_levels(rel, levels)?, r)))
+            .collect();
+        let mut out: Vec<Option<Xattrs>> = Vec::with_capacity(objects.len());
+        let mut ask: Vec<usize> = Vec::new();
+        for (i, (key_rel, o)) in objects.iter().enumerate() {
+            match known.get(key_rel.as_str()) {
+                Some(r) if etag_of(r).as_deref() == Some(&o.etag) && r.mtime_ns == o.mtime_ns => {
+                    out.push(Some(properties_in(&r.xattrs)))
+                }
+                _ => {
+                    out.push(None);
+                    ask.push(i);
+                }
+            }
+        }
+        let next = AtomicUsize::new(0);
+        type Got = Vec<(usize, Result<Option<Xattrs>, String>)>;
+        let got: Mutex<Got> = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..PROPERTY_THREADS.min(ask.len()) {
+                s.spawn(|| {
+                    while let Some(&i) = ask.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let x = Self::properties_of(store, &objects[i].1.key);
+                        got.lock().unwrap_or_else(|e| e.into_inner()).push((i, x));
+                    }
+                });
+            }
+        });
+        for (i, x) in got.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            out[i] = x?;
+        }
+        Ok(out)
     }
 
     /// Cache mode of a store: a placeholder for every object whose path GustFS does
@@ -186,7 +327,7 @@ impl<'a> View<'a> {
         for o in &listing {
             match entry_of(&self.prefix, &o.key) {
                 Some(rel) if have.contains_key(&rel) => counts.skipped += 1,
-                Some(rel) => todo.push((rel, o)),
+                Some(rel) => todo.push((rel, o, Xattrs::new())),
                 None if o.key.ends_with('/') => {}
                 None => counts.skipped += 1,
             }
@@ -198,23 +339,48 @@ impl<'a> View<'a> {
         Ok(counts)
     }
 
-    /// Applies one object's change: `Some` (made or changed) or `None` (gone).
-    /// Returns the change of the view's entry count (-1, 0 or 1).
-    pub fn apply(&mut self, key: &str, object: Option<&Object>) -> Result<i64, String> {
-        let Some(rel) = entry_of(&self.prefix, key) else { return Ok(0) };
-        let path = self.tree.path_of(&rel);
-        let had = lookup(self.c, &path)?;
-        let had_file = had.as_ref().is_some_and(|r| r.kind == Kind::File);
-        match object {
-            Some(o) if matches(&self.def.query, &path, o.size, o.mtime_ns) => {
-                if had.as_ref().is_some_and(|r| r.kind == Kind::File && etag_of(r).as_deref() == Some(&o.etag)) {
-                    return Ok(0);
-                }
-                let (made, _) = self.make(vec![(rel, o)], true)?;
-                Ok(if made == 1 && !had_file { 1 } else { 0 })
+    /// Applies one object's change: `Some` (made or changed, with its properties
+    /// if the event carried them) or `None` (gone). Returns the change of the
+    /// view's entry count (-1, 0 or 1).
+    pub fn apply(
+        &mut self,
+        store: &Store,
+        key: &str,
+        object: Option<(&Object, Option<&Properties>)>,
+    ) -> Result<i64, String> {
+        let Some(key_rel) = entry_of(&self.prefix, key) else { return Ok(0) };
+        let before = self.placed.get(&key_rel).cloned();
+        let now = match object {
+            Some((o, props)) => {
+                let x = match (self.with_properties, props) {
+                    (false, _) => Some(Xattrs::new()),
+                    (true, Some(p)) => Some(xattrs_of(p).0),
+                    (true, None) => Self::properties_of(store, key)?,
+                };
+                x.and_then(|x| Some((self.wanted(&key_rel, o, &x)?, o, x)))
             }
-            _ if had_file => Ok(if self.tree.remove(self.c, &rel)? { -1 } else { 0 }),
-            _ => Ok(0),
+            None => None,
+        };
+        // The entry leaves where it was if it goes, or moves (its layout values
+        // changed).
+        if let Some(old) = before.as_ref().filter(|old| now.as_ref().is_none_or(|(rel, _, _)| rel != *old)) {
+            self.tree.remove(self.c, old)?;
+            self.placed.remove(&key_rel);
         }
+        let was = i64::from(before.is_some());
+        let Some((rel, o, x)) = now else { return Ok(-was) };
+        let had = lookup(self.c, &self.tree.path_of(&rel))?;
+        let current = had.as_ref().is_some_and(|r| {
+            r.kind == Kind::File
+                && etag_of(r).as_deref() == Some(&o.etag)
+                && (r.unfetched_object().is_none() || properties_in(&r.xattrs) == x)
+        });
+        let there = current || self.make(vec![(rel.clone(), o, x)], true)?.0 == 1;
+        if there {
+            self.placed.insert(key_rel, rel);
+        } else {
+            self.placed.remove(&key_rel);
+        }
+        Ok(i64::from(there) - was)
     }
 }

@@ -41,7 +41,9 @@ pub(super) fn serve(state: &State, req: Request) -> Reply {
                     prefix: &query.name.as_ref().map(|g| glob_literal_prefix(g.as_bytes())).unwrap_or_default(),
                     keep: |name| query.name.as_ref().is_none_or(|g| glob_match(g.as_bytes(), name)),
                 },
-                |r| query.matches_record(r),
+                // A name of a hard-linked file holds no attributes of the file's:
+                // the client judges it on the file's (gust-client's find.rs).
+                |r| query.matches_record(r) || (r.linked_to().is_some() && query.kind.is_none_or(|k| k == r.kind)),
             )?;
             Ok(Response::Tree { records, last_key, done })
         }

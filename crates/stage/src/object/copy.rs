@@ -172,7 +172,7 @@ pub(crate) fn copy_out(job: &Job) -> Copied {
         let key = &plan.keys[p.item];
         let data = read_at(c, &it.src, p.offset, p.len)?;
         if it.size <= part_bytes(it.size) {
-            let etag = store.put(key, &data, &super::metadata::metadata_of(&it.xattrs)).map_err(|e| e.to_string())?;
+            let etag = store.put(key, &data, &super::metadata::properties_of(&it.xattrs)).map_err(|e| e.to_string())?;
             *f.etags.lock().unwrap_or_else(|e| e.into_inner()) = vec![etag];
             return Ok(());
         }
@@ -181,7 +181,7 @@ pub(crate) fn copy_out(job: &Job) -> Copied {
             match &*u {
                 Some(id) => id.clone(),
                 None => {
-                    let meta = super::metadata::metadata_of(&it.xattrs);
+                    let meta = super::metadata::properties_of(&it.xattrs);
                     let id = store.create_multipart(key, &meta).map_err(|e| e.to_string())?;
                     *u = Some(id.clone());
                     id

@@ -26,8 +26,8 @@
 //!   failed upload is aborted);
 //! * `--verify` recomputes each object's ETag from the GustFS bytes.
 //!
-//! Objects' user metadata are the files' `user.s3.meta.*` extended attributes
-//! (metadata.rs).
+//! Objects' user metadata and tags are the files' `user.s3.meta.*` and
+//! `user.s3.tag.*` extended attributes (metadata.rs).
 //!
 //! Endpoint and credentials come from the AWS environment and files
 //! (gust_objstore::config); nothing secret is in argv or the output.
@@ -172,6 +172,13 @@ pub(crate) fn run(c: &Client, o: &Options, url: &ObjectUrl, max_bandwidth: Optio
         verified = Some(n);
         failures.extend(bad);
     }
+    // Up to date in bytes, changed in attributes: the properties alone go back.
+    let recheck: Vec<usize> =
+        skipped.iter().copied().filter(|&i| o.properties_changed.contains(&plan.items[i].src)).collect();
+    let properties = match o.direction {
+        Direction::Out if !recheck.is_empty() => metadata::write_back(&job, &recheck, &mut failures),
+        _ => 0,
+    };
     tree::finish_dirs(c, Direction::In, &plan.items, &dirs, &mut failures);
     failures.sort_by(|a, b| a.path.cmp(&b.path));
     let items = &plan.items;
@@ -188,6 +195,7 @@ pub(crate) fn run(c: &Client, o: &Options, url: &ObjectUrl, max_bandwidth: Optio
         bytes: moved.staged.iter().map(|&i| items[i].size).sum(),
         seconds: started.elapsed().as_secs_f64(),
         verified,
+        properties,
         failures,
     })
 }
