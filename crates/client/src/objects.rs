@@ -62,8 +62,9 @@ pub fn xattrs_of(props: &Properties) -> (Xattrs, usize) {
 
 /// The properties of an object staged out from a file with `xattrs`: its
 /// `user.s3.meta.*` and `user.s3.tag.*` attributes. A metadata entry whose name
-/// or value a header cannot carry (not printable ASCII) is left out; tags past
-/// S3's ten are too.
+/// or value a header cannot carry (not printable ASCII) is left out, and so are a
+/// tag S3 would refuse (`tag_ok`) and tags past S3's ten: the object's bytes must
+/// not fail for an attribute.
 pub fn properties_of(xattrs: &[(String, Vec<u8>)]) -> Properties {
     let mut p = Properties::default();
     for (n, v) in xattrs {
@@ -75,7 +76,7 @@ pub fn properties_of(xattrs: &[(String, Vec<u8>)]) -> Properties {
                 p.meta.push((name.to_ascii_lowercase(), value.trim().to_string()));
             }
         } else if let Some(key) = n.strip_prefix(TAG_XATTR_PREFIX) {
-            if !key.is_empty() && p.tags.len() < gust_objstore::properties::TAGS_MAX {
+            if gust_objstore::properties::tag_ok(key, value) && p.tags.len() < gust_objstore::properties::TAGS_MAX {
                 p.tags.push((key.to_string(), value.to_string()));
             }
         }

@@ -19,6 +19,19 @@ pub type Tags = Vec<(String, String)>;
 /// Most tags an object may carry (S3's bound).
 pub const TAGS_MAX: usize = 10;
 
+/// Whether S3 takes tag `key=value`: a key of 1 to 128 characters not starting
+/// with `aws:`, a value of at most 256, both of letters, digits, spaces and
+/// `+ - = . _ : / @` (AWS's rule for tags across its services).
+pub fn tag_ok(key: &str, value: &str) -> bool {
+    let chars_ok = |s: &str| s.chars().all(|c| c.is_alphanumeric() || c == ' ' || "+-=._:/@".contains(c));
+    let key_len = key.chars().count();
+    (1..=128).contains(&key_len)
+        && !key.starts_with("aws:")
+        && value.chars().count() <= 256
+        && chars_ok(key)
+        && chars_ok(value)
+}
+
 /// What an object carries besides its bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Properties {
@@ -69,6 +82,16 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_s3_refuses_are_known() {
+        assert!(tag_ok("project", "ocean 2026/raw:v1@site"));
+        assert!(tag_ok("Ψ", "é"), "letters of any script");
+        for (k, v) in [("", "x"), ("aws:x", "y"), ("a&b", "x"), ("k", "<raw>"), ("k", &"v".repeat(257))] {
+            assert!(!tag_ok(k, v), "{k}={v}");
+        }
+        assert!(!tag_ok(&"k".repeat(129), "v"));
+    }
 
     #[test]
     fn tags_travel_as_a_query_string_and_as_xml() {

@@ -172,5 +172,7 @@ mod tests {
         assert!(xattr::bytes(&x) <= xattr::XATTRS_BYTES_MAX);
         let many: Vec<(String, Vec<u8>)> = (0..12).map(|i| (format!("user.s3.tag.t{i:02}"), b"v".to_vec())).collect();
         assert_eq!(properties_of(&many).tags.len(), 10, "S3 takes ten tags");
+        let refused = vec![("user.s3.tag.bad".to_string(), b"a&b".to_vec())];
+        assert_eq!(properties_of(&refused).tags, Vec::new(), "a tag S3 refuses stays behind, the bytes go");
     }
 }
