@@ -133,15 +133,39 @@ fn stop(pid: i32) {
     }
 }
 
-/// Removes directory `dir` and everything under it (deepest first).
+/// Unlinks in flight while a view is removed: each is a request to the entry's
+/// metadata daemon, which waits mostly on the round trip.
+const REMOVE_THREADS: usize = 16;
+
+/// Removes directory `dir` and everything under it: the entries first,
+/// [`REMOVE_THREADS`] at a time, then the directories, deepest first.
 fn remove_tree(c: &Client, dir: &str) -> Result<(), String> {
-    let mut all: Vec<(String, bool)> = Vec::new();
-    c.find(dir, &Default::default(), |p, r| all.push((p.to_string(), r.kind == gust_client::Kind::Dir)))
-        .map_err(|e| errno(dir, e))?;
-    all.sort_by_key(|(p, _)| std::cmp::Reverse(p.matches('/').count()));
-    for (p, is_dir) in all {
-        let r = if is_dir { c.rmdir(&p) } else { c.unlink(&p) };
-        match r {
+    let (mut dirs, mut files): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    c.find(dir, &Default::default(), |p, r| match r.kind {
+        gust_client::Kind::Dir => dirs.push(p.to_string()),
+        _ => files.push(p.to_string()),
+    })
+    .map_err(|e| errno(dir, e))?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..REMOVE_THREADS.min(files.len()) {
+            s.spawn(|| {
+                while let Some(p) = files.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    match c.unlink(p) {
+                        Ok(()) | Err(Errno(libc::ENOENT)) => {}
+                        Err(e) => *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(errno(p, e)),
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    dirs.sort_by_key(|p| std::cmp::Reverse(p.matches('/').count()));
+    for p in dirs {
+        match c.rmdir(&p) {
             Ok(()) | Err(Errno(libc::ENOENT)) => {}
             Err(e) => return Err(errno(&p, e)),
         }
