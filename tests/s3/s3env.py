@@ -285,3 +285,37 @@ def status(gust, name):
     r = gust("view", "status", name, "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def follower(instance, weed, home, src, url):
+    """`gust stage out --follow SRC URL --json` in the background (what cache mode's
+    write-back runs), with the store's variables in its environment (never argv)
+    and HOME an empty directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        HOME=str(home),
+        GUST_HOSTS_FILE=instance.hosts_file,
+        AWS_ENDPOINT_URL=weed.endpoint,
+        AWS_ACCESS_KEY_ID=KEY,
+        AWS_SECRET_ACCESS_KEY=SECRET,
+        AWS_REGION=REGION,
+    )
+    return subprocess.Popen(
+        [instance.gust, "stage", "out", "--follow", src, url, "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def shell(gust, hosts_file):
+    """A runner of `sh -c SCRIPT` through the preload library on the instance of
+    `hosts_file` (`gust run`), returning the script's output; it must succeed."""
+
+    def sh(script):
+        r = gust("run", "--", "sh", "-c", script, env={"GUST_HOSTS_FILE": hosts_file})
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    return sh

@@ -6,13 +6,13 @@ setfattr through the preload library."""
 import json
 import os
 import signal
-import subprocess
 import time
 
 import gustfs
 import pytest
 
-from s3env import KEY, REGION, SECRET, Instance, entries, events_of, status, wait_for
+from s3env import Instance, entries, events_of, shell, status, wait_for
+from s3env import follower as start_follower
 
 # This process opens entries through gustfs: the store's variables are its own.
 pytestmark = pytest.mark.usefixtures("store_env")
@@ -59,12 +59,7 @@ def test_properties_set_on_a_written_back_file_follow_it_alone(gust, s3, bucket,
     ci = Instance(daemons=1, extra=["--cache-of", f"s3://{bucket}/p"])
     try:
         on = {"GUST_HOSTS_FILE": ci.hosts_file}
-
-        def sh(script):
-            r = gust("run", "--", "sh", "-c", script, env=on)
-            assert r.returncode == 0, r.stderr
-            return r.stdout
-
+        sh = shell(gust, ci.hosts_file)
         assert sh("getfattr -n user.s3.tag.stage --only-values /gustfs/a.txt") == "raw"
         etag = s3.head_object(Bucket=bucket, Key="p/a.txt")["ETag"]
         before_b = s3.head_object(Bucket=bucket, Key="p/b.txt")["LastModified"]
@@ -95,22 +90,7 @@ def test_a_follower_writes_back_properties_of_files_already_out(gust, s3, bucket
     reaches its object while the follower runs."""
     gustfs.mkdir(d + "/job")
     gustfs.write_bytes(d + "/job/r.txt", b"result")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        HOME=str(tmp_path),
-        GUST_HOSTS_FILE=instance.hosts_file,
-        AWS_ENDPOINT_URL=weed.endpoint,
-        AWS_ACCESS_KEY_ID=KEY,
-        AWS_SECRET_ACCESS_KEY=SECRET,
-        AWS_REGION=REGION,
-    )
-    follower = subprocess.Popen(
-        [instance.gust, "stage", "out", "--follow", d + "/job", f"s3://{bucket}/job", "--json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    follower = start_follower(instance, weed, tmp_path, d + "/job", f"s3://{bucket}/job")
     try:
 
         def head():

@@ -10,7 +10,8 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import KEY, REGION, SECRET, Instance, Proxy, wait_for
+from s3env import KEY, SECRET, Instance, Proxy, wait_for
+from s3env import follower as start_follower
 
 MIB = 1 << 20
 
@@ -208,22 +209,7 @@ def test_stage_out_follow_sends_closed_files_while_the_job_runs(gust, s3, bucket
     objects while it runs (what cache mode's write-back runs), the rest at SIGINT."""
     gustfs.mkdir(d + "/job")
     gustfs.write_bytes(d + "/job/before", b"written before")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        HOME=str(tmp_path),
-        GUST_HOSTS_FILE=instance.hosts_file,
-        AWS_ENDPOINT_URL=weed.endpoint,
-        AWS_ACCESS_KEY_ID=KEY,
-        AWS_SECRET_ACCESS_KEY=SECRET,
-        AWS_REGION=REGION,
-    )
-    follower = subprocess.Popen(
-        [instance.gust, "stage", "out", "--follow", d + "/job", f"s3://{bucket}/job", "--json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    follower = start_follower(instance, weed, tmp_path, d + "/job", f"s3://{bucket}/job")
     try:
 
         def has(key):

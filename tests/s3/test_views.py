@@ -12,7 +12,7 @@ import boto3.s3.transfer
 import gustfs
 import pytest
 
-from s3env import Instance, boto3_client, entries, events_of, status, wait_for
+from s3env import Instance, boto3_client, entries, events_of, shell, status, wait_for
 
 MIB = 1 << 20
 
@@ -165,12 +165,7 @@ def test_cache_mode_of_a_store_fetches_on_first_open_and_writes_back_as_objects(
     ci = Instance(daemons=1, extra=["--cache-of", f"s3://{bucket}/c"])  # the AWS variables are this process's
     try:
         on = {"GUST_HOSTS_FILE": ci.hosts_file}
-
-        def sh(script):
-            r = gust("run", "--", "sh", "-c", script, env=on)
-            assert r.returncode == 0, r.stderr
-            return r.stdout
-
+        sh = shell(gust, ci.hosts_file)
         assert sh("ls /gustfs/in").split() == ["a.txt", "b.txt"]
         assert sh("cat /gustfs/in/a.txt") == "from the store\n"
         before = s3.head_object(Bucket=bucket, Key="c/in/b.txt")["LastModified"]
