@@ -39,12 +39,6 @@ pub struct Properties {
     pub tags: Tags,
 }
 
-impl Properties {
-    pub fn is_empty(&self) -> bool {
-        self.meta.is_empty() && self.tags.is_empty()
-    }
-}
-
 /// The `x-amz-tagging` header's value for `tags`: a URL query string.
 pub fn tagging_header(tags: &Tags) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(tags.iter()).finish()

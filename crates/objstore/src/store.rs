@@ -281,11 +281,7 @@ impl Store {
         sign_headers(a.headers_mut(), &headers);
         let url = a.sign(SIGNED_FOR);
         let reply = self.retry(|| self.text(with_headers(self.agent.put(url.as_str()), &headers).send_empty()))?;
-        // A 200 can still carry an error (S3 sends the status before it knows).
-        if reply.contains("<Error>") {
-            return Err(Error { status: 500, code: tag(&reply, "Code"), message: tag(&reply, "Message") });
-        }
-        Ok(())
+        error_in_200(reply).map(|_| ())
     }
 
     /// What a HEAD request says of `key`: its size, ETag, time and user metadata.
@@ -358,11 +354,7 @@ impl Store {
         let url = a.sign(SIGNED_FOR);
         let body = a.body();
         let reply = self.retry(|| self.text(self.agent.post(url.as_str()).send(body.as_bytes())))?;
-        // A 200 can still carry an error (S3 sends the status before it knows).
-        if reply.contains("<Error>") {
-            return Err(Error { status: 500, code: tag(&reply, "Code"), message: tag(&reply, "Message") });
-        }
-        Ok(unquote(&tag(&reply, "ETag")))
+        Ok(unquote(&tag(&error_in_200(reply)?, "ETag")))
     }
 
     /// Drops an unfinished upload and its parts.
@@ -454,6 +446,15 @@ fn with_headers<B>(mut r: ureq::RequestBuilder<B>, headers: &[(String, String)])
         r = r.header(n.as_str(), v.as_str());
     }
     r
+}
+
+/// The reply of a request that can fail after its 200 (a multipart completion, a
+/// copy: S3 sends the status before it knows), or the error it carries.
+fn error_in_200(reply: String) -> Result<String, Error> {
+    if reply.contains("<Error>") {
+        return Err(Error { status: 500, code: tag(&reply, "Code"), message: tag(&reply, "Message") });
+    }
+    Ok(reply)
 }
 
 fn error_of(status: u16, resp: &mut ureq::http::Response<ureq::Body>) -> Error {

@@ -232,7 +232,7 @@ const EVENTS_EVERY: Duration = Duration::from_millis(50);
 fn follow_links(c: &Client, def: &Definition, status_path: &Path) -> Result<(), String> {
     let mut view = LinkView::new(c, def)?;
     let mut prefixes = vec![view.source().to_string()];
-    if view.uses_attributes() {
+    if def.uses_attributes() {
         // An attribute of a file the view links changes at its link path.
         prefixes.push(format!("{}/", gust_proto::path::LINKS_DIR));
     }

@@ -79,11 +79,13 @@ impl Definition {
         self.source.starts_with('/').then_some(self.source.as_str())
     }
 
-    /// Whether the entries need their objects' properties (metadata, tags), which
-    /// a store's listing does not carry: a layout or a predicate looks at them.
-    pub fn needs_properties(&self) -> bool {
+    /// Whether a layout level or a predicate looks at the entries' attributes: a
+    /// view of a store then needs its objects' properties (metadata, tags), which
+    /// a listing does not carry; a view of a GustFS directory follows its files'
+    /// attribute changes.
+    pub fn uses_attributes(&self) -> bool {
         let levels = layout::parse(&self.layout).unwrap_or_default();
-        self.gust_dir().is_none() && (levels.iter().any(|l| l.needs_properties()) || !self.query.xattrs.is_empty())
+        levels.iter().any(|l| l.needs_properties()) || !self.query.xattrs.is_empty()
     }
 
     /// Checks a new definition: the name, the source, the layout and the event source.

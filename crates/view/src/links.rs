@@ -27,9 +27,6 @@ pub struct LinkView<'a> {
     src: String,
     tree: Tree,
     levels: Vec<Level>,
-    /// Where each file's entry is: its path below the source → its path below the
-    /// view (they differ under a layout). Made by a resync, kept by events.
-    placed: HashMap<String, String>,
     /// The path below the source of each file in the view, by file id: a linked
     /// file's attributes change at its link path (`//links/ID`), not below the
     /// source.
@@ -45,16 +42,8 @@ impl<'a> LinkView<'a> {
             src: src.trim_end_matches('/').to_string(),
             tree: Tree::new(&def.dir()),
             levels: layout::parse(&def.layout)?,
-            placed: HashMap::new(),
             by_id: HashMap::new(),
         })
-    }
-
-    /// Whether the view looks at its files' attributes (a layout level or a
-    /// predicate): then their changes, which happen at the link paths of the files
-    /// the view links, are to be followed too.
-    pub fn uses_attributes(&self) -> bool {
-        !self.query.xattrs.is_empty() || self.levels.iter().any(|l| l.needs_properties())
     }
 
     /// The source path of the file whose link path `p` is, if the view holds it.
@@ -119,11 +108,11 @@ impl<'a> LinkView<'a> {
             .map_err(|e| errno_text(&self.src, e))?;
         // By path below the view: the source's path and file id.
         let mut want: HashMap<String, (String, u128)> = HashMap::new();
-        self.placed.clear();
+        self.tree.forget_places();
         self.by_id.clear();
         for (rel, r) in found {
             let at = self.entry(&rel, &r);
-            self.placed.insert(rel.clone(), at.clone());
+            self.tree.place(&rel, &at);
             self.by_id.insert(r.file_id, rel.clone());
             want.insert(at, (rel, r.file_id));
         }
@@ -154,25 +143,15 @@ impl<'a> LinkView<'a> {
     /// the view's entry count (-1, 0 or 1).
     pub fn apply(&mut self, p: &str) -> Result<i64, String> {
         let Some(rel) = p.strip_prefix(&format!("{}/", self.src)).map(str::to_string) else { return Ok(0) };
-        let before = self.placed.get(&rel).cloned();
         let now = lookup(self.c, p)?.filter(|r| Self::wanted(&self.query(), p, r));
         let at = now.as_ref().map(|r| self.entry(&rel, r));
-        // The entry leaves where it was if the file goes or stops matching, or
-        // moves (its layout values changed).
-        if let Some(old) = before.as_ref().filter(|old| at.as_ref() != Some(*old)) {
-            self.tree.remove(self.c, old)?;
-            self.placed.remove(&rel);
-        }
-        let was = i64::from(before.is_some());
-        let (Some(r), Some(at)) = (now, at) else { return Ok(-was) };
-        let had = lookup(self.c, &self.tree.path_of(&at))?;
-        let there = had.is_some_and(|h| h.kind == Kind::File && h.file_id == r.file_id) || self.link(&rel, &at)?;
+        let had = self.tree.leave_old_place(self.c, &rel, at.as_deref())?;
+        let (Some(r), Some(at)) = (now, at) else { return Ok(-i64::from(had)) };
+        let found = lookup(self.c, &self.tree.path_of(&at))?;
+        let there = found.is_some_and(|h| h.kind == Kind::File && h.file_id == r.file_id) || self.link(&rel, &at)?;
         if there {
             self.by_id.insert(r.file_id, rel.clone());
-            self.placed.insert(rel, at);
-        } else {
-            self.placed.remove(&rel);
         }
-        Ok(i64::from(there) - was)
+        Ok(self.tree.settle(&rel, &at, there, had))
     }
 }

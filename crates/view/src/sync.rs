@@ -46,9 +46,6 @@ pub struct View<'a> {
     /// Entries carry their objects' properties (`user.s3.meta.*`, `user.s3.tag.*`):
     /// the layout or the predicates look at them.
     with_properties: bool,
-    /// Where each object's entry is: its key below the prefix → its path below the
-    /// view (they differ under a layout). Made by a resync, kept by events.
-    placed: HashMap<String, String>,
 }
 
 /// The ETag an entry was made (a placeholder) or fetched (`user.s3.etag`) from.
@@ -88,9 +85,8 @@ impl<'a> View<'a> {
             bucket,
             prefix,
             tree: Tree::new(&def.dir()),
-            with_properties: def.needs_properties(),
+            with_properties: def.uses_attributes(),
             levels,
-            placed: HashMap::new(),
         })
     }
 
@@ -107,26 +103,12 @@ impl<'a> View<'a> {
             layout: Vec::new(),
         };
         let (bucket, prefix) = def.object_source()?;
-        Ok(View {
-            c,
-            def,
-            bucket,
-            prefix,
-            tree: Tree::new(dir),
-            levels: Vec::new(),
-            with_properties: false,
-            placed: HashMap::new(),
-        })
+        Ok(View { c, def, bucket, prefix, tree: Tree::new(dir), levels: Vec::new(), with_properties: false })
     }
 
     /// The bucket and key prefix the view shows.
     pub fn source(&self) -> (&str, &str) {
         (&self.bucket, &self.prefix)
-    }
-
-    /// Whether the view's entries carry their objects' properties.
-    pub fn needs_properties(&self) -> bool {
-        self.with_properties
     }
 
     /// The placeholder of object `o` with attributes `x`.
@@ -221,11 +203,11 @@ impl<'a> View<'a> {
         let have = self.tree.load(self.c)?;
         let attrs = self.attributes(store, &objects, &have)?;
         let mut want: BTreeMap<String, (&Object, Xattrs)> = BTreeMap::new();
-        self.placed.clear();
+        self.tree.forget_places();
         for ((key_rel, o), x) in objects.iter().zip(attrs) {
             let Some(x) = x else { continue }; // gone since the listing
             if let Some(rel) = self.wanted(key_rel, o, &x) {
-                self.placed.insert(key_rel.clone(), rel.clone());
+                self.tree.place(key_rel, &rel);
                 want.insert(rel, (o, x));
             }
         }
@@ -349,7 +331,6 @@ impl<'a> View<'a> {
         object: Option<(&Object, Option<&Properties>)>,
     ) -> Result<i64, String> {
         let Some(key_rel) = entry_of(&self.prefix, key) else { return Ok(0) };
-        let before = self.placed.get(&key_rel).cloned();
         let now = match object {
             Some((o, props)) => {
                 let x = match (self.with_properties, props) {
@@ -361,26 +342,15 @@ impl<'a> View<'a> {
             }
             None => None,
         };
-        // The entry leaves where it was if it goes, or moves (its layout values
-        // changed).
-        if let Some(old) = before.as_ref().filter(|old| now.as_ref().is_none_or(|(rel, _, _)| rel != *old)) {
-            self.tree.remove(self.c, old)?;
-            self.placed.remove(&key_rel);
-        }
-        let was = i64::from(before.is_some());
-        let Some((rel, o, x)) = now else { return Ok(-was) };
-        let had = lookup(self.c, &self.tree.path_of(&rel))?;
-        let current = had.as_ref().is_some_and(|r| {
+        let had = self.tree.leave_old_place(self.c, &key_rel, now.as_ref().map(|(rel, _, _)| rel.as_str()))?;
+        let Some((rel, o, x)) = now else { return Ok(-i64::from(had)) };
+        let found = lookup(self.c, &self.tree.path_of(&rel))?;
+        let current = found.as_ref().is_some_and(|r| {
             r.kind == Kind::File
                 && etag_of(r).as_deref() == Some(&o.etag)
                 && (r.unfetched_object().is_none() || properties_in(&r.xattrs) == x)
         });
         let there = current || self.make(vec![(rel.clone(), o, x)], true)?.0 == 1;
-        if there {
-            self.placed.insert(key_rel, rel);
-        } else {
-            self.placed.remove(&key_rel);
-        }
-        Ok(i64::from(there) - was)
+        Ok(self.tree.settle(&key_rel, &rel, there, had))
     }
 }

@@ -28,12 +28,49 @@ pub(crate) struct Tree {
     dir: String,
     /// Directories known to exist (paths below `dir`, "" for `dir`).
     dirs: BTreeSet<String>,
+    /// Where each source item's entry is: the item (an object's key below the
+    /// prefix, a file's path below the source) → its path below the directory
+    /// (they differ under a layout). Made by a resync, kept by events.
+    placed: HashMap<String, String>,
 }
 
 impl Tree {
     pub(crate) fn new(dir: &str) -> Tree {
         let dir = if dir == "/" { String::new() } else { dir.trim_end_matches('/').to_string() };
-        Tree { dir, dirs: BTreeSet::new() }
+        Tree { dir, dirs: BTreeSet::new(), placed: HashMap::new() }
+    }
+
+    /// Forgets every item's place (a resync places them again).
+    pub(crate) fn forget_places(&mut self) {
+        self.placed.clear();
+    }
+
+    /// Notes that `item`'s entry is at `rel`.
+    pub(crate) fn place(&mut self, item: &str, rel: &str) {
+        self.placed.insert(item.to_string(), rel.to_string());
+    }
+
+    /// The first step of one item's change: its entry leaves where it was unless
+    /// it is wanted there still (`now`: where it belongs now, None if it goes).
+    /// Returns whether the item had an entry.
+    pub(crate) fn leave_old_place(&mut self, c: &Client, item: &str, now: Option<&str>) -> Result<bool, String> {
+        let Some(old) = self.placed.get(item).cloned() else { return Ok(false) };
+        if now != Some(old.as_str()) {
+            self.remove(c, &old)?;
+            self.placed.remove(item);
+        }
+        Ok(true)
+    }
+
+    /// The last step: the item's entry is at `rel` if `there`, else nowhere.
+    /// Returns the change of the entry count, given whether it `had` one.
+    pub(crate) fn settle(&mut self, item: &str, rel: &str, there: bool, had: bool) -> i64 {
+        if there {
+            self.place(item, rel);
+        } else {
+            self.placed.remove(item);
+        }
+        i64::from(there) - i64::from(had)
     }
 
     /// The path of `rel` below the directory.
