@@ -39,7 +39,6 @@ mod cache;
 mod claims;
 mod create_batch;
 mod credentials;
-mod data;
 mod error;
 mod events;
 mod exit;
@@ -51,6 +50,7 @@ mod grants;
 mod home;
 mod inline;
 mod integrity;
+mod io;
 mod layout;
 mod links;
 mod listing;
@@ -68,12 +68,10 @@ mod routing;
 mod rpc;
 mod short_circuit;
 mod size_cache;
-mod spill;
 mod staging;
 mod stat;
 mod status;
 mod traced;
-mod write_behind;
 mod xattrs;
 
 use gust_hosts::HostsFile;
@@ -267,7 +265,7 @@ impl Client {
         );
         let dist = layout::Layout::new(layout::distributor(&hosts));
         transport.set_layout(hosts.generation, n);
-        let write_behind_bytes = write_behind::bytes_from_env(hosts.chunk_size_bytes);
+        let write_behind_bytes = io::bytes_from_env(hosts.chunk_size_bytes);
         let sizes = std::sync::Arc::new(size_cache::SizeHolds::default());
         transport.grants.set_size_holder(sizes.clone());
         Ok(Client {

@@ -10,7 +10,7 @@
 
 use crate::stat::Stat;
 use crate::{Client, Errno, Result};
-use gust_proto::{path, FileKind, Request, Response};
+use gust_proto::{path, FileKind, Record, Request, Response};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
@@ -49,7 +49,7 @@ pub(crate) struct OpenFile {
     /// Signalled when a send of `size` ends.
     pub(crate) size_sent: Condvar,
     /// Adjacent writes not sent yet (write_behind.rs, opt-in).
-    pub(crate) write_buffer: Mutex<Option<crate::write_behind::WriteBuffer>>,
+    pub(crate) write_buffer: Mutex<Option<crate::io::WriteBuffer>>,
     /// The link path of a hard-linked file, where its size and attributes live
     /// (links.rs): set at open, or when a daemon first says the file was linked.
     pub(crate) linked_at: OnceLock<String>,
@@ -222,103 +222,28 @@ impl Client {
     /// (each fetch replaces the placeholder; a view that replaced it again
     /// meanwhile, its object changing, is fetched again, a bounded number of times).
     fn open_fetched(&self, path: &str, flags: i32, mode: u32, fetches: u32) -> Result<(i32, Stat, String)> {
-        let mut p = self.norm(path)?;
         if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
             self.listing.invalidate();
         }
-        let acc = flags & libc::O_ACCMODE;
-        let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
-        let mut hops = 0;
-        let mut inline: Option<Vec<u8>> = None;
+        let writable = Self::opens_writable(flags);
         // Mode bits, where this client checks them (permissions.rs).
         let checked = self.checked_caller();
-        let mut created = false;
-        let rec = loop {
-            if self.hosts.cache_of.is_some() && flags & libc::O_EXCL == 0 {
-                self.fetch_if_cached(&p)?;
-            }
-            // A caller who may not make names in the directory still opens an
-            // existing file (without O_EXCL), as on Linux.
-            let may_create = match &checked {
-                Some(who) if flags & libc::O_CREAT != 0 && p != "/" => match self.may_change_dir_of(who, &p) {
-                    Ok(_) => true,
-                    Err(e) => match self.get_record(&p) {
-                        Ok(_) if flags & libc::O_EXCL != 0 => return Err(Errno(libc::EEXIST)),
-                        Ok(_) => false,
-                        Err(Errno(libc::ENOENT)) => return Err(e),
-                        Err(other) => return Err(other),
-                    },
-                },
-                _ => true,
-            };
-            let r = if flags & libc::O_CREAT != 0 && may_create {
-                if p == "/" {
-                    return Err(Errno(if flags & libc::O_EXCL != 0 { libc::EEXIST } else { libc::EISDIR }));
-                }
-                self.check_parent(&p)?;
-                let fresh = Self::new_record(FileKind::File, mode, String::new());
-                let fresh_id = fresh.file_id;
-                let req = Request::Create { path: p.clone(), record: fresh, exclusive: flags & libc::O_EXCL != 0 };
-                let daemon = self.md_daemon(&p);
-                let ticket = self.create_ticket(daemon);
-                let r = match self.transport.call(daemon, req)? {
-                    Response::Record(r) => r,
-                    r => return Err(crate::error::unexpected(r)),
-                };
-                self.claim_answered(daemon, &p);
-                self.lookup_answered(ticket, daemon, &p, &r, None);
-                created = r.file_id == fresh_id;
-                // An existing file with data may hold it inline: writers move it,
-                // unless they truncate it (which drops the data, below).
-                let truncates = flags & libc::O_TRUNC != 0;
-                if r.file_id != fresh_id
-                    && r.kind == FileKind::File
-                    && r.size > 0
-                    && writable
-                    && !truncates
-                    && r.linked_to().is_none()
-                {
-                    let (r2, data) = self.stat_data_stored(&p)?;
-                    inline = data;
-                    r2
-                } else {
-                    r
-                }
-            } else {
-                let (r, data) = match self.stat_data_stored(&p) {
-                    // A directory of the cached file system, not in GustFS.
-                    Err(Errno(libc::ENOENT)) if self.hosts.cache_of.is_some() => (self.cached_record(&p)?, None),
-                    r => r?,
-                };
-                inline = data;
-                r
-            };
-            if r.kind != FileKind::Symlink {
-                break r;
-            }
-            if flags & libc::O_NOFOLLOW != 0 {
-                return Err(Errno(libc::ELOOP));
-            }
-            hops += 1;
-            if hops > crate::namespace::SYMLINK_HOPS_MAX {
-                return Err(Errno(libc::ELOOP));
-            }
-            p = self.link_target_path(&p, &r.target)?;
-        };
+        let found = self.find_for_open(self.norm(path)?, flags, mode, checked.as_ref())?;
+        let p = found.path;
         // A name of a hard-linked file: its attributes are at its link path (links.rs).
-        let (rec, linked_at) = match rec.linked_to() {
+        let (mut rec, linked_at) = match found.record.linked_to() {
             Some(l) => {
                 let l = l.to_string();
                 (self.get_stored_record(&l)?, Some(l))
             }
-            None => (rec, None),
+            None => (found.record, None),
         };
         if flags & libc::O_DIRECTORY != 0 && rec.kind != FileKind::Dir {
             return Err(Errno(libc::ENOTDIR));
         }
         if let Some(who) = &checked {
             // The creator may use what it just made, whatever its mode.
-            if !created {
+            if !found.created {
                 self.may_open(who, &rec, flags)?;
             }
         }
@@ -330,6 +255,130 @@ impl Client {
             self.fetch_object(&p, &rec)?;
             return self.open_fetched(&p, flags & !(libc::O_CREAT | libc::O_EXCL), mode, fetches + 1);
         }
+        Self::check_openable(&rec, flags)?;
+        let truncating = flags & libc::O_TRUNC != 0 && writable && rec.kind == FileKind::File && rec.size > 0;
+        if truncating {
+            // A truncate to 0 drops inline data with the rest.
+            self.truncate_resolved(&p, 0)?;
+            rec.size = 0;
+        } else if writable {
+            if let Some(data) = &found.inline {
+                self.migrate_inline(&p, &rec, data)?;
+            }
+        }
+        let st = Stat::from_record(&rec, self.chunk_size);
+        let mut file = OpenFile::new(p.clone(), rec.file_id, rec.kind, flags);
+        if let Some(l) = linked_at {
+            let _ = file.linked_at.set(l);
+        }
+        if !writable && !truncating {
+            file.snapshot = found.inline.map(|d| (rec.size, d));
+        }
+        if writable && rec.kind == FileKind::File && !crate::Credentials::is_root_caller() {
+            *file.clear_set_id.lock().unwrap_or_else(|e| e.into_inner()) = Self::set_id_cleared(rec.mode);
+        }
+        let fd = self.files.insert(Arc::new(file))?;
+        Ok((fd, st, p))
+    }
+
+    fn opens_writable(flags: i32) -> bool {
+        let acc = flags & libc::O_ACCMODE;
+        acc == libc::O_WRONLY || acc == libc::O_RDWR
+    }
+
+    /// The record an open finds (or creates) at `p`, following symlinks unless
+    /// O_NOFOLLOW, with its inline data where the open needs it.
+    fn find_for_open(
+        &self,
+        mut p: String,
+        flags: i32,
+        mode: u32,
+        checked: Option<&crate::Credentials>,
+    ) -> Result<Found> {
+        let mut hops = 0;
+        loop {
+            if self.hosts.cache_of.is_some() && flags & libc::O_EXCL == 0 {
+                self.fetch_if_cached(&p)?;
+            }
+            let found = if flags & libc::O_CREAT != 0 && self.may_create_at(checked, &p, flags)? {
+                self.create_for_open(p, flags, mode)?
+            } else {
+                let (record, inline) = match self.stat_data_stored(&p) {
+                    // A directory of the cached file system, not in GustFS.
+                    Err(Errno(libc::ENOENT)) if self.hosts.cache_of.is_some() => (self.cached_record(&p)?, None),
+                    r => r?,
+                };
+                Found { path: p, record, inline, created: false }
+            };
+            if found.record.kind != FileKind::Symlink {
+                return Ok(found);
+            }
+            if flags & libc::O_NOFOLLOW != 0 {
+                return Err(Errno(libc::ELOOP));
+            }
+            hops += 1;
+            if hops > crate::namespace::SYMLINK_HOPS_MAX {
+                return Err(Errno(libc::ELOOP));
+            }
+            p = self.link_target_path(&found.path, &found.record.target)?;
+        }
+    }
+
+    /// Whether an open with O_CREAT may make the name: a caller who may not make
+    /// names in the directory still opens an existing file (without O_EXCL), as on
+    /// Linux.
+    fn may_create_at(&self, checked: Option<&crate::Credentials>, p: &str, flags: i32) -> Result<bool> {
+        let Some(who) = checked.filter(|_| p != "/") else {
+            return Ok(true);
+        };
+        match self.may_change_dir_of(who, p) {
+            Ok(_) => Ok(true),
+            Err(e) => match self.get_record(p) {
+                Ok(_) if flags & libc::O_EXCL != 0 => Err(Errno(libc::EEXIST)),
+                Ok(_) => Ok(false),
+                Err(Errno(libc::ENOENT)) => Err(e),
+                Err(other) => Err(other),
+            },
+        }
+    }
+
+    /// An open's create request: the record made, or the one already there (with
+    /// its inline data if a writer will have to move it to chunks).
+    fn create_for_open(&self, p: String, flags: i32, mode: u32) -> Result<Found> {
+        if p == "/" {
+            return Err(Errno(if flags & libc::O_EXCL != 0 { libc::EEXIST } else { libc::EISDIR }));
+        }
+        self.check_parent(&p)?;
+        let fresh = Self::new_record(FileKind::File, mode, String::new());
+        let fresh_id = fresh.file_id;
+        let req = Request::Create { path: p.clone(), record: fresh, exclusive: flags & libc::O_EXCL != 0 };
+        let daemon = self.md_daemon(&p);
+        let ticket = self.create_ticket(daemon);
+        let r = match self.transport.call(daemon, req)? {
+            Response::Record(r) => r,
+            r => return Err(crate::error::unexpected(r)),
+        };
+        self.claim_answered(daemon, &p);
+        self.lookup_answered(ticket, daemon, &p, &r, None);
+        let created = r.file_id == fresh_id;
+        // An existing file with data may hold it inline: writers move it, unless
+        // they truncate it (which drops the data, in open_fetched).
+        let truncates = flags & libc::O_TRUNC != 0;
+        if !created
+            && r.kind == FileKind::File
+            && r.size > 0
+            && Self::opens_writable(flags)
+            && !truncates
+            && r.linked_to().is_none()
+        {
+            let (record, inline) = self.stat_data_stored(&p)?;
+            return Ok(Found { path: p, record, inline, created });
+        }
+        Ok(Found { path: p, record: r, inline: None, created })
+    }
+
+    /// What open(2) refuses by the kind of file it finds.
+    fn check_openable(rec: &Record, flags: i32) -> Result<()> {
         if rec.kind.is_device() {
             // The mount is nodev (docs/SEMANTICS.md): what open(2) of a device node
             // gives there.
@@ -340,40 +389,20 @@ impl Client {
             // kernel opens them itself) gives one. ENXIO is a socket's open(2) errno.
             return Err(Errno(libc::ENXIO));
         }
-        if rec.kind == FileKind::Dir && (writable || flags & libc::O_CREAT != 0) {
+        if rec.kind == FileKind::Dir && (Self::opens_writable(flags) || flags & libc::O_CREAT != 0) {
             return Err(Errno(libc::EISDIR));
         }
-        let mut rec = rec;
-        let truncating = flags & libc::O_TRUNC != 0 && writable && rec.kind == FileKind::File && rec.size > 0;
-        if truncating {
-            // A truncate to 0 drops inline data with the rest.
-            self.truncate_resolved(&p, 0)?;
-            rec.size = 0;
-        } else if writable {
-            if let Some(data) = &inline {
-                self.migrate_inline(&p, &rec, data)?;
-            }
+        Ok(())
+    }
+
+    /// The mode a write by an unprivileged caller leaves, if it clears set-id bits
+    /// (Linux's should_remove_suid: S_ISUID always, S_ISGID with group execute).
+    fn set_id_cleared(mode: u32) -> Option<u32> {
+        let mut kill = mode & libc::S_ISUID;
+        if mode & libc::S_IXGRP != 0 {
+            kill |= mode & libc::S_ISGID;
         }
-        let st = Stat::from_record(&rec, self.chunk_size);
-        let mut file = OpenFile::new(p.clone(), rec.file_id, rec.kind, flags);
-        if let Some(l) = linked_at {
-            let _ = file.linked_at.set(l);
-        }
-        if !writable && !truncating {
-            file.snapshot = inline.map(|d| (rec.size, d));
-        }
-        if writable && rec.kind == FileKind::File && !crate::Credentials::is_root_caller() {
-            // Linux's should_remove_suid: S_ISUID always, S_ISGID with group execute.
-            let mut kill = rec.mode & libc::S_ISUID;
-            if rec.mode & libc::S_IXGRP != 0 {
-                kill |= rec.mode & libc::S_ISGID;
-            }
-            if kill != 0 {
-                *file.clear_set_id.lock().unwrap_or_else(|e| e.into_inner()) = Some(rec.mode & !kill);
-            }
-        }
-        let fd = self.files.insert(Arc::new(file))?;
-        Ok((fd, st, p))
+        (kill != 0).then_some(mode & !kill)
     }
 
     /// Opens a file whose record the caller fetched recently, without an RPC: for a
@@ -568,4 +597,13 @@ impl FileSet {
         }
         self.files.lock().unwrap_or_else(|e| e.into_inner()).values().filter_map(Weak::upgrade).collect()
     }
+}
+
+/// What an open found at a path (after symlinks): its record, its inline data where
+/// the open needs it, and whether this open created it.
+struct Found {
+    path: String,
+    record: Record,
+    inline: Option<Vec<u8>>,
+    created: bool,
 }

@@ -1,3 +1,7 @@
+//! Where a window's chunk spans go: to the local file a daemon of this node handed
+//! over (short_circuit.rs), or in one request per daemon, together with the
+//! window's size update.
+//!
 //! Chunk writes and reads when placement spills: with `--placement capacity` a
 //! daemon that is full refuses a write (ENOSPC) and the chunk goes to the next
 //! daemon of its order (gust_placement's `chunk_order`), up to `spill_daemons`
@@ -21,15 +25,49 @@
 //! Not for: choosing daemons (gust_placement), connections (rpc.rs).
 
 use crate::error::unexpected;
+use crate::open_files::OpenFile;
 use crate::routing::{group_spans, Placed};
 use crate::rpc::{Call, Dest};
-use crate::{Client, Errno, Result};
+use crate::{namespace::now_ns, Client, Errno, Result};
 use gust_placement::Distributor;
 use gust_proto::sums::piece_sums;
 use gust_proto::{Request, Response, Span};
 use std::collections::BTreeMap;
 
 impl Client {
+    /// Writes one window (`piece` at file offset `at`) of `f` through chunks; with
+    /// `with_size`, the size update to `path`'s metadata daemon travels in the same
+    /// round. A file linked since its open (links.rs) answers the size update
+    /// EREMOTE: the data is written by then, and the size goes to the link path,
+    /// which `path` becomes.
+    pub(crate) fn write_window(
+        &self,
+        f: &OpenFile,
+        path: &mut String,
+        at: u64,
+        piece: &[u8],
+        with_size: bool,
+    ) -> Result<()> {
+        let update = |path: &str| Request::UpdateSize {
+            path: path.to_string(),
+            file_id: f.file_id(),
+            end: at + piece.len() as u64,
+            append_len: None,
+            mtime_ns: now_ns(),
+        };
+        let extra = match with_size {
+            true => vec![Call { daemon: self.md_daemon(path), req: update(path), bulk: Vec::new() }],
+            false => Vec::new(),
+        };
+        match self.write_chunks(f.file_id(), at, piece, extra, Self::may_ask(f)) {
+            Err(Errno(libc::EREMOTE)) => {
+                *path = self.learn_link(f)?;
+                self.transport.call(self.md_daemon(path), update(path)).map(|_| ())
+            }
+            r => r,
+        }
+    }
+
     /// Spans grouped by the `rank`-th daemon of their chunk's order.
     fn group_by_rank(&self, file_id: u128, spans: Vec<Placed>, rank: u32) -> BTreeMap<u32, Vec<Placed>> {
         let mut order = Vec::new();
