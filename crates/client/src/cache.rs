@@ -11,13 +11,10 @@
 
 use crate::error::unexpected;
 use crate::{Client, Errno, Result};
-use gust_placement::chunk_spans;
-use gust_placement::Distributor;
 use gust_proto::{
-    FileKind, Record, Request, Response, Span, StageChunks, StageCommit, StageEntry, INLINE_BYTES_MAX,
+    FileKind, Record, Request, Response, StageChunks, StageCommit, StageEntry, INLINE_BYTES_MAX,
     STAGE_REQUEST_BYTES_MAX,
 };
-use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
@@ -128,16 +125,7 @@ impl Client {
         file_id: Option<u128>,
     ) -> Result<Fetched> {
         let small = want.kind != FileKind::File || want.size <= INLINE_BYTES_MAX as u64;
-        let mut rec = Self::new_record(want.kind, want.mode, want.target.clone());
-        if let Some(id) = file_id {
-            rec.file_id = id;
-        }
-        rec.mtime_ns = want.mtime_ns;
-        rec.atime_ns = want.atime_ns;
-        rec.xattrs = xattrs;
-        if small {
-            rec.size = want.size;
-        }
+        let rec = Self::fetched_record(want, xattrs, file_id, small);
         let entry = StageEntry {
             path: p.to_string(),
             record: rec.clone(),
@@ -157,18 +145,46 @@ impl Client {
         if small {
             return Ok(Fetched::Done);
         }
-        // The daemons copy the chunks they hold, in parallel; then the size.
-        let mut per: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
-        for s in chunk_spans(0, want.size, self.chunk_size) {
-            per.entry(self.dist.locate_chunk(rec.file_id, s.chunk))
-                .or_default()
-                .push(Span { offset: s.file_offset, len: s.len as u32 });
+        self.pull_chunks(rec.file_id, ext, want.size)?;
+        let commit = StageCommit {
+            path: p.to_string(),
+            file_id: rec.file_id,
+            size: want.size,
+            mtime_ns: want.mtime_ns,
+            atime_ns: want.atime_ns,
+        };
+        match self.call_md(p, Request::StageCommitFiles { items: vec![commit] })? {
+            Response::Staged(v) if v.len() == 1 && v[0].errno == 0 => Ok(Fetched::Done),
+            Response::Staged(v) if v.len() == 1 => Err(Errno(v[0].errno)),
+            r => Err(unexpected(r)),
         }
+    }
+
+    /// The record a fetch creates: `want`'s kind, mode, times and target, with
+    /// `xattrs`; its size only if `small` (the data comes with the create), else
+    /// the commit sets it.
+    fn fetched_record(want: &Record, xattrs: gust_proto::xattr::Xattrs, file_id: Option<u128>, small: bool) -> Record {
+        let mut rec = Self::new_record(want.kind, want.mode, want.target.clone());
+        if let Some(id) = file_id {
+            rec.file_id = id;
+        }
+        rec.mtime_ns = want.mtime_ns;
+        rec.atime_ns = want.atime_ns;
+        rec.xattrs = xattrs;
+        if small {
+            rec.size = want.size;
+        }
+        rec
+    }
+
+    /// The daemons copy the chunks they hold of `size` bytes at `ext`, in parallel,
+    /// in requests of at most STAGE_REQUEST_BYTES_MAX and 1,024 spans.
+    fn pull_chunks(&self, file_id: u128, ext: &str, size: u64) -> Result<()> {
         let mut calls = Vec::new();
-        for (d, spans) in per {
+        for (d, spans) in self.spans_by_daemon(file_id, 0, size) {
             let mut piece = Vec::new();
             let mut bytes = 0u64;
-            for s in spans {
+            for (s, _) in spans {
                 if bytes + s.len as u64 > STAGE_REQUEST_BYTES_MAX || piece.len() == 1024 {
                     calls.push((d, std::mem::take(&mut piece), bytes));
                     bytes = 0;
@@ -183,7 +199,7 @@ impl Client {
             .map(|(d, spans, _)| crate::rpc::Call {
                 daemon: *d,
                 req: Request::StagePull {
-                    items: vec![StageChunks { file_id: rec.file_id, external: ext.to_string(), spans: spans.clone() }],
+                    items: vec![StageChunks { file_id, external: ext.to_string(), spans: spans.clone() }],
                 },
                 bulk: Vec::new(),
             })
@@ -201,18 +217,7 @@ impl Client {
                 r => return Err(unexpected(r)),
             }
         }
-        let commit = StageCommit {
-            path: p.to_string(),
-            file_id: rec.file_id,
-            size: want.size,
-            mtime_ns: want.mtime_ns,
-            atime_ns: want.atime_ns,
-        };
-        match self.call_md(p, Request::StageCommitFiles { items: vec![commit] })? {
-            Response::Staged(v) if v.len() == 1 && v[0].errno == 0 => Ok(Fetched::Done),
-            Response::Staged(v) if v.len() == 1 => Err(Errno(v[0].errno)),
-            r => Err(unexpected(r)),
-        }
+        Ok(())
     }
 
     /// Waits until a file another process is fetching has its size (its fetch

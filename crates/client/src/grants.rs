@@ -627,81 +627,12 @@ impl Cache {
         // A new connection, a new registration (the old one's end may still come).
         let fds = Arc::new(Mutex::new(LinkFds::default()));
         *lock(&d.fds) = Some(fds.clone());
-        let (records, locks) = (self.records.clone(), self.locks.clone());
         let mut opts = gust_rpc::Options::new(timeout);
         opts.name = "gust-recalls";
-        opts.handler = Some(Arc::new(move |req: Request, _bulk: Vec<u8>| match req {
-            Request::Recall { paths } => {
-                let mut claims = false;
-                let mut sizes: Option<Vec<gust_proto::HeldSize>> = None;
-                for p in &paths {
-                    if let Some(path) = gust_proto::path::size_path(p) {
-                        let given = records.size_holder().map(|h| h.give_up(daemon, path)).unwrap_or_default();
-                        if !given.is_empty() {
-                            // The daemon applies them to the record: a copy of it
-                            // cached here has the size from before them.
-                            records.forget(path);
-                        }
-                        sizes.get_or_insert_with(Vec::new).extend(given);
-                        continue;
-                    }
-                    match gust_proto::path::claim_dir(p) {
-                        // Settled even if this process dropped the claim already
-                        // (its lease ran out here first): what it deferred is
-                        // still here, and the daemon waits for it.
-                        Some(dir) => {
-                            records.claims.lost(daemon, dir);
-                            claims = true;
-                        }
-                        None => match (gust_proto::path::data_file(p), &records.short) {
-                            (Some(file_id), Some(t)) => t.forget(daemon, file_id),
-                            (Some(_), None) => {}
-                            (None, _) => records.forget(p),
-                        },
-                    }
-                }
-                if claims {
-                    // Before the answer: what was deferred under the claim is sent.
-                    records.claims.settle();
-                }
-                let listener = records.listener.read().unwrap_or_else(|e| e.into_inner()).clone();
-                if let Some(tell) = listener {
-                    paths.iter().filter(|p| gust_proto::path::size_path(p).is_none()).for_each(|p| tell(p));
-                }
-                match sizes {
-                    Some(sizes) => (Ok(Response::HeldSizes { sizes }), Vec::new()),
-                    None => (Ok(Response::Ok), Vec::new()),
-                }
-            }
-            Request::LockGranted { token, errno } => {
-                locks.granted(token, errno);
-                (Ok(Response::Ok), Vec::new())
-            }
-            // The daemon asks whether this process is alive (it holds locks others want).
-            Request::Ping => (Ok(Response::Ok), Vec::new()),
-            _ => (Err(libc::ENOSYS), Vec::new()),
-        }));
-        let up = d.up.clone();
-        let (records, locks) = (self.records.clone(), self.locks.clone());
+        opts.handler = Some(callback_handler(self.records.clone(), self.locks.clone(), daemon));
+        let (records, locks, up) = (self.records.clone(), self.locks.clone(), d.up.clone());
         let ended_fds = fds.clone();
-        opts.on_end = Some(Arc::new(move |_| {
-            // Before the reader's descriptor closes (it runs on that thread).
-            let mut f = lock(&ended_fds);
-            f.ended = true;
-            f.unregister();
-            drop(f);
-            up.store(false, Ordering::SeqCst);
-            let claimed = records.claims.holds_any(daemon);
-            records.forget_daemon(daemon);
-            // The daemon dropped this process's locks with the connection.
-            locks.daemon_lost(daemon);
-            if claimed {
-                // Its claims went with it (it restarted, or closed the connection):
-                // nobody recalls them any more, so what was deferred under them
-                // goes out now, not at this process's next call.
-                records.claims.settle();
-            }
-        }));
+        opts.on_end = Some(Arc::new(move |_| link_ended(&records, &locks, &up, &ended_fds, daemon)));
         let opened = gust_rpc::Connection::open(ep, secret, opts).and_then(|c| {
             let claims = self.records.claims.armed();
             match c.call(&Request::Callback { client: self.client_id(), claims }, &[], timeout) {
@@ -1067,5 +998,93 @@ impl crate::Client {
     /// entries and pages). One listener; a later call replaces it.
     pub fn on_recall(&self, tell: impl Fn(&str) + Send + Sync + 'static) {
         self.transport.grants.set_listener(Arc::new(tell));
+    }
+}
+
+/// The handler of a callback connection's requests: recalls, lock grants and
+/// liveness questions from `daemon`, answered on its reader thread without waiting
+/// for the application.
+fn callback_handler(records: Arc<Records>, locks: Arc<crate::locks::LockTable>, daemon: u32) -> gust_rpc::Handler {
+    Arc::new(move |req: Request, _bulk: Vec<u8>| match req {
+        Request::Recall { paths } => (Ok(answer_recall(&records, daemon, &paths)), Vec::new()),
+        Request::LockGranted { token, errno } => {
+            locks.granted(token, errno);
+            (Ok(Response::Ok), Vec::new())
+        }
+        // The daemon asks whether this process is alive (it holds locks others want).
+        Request::Ping => (Ok(Response::Ok), Vec::new()),
+        _ => (Err(libc::ENOSYS), Vec::new()),
+    })
+}
+
+/// Gives back what `daemon` recalls: cached records and handed files are forgotten,
+/// what was deferred under a claim is sent, held sizes go back in the answer.
+fn answer_recall(records: &Records, daemon: u32, paths: &[String]) -> Response {
+    let mut claims = false;
+    let mut sizes: Option<Vec<gust_proto::HeldSize>> = None;
+    for p in paths {
+        if let Some(path) = gust_proto::path::size_path(p) {
+            let given = records.size_holder().map(|h| h.give_up(daemon, path)).unwrap_or_default();
+            if !given.is_empty() {
+                // The daemon applies them to the record: a copy of it cached here
+                // has the size from before them.
+                records.forget(path);
+            }
+            sizes.get_or_insert_with(Vec::new).extend(given);
+            continue;
+        }
+        match gust_proto::path::claim_dir(p) {
+            // Settled even if this process dropped the claim already (its lease ran
+            // out here first): what it deferred is still here, and the daemon waits
+            // for it.
+            Some(dir) => {
+                records.claims.lost(daemon, dir);
+                claims = true;
+            }
+            None => match (gust_proto::path::data_file(p), &records.short) {
+                (Some(file_id), Some(t)) => t.forget(daemon, file_id),
+                (Some(_), None) => {}
+                (None, _) => records.forget(p),
+            },
+        }
+    }
+    if claims {
+        // Before the answer: what was deferred under the claim is sent.
+        records.claims.settle();
+    }
+    let listener = records.listener.read().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(tell) = listener {
+        paths.iter().filter(|p| gust_proto::path::size_path(p).is_none()).for_each(|p| tell(p));
+    }
+    match sizes {
+        Some(sizes) => Response::HeldSizes { sizes },
+        None => Response::Ok,
+    }
+}
+
+/// A callback connection to `daemon` ended (run on its reader thread, before the
+/// reader's descriptor closes): what its grants covered is forgotten, and what was
+/// deferred under its claims goes out.
+fn link_ended(
+    records: &Records,
+    locks: &crate::locks::LockTable,
+    up: &std::sync::atomic::AtomicBool,
+    fds: &Mutex<LinkFds>,
+    daemon: u32,
+) {
+    let mut f = lock(fds);
+    f.ended = true;
+    f.unregister();
+    drop(f);
+    up.store(false, Ordering::SeqCst);
+    let claimed = records.claims.holds_any(daemon);
+    records.forget_daemon(daemon);
+    // The daemon dropped this process's locks with the connection.
+    locks.daemon_lost(daemon);
+    if claimed {
+        // Its claims went with it (it restarted, or closed the connection): nobody
+        // recalls them any more, so what was deferred under them goes out now, not
+        // at this process's next call.
+        records.claims.settle();
     }
 }

@@ -214,39 +214,10 @@ impl Client {
         // GUST_TRACE names the tracepoints this process records (gust-trace); every
         // front end's client comes through here.
         gust_trace::init_from_env("client")?;
-        let hosts = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
-        if hosts.daemons.is_empty() {
-            return Err(format!("{}: no daemon registered yet", hosts_path.display()));
-        }
-        if !hosts.is_complete(hosts.daemons.len()) {
-            return Err(format!(
-                "{}: daemon ids are not 0..{} (a daemon missing?)",
-                hosts_path.display(),
-                hosts.daemons.len()
-            ));
-        }
+        let hosts = load_hosts(hosts_path)?;
         let secret = gust_hosts::load_secret(hosts_path).map_err(|e| e.to_string())?;
         let n = hosts.placed_count();
-        if hosts.replicas > n {
-            return Err(format!(
-                "{}: {} replicas need at least as many daemons, and {n} are registered",
-                hosts_path.display(),
-                hosts.replicas
-            ));
-        }
-        // Room for the daemons the instance may grow to (layout.rs): the ids not
-        // registered yet have no endpoint until a new layout names them.
-        let mut entries = hosts.daemons.clone();
-        for id in entries.len() as u32..hosts.room() {
-            entries.push(gust_hosts::DaemonEntry {
-                id,
-                host: String::new(),
-                pid: 0,
-                rootdir: PathBuf::new(),
-                endpoints: Vec::new(),
-                capacity_bytes: None,
-            });
-        }
+        let entries = daemon_slots(&hosts);
         let transport = Transport::new(
             entries,
             Some(hosts_path.to_path_buf()),
@@ -340,4 +311,43 @@ impl Client {
         }
         normalize(if rest.is_empty() { "/" } else { rest }).ok()
     }
+}
+
+/// The hosts file at `path`, refused when it cannot describe a working instance: no
+/// daemon yet, ids with a gap, more replicas than daemons.
+fn load_hosts(path: &Path) -> std::result::Result<HostsFile, String> {
+    let hosts = HostsFile::load(path).map_err(|e| e.to_string())?;
+    if hosts.daemons.is_empty() {
+        return Err(format!("{}: no daemon registered yet", path.display()));
+    }
+    if !hosts.is_complete(hosts.daemons.len()) {
+        return Err(format!("{}: daemon ids are not 0..{} (a daemon missing?)", path.display(), hosts.daemons.len()));
+    }
+    let n = hosts.placed_count();
+    if hosts.replicas > n {
+        return Err(format!(
+            "{}: {} replicas need at least as many daemons, and {n} are registered",
+            path.display(),
+            hosts.replicas
+        ));
+    }
+    Ok(hosts)
+}
+
+/// One transport slot per daemon id, with room for the daemons the instance may grow
+/// to (layout.rs): the ids not registered yet have no endpoint until a new layout
+/// names them.
+fn daemon_slots(hosts: &HostsFile) -> Vec<gust_hosts::DaemonEntry> {
+    let mut entries = hosts.daemons.clone();
+    for id in entries.len() as u32..hosts.room() {
+        entries.push(gust_hosts::DaemonEntry {
+            id,
+            host: String::new(),
+            pid: 0,
+            rootdir: PathBuf::new(),
+            endpoints: Vec::new(),
+            capacity_bytes: None,
+        });
+    }
+    entries
 }

@@ -100,112 +100,110 @@ impl Transport {
             }
             return answers;
         }
-        let mut answers: Vec<Option<Answer>> = (0..calls.len()).map(|_| None).collect();
-        // For First calls: the group members not yet tried.
-        let mut untried: Vec<Vec<u32>> = vec![Vec::new(); calls.len()];
-        // (call index, member) of each call sent this round.
-        let mut sent: Vec<(usize, u32)> = Vec::new();
-        let mut subs: Vec<Call<'_>> = Vec::new();
-        let mut sub_dests: Vec<Option<Dest>> = Vec::new();
-        // (call index, member) of each change that went without a member: fenced
-        // before the change is acknowledged (fence.rs).
-        let mut skipped: Vec<(usize, u32)> = Vec::new();
-        // (call index, member) of each read a member answered EUCLEAN (a corrupt
-        // block: integrity.rs), and per call the member whose answer counts.
-        let mut corrupt: Vec<(usize, u32)> = Vec::new();
-        let mut answered_by: Vec<Option<u32>> = vec![None; calls.len()];
+        let mut fan = Fanout::new(calls.len());
         for (i, c) in calls.iter().enumerate() {
-            let r = route(&c.req);
-            let members: Vec<u32> = match r {
-                Copies::Addressed => vec![c.daemon],
-                Copies::All => {
-                    let (live, down): (Vec<u32>, Vec<u32>) = self.group(c.daemon).partition(|m| !self.is_down(*m));
-                    skipped.extend(down.into_iter().map(|m| (i, m)));
-                    live
-                }
-                Copies::First => self.group(c.daemon).filter(|m| !self.is_down(*m)).collect(),
-            };
-            let members = match r {
-                Copies::Addressed if self.is_down(c.daemon) => Vec::new(),
-                Copies::First => {
-                    untried[i] = members.iter().skip(1).copied().collect();
-                    members.into_iter().take(1).collect()
-                }
-                _ => members,
-            };
-            if members.is_empty() {
-                answers[i] = Some(Err(self.down_error(c.daemon)));
-            }
-            for m in members {
-                sent.push((i, m));
-                subs.push(Call { daemon: m, req: c.req.clone(), bulk: c.bulk.clone() });
-                sub_dests.push(dests[i].clone());
-            }
+            self.first_members(&mut fan, i, c, &dests[i]);
         }
         loop {
-            let got = self.send_batch(std::mem::take(&mut subs), std::mem::take(&mut sub_dests), buf);
+            let got = self.send_batch(std::mem::take(&mut fan.subs), std::mem::take(&mut fan.sub_dests), buf);
             let mut retry: Vec<(usize, u32)> = Vec::new();
-            // Per call, whether some member answered.
-            for ((i, m), a) in std::mem::take(&mut sent).into_iter().zip(got) {
-                if matches!(a, Err(Errno(CORRUPT))) && route(&calls[i].req) == Copies::First {
-                    // Not down: only this data is bad there. The next member is asked.
-                    corrupt.push((i, m));
-                    if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
-                        let d = untried[i].remove(next);
-                        retry.push((i, d));
-                    } else if answers[i].is_none() {
-                        answers[i] = Some(Err(self.corrupt_error(m, true)));
-                    }
-                    continue;
-                }
-                if self.unavailable(m, &a) {
-                    if route(&calls[i].req) == Copies::All {
-                        skipped.push((i, m));
-                    }
-                    if route(&calls[i].req) == Copies::First {
-                        if let Some(next) = untried[i].iter().position(|d| !self.is_down(*d)) {
-                            let d = untried[i].remove(next);
-                            retry.push((i, d));
-                            continue;
-                        }
-                    }
-                    if answers[i].is_none() {
-                        // Kept only if no member answers (an answer replaces it).
-                        answers[i] = Some(Err(Errno(libc::EIO)));
-                    }
-                    continue;
-                }
-                self.serving(m);
-                // The first member to answer decides (members were sent in group order).
-                match &answers[i] {
-                    Some(Ok(_)) => {}
-                    Some(Err(prev)) if *prev != Errno(libc::EIO) => {}
-                    _ => {
-                        answers[i] = Some(a);
-                        answered_by[i] = Some(m);
-                    }
+            for ((i, m), a) in std::mem::take(&mut fan.sent).into_iter().zip(got) {
+                if let Some(next) = self.judge(&mut fan, route(&calls[i].req), i, m, a) {
+                    retry.push((i, next));
                 }
             }
             if retry.is_empty() {
                 break;
             }
             for (i, d) in retry {
-                answers[i] = None;
-                sent.push((i, d));
-                subs.push(Call { daemon: d, req: calls[i].req.clone(), bulk: calls[i].bulk.clone() });
-                sub_dests.push(dests[i].clone());
+                fan.answers[i] = None;
+                fan.send(i, d, &calls[i], &dests[i]);
             }
         }
-        let mut answers: Vec<Answer> = answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect();
-        if !skipped.is_empty() {
-            self.fence_before_acknowledging(&skipped, &mut answers);
+        self.settle_answers(fan, &calls)
+    }
+
+    /// The members call `i` goes to first: every live member for a change, the
+    /// first live one for a read (the others wait in `untried`), the addressed
+    /// daemon for the rest. A call without a live member is answered EIO now.
+    fn first_members<'a>(&self, fan: &mut Fanout<'a>, i: usize, c: &Call<'a>, dest: &Option<Dest>) {
+        let r = route(&c.req);
+        let members: Vec<u32> = match r {
+            Copies::Addressed if self.is_down(c.daemon) => Vec::new(),
+            Copies::Addressed => vec![c.daemon],
+            Copies::All => {
+                let (live, down): (Vec<u32>, Vec<u32>) = self.group(c.daemon).partition(|m| !self.is_down(*m));
+                fan.skipped.extend(down.into_iter().map(|m| (i, m)));
+                live
+            }
+            Copies::First => {
+                let live: Vec<u32> = self.group(c.daemon).filter(|m| !self.is_down(*m)).collect();
+                fan.untried[i] = live.iter().skip(1).copied().collect();
+                live.into_iter().take(1).collect()
+            }
+        };
+        if members.is_empty() {
+            fan.answers[i] = Some(Err(self.down_error(c.daemon)));
         }
-        for (i, bad) in corrupt {
-            if let (Ok(_), Some(good)) = (&answers[i], answered_by[i]) {
+        for m in members {
+            fan.send(i, m, c, dest);
+        }
+    }
+
+    /// Takes member `m`'s answer `a` to call `i` (routed `r`); the member to ask
+    /// next, if a read must go on to another.
+    fn judge(&self, fan: &mut Fanout<'_>, r: Copies, i: usize, m: u32, a: Answer) -> Option<u32> {
+        if matches!(a, Err(Errno(CORRUPT))) && r == Copies::First {
+            // Not down: only this data is bad there. The next member is asked.
+            fan.corrupt.push((i, m));
+            let next = fan.next_untried(i, |d| self.is_down(d));
+            if next.is_none() && fan.answers[i].is_none() {
+                fan.answers[i] = Some(Err(self.corrupt_error(m, true)));
+            }
+            return next;
+        }
+        if self.unavailable(m, &a) {
+            if r == Copies::All {
+                fan.skipped.push((i, m));
+            }
+            if r == Copies::First {
+                if let Some(next) = fan.next_untried(i, |d| self.is_down(d)) {
+                    return Some(next);
+                }
+            }
+            if fan.answers[i].is_none() {
+                // Kept only if no member answers (an answer replaces it).
+                fan.answers[i] = Some(Err(Errno(libc::EIO)));
+            }
+            return None;
+        }
+        self.serving(m);
+        // The first member to answer decides (members were sent in group order).
+        match &fan.answers[i] {
+            Some(Ok(_)) => {}
+            Some(Err(prev)) if *prev != Errno(libc::EIO) => {}
+            _ => {
+                fan.answers[i] = Some(a);
+                fan.answered_by[i] = Some(m);
+            }
+        }
+        None
+    }
+
+    /// The answers once every round is in: changes that went without a member are
+    /// fenced first (fence.rs), corrupt copies repaired from the member that
+    /// answered (integrity.rs).
+    fn settle_answers(&self, fan: Fanout<'_>, calls: &[Call<'_>]) -> Vec<Answer> {
+        let mut answers: Vec<Answer> = fan.answers.into_iter().map(|a| a.unwrap_or(Err(Errno(libc::EIO)))).collect();
+        if !fan.skipped.is_empty() {
+            self.fence_before_acknowledging(&fan.skipped, &mut answers);
+        }
+        for (i, bad) in fan.corrupt {
+            if let (Ok(_), Some(good)) = (&answers[i], fan.answered_by[i]) {
                 self.repair_blocks(&calls[i].req, good, bad);
             }
         }
-        for (a, c) in answers.iter_mut().zip(&calls) {
+        for (a, c) in answers.iter_mut().zip(calls) {
             if matches!(a, Err(Errno(CORRUPT))) {
                 *a = Err(self.corrupt_error(c.daemon, true));
             }
@@ -341,5 +339,53 @@ impl Client {
     /// placement puts it first (a chunk spilled past a full daemon is elsewhere).
     pub fn chunk_holders(&self, file_id: u128, chunk: u64) -> Vec<u32> {
         self.transport.group(self.dist.locate_chunk(file_id, chunk)).collect()
+    }
+}
+
+/// One replicated batch in flight: per call its answer so far, and the copies sent
+/// in the current round.
+struct Fanout<'a> {
+    answers: Vec<Option<Answer>>,
+    /// For First calls: the group members not yet tried.
+    untried: Vec<Vec<u32>>,
+    /// (call index, member) of each call sent this round.
+    sent: Vec<(usize, u32)>,
+    subs: Vec<Call<'a>>,
+    sub_dests: Vec<Option<Dest>>,
+    /// (call index, member) of each change that went without a member: fenced
+    /// before the change is acknowledged (fence.rs).
+    skipped: Vec<(usize, u32)>,
+    /// (call index, member) of each read a member answered EUCLEAN (a corrupt
+    /// block: integrity.rs).
+    corrupt: Vec<(usize, u32)>,
+    /// Per call, the member whose answer counts.
+    answered_by: Vec<Option<u32>>,
+}
+
+impl<'a> Fanout<'a> {
+    fn new(calls: usize) -> Self {
+        Fanout {
+            answers: (0..calls).map(|_| None).collect(),
+            untried: vec![Vec::new(); calls],
+            sent: Vec::new(),
+            subs: Vec::new(),
+            sub_dests: Vec::new(),
+            skipped: Vec::new(),
+            corrupt: Vec::new(),
+            answered_by: vec![None; calls],
+        }
+    }
+
+    /// Call `i`'s copy to member `m`, for this round.
+    fn send(&mut self, i: usize, m: u32, c: &Call<'a>, dest: &Option<Dest>) {
+        self.sent.push((i, m));
+        self.subs.push(Call { daemon: m, req: c.req.clone(), bulk: c.bulk.clone() });
+        self.sub_dests.push(dest.clone());
+    }
+
+    /// The next member of call `i` not tried yet and not `down`, taken off the list.
+    fn next_untried(&mut self, i: usize, down: impl Fn(u32) -> bool) -> Option<u32> {
+        let next = self.untried[i].iter().position(|d| !down(*d))?;
+        Some(self.untried[i].remove(next))
     }
 }

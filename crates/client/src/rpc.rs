@@ -556,34 +556,8 @@ impl Transport {
         buf: &mut [u8],
         place: Option<(usize, BatchPlacer<'_>)>,
     ) -> Result<(Reply, Bulk, u16), (bool, String)> {
+        wait_first_byte(c)?;
         let mut hb = [0u8; HEADER_BYTES];
-        let spin = spin_us();
-        if spin > 0 && c.reader.buffer().is_empty() {
-            let t0 = std::time::Instant::now();
-            while t0.elapsed().as_micros() < spin as u128 && !c.reader.get_ref().readable_now() {
-                std::hint::spin_loop();
-            }
-        }
-        // The first byte separately: "nothing came" (the daemon died before the
-        // reply: the connection was closed or reset) is what makes a retry safe
-        // for idempotent requests.
-        // A read with a timeout is interrupted by a stop and continue (SIGSTOP,
-        // SIGCONT) even with SA_RESTART (signal(7)): that is no failure.
-        let first = loop {
-            match c.reader.fill_buf() {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => break r,
-            }
-        };
-        // Nothing within the RPC timeout is no sign of a dead connection to a daemon
-        // that may be back: sending again would only wait as long once more.
-        let first = first.map_err(|e| {
-            let silent = matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
-            (!silent, format!("no reply: {e}"))
-        })?;
-        if first.is_empty() {
-            return Err((true, "no reply: connection closed by the daemon".into()));
-        }
         c.reader.read_exact(&mut hb).map_err(|e| (false, format!("truncated reply: {e}")))?;
         let h = Header::decode(&hb).map_err(|e: FrameError| (false, e.to_string()))?;
         let flags = h.op & REPLY_FLAGS;
@@ -598,18 +572,7 @@ impl Transport {
         c.reader.read_exact(&mut body).map_err(|e| (false, format!("truncated reply: {e}")))?;
         let reply: Reply = decode(&body).map_err(|e| (false, e.to_string()))?;
         if let (Some(dest), Ok(Response::Data { span_lens })) = (dest, &reply) {
-            // Check the layout before writing anything into the caller's buffer.
-            let fits = span_lens.len() == dest.len()
-                && span_lens.iter().zip(dest).all(|(got, (at, len))| got <= len && at + *len as usize <= buf.len())
-                && span_lens.iter().map(|g| *g as u64).sum::<u64>() == h.bulk_len as u64;
-            if !fits {
-                return Err((false, "read reply does not match the requested spans".into()));
-            }
-            for (got, (at, len)) in span_lens.iter().zip(dest) {
-                let (at, got, len) = (*at, *got as usize, *len as usize);
-                c.reader.read_exact(&mut buf[at..at + got]).map_err(|e| (false, format!("truncated reply: {e}")))?;
-                buf[at + got..at + len].fill(0);
-            }
+            read_into_dest(c, span_lens, dest, h.bulk_len as u64, buf)?;
             return Ok((reply, Bulk::Vec(Vec::new()), flags));
         }
         let want = h.bulk_len as usize;
@@ -839,72 +802,143 @@ impl Transport {
         place: &mut Option<BatchPlacer<'_>>,
     ) -> Vec<PlacedAnswer> {
         debug_assert_eq!(calls.len(), dests.len());
-        enum Sent {
-            /// Waiting for the reply on this connection (id, op, pooled?, the
-            /// daemon it leads to, when it was sent).
-            Pending(Conn, u64, u16, bool, u32, u64),
-            /// Sending on a pooled connection failed: send again on a fresh one.
-            Resend,
-            Done(PlacedAnswer),
-        }
-        let mut sent: Vec<Sent> = Vec::with_capacity(which.len());
-        for call in which.iter().map(|&i| &calls[i]) {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
-            self.grants.changing(&call.req);
-            let sent_ms = self.grants.clock_ms();
-            sent.push(match self.take_for(call.daemon) {
-                Ok((mut c, reused, via)) => match self.send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk) {
-                    Ok(op) => {
-                        // Events, not spans: the calls of a batch interleave. With the
-                        // default filter (info) a disabled event costs an atomic load.
-                        debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
-                        Sent::Pending(c, id, op, reused, via, sent_ms)
-                    }
-                    Err(_) if reused => Sent::Resend,
-                    Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
-                },
-                Err(e) => Sent::Done(Err(e)),
-            });
-        }
+        let sent: Vec<Sent> = which.iter().map(|&i| self.send_one(&calls[i])).collect();
         let mut answers = Vec::with_capacity(which.len());
         if which.len() == calls.len() {
             crate::grants::batch_begin(calls.len());
         }
         for (&i, st) in which.iter().zip(sent) {
-            let call = &calls[i];
-            let dest = dests[i].as_ref();
             crate::grants::note_flags(0);
-            answers.push(match st {
-                Sent::Done(a) => a,
-                Sent::Resend => self.call_fresh(call, dest, buf, for_call(place, i)),
-                Sent::Pending(mut c, id, op, reused, via, sent_ms) => {
-                    match self.recv_placed(&mut c, id, op, dest, buf, for_call(place, i)) {
-                        Ok((reply, bulk, flags)) => {
-                            self.replied(via, &call.req, sent_ms, flags);
-                            debug!(
-                                daemon = call.daemon,
-                                op = call.req.name(),
-                                id,
-                                errno = reply.as_ref().err().copied().unwrap_or(0),
-                                "reply"
-                            );
-                            self.give_back(via, c);
-                            match self.unwrap_forwarded(call.daemon, op, reply) {
-                                Ok(reply) => reply.map(|r| (r, bulk)).map_err(Errno),
-                                Err(e) => Err(e),
-                            }
-                        }
-                        Err((true, _)) if reused && call.req.is_idempotent() => {
-                            drop(c);
-                            self.call_fresh(call, dest, buf, for_call(place, i))
-                        }
-                        Err((_, e)) => Err(self.fail(call.daemon, e)),
-                    }
-                }
-            });
+            answers.push(self.answer_one(&calls[i], st, dests[i].as_ref(), buf, for_call(place, i)));
             crate::grants::batch_answered(i);
         }
         answers
     }
+
+    /// Sends one call of a batch on a connection to its daemon (pooled if one is).
+    fn send_one(&self, call: &Call<'_>) -> Sent {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.rpcs_sent.fetch_add(1, Ordering::Relaxed);
+        self.grants.changing(&call.req);
+        let sent_ms = self.grants.clock_ms();
+        match self.take_for(call.daemon) {
+            Ok((mut c, reused, via)) => match self.send_to(&mut c, via, call.daemon, id, &call.req, &call.bulk) {
+                Ok(op) => {
+                    // Events, not spans: the calls of a batch interleave. With the
+                    // default filter (info) a disabled event costs an atomic load.
+                    debug!(daemon = call.daemon, op = call.req.name(), id, "request sent");
+                    Sent::Pending(c, id, op, reused, via, sent_ms)
+                }
+                Err(_) if reused => Sent::Resend,
+                Err(e) => Sent::Done(Err(self.fail(call.daemon, format!("send: {e}")))),
+            },
+            Err(e) => Sent::Done(Err(e)),
+        }
+    }
+
+    /// The answer to one call of a batch, as `send_one` left it: read from its
+    /// connection, or sent again on a fresh one where that is safe.
+    fn answer_one(
+        &self,
+        call: &Call<'_>,
+        st: Sent,
+        dest: Option<&Dest>,
+        buf: &mut [u8],
+        place: Option<(usize, BatchPlacer<'_>)>,
+    ) -> PlacedAnswer {
+        let (mut c, id, op, reused, via, sent_ms) = match st {
+            Sent::Done(a) => return a,
+            Sent::Resend => return self.call_fresh(call, dest, buf, place),
+            Sent::Pending(c, id, op, reused, via, sent_ms) => (c, id, op, reused, via, sent_ms),
+        };
+        let mut place = place;
+        let first_try = place.as_mut().map(|(i, p)| (*i, &mut **p as BatchPlacer<'_>));
+        match self.recv_placed(&mut c, id, op, dest, buf, first_try) {
+            Ok((reply, bulk, flags)) => {
+                self.replied(via, &call.req, sent_ms, flags);
+                debug!(
+                    daemon = call.daemon,
+                    op = call.req.name(),
+                    id,
+                    errno = reply.as_ref().err().copied().unwrap_or(0),
+                    "reply"
+                );
+                self.give_back(via, c);
+                match self.unwrap_forwarded(call.daemon, op, reply) {
+                    Ok(reply) => reply.map(|r| (r, bulk)).map_err(Errno),
+                    Err(e) => Err(e),
+                }
+            }
+            Err((true, _)) if reused && call.req.is_idempotent() => {
+                drop(c);
+                self.call_fresh(call, dest, buf, place)
+            }
+            Err((_, e)) => Err(self.fail(call.daemon, e)),
+        }
+    }
+}
+
+/// One call of a batch after its send.
+enum Sent {
+    /// Waiting for the reply on this connection (id, op, pooled?, the daemon it
+    /// leads to, when it was sent).
+    Pending(Conn, u64, u16, bool, u32, u64),
+    /// Sending on a pooled connection failed: send again on a fresh one.
+    Resend,
+    Done(PlacedAnswer),
+}
+
+/// Waits for a reply's first byte. "Nothing came" (the daemon died before the reply:
+/// the connection was closed or reset) is what makes a retry safe for idempotent
+/// requests: the error's flag says so.
+fn wait_first_byte(c: &mut Conn) -> Result<(), (bool, String)> {
+    let spin = spin_us();
+    if spin > 0 && c.reader.buffer().is_empty() {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed().as_micros() < spin as u128 && !c.reader.get_ref().readable_now() {
+            std::hint::spin_loop();
+        }
+    }
+    // A read with a timeout is interrupted by a stop and continue (SIGSTOP, SIGCONT)
+    // even with SA_RESTART (signal(7)): that is no failure.
+    let first = loop {
+        match c.reader.fill_buf() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => break r,
+        }
+    };
+    // Nothing within the RPC timeout is no sign of a dead connection to a daemon
+    // that may be back: sending again would only wait as long once more.
+    let first = first.map_err(|e| {
+        let silent = matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
+        (!silent, format!("no reply: {e}"))
+    })?;
+    if first.is_empty() {
+        return Err((true, "no reply: connection closed by the daemon".into()));
+    }
+    Ok(())
+}
+
+/// Reads a Read reply's bulk (`bulk_len` bytes, `span_lens` per span) into `buf` at
+/// the places `dest` gives, zeroing what a span came back short of. The layout is
+/// checked before anything is written into the caller's buffer.
+fn read_into_dest(
+    c: &mut Conn,
+    span_lens: &[u32],
+    dest: &Dest,
+    bulk_len: u64,
+    buf: &mut [u8],
+) -> Result<(), (bool, String)> {
+    let fits = span_lens.len() == dest.len()
+        && span_lens.iter().zip(dest).all(|(got, (at, len))| got <= len && at + *len as usize <= buf.len())
+        && span_lens.iter().map(|g| *g as u64).sum::<u64>() == bulk_len;
+    if !fits {
+        return Err((false, "read reply does not match the requested spans".into()));
+    }
+    for (got, (at, len)) in span_lens.iter().zip(dest) {
+        let (at, got, len) = (*at, *got as usize, *len as usize);
+        c.reader.read_exact(&mut buf[at..at + got]).map_err(|e| (false, format!("truncated reply: {e}")))?;
+        buf[at + got..at + len].fill(0);
+    }
+    Ok(())
 }
