@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests of each crate, the end-to-end tests (real daemon
 # processes, real RocksDB, loopback only), the Python module's tests (its wheel
-# built and installed into a virtual environment, a real instance), and a short run
+# built and installed into a virtual environment, a real instance), the bench scripts'
+# shared code (bench/test_stats.py: bench/stats.py and bench/lib.sh), and a short run
 # of every fuzz target (scripts/fuzz.sh smoke, about a minute once built). The object
 # store tests (tests/s3) run a real SeaweedFS, built once by scripts/seaweedfs.sh.
 set -euo pipefail
@@ -19,4 +20,5 @@ cargo test --release --workspace -- --test-threads="${GUST_TEST_THREADS:-2}"
 . scripts/python-env.sh
 "$GUST_PYTHON" -m pytest -q -p no:cacheprovider crates/python/tests
 "$GUST_PYTHON" -m pytest -q -p no:cacheprovider tests/s3
+"$GUST_PYTHON" -m pytest -q -p no:cacheprovider bench/test_stats.py
 ./scripts/fuzz.sh smoke
