@@ -8,43 +8,43 @@
 # ratios with a 95% interval.
 # Usage: bench/run_ab.sh OLD_GUST NEW_GUST [rounds]   (raw JSON in $OUT, default a temp dir)
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 old=$1 new=$2 rounds=${3:-16}
 out=${OUT:-$(mktemp -d /tmp/gust-ab.XXXXXX)}
 mkdir -p "$out"
 root=${BENCH_DIR:-/dev/shm}/gust-ab.$$
+bench_scratch "$root"
 declare -A bin=([old]=$old [new]=$new)
 for run in $(seq 1 "$rounds"); do
   for kind in md io; do
-    if (( run % 2 )); then order="old new"; else order="new old"; fi
-    for v in $order; do
+    for v in $(bench_abba "$run" old new); do
       g=${bin[$v]}
-      "$g" start --local 4 --rootdir "$root-$v" >/dev/null
+      bench_start "$g" 4 "$root/$v"
       if [ "$kind" = md ]; then
-        "$g" bench md -n "${BENCH_FILES:-10000}" -p 2 --rootdir "$root-$v" --json >"$out/$kind-$v-$run.json"
+        "$g" bench md -n "${BENCH_FILES:-10000}" -p 2 --rootdir "$root/$v" --json >"$out/$kind-$v-$run.json"
       else
-        "$g" bench io -p 2 -b "${BENCH_BLOCK:-256MiB}" --rootdir "$root-$v" --json >"$out/$kind-$v-$run.json"
+        "$g" bench io -p 2 -b "${BENCH_BLOCK:-256MiB}" --rootdir "$root/$v" --json >"$out/$kind-$v-$run.json"
       fi
-      "$g" stop --rootdir "$root-$v" >/dev/null 2>&1
+      bench_stop "$g" "$root/$v"
     done
   done
 done
-python3 - "$out" <<'PY'
-import glob, json, math, re, statistics, sys
+bench_py - "$out" <<'PY'
+import glob, re, sys
+from stats import median, paired, read_json
 rows = {}
 for f in glob.glob(sys.argv[1] + "/*.json"):
     kind, v, run = re.match(r".*/(md|io)-(old|new)-(\d+)\.json", f).groups()
-    j = json.load(open(f))
+    j = read_json(f)
     for p in j["phases"]:
         rows.setdefault((kind, p["phase"], j["unit"]), {}).setdefault(v, {})[int(run)] = p["gust"]["median_rate"]
 for (kind, phase, unit), vs in sorted(rows.items()):
     runs = sorted(vs["old"])
     o = [vs["old"][r] for r in runs]
     n = [vs["new"][r] for r in runs]
-    lr = [math.log(a / b) for a, b in zip(n, o)]
-    gm = statistics.mean(lr)
-    se = statistics.stdev(lr) / math.sqrt(len(lr)) if len(lr) > 1 else 0.0
-    print(f"{kind} {phase:7} ({unit}): old {statistics.median(o):10,.0f}  new {statistics.median(n):10,.0f}  "
-          f"new/old {statistics.median(n) / statistics.median(o):.2f}  paired {math.exp(gm):.2f} "
-          f"({math.exp(gm - 2 * se):.2f}-{math.exp(gm + 2 * se):.2f})")
+    p = paired(n, o)
+    print(f"{kind} {phase:7} ({unit}): old {median(o):10,.0f}  new {median(n):10,.0f}  "
+          f"new/old {median(n) / median(o):.2f}  paired {p.gm:.2f} ({p.lo:.2f}-{p.hi:.2f})")
 print(f"raw results: {sys.argv[1]}")
 PY

@@ -7,20 +7,21 @@
 # /dev/shm: node-local memory, as on a diskless compute node; BENCH_DIR overrides).
 # Usage: bench/run_core.sh [runs]     (results: bench/results/core-<date>.json)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release -p gust-cli >/dev/null
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build -p gust-cli
 runs=${1:-3}
 files=${BENCH_FILES:-10000}
 block=${BENCH_BLOCK:-256MiB}
 base=${BENCH_DIR:-/dev/shm}/gust-bench.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/core-$(date +%Y%m%d-%H%M).json
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result core)
 echo "[" > "$out"
 first=1
-trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' EXIT
 for d in 1 4; do
-  "$GUST" start --local "$d" --rootdir "$base/fs" >/dev/null
+  bench_start "$GUST" "$d" "$base/fs"
   export GUST_HOSTS_FILE="$base/fs/gust.hosts"
   for p in 1 2 4; do
     for kind in md io; do
@@ -34,16 +35,16 @@ for d in 1 4; do
       first=0
       printf '{"daemons": %d, "procs": %d, "result": %s}\n' "$d" "$p" "$json" >> "$out"
       echo "daemons=$d procs=$p $kind:" >&2
-      echo "$json" | python3 -c '
+      echo "$json" | bench_py -c '
 import json, sys
+from stats import rate, targets
 r = json.load(sys.stdin)
 for ph in r["phases"]:
-    t = [k for k in ph if k not in ("phase", "ratio")]
-    print("  %-7s gust %12.1f  local %12.1f  ratio %.3f %s" % (ph["phase"], ph["gust"]["median_rate"], ph[t[1]]["median_rate"], ph.get("ratio", 0), r["unit"]))
+    print("  %-7s gust %12.1f  local %12.1f  ratio %.3f %s" % (ph["phase"], rate(ph, "gust"), rate(ph, targets(ph)[1]), ph.get("ratio", 0), r["unit"]))
 ' >&2
     done
   done
-  "$GUST" stop --rootdir "$base/fs" >/dev/null
+  bench_stop "$GUST" "$base/fs"
 done
 echo "]" >> "$out"
 echo "results: $out" >&2

@@ -10,41 +10,36 @@
 # Usage: bench/run_cpu.sh OLD_GUST NEW_GUST [rounds] [files]
 # Output: medians per build and their ratio; raw lines in $OUT (default a temp file).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 old=$1 new=$2 rounds=${3:-5} files=${4:-5000}
 out=${OUT:-$(mktemp /tmp/gust-cpu.XXXXXX)}
 root=${BENCH_DIR:-/dev/shm}/gust-cpu.$$
-hz=$(getconf CLK_TCK)
+bench_scratch "$root"
 declare -A bin=([old]=$old [new]=$new)
-cpu_of() { # total user+system ticks of the given pids
-  local t=0
-  for p in "$@"; do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
 for run in $(seq 1 "$rounds"); do
-  if (( run % 2 )); then order="old new"; else order="new old"; fi
-  for v in $order; do
+  for v in $(bench_abba "$run" old new); do
     g=${bin[$v]}
     for kind in md io; do
-      "$g" start --local 4 --rootdir "$root-$v" >/dev/null
-      pids=$(awk '$1 == "daemon" {print ($2 ~ /^[0-9]+$/ && $4 ~ /^[0-9]+$/) ? $4 : $6}' "$root-$v/gust.hosts")
-      before=$(cpu_of $pids)
+      bench_start "$g" 4 "$root/$v"
+      mapfile -t pids < <(bench_daemon_pids "$root/$v/gust.hosts")
+      before=$(bench_cpu_ticks "${pids[@]}")
       if [ "$kind" = md ]; then
-        c=$( { /usr/bin/time -f "%U %S" "$g" bench md -n "$files" -p 2 --rootdir "$root-$v" >/dev/null; } 2>&1 | tail -1)
+        c=$( { /usr/bin/time -f "%U %S" "$g" bench md -n "$files" -p 2 --rootdir "$root/$v" >/dev/null; } 2>&1 | tail -1)
         units=$((files * 2 * 4))
       else
-        c=$( { /usr/bin/time -f "%U %S" "$g" bench io -p 2 -b 256MiB --rootdir "$root-$v" >/dev/null; } 2>&1 | tail -1)
+        c=$( { /usr/bin/time -f "%U %S" "$g" bench io -p 2 -b 256MiB --rootdir "$root/$v" >/dev/null; } 2>&1 | tail -1)
         units=$((256 * 2 * 2))
       fi
-      after=$(cpu_of $pids)
-      "$g" stop --rootdir "$root-$v" >/dev/null 2>&1
+      after=$(bench_cpu_ticks "${pids[@]}")
+      bench_stop "$g" "$root/$v"
       echo "$kind $v $run $units $((after - before)) $c" >>"$out"
     done
   done
 done
-python3 - "$out" "$hz" <<'PY'
-import statistics, sys
+bench_py - "$out" "$BENCH_HZ" <<'PY'
+import sys
+from stats import median
 hz = int(sys.argv[2])
 rows = {}
 for line in open(sys.argv[1]):
@@ -58,7 +53,7 @@ for kind in ("md", "io"):
     o, n = rows.get((kind, "old"), []), rows.get((kind, "new"), [])
     if not o or not n:
         continue
-    med = lambda xs, i: statistics.median(x[i] for x in xs)
+    med = lambda xs, i: median(x[i] for x in xs)
     print(f"{kind}: CPU µs per {unit[kind]}, median of {len(o)}: daemons old {med(o,0):.1f} new {med(n,0):.1f} "
           f"(new/old {med(n,0)/med(o,0):.2f}); client old {med(o,1):.1f} new {med(n,1):.1f} "
           f"(new/old {med(n,1)/med(o,1):.2f})")

@@ -9,27 +9,21 @@
 # file written, so each close sends close_write).
 # Usage: [SIZES="0 4096"] bench/run_events_cost.sh [rounds] [files]  (results: bench/results/events-cost-<date>.txt)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release -p gust-cli >/dev/null
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build -p gust-cli
 rounds=${1:-5}
 files=${2:-5000}
 base=${BENCH_DIR:-/dev/shm}/gust-events-bench.$$
-out=bench/results/events-cost-$(date +%Y%m%d-%H%M).txt
-mkdir -p "$base" bench/results
-cleanup() {
-  "$GUST" stop --rootdir "$base/on" >/dev/null 2>&1 || true
-  "$GUST" stop --rootdir "$base/off" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
-"$GUST" start --local 4 --rootdir "$base/on" >/dev/null
-"$GUST" start --local 4 --rootdir "$base/off" --events-cap 0 >/dev/null
+bench_scratch "$base"
+out=$(bench_result events-cost .txt)
+mkdir -p "$base"
+bench_start "$GUST" 4 "$base/on"
+bench_start "$GUST" 4 "$base/off" --events-cap 0
 rate() { # instance size -> "create stat read remove"
-  "$GUST" bench md -n "$files" --size "$2" -p 2 --json --hosts-file "$base/$1/gust.hosts" |
-    python3 -c 'import json,sys; print(" ".join(str(p["gust"]["median_rate"]) for p in json.load(sys.stdin)["phases"]))'
+  "$GUST" bench md -n "$files" --size "$2" -p 2 --json --hosts-file "$base/$1/gust.hosts" | bench_stats rates --target gust
 }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 {
   echo "# gust bench md -n $files -p 2, 4 daemons per instance on /dev/shm, $(nproc) cores, $rounds alternating rounds"
   echo "# $(uptime)"
@@ -39,15 +33,14 @@ for size in ${SIZES:-0 4096}; do
   : > "$base/on.txt"
   : > "$base/off.txt"
   for r in $(seq "$rounds"); do
-    if (( r % 2 )); then order="on off"; else order="off on"; fi
-    for v in $order; do rate "$v" "$size" >> "$base/$v.txt"; done
+    for v in $(bench_abba "$r" on off); do rate "$v" "$size" >> "$base/$v.txt"; done
   done
   i=1
   for phase in create stat read remove; do
-    on=$(awk -v i=$i '{print $i}' "$base/on.txt" | median)
-    off=$(awk -v i=$i '{print $i}' "$base/off.txt" | median)
-    paired=$(paste "$base/on.txt" "$base/off.txt" | awk -v i=$i -v n=4 '{s += log($i / $(i + n))} END {print exp(s / NR)}')
-    printf '%-6s %-8s %12.0f %12.0f %8.3f %8.3f\n' "$size" "$phase" "$on" "$off" "$(echo "$on / $off" | bc -l)" "$paired" | tee -a "$out"
+    on=$(awk -v i=$i '{print $i}' "$base/on.txt" | bench_stats median)
+    off=$(awk -v i=$i '{print $i}' "$base/off.txt" | bench_stats median)
+    paired=$(paste "$base/on.txt" "$base/off.txt" | awk -v i=$i -v n=4 '{print $i, $(i + n)}' | bench_stats paired | cut -d' ' -f1)
+    printf '%-6s %-8s %12.0f %12.0f %8.3f %8.3f\n' "$size" "$phase" "$on" "$off" "$(bench_div "$on" "$off")" "$paired" | tee -a "$out"
     i=$((i + 1))
   done
 done

@@ -13,46 +13,38 @@
 # names-only mount) and preload (the match counts of those run must agree; the
 # others print as 0).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release --workspace >/dev/null
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build --workspace
 files=${1:-1000000}
 runs=${2:-3}
 base=${BENCH_DIR:-/dev/shm}/gust-find-bench.$$
+bench_scratch "$base"
 mnt=$base/mnt
 names=$base/names
-mkdir -p "$mnt" "$names" bench/results
-out=bench/results/find-$(date +%Y%m%d-%H%M)-$files.txt
-cleanup() {
-  for m in "$mnt" "$names"; do
-    "$GUST" umount "$m" >/dev/null 2>&1 || "$GUST" umount --lazy "$m" >/dev/null 2>&1 || true
-  done
-  "$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
-"$GUST" start --local 4 --rootdir "$base/fs" >/dev/null
+mkdir -p "$mnt" "$names"
+out=$(bench_result find "-$files.txt")
+bench_start "$GUST" 4 "$base/fs"
 export GUST_HOSTS_FILE="$base/fs/gust.hosts"
 lib=$CARGO_TARGET_DIR/release
 cc -O2 -pthread -I crates/capi/include bench/find_tree.c -L "$lib" -Wl,-rpath,"$lib" -lgust -o "$base/find_tree"
-t0=$(date +%s.%N)
+t0=$(bench_now)
 "$base/find_tree" "$GUST_HOSTS_FILE" /tree "$files" 4 1000
-t1=$(date +%s.%N)
-"$GUST" mount "$mnt" -d >/dev/null
-"$GUST" mount "$names" -d --readdirplus never >/dev/null
+made=$(bench_elapsed "$t0")
+bench_mount "$GUST" "$mnt"
+bench_mount "$GUST" "$names" --readdirplus never
 {
   echo "# gust find vs GNU find, $files files in $(( (files + 999) / 1000 )) directories, 4 daemons on /dev/shm, $(nproc) cores"
-  echo "# tree made in $(echo "$t1 - $t0" | bc) s (C API, 4 threads); times are medians of $runs runs, seconds"
+  echo "# tree made in $made s (C API, 4 threads); times are medians of $runs runs, seconds"
   echo "# $(uptime)"
   printf '%-28s %8s %8s %8s %8s %8s %10s %10s %10s\n' query matches gust fuse fuse-nm preload fuse/gust nm/gust pre/gust
 } | tee "$out"
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 time_of() { # command... ; prints "seconds count"
-  local s e n
-  s=$(date +%s.%N)
+  local s n
+  s=$(bench_now)
   n=$("$@" | wc -l)
-  e=$(date +%s.%N)
-  echo "$(echo "$e - $s" | bc) $n"
+  echo "$(bench_elapsed "$s") $n"
 }
 IFS=';' read -r -a queries <<<"${QUERIES:--name f1*;-size +4k;-mmin -600 -type f}"
 for q in "${queries[@]}"; do
@@ -60,6 +52,7 @@ for q in "${queries[@]}"; do
   for tool in ${TOOLS:-gust fuse names preload}; do
     times=()
     for _ in $(seq "$runs"); do
+      # shellcheck disable=SC2086 # the query is words
       case $tool in
         gust) r=$(time_of "$GUST" find /gustfs/tree $q) ;;
         fuse) r=$(time_of find "$mnt/tree" $q) ;;
@@ -69,7 +62,7 @@ for q in "${queries[@]}"; do
       times+=("${r% *}")
       n[$tool]=${r#* }
     done
-    t[$tool]=$(printf '%s\n' "${times[@]}" | median)
+    t[$tool]=$(bench_stats median "${times[@]}")
   done
   for tool in gust fuse names preload; do t[$tool]=${t[$tool]:-0}; n[$tool]=${n[$tool]:-${n[gust]}}; done
   if [ "${n[gust]}" != "${n[fuse]}" ] || [ "${n[gust]}" != "${n[names]}" ] || [ "${n[gust]}" != "${n[preload]}" ]; then
@@ -77,7 +70,7 @@ for q in "${queries[@]}"; do
     exit 1
   fi
   printf '%-28s %8s %8.2f %8.2f %8.2f %8.2f %10.1f %10.1f %10.1f\n' "$q" "${n[gust]}" "${t[gust]}" "${t[fuse]}" "${t[names]}" "${t[preload]}" \
-    "$(echo "${t[fuse]} / ${t[gust]}" | bc -l)" "$(echo "${t[names]} / ${t[gust]}" | bc -l)" "$(echo "${t[preload]} / ${t[gust]}" | bc -l)" | tee -a "$out"
+    "$(bench_div "${t[fuse]}" "${t[gust]}")" "$(bench_div "${t[names]}" "${t[gust]}")" "$(bench_div "${t[preload]}" "${t[gust]}")" | tee -a "$out"
   unset t n
 done
 echo "results: $out"

@@ -12,54 +12,37 @@
 # of RUNS runs. Usage: bench/run_fuse_create.sh [runs]  (BENCH_FILES, default 3000).
 # JSON lines in bench/results/fuse-create-<date>.json, a table on stdout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release --workspace --all-targets >/dev/null
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build --workspace --all-targets
 runs=${1:-3}
 files=${BENCH_FILES:-3000}
 prev=${BASE_BIN:-$HOME/.cache/gust-prev}/gust
 [ -x "$prev" ] || { echo "no previous build at $prev (set BASE_BIN)" >&2; exit 1; }
 base=${BENCH_DIR:-/dev/shm}/gust-fuse-create.$$
-out=bench/results/fuse-create-$(date +%Y%m%d-%H%M).json
+bench_scratch "$base"
+out=$(bench_result fuse-create)
 bin_of() { if [ "$1" = prev ]; then echo "$prev"; else echo "$GUST"; fi; }
-cleanup() {
-  for m in prev default negative; do
-    "$(bin_of $m)" umount --lazy "$base/$m/mnt" >/dev/null 2>&1 || true
-    "$(bin_of $m)" stop --rootdir "$base/$m/fs" >/dev/null 2>&1 || true
-  done
-  rm -rf "$base"
-}
-trap cleanup EXIT
 for m in prev default negative; do
   mkdir -p "$base/$m/mnt"
-  "$(bin_of $m)" start --local 4 --rootdir "$base/$m/fs" >/dev/null
+  bench_start "$(bin_of "$m")" 4 "$base/$m/fs"
 done
-mkdir -p bench/results
 : > "$out"
 for r in $(seq "$runs"); do
-  order=(prev default negative)
-  order=("${order[@]:$((r % 3))}" "${order[@]:0:$((r % 3))}")
-  for m in "${order[@]}"; do
-    g=$(bin_of $m)
+  for m in $(bench_rotate "$r" prev default negative); do
+    g=$(bin_of "$m")
     opts=()
     [ "$m" = negative ] && opts=(--negative-timeout 1)
-    "$g" mount -d "$base/$m/mnt" --hosts-file "$base/$m/fs/gust.hosts" "${opts[@]}" --log "$base/$m/mount.log" >/dev/null
+    bench_mount "$g" "$base/$m/mnt" --hosts-file "$base/$m/fs/gust.hosts" "${opts[@]}" --log "$base/$m/mount.log"
     mpid=$(pgrep -f "gust mount.*$base/$m/mnt" | head -1)
-    dpids=$(pgrep -f "gust daemon.*$base/$m/fs" | tr '\n' ' ')
-    json=$(python3 - "$base/$m/mnt" "$files" "$g" "$base/$m/fs/gust.hosts" "$mpid" "$dpids" <<'PY'
-import json, os, re, resource, subprocess, sys, time
+    dpids=$(bench_daemon_pids "$base/$m/fs/gust.hosts" | tr '\n' ' ')
+    json=$(bench_py - "$base/$m/mnt" "$files" "$g" "$base/$m/fs/gust.hosts" "$mpid" "$dpids" <<'PY'
+import json, os, resource, sys, time
+from stats import gust_requests, proc_cpu_seconds
 mnt, n, gust, hosts, mpid, dpids = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6].split()
-tick = os.sysconf("SC_CLK_TCK")
-def cpu(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / tick
 def others():
-    return sum(cpu(p) for p in [mpid] + dpids)
-def requests():
-    out = subprocess.run([gust, "status", "--hosts-file", hosts], capture_output=True, text=True, check=True).stdout
-    # One row per daemon: id host address pid state requests ...
-    rows = [l.split() for l in out.splitlines() if l.split()[:1] and l.split()[0].isdigit()]
-    return sum(int(f[5]) for f in rows)
+    return proc_cpu_seconds([mpid] + dpids)
 def me():
     u = resource.getrusage(resource.RUSAGE_SELF)
     return u.ru_utime + u.ru_stime
@@ -67,7 +50,7 @@ d = f"{mnt}/d{time.time_ns()}"
 os.mkdir(d)
 res = {}
 for phase in ("create", "open"):
-    q0, c0, m0, t0 = requests(), others(), me(), time.perf_counter()
+    q0, c0, m0, t0 = gust_requests(gust, hosts), others(), me(), time.perf_counter()
     for i in range(n):
         if phase == "create":
             fd = os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
@@ -75,19 +58,19 @@ for phase in ("create", "open"):
             fd = os.open(f"{d}/f{i}", os.O_RDONLY)
         os.close(fd)
     t1, m1, c1 = time.perf_counter(), me(), others()
-    q1 = requests() - 4  # the status call of q0: one stats request per daemon
+    q1 = gust_requests(gust, hosts) - 4  # the status call of q0: one stats request per daemon
     res[phase] = {"requests_per_op": (q1 - q0) / n, "cpu_us_per_op": 1e6 * ((c1 - c0) + (m1 - m0)) / n, "ops_per_s": n / (t1 - t0)}
 print(json.dumps(res))
 PY
 )
-    "$g" umount "$base/$m/mnt"
-    for _ in $(seq 1 100); do grep -q " $base/$m/mnt " /proc/mounts || break; sleep 0.05; done
-    printf '{"run": %d, "mount": "%s", "files": %d, "result": %s}\n' "$r" "$m" "$files" "$json" >> "$out"
+    bench_umount "$g" "$base/$m/mnt"
+    bench_stats record "$out" run:="$r" mount="$m" files:="$files" result:="$json"
   done
 done
-python3 - "$out" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+bench_py - "$out" <<'PY'
+import sys
+from stats import median, read_jsonl
+rows = read_jsonl(sys.argv[1])
 print(f"{rows[0]['files']} files per run, medians of {len({r['run'] for r in rows})} runs")
 print("| phase | mount | requests/op | CPU µs/op (caller + mount + daemons) | ops/s (wall, noisy) | CPU vs prev |")
 print("|---|---|---:|---:|---:|---:|")
@@ -95,7 +78,7 @@ for ph in ("create", "open"):
     med = {}
     for m in ("prev", "default", "negative"):
         rs = [r["result"][ph] for r in rows if r["mount"] == m]
-        med[m] = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
+        med[m] = {k: median(x[k] for x in rs) for k in rs[0]}
     for m in ("prev", "default", "negative"):
         v = med[m]
         print(f"| {ph} | {m} | {v['requests_per_op']:.2f} | {v['cpu_us_per_op']:.0f} | {v['ops_per_s']:,.0f} | {v['cpu_us_per_op'] / med['prev']['cpu_us_per_op']:.2f} |")

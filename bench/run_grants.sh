@@ -14,26 +14,17 @@
 # Usage: bench/run_grants.sh [rounds] [files]   (GUST: the binary). Output: markdown
 # tables of medians on stdout, raw JSON lines in bench/results/grants-<date>.json.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3} files=${2:-10000} procs=4
 base=${BENCH_DIR:-/dev/shm}/gust-grants.$$
-out=bench/results/grants-$(date +%Y%m%d-%H%M).json
-hz=$(getconf CLK_TCK)
-mkdir -p "$base/local" bench/results
-cleanup() {
-  "$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
-"$GUST" start --local 4 --rootdir "$base/fs" >/dev/null
+bench_scratch "$base"
+out=$(bench_result grants)
+mkdir -p "$base/local"
+bench_start "$GUST" 4 "$base/fs"
 export GUST_HOSTS_FILE="$base/fs/gust.hosts"
-pids=$(awk '$1 == "daemon" {print $4}' "$GUST_HOSTS_FILE")
-ticks() {
-  local t=0
-  for p in $pids; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-  echo "$t"
-}
+mapfile -t pids < <(bench_daemon_pids "$GUST_HOSTS_FILE")
 args_of() {
   case $1 in
     md0) echo "--no-excl" ;;
@@ -43,9 +34,8 @@ args_of() {
   esac
 }
 : >"$out"
-variants="grants none"
 for round in $(seq 1 "$rounds"); do
-  if ((round % 2)); then order=$variants; else order="none grants"; fi
+  order=$(bench_abba "$round" grants none)
   for w in md0 md4k shared excl; do
     for v in $order; do
       g=1
@@ -55,23 +45,22 @@ for round in $(seq 1 "$rounds"); do
         --baseline "$base/local" --json)
       cpu='null'
       if [ "$w" = md0 ]; then
-        before=$(ticks)
+        before=$(bench_cpu_ticks "${pids[@]}")
         # shellcheck disable=SC2046
         c=$({ GUST_GRANTS=$g /usr/bin/time -f "%U %S" "$GUST" bench md -n "$files" -p "$procs" $(args_of "$w") \
           --target preload >/dev/null; } 2>&1 | tail -1)
-        after=$(ticks)
+        after=$(bench_cpu_ticks "${pids[@]}")
         cpu=$(printf '{"ops": %d, "daemon_s": %s, "client_s": %s}' $((files * procs * 4)) \
-          "$(echo "$((after - before)) $hz" | awk '{print $1 / $2}')" "$(echo "$c" | awk '{print $1 + $2}')")
+          "$(bench_div $((after - before)) "$BENCH_HZ")" "$(echo "$c" | awk '{print $1 + $2}')")
       fi
-      printf '{"round": %d, "workload": "%s", "variant": "%s", "cpu": %s, "rate": %s}\n' \
-        "$round" "$w" "$v" "$cpu" "$(echo "$rate" | tr -d '\n ')" >>"$out"
+      bench_stats record "$out" round:="$round" workload="$w" variant="$v" cpu:="$cpu" rate:="$rate"
     done
   done
 done
-python3 - "$out" <<'PY'
-import json, statistics as st, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-med = st.median
+bench_py - "$out" <<'PY'
+import sys
+from stats import median as med, read_jsonl
+rows = read_jsonl(sys.argv[1])
 for w in dict.fromkeys(r["workload"] for r in rows):
     print(f"\n{w}: ops/s (GustFS/local), median of {len(rows) // 8} rounds")
     print("| phase | grants | none | grants/none |")
@@ -81,7 +70,6 @@ for w in dict.fromkeys(r["workload"] for r in rows):
         if r["workload"] != w:
             continue
         for ph in r["rate"]["phases"]:
-            local = next(k for k in ph if k.startswith("posix:"))
             phases.setdefault(ph["phase"], {}).setdefault(r["variant"], []).append(
                 (ph["preload"]["median_rate"], ph["ratio"]))
     for ph, by in phases.items():

@@ -15,31 +15,27 @@
 # Storage: BENCH_DIR (default /dev/shm). Seed: SEED (default 20261126). Faults:
 # FAULTS (default kill,stop,daemon-stop,daemon-kill).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 seconds=${1:-600}
 seed=${SEED:-20261126}
 faults=${FAULTS:-kill,stop,daemon-stop,daemon-kill}
 root=${BENCH_DIR:-/dev/shm}/gust-history.$$
-stamp=$(date +%Y%m%d-%H%M)
-out=bench/results/history-$stamp.json
-kept=bench/results/history-$stamp.jsonl
-mkdir -p bench/results
-cleanup() {
-  "$GUST" stop --rootdir "$root" >/dev/null 2>&1 || true
-  rm -rf "$root"
-}
-trap cleanup EXIT
-"$GUST" start --local 4 --rootdir "$root" >/dev/null
+bench_scratch "$root"
+out=$(bench_result history)
+kept=${out%.json}.jsonl
+bench_start "$GUST" 4 "$root"
 rc=0
 GUST_HOSTS_FILE="$root/gust.hosts" "$GUST" bench history --workers 4 --seconds "$seconds" --paths 8 \
   --seed "$seed" --dir /history --faults "$faults" --json --keep-history "$kept" > "$out" || rc=$?
 [ "$rc" = 1 ] || rm -f "$kept"
-python3 - "$out" "$rc" <<'PY'
-import json, sys
+bench_py - "$out" "$rc" <<'PY'
+import sys
+from stats import read_json
 path, rc = sys.argv[1], int(sys.argv[2])
 try:
-    r = json.load(open(path))
+    r = read_json(path)
 except ValueError:
     sys.exit(f"history: no report in {path} (exit {rc}); see the messages above")
 f = r.get("faults", {})

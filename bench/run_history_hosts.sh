@@ -8,16 +8,17 @@
 # Output: the JSON report in bench/results/history-hosts-YYYYMMDD-HHMM.json and a
 # line of summary.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 seconds=${1:-600}
-out=$PWD/bench/results/history-hosts-$(date +%Y%m%d-%H%M).json
-mkdir -p bench/results
+out=$PWD/$(bench_result history-hosts)
 GUST_SOAK_SECONDS=$seconds GUST_SOAK_REPORT=$out \
   cargo test --release -p gust-e2e --test netns_history soak_on_three_test_hosts -- --ignored --exact >/dev/null
-python3 - "$out" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
+bench_py - "$out" <<'PY'
+import sys
+from stats import read_json
+r = read_json(sys.argv[1])
 f = r.get("faults", {})
 print(f"history on 3 hosts: {r['verdict']}: {r['operations']} operations in {r.get('rounds', 0)} round(s), "
       f"{r.get('run_seconds', 0):.0f} s, {f.get('kill', 0)} kills, {f.get('stop', 0)} stops, "

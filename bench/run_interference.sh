@@ -21,14 +21,17 @@
 # Usage: [BIND=1] [LOADS="..."] bench/run_interference.sh [runs] [seconds]
 # Output: medians of `runs` (settings in rotated order); raw lines in $OUT.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 runs=${1:-5} secs=${2:-6} files=2000
 out=${OUT:-$(mktemp /tmp/gust-interference.XXXXXX)}
 base=${BENCH_DIR:-/dev/shm}/gust-interference.$$
 root=$base/root
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$base"; "$GUST" stop --rootdir "$root" >/dev/null 2>&1 || true' EXIT
+bench_scratch "$work" "$base"
+# shellcheck disable=SC2016 # evaluated on exit
+bench_on_exit 'touch "$work/stop"; [ -z "${loader:-}" ] || kill "$loader" 2>/dev/null'
 mkdir -p "$base/src"
 for i in $(seq 1 64); do head -c 16M /dev/urandom >"$base/src/f$i"; done
 cc -O2 -pthread bench/interference.c -o "$work/kernel"
@@ -58,11 +61,10 @@ load_round() { # one round of load $1; prints its units (MiB or operations)
 load_loop() { # rounds of load $1 until $work/stop exists; a line per round: units seconds
   : >"$work/rounds"
   while [ ! -e "$work/stop" ]; do
-    local t0 t1 u
-    t0=$(date +%s.%N)
+    local t0 u
+    t0=$(bench_now)
     u=$(load_round "$1")
-    t1=$(date +%s.%N)
-    echo "$u $(echo "$t1 - $t0" | bc)" >>"$work/rounds"
+    echo "$u $(bench_elapsed "$t0")" >>"$work/rounds"
   done
 }
 
@@ -70,10 +72,9 @@ for run in $(seq 1 "$runs"); do
   echo "alone - $run $("$work/kernel" "$secs") 0" >>"$out"
   for load in ${LOADS:-stage scrub md}; do
     read -ra list <<<"${settings[$load]}"
-    k=$((run % ${#list[@]}))
-    for c in "${list[@]:$k}" "${list[@]:0:$k}"; do
+    for c in $(bench_rotate "$run" "${list[@]}"); do
       # shellcheck disable=SC2086 # the settings are words
-      "$GUST" start --local 1 --rootdir "$root" ${args[$c]} >/dev/null 2>&1
+      bench_start "$GUST" 1 "$root" ${args[$c]} 2>/dev/null
       if [ "$load" != md ]; then
         "$GUST" stage in "$base/src" /gustfs/data --rootdir "$root" >/dev/null 2>&1
       fi
@@ -81,24 +82,26 @@ for run in $(seq 1 "$runs"); do
       load_loop "$load" &
       loader=$!
       # The load runs a round before the kernel starts.
-      while [ ! -s "$work/rounds" ]; do sleep 0.2; done
+      bench_wait 600 "a first round of $load" test -s "$work/rounds"
       kern=$("$work/kernel" "$secs")
       touch "$work/stop"
       wait "$loader"
+      loader=
       rate=$(awk '{u += $1; t += $2} END {printf "%.1f", u / t}' "$work/rounds")
-      "$GUST" stop --rootdir "$root" >/dev/null 2>&1
+      bench_stop "$GUST" "$root"
       echo "$load $c $run $kern $rate" >>"$out"
     done
   done
 done
 
-python3 - "$out" "${BIND:+bound}" <<'PY'
-import statistics, sys
+bench_py - "$out" "${BIND:+bound}" <<'PY'
+import sys
+from stats import median
 rows = {}
 for line in open(sys.argv[1]):
     load, c, _, k, slow, rate = line.split()
     rows.setdefault((load, c), []).append((float(k), float(slow), float(rate)))
-med = lambda v, i: statistics.median(x[i] for x in v)
+med = lambda v, i: median(x[i] for x in v)
 alone = rows[("alone", "-")]
 a_k, a_s = med(alone, 0), med(alone, 1)
 bound = " (threads bound to cores)" if sys.argv[2] else ""

@@ -15,10 +15,11 @@
 # a markdown table on stdout). BENCH_FILES (20000), BENCH_WORKERS (4),
 # BENCH_EPOCHS (2), BENCH_DAEMONS (4), BENCH_BATCH (32).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release --workspace --all-targets >/dev/null
-. scripts/python-env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build --workspace --all-targets
+bench_python_env
 runs=${1:-3}
 files=${BENCH_FILES:-20000}
 workers=${BENCH_WORKERS:-4}
@@ -26,10 +27,10 @@ epochs=${BENCH_EPOCHS:-2}
 daemons=${BENCH_DAEMONS:-4}
 batch=${BENCH_BATCH:-32}
 base=${BENCH_DIR:-/dev/shm}/gust-loader.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/loader-$(date +%Y%m%d-%H%M)-d$daemons.json
-trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' EXIT
-"$GUST" start --local "$daemons" --rootdir "$base/fs" >/dev/null
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result loader "-d$daemons.json")
+bench_start "$GUST" "$daemons" "$base/fs"
 eval "$("$GUST" env --rootdir "$base/fs")"  # GUST_HOSTS_FILE, GUST_MOUNTDIR
 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
 GUST_INLINE_BYTES_MAX=16384 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader-16k --gust-only
@@ -37,9 +38,7 @@ read_args=(--manifest-dir "$base/local" --workers "$workers" --epochs "$epochs")
 : > "$out"
 for r in $(seq "$runs"); do
   # Rotate the order of the ways so that none always runs first or last.
-  order=(module module-batch module-16k preload local)
-  order=("${order[@]:$((r % 5))}" "${order[@]:0:$((r % 5))}")
-  for t in "${order[@]}"; do
+  for t in $(bench_rotate "$r" module module-batch module-16k preload local); do
     case $t in
       module) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader "${read_args[@]}") ;;
       module-batch) json=$("$GUST_PYTHON" bench/loader.py read --target gust:/loader --api read_many --batch "$batch" "${read_args[@]}") ;;
@@ -47,28 +46,27 @@ for r in $(seq "$runs"); do
       preload) json=$("$GUST" run -- "$GUST_PYTHON" bench/loader.py read --target "posix:$GUST_MOUNTDIR/loader" "${read_args[@]}") ;;
       local) json=$("$GUST_PYTHON" bench/loader.py read --target "posix:$base/local" "${read_args[@]}") ;;
     esac
-    printf '{"run": %d, "way": "%s", "daemons": %d, "files": %d, "result": %s}\n' "$r" "$t" "$daemons" "$files" "$json" >> "$out"
+    bench_stats record "$out" run:="$r" way="$t" daemons:="$daemons" files:="$files" result:="$json"
   done
 done
-"$GUST_PYTHON" - "$out" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+bench_py - "$out" <<'PY'
+import sys
+from stats import median, read_jsonl
+rows = read_jsonl(sys.argv[1])
 by = {}
 for r in rows:
     by.setdefault(r["run"], {})[r["way"]] = r["result"]
 def med(way, key):
-    return statistics.median(by[run][way][key] for run in by)
-def ratio(way):
-    return statistics.median(by[run][way]["files_per_s"] / by[run]["local"]["files_per_s"] for run in by)
+    return median(by[run][way][key] for run in by)
+def vs(a, b):  # median over runs of the same-run ratio
+    return median(by[run][a]["files_per_s"] / by[run][b]["files_per_s"] for run in by)
 r0 = rows[0]
 print(f"{r0['files']} files, {r0['result']['workers']} workers, {len(r0['result']['epochs'])} epochs, "
       f"{r0['daemons']} daemons, medians of {len(by)} runs")
 print("| way | files/s | MiB/s | /local (same run) |")
 print("|---|---:|---:|---:|")
 for way in ("module", "module-batch", "module-16k", "preload", "local"):
-    print(f"| {way} | {med(way, 'files_per_s'):,.0f} | {med(way, 'mib_per_s'):,.0f} | {ratio(way):.2f} |")
-def vs(a, b):
-    return statistics.median(by[run][a]["files_per_s"] / by[run][b]["files_per_s"] for run in by)
+    print(f"| {way} | {med(way, 'files_per_s'):,.0f} | {med(way, 'mib_per_s'):,.0f} | {vs(way, 'local'):.2f} |")
 print(f"module / module-16k (same run): {vs('module', 'module-16k'):.2f}")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

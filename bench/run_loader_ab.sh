@@ -20,9 +20,10 @@
 #   BENCH_BATCH (32), AB_WAYS (the ways to run; default all eight)
 # JSON lines in bench/results/loader-ab-<date>.json, a markdown table on stdout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-. scripts/python-env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_python_env
 rounds=${1:-5}
 files=${BENCH_FILES:-3000}
 workers=${BENCH_WORKERS:-1}
@@ -33,51 +34,35 @@ read -r -a ways <<< "${AB_WAYS:-base-open new-open base-bytes new-bytes base-bat
 base_bin=${BASE_BIN:?set BASE_BIN to a directory holding the previous gust binary}
 base_py=${BASE_PYENV:?set BASE_PYENV to a virtual environment where the previous gustfs is installed}/bin/python
 base=${BENCH_DIR:-/dev/shm}/gust-loader-ab.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/loader-ab-$(date +%Y%m%d-%H%M)-w$workers.json
-cleanup() {
-  "$GUST" stop --rootdir "$base/new" >/dev/null 2>&1 || true
-  "$base_bin/gust" stop --rootdir "$base/old" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
-"$base_bin/gust" start --local "$daemons" --rootdir "$base/old" >/dev/null
-"$GUST" start --local "$daemons" --rootdir "$base/new" >/dev/null
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result loader-ab "-w$workers.json")
+bench_start "$base_bin/gust" "$daemons" "$base/old"
+bench_start "$GUST" "$daemons" "$base/new"
 GUST_HOSTS_FILE=$base/old/gust.hosts "$base_py" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
 GUST_HOSTS_FILE=$base/new/gust.hosts "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader --gust-only
 : > "$out"
 for r in $(seq "$rounds"); do
-  n=${#ways[@]}
-  order=("${ways[@]:$((r % n))}" "${ways[@]:0:$((r % n))}")
-  for w in "${order[@]}"; do
+  for w in $(bench_rotate "$r" "${ways[@]}"); do
     case $w in
       base-*) py=$base_py bin=$base_bin/gust root=$base/old t=gust:/loader ;;
       new-*) py=$GUST_PYTHON bin=$GUST root=$base/new t=gust:/loader ;;
       local-*) py=$GUST_PYTHON bin=$GUST root=$base/new t=posix:$base/local ;;
     esac
     case $w in *-open) api=open ;; *-batch) api=read_many ;; *) api=read_bytes ;; esac
-    dpids=$(pgrep -f "gust daemon.*$root" | tr '\n' ' ')
-    GUST_HOSTS_FILE=$root/gust.hosts "$py" - "$t" "$base/local" "$files" "$bin" "$dpids" "$w" "$r" "$api" \
+    dpids=$(bench_daemon_pids "$root/gust.hosts" | tr '\n' ' ')
+    GUST_HOSTS_FILE=$root/gust.hosts BENCH_PYTHON=$py bench_py - "$t" "$base/local" "$files" "$bin" "$dpids" "$w" "$r" "$api" \
       "$workers" "$epochs" "$batch" >> "$out" <<'PY'
 import json, os, resource, subprocess, sys
+from stats import gust_requests, proc_cpu_seconds
 t, manifest, files, gust, dpids, way, run, api, workers, epochs, batch = sys.argv[1:12]
-tick = os.sysconf("SC_CLK_TCK")
-def daemons_cpu():
-    s = 0
-    for p in dpids.split():
-        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-        s += (int(f[11]) + int(f[12])) / tick
-    return s
-def requests():
-    out = subprocess.run([gust, "status", "--hosts-file", os.environ["GUST_HOSTS_FILE"]], capture_output=True,
-                         text=True, check=True).stdout
-    return sum(int(l.split()[5]) for l in out.splitlines() if l.split()[:1] and l.split()[0].isdigit())
+hosts = os.environ["GUST_HOSTS_FILE"]
 n = int(files) * int(epochs)
-q0, d0 = requests(), daemons_cpu()
+q0, d0 = gust_requests(gust, hosts), proc_cpu_seconds(dpids.split())
 r = subprocess.run([sys.executable, "bench/loader.py", "read", "--target", t, "--manifest-dir", manifest,
                     "--workers", workers, "--epochs", epochs, "--api", api, "--batch", batch], capture_output=True, text=True, check=True)
-d1 = daemons_cpu()
-q1 = requests() - len(dpids.split())  # less the stats requests of the first status
+d1 = proc_cpu_seconds(dpids.split())
+q1 = gust_requests(gust, hosts) - len(dpids.split())  # less the stats requests of the first status
 c = resource.getrusage(resource.RUSAGE_CHILDREN)
 res = json.loads(r.stdout)
 local = way.startswith("local")
@@ -88,17 +73,18 @@ PY
   done
   echo "round $r done" >&2
 done
-"$GUST_PYTHON" - "$out" "${ways[*]}" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+bench_py - "$out" "${ways[*]}" <<'PY'
+import sys
+from stats import median, read_jsonl
+rows = read_jsonl(sys.argv[1])
 ways = sys.argv[2].split()
-med = lambda way, k: statistics.median(r[k] for r in rows if r["way"] == way)
+med = lambda way, k: median(r[k] for r in rows if r["way"] == way)
 tot = lambda r: r["client_cpu_us_per_file"] + r["daemon_cpu_us_per_file"]
-total = {w: statistics.median(tot(r) for r in rows if r["way"] == w) for w in ways}
+total = {w: median(tot(r) for r in rows if r["way"] == w) for w in ways}
 runs = sorted({r["run"] for r in rows})
 by = {(r["run"], r["way"]): r for r in rows}
 def ratio(a, b, key):  # median over rounds of the same-round ratio
-    return statistics.median(key(by[(x, a)]) / key(by[(x, b)]) for x in runs)
+    return median(key(by[(x, a)]) / key(by[(x, b)]) for x in runs)
 print(f"{rows[0]['files']} file reads per run, medians of {len(runs)} rounds")
 print("| way | requests/file | client CPU µs/file | daemons CPU µs/file | total CPU µs/file | local-open/way (CPU) "
       "| files/s (wall) | way/local-open (wall, same round) |")

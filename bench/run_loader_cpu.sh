@@ -12,51 +12,41 @@
 # medians of RUNS runs. Usage: bench/run_loader_cpu.sh [runs]  (BENCH_FILES, 3000;
 # BENCH_DAEMONS, 4). JSON lines in bench/results/loader-cpu-<date>.json.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release --workspace --all-targets >/dev/null
-. scripts/python-env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build --workspace --all-targets
+bench_python_env
 runs=${1:-3}
 files=${BENCH_FILES:-3000}
 daemons=${BENCH_DAEMONS:-4}
 base=${BENCH_DIR:-/dev/shm}/gust-loader-cpu.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/loader-cpu-$(date +%Y%m%d-%H%M).json
-trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' EXIT
-"$GUST" start --local "$daemons" --rootdir "$base/fs" >/dev/null
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result loader-cpu)
+bench_start "$GUST" "$daemons" "$base/fs"
 eval "$("$GUST" env --rootdir "$base/fs")"
 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
 GUST_INLINE_BYTES_MAX=16384 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader-16k --gust-only
-dpids=$(pgrep -f "gust daemon.*$base/fs" | tr '\n' ' ')
+dpids=$(bench_daemon_pids "$GUST_HOSTS_FILE" | tr '\n' ' ')
 : > "$out"
 for r in $(seq "$runs"); do
-  order=(module module-16k local)
-  order=("${order[@]:$((r % 3))}" "${order[@]:0:$((r % 3))}")
-  for w in "${order[@]}"; do
+  for w in $(bench_rotate "$r" module module-16k local); do
     case $w in
       module) t=gust:/loader ;;
       module-16k) t=gust:/loader-16k ;;
       local) t=posix:$base/local ;;
     esac
-    "$GUST_PYTHON" - "$t" "$base/local" "$files" "$GUST" "$GUST_HOSTS_FILE" "$dpids" "$w" "$r" >> "$out" <<'PY'
-import json, os, resource, subprocess, sys
+    BENCH_PYTHON=$GUST_PYTHON bench_py - "$t" "$base/local" "$files" "$GUST" "$GUST_HOSTS_FILE" "$dpids" "$w" "$r" >> "$out" <<'PY'
+import json, resource, subprocess, sys
+from stats import gust_requests, proc_cpu_seconds
 t, manifest, files, gust, hosts, dpids, way, run = sys.argv[1:9]
-tick = os.sysconf("SC_CLK_TCK")
-def daemons_cpu():
-    s = 0
-    for p in dpids.split():
-        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-        s += (int(f[11]) + int(f[12])) / tick
-    return s
-def requests():
-    out = subprocess.run([gust, "status", "--hosts-file", hosts], capture_output=True, text=True, check=True).stdout
-    return sum(int(l.split()[5]) for l in out.splitlines() if l.split()[:1] and l.split()[0].isdigit())
 n = int(files) * 2
-q0, d0 = requests(), daemons_cpu()
+q0, d0 = gust_requests(gust, hosts), proc_cpu_seconds(dpids.split())
 r = subprocess.run([sys.executable, "bench/loader.py", "read", "--target", t, "--manifest-dir", manifest,
                     "--workers", "1", "--epochs", "2"], capture_output=True, text=True, check=True)
-d1 = daemons_cpu()
-q1 = requests() - len(dpids.split())  # less the stats requests of the first status
+d1 = proc_cpu_seconds(dpids.split())
+q1 = gust_requests(gust, hosts) - len(dpids.split())  # less the stats requests of the first status
 c = resource.getrusage(resource.RUSAGE_CHILDREN)
 res = json.loads(r.stdout)
 print(json.dumps({"run": int(run), "way": way, "files": n, "client_cpu_us_per_file": 1e6 * (c.ru_utime + c.ru_stime) / n,
@@ -65,11 +55,12 @@ print(json.dumps({"run": int(run), "way": way, "files": n, "client_cpu_us_per_fi
 PY
   done
 done
-"$GUST_PYTHON" - "$out" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-med = lambda way, k: statistics.median(r[k] for r in rows if r["way"] == way)
-total = {w: statistics.median(r["client_cpu_us_per_file"] + r["daemon_cpu_us_per_file"] for r in rows if r["way"] == w)
+bench_py - "$out" <<'PY'
+import sys
+from stats import median, read_jsonl
+rows = read_jsonl(sys.argv[1])
+med = lambda way, k: median(r[k] for r in rows if r["way"] == way)
+total = {w: median(r["client_cpu_us_per_file"] + r["daemon_cpu_us_per_file"] for r in rows if r["way"] == w)
          for w in ("module", "module-16k", "local")}
 print(f"{rows[0]['files']} file reads per run (1 worker, 2 epochs), medians of {len({r['run'] for r in rows})} runs")
 print("| way | requests/file | client CPU µs/file | daemons CPU µs/file | total CPU µs/file | local/way (CPU) | files/s (wall, noisy) |")

@@ -11,15 +11,18 @@
 # the interpreter's start, imports and manifest taken out.
 # Usage: BASE_BIN=DIR BASE_PYENV=DIR bench/run_loader_instructions.sh [files]   (default 500)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-. scripts/python-env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_python_env
 files=${1:-500}
 base_bin=${BASE_BIN:?set BASE_BIN to a directory holding the previous gust binary}
 base_py=${BASE_PYENV:?set BASE_PYENV to a virtual environment where the previous gustfs is installed}/bin/python
 work=${BENCH_DIR:-/dev/shm}/gust-loader-cg.$$
+bench_scratch "$work"
+# shellcheck disable=SC2016 # evaluated on exit
+bench_on_exit '[ -z "${dpid:-}" ] || { kill -TERM "$dpid"; wait "$dpid"; } 2>/dev/null'
 mkdir -p "$work/local"
-trap 'rm -rf "$work"' EXIT
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
 # Instructions of every process of one `loader.py read` (the parent and its worker).
 client_ir() { # python, target, api, epochs, tag
@@ -38,7 +41,7 @@ for build in base new; do
   valgrind --tool=callgrind --callgrind-out-file="$r/daemon.%p.cg" "$g" daemon --rootdir "$r/root" \
     --hosts-file "$r/gust.hosts" 2>"$r/daemon.log" &
   dpid=$!
-  for _ in $(seq 1 600); do grep -q '^daemon' "$r/gust.hosts" 2>/dev/null && break; sleep 0.1; done
+  bench_wait 60 "the daemon under callgrind" grep -qs '^daemon' "$r/gust.hosts"
   export GUST_HOSTS_FILE=$r/gust.hosts
   only=()
   [ $build = new ] && only=(--gust-only)
@@ -58,6 +61,7 @@ for build in base new; do
   done
   kill -TERM "$dpid"
   wait "$dpid" || true
+  dpid=
 done
 for api in open read_bytes; do
   c1=$(client_ir "$GUST_PYTHON" "posix:$work/local" $api 1 "local-$api-1")

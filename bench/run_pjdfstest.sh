@@ -9,8 +9,9 @@
 #   `fetch` tool leaves in /work/.mirror, or from $PJDFSTEST_GIT).
 # Needs root (the suite changes owners) and prove (Debian's perl).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 front=${1:-fuse}
 src=${2:-${PJDFSTEST_DIR:-}}
 if [ -z "$src" ]; then
@@ -21,18 +22,13 @@ if [ -z "$src" ]; then
     (cd "$src" && autoreconf -ifs >/dev/null 2>&1 && ./configure -q >/dev/null && make -s pjdfstest >/dev/null)
   fi
 fi
-cargo build --release >/dev/null
+bench_build
 base=${BENCH_DIR:-/dev/shm}/gust-pjd.$$
+bench_scratch "$base"
+bench_on_exit 'cd /'
 mnt=$base/mnt
-mkdir -p "$mnt" bench/results
-out=bench/results/pjdfstest-$front-$(date +%Y%m%d-%H%M).json
-cleanup() {
-  cd /
-  "$GUST" umount "$mnt" >/dev/null 2>&1 || "$GUST" umount --lazy "$mnt" >/dev/null 2>&1 || true
-  "$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
+mkdir -p "$mnt"
+out=$(bench_result "pjdfstest-$front")
 run() { # where: the directory the suite runs in; rest: the command prefix
   local where=$1
   shift
@@ -48,12 +44,12 @@ case $front in
     umount "$mnt"
     ;;
   fuse)
-    "$GUST" start --local 3 --rootdir "$base/fs" >/dev/null
-    "$GUST" mount -d "$mnt" --rootdir "$base/fs" --allow-other --log "$base/mount.log" >/dev/null
+    bench_start "$GUST" 3 "$base/fs"
+    bench_mount "$GUST" "$mnt" --rootdir "$base/fs" --allow-other --log "$base/mount.log"
     run "$mnt"
     ;;
   preload)
-    "$GUST" start --local 3 --rootdir "$base/fs" --mountdir "$mnt" >/dev/null
+    bench_start "$GUST" 3 "$base/fs" --mountdir "$mnt"
     # The shell's cd goes through the library, which keeps the working directory
     # inside the instance (a real directory of the mount point's name is another).
     dirs=()

@@ -16,26 +16,26 @@
 # Needs root. Usage: bench/run_proxy.sh [hosts] [procs] [rounds] [files] [block]
 # Output: a table on stdout, JSON lines in bench/results/proxy-<date>.json.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 n=${1:-4} p=${2:-4} rounds=${3:-3} files=${4:-1000} block=${5:-1MiB}
 dir=/var/tmp/gust-bench-proxy-$$
 tc=tests/cluster/testcluster.sh
-out=$PWD/bench/results/proxy-$(date +%Y%m%d-%H%M).json
+out=$PWD/$(bench_result proxy)
 root=/tmp/gust-proxy-bench
 hosts=$root/gust.hosts
-mkdir -p bench/results
-trap '"$GUST" stop --hosts-file $hosts >/dev/null 2>&1 || true; bash $tc down $dir >/dev/null 2>&1; rm -rf $dir' EXIT
+# shellcheck disable=SC2016 # evaluated on exit
+bench_on_exit '[ -z "${sampler:-}" ] || kill "$sampler" 2>/dev/null
+  "$GUST" stop --hosts-file "$hosts" >/dev/null 2>&1 || true; bash "$tc" down "$dir" >/dev/null 2>&1; rm -rf "$dir"'
 bash $tc up $dir 24 "$n" >/dev/null
 bash $tc sshd $dir >/dev/null
 ssh="ssh -F $dir/ssh_config"
-mkdir -p "$dir/bin" && cp "$GUST" "$(dirname "$GUST")/libgust_preload.so" "$dir/bin/"
+mkdir -p "$dir/bin" && cp "$GUST" "$BENCH_PRELOAD" "$dir/bin/"
 gust=$dir/bin/gust
 "$gust" start --hosts "gnode[0-$((n - 1))]" --ssh "$ssh" --rootdir "$root" >/dev/null
-mapfile -t pids < <(awk '$1 == "daemon" {print $4}' "$hosts")
+mapfile -t pids < <(bench_daemon_pids "$hosts")
 conns() { echo $(($(find "/proc/$1/fd" -lname 'socket:*' 2>/dev/null | wc -l) - 3)); }
-cpu_ticks() { local t=0 d; for d in "${pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$d/stat"))); done; echo $t; }
-tck=$(getconf CLK_TCK)
 : >"$out"
 for ((r = 0; r < rounds; r++)); do
   for kind in md io; do
@@ -52,13 +52,13 @@ for ((r = 0; r < rounds; r++)); do
         for d in "${pids[@]}"; do echo "${peak[$d]:-0}"; done >"$dir/peaks"
       ) &
       sampler=$!
-      c0=$(cpu_ticks)
+      c0=$(bench_cpu_ticks "${pids[@]}")
       for ((i = 0; i < n; i++)); do
         bash $tc exec $dir "$i" bash -c "GUST_PROXY=$proxy $gust bench ${args[*]} -p $p --target gust --hosts-file $hosts --json >$dir/bench$i.json; times >$dir/times$i" &
       done
       wait $(jobs -p | grep -v "^$sampler$")
-      c1=$(cpu_ticks)
-      touch "$stop"; wait "$sampler"
+      c1=$(bench_cpu_ticks "${pids[@]}")
+      touch "$stop"; wait "$sampler"; sampler=
       client=$(for ((i = 0; i < n; i++)); do sed -n 2p "$dir/times$i"; done | python3 -c '
 import re, sys
 t = 0.0
@@ -66,19 +66,18 @@ for line in sys.stdin:
     for m, s in re.findall(r"(\d+)m([\d.]+)s", line):
         t += int(m) * 60 + float(s)
 print(round(t, 3))')
-      rates=$(for ((i = 0; i < n; i++)); do python3 -c '
-import json, sys
-print(",".join("%s:%.1f" % (ph["phase"], ph["gust"]["median_rate"]) for ph in json.load(open(sys.argv[1]))["phases"]))' "$dir/bench$i.json"; done | tr '\n' ';')
+      rates=$(for ((i = 0; i < n; i++)); do bench_stats rates --target gust --format '{phase}:{rate:.1f}' --sep , <"$dir/bench$i.json"; done | tr '\n' ';')
       printf '{"round": %d, "kind": "%s", "proxy": %d, "hosts": %d, "procs": %d, "files": %s, "block": "%s", "daemon_cpu_s": %s, "client_cpu_s": %s, "idle": "%s", "peaks": "%s", "rates": "%s"}\n' \
-        "$r" "$kind" "$proxy" "$n" "$p" "$files" "$block" "$(awk -v a="$c0" -v b="$c1" -v t="$tck" 'BEGIN {printf "%.3f", (b - a) / t}')" "$client" \
+        "$r" "$kind" "$proxy" "$n" "$p" "$files" "$block" "$(awk -v a="$c0" -v b="$c1" -v t="$BENCH_HZ" 'BEGIN {printf "%.3f", (b - a) / t}')" "$client" \
         "$idle" "$(tr '\n' ' ' <"$dir/peaks")" "$rates" >>"$out"
       tail -1 "$out" >&2
     done
   done
 done
-python3 - "$out" "$block" <<'PY'
-import json, statistics as st, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+bench_py - "$out" "$block" <<'PY'
+import sys
+from stats import median, read_jsonl
+rows = read_jsonl(sys.argv[1])
 def parse_size(s):
     units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
     for u, m in units.items():
@@ -109,8 +108,8 @@ for kind in ["md", "io"]:
         else:
             ops = n * p * (parse_size(sys.argv[2]) // 4096) * 2
         cpu = [(r["daemon_cpu_s"] + r["client_cpu_s"]) / ops * 1e6 for r in rs]
-        rate = ", ".join(f"{k} {st.median(v):,.0f}" for k, v in phases.items())
+        rate = ", ".join(f"{k} {median(v):,.0f}" for k, v in phases.items())
         unit = "ops/s" if kind == "md" else "MiB/s"
-        print(f"| {kind} | {'proxy' if proxy else 'direct'} | {conns} | {rate} {unit} | {st.median(cpu):.1f} |")
+        print(f"| {kind} | {'proxy' if proxy else 'direct'} | {conns} | {rate} {unit} | {median(cpu):.1f} |")
 print(f"raw: {sys.argv[1]}", file=sys.stderr)
 PY

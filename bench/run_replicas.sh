@@ -11,38 +11,33 @@
 # Output: per phase, the median rate for R=1 and R=2 and R2/R1; raw JSON lines in
 # $OUT (default a temp file).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 g=$1 rounds=${2:-5} files=${3:-5000} block=${4:-256MiB}
 out=${OUT:-$(mktemp /tmp/gust-replicas.XXXXXX)}
 root=${BENCH_DIR:-/dev/shm}/gust-rep.$$
-hz=$(getconf CLK_TCK)
-cpu_of() { # total user+system ticks of the given pids
-  local t=0
-  for p in "$@"; do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
+bench_scratch "$root"
 for run in $(seq 1 "$rounds"); do
-  if (( run % 2 )); then order="1 2"; else order="2 1"; fi
-  for r in $order; do
+  for r in $(bench_abba "$run" 1 2); do
     for kind in md io; do
-      "$g" start --local 4 --replicas "$r" --rootdir "$root-$r" >/dev/null
-      pids=$(awk '$1 == "daemon" {print $4}' "$root-$r/gust.hosts")
-      before=$(cpu_of $pids)
+      bench_start "$g" 4 "$root/$r" --replicas "$r"
+      mapfile -t pids < <(bench_daemon_pids "$root/$r/gust.hosts")
+      before=$(bench_cpu_ticks "${pids[@]}")
       if [ "$kind" = md ]; then
-        j=$( { /usr/bin/time -o "$root-$r.time" -f "%U %S" "$g" bench md -n "$files" -p 2 --rootdir "$root-$r" --json; } )
+        j=$( { /usr/bin/time -o "$root/$r.time" -f "%U %S" "$g" bench md -n "$files" -p 2 --rootdir "$root/$r" --json; } )
       else
-        j=$( { /usr/bin/time -o "$root-$r.time" -f "%U %S" "$g" bench io -p 2 -b "$block" --rootdir "$root-$r" --json; } )
+        j=$( { /usr/bin/time -o "$root/$r.time" -f "%U %S" "$g" bench io -p 2 -b "$block" --rootdir "$root/$r" --json; } )
       fi
-      after=$(cpu_of $pids)
-      "$g" stop --rootdir "$root-$r" >/dev/null 2>&1
-      echo "$r $run $((after - before)) $(tr ' ' '+' <"$root-$r.time") $(echo "$j" | tr -d '\n ')" >>"$out"
-      rm -rf "$root-$r.time" "$root-$r"
+      after=$(bench_cpu_ticks "${pids[@]}")
+      bench_stop "$g" "$root/$r"
+      echo "$r $run $((after - before)) $(tr ' ' '+' <"$root/$r.time") $(echo "$j" | tr -d '\n ')" >>"$out"
+      rm -rf "${root:?}/$r.time" "${root:?}/$r"
     done
   done
 done
-python3 - "$out" "$hz" "$files" "$block" <<'PY'
-import json, re, statistics, sys
+bench_py - "$out" "$BENCH_HZ" "$files" "$block" <<'PY'
+import json, re, sys
+from stats import median
 hz, files = int(sys.argv[2]), int(sys.argv[3])
 m = re.match(r"(\d+)([KMG]i?B?)?$", sys.argv[4], re.I)
 mib = int(m.group(1)) * {"k": 1 / 1024, "m": 1, "g": 1024}.get((m.group(2) or "m")[0].lower(), 1)
@@ -60,11 +55,11 @@ for line in open(sys.argv[1]):
 print(f"{'phase':<12} {'R=1':>12} {'R=2':>12} {'R2/R1':>7}  (medians of {len(rates[('md','create','1')])} rounds)")
 for kind, phase, unit in [("io", "write", "MiB/s"), ("io", "read", "MiB/s"), ("md", "create", "ops/s"),
                           ("md", "stat", "ops/s"), ("md", "read", "ops/s"), ("md", "remove", "ops/s")]:
-    a = statistics.median(rates[(kind, phase, "1")])
-    b = statistics.median(rates[(kind, phase, "2")])
+    a = median(rates[(kind, phase, "1")])
+    b = median(rates[(kind, phase, "2")])
     print(f"{kind + ' ' + phase:<12} {a:>12.0f} {b:>12.0f} {b / a:>7.2f}  {unit}")
 for kind, unit in [("md", "op (all 4 phases)"), ("io", "MiB (write + read)")]:
-    a, b = statistics.median(cpu[(kind, "1")]), statistics.median(cpu[(kind, "2")])
+    a, b = median(cpu[(kind, "1")]), median(cpu[(kind, "2")])
     print(f"{kind + ' cpu':<12} {a:>12.1f} {b:>12.1f} {b / a:>7.2f}  µs per {unit}, daemons + client")
 print(f"raw: {sys.argv[1]}")
 PY

@@ -7,28 +7,28 @@
 # Usage: bench/run_resize.sh [rounds] [files] [big] [load]   (defaults 3 100000 128 2)
 # JSON lines in bench/results/resize-<date>.json; medians on stdout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3} files=${2:-100000} big=${3:-128} load=${4:-2}
 base=${BENCH_DIR:-/dev/shm}/gust-resize.$$
-mkdir -p bench/results
-out=bench/results/resize-$(date +%Y%m%d-%H%M).json
-preload="$CARGO_TARGET_DIR/release/libgust_preload.so"
-[ -x "$GUST" ] && [ -f "$preload" ] || { echo "build first: cargo build --release --workspace" >&2; exit 1; }
-cleanup() { "$GUST" stop --rootdir "$base" >/dev/null 2>&1 || true; rm -rf "$base"; }
-trap cleanup EXIT
+bench_scratch "$base"
+out=$(bench_result resize)
+[ -x "$GUST" ] && [ -f "$BENCH_PRELOAD" ] || { echo "build first: cargo build --release --workspace" >&2; exit 1; }
 : > "$out"
 for r in $(seq 1 "$rounds"); do
-  cleanup
-  "$GUST" start --local 4 --rootdir "$base" >/dev/null
-  GUST_HOSTS_FILE="$base/gust.hosts" GUST_MOUNTDIR=/gustfs LD_PRELOAD="$preload" \
+  rm -rf "$base"
+  bench_start "$GUST" 4 "$base"
+  GUST_HOSTS_FILE="$base/gust.hosts" GUST_MOUNTDIR=/gustfs LD_PRELOAD="$BENCH_PRELOAD" \
     python3 bench/resize.py "$files" "$big" 4 "$load" "$out" >> "$out"
   echo "round $r: $(tail -1 "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); e, s = d["expand"]["seconds"], d["shrink"]["seconds"]; print(f"expand {e:.1f} s, shrink {s:.1f} s")')" >&2
+  bench_stop "$GUST" "$base"
 done
-python3 - "$out" <<'PY'
-import json, statistics as st, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-m = lambda f: st.median(f(r) for r in rows)
+bench_py - "$out" <<'PY'
+import sys
+from stats import median, read_jsonl
+rows = read_jsonl(sys.argv[1])
+m = lambda f: median(f(r) for r in rows)
 print(f"| measure ({len(rows)} runs, median) | expand 4 -> 8 | shrink 8 -> 4 |")
 print("| --- | --- | --- |")
 print(f"| records moved (ideal {rows[0]['ideal_fraction']:.3f}) | {m(lambda r: r['expand_records_fraction']):.3f} | {m(lambda r: r['shrink_records_fraction']):.3f} |")

@@ -6,8 +6,9 @@
 # Data on BENCH_DIR (default /dev/shm): the store's volumes, GustFS's chunks and
 # boto3's local copy are all there, so the transfer is measured, not a disk.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release -p gust-cli >&2
-. scripts/python-env.sh
-GUST_WEED="$(./scripts/seaweedfs.sh)" exec "$GUST_PYTHON" bench/s3_stage.py "${1:-3}" "${2:-1024}" "${3:-10000}"
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build -p gust-cli
+bench_python_env
+GUST_WEED="$(./scripts/seaweedfs.sh)" "$GUST_PYTHON" bench/s3_stage.py "${1:-3}" "${2:-1024}" "${3:-10000}"

@@ -12,8 +12,9 @@
 # GUST_BENCH_NO_BUILD=1: use the built binary and the installed gustfs module as they
 # are ($GUST, $GUST_PYENV/bin/python) instead of building them first.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 need=()
 command -v s3fs >/dev/null || need+=(s3fs)
 command -v rclone >/dev/null || need+=(rclone)
@@ -22,10 +23,6 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "run_s3_views: installing ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if [ "${GUST_BENCH_NO_BUILD:-}" = 1 ]; then
-  GUST_PYTHON="${GUST_PYENV:-$HOME/.cache/gustfs-pyenv}/bin/python"
-else
-  cargo build --release -p gust-cli >&2
-  . scripts/python-env.sh
-fi
-GUST_WEED="$(./scripts/seaweedfs.sh)" exec "$GUST_PYTHON" bench/s3_views.py "${1:-3}" "${2:-100000}" "${3:-1000}" "${4:-10}"
+bench_build -p gust-cli
+bench_python_env
+GUST_WEED="$(./scripts/seaweedfs.sh)" "$GUST_PYTHON" bench/s3_views.py "${1:-3}" "${2:-100000}" "${3:-1000}" "${4:-10}"

@@ -10,42 +10,37 @@
 # bench/results/shared-<date>.json, a markdown table of medians on stdout).
 # Storage: BENCH_DIR (default /dev/shm). Bytes per process: BENCH_BLOCK (32MiB).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3}
 block=${BENCH_BLOCK:-32MiB}
 base_bin=${BASE_BIN:?set BASE_BIN to a directory with the previous gust and libgust_preload.so}
 base=${BENCH_DIR:-/dev/shm}/gust-shared.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/shared-$(date +%Y%m%d-%H%M).json
-cleanup() {
-  "$GUST" stop --rootdir "$base/new" >/dev/null 2>&1 || true
-  "$base_bin/gust" stop --rootdir "$base/old" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result shared)
 : > "$out"
 for r in $(seq 1 "$rounds"); do
   for v in previous new new+wb; do
     if [ $v = previous ]; then b=$base_bin/gust; root=$base/old; else b=$GUST; root=$base/new; fi
     wb=0; [ $v = new+wb ] && wb=1
-    "$b" start --local 4 --rootdir "$root" >/dev/null
+    bench_start "$b" 4 "$root"
     json=$(GUST_WRITE_BEHIND=$wb GUST_HOSTS_FILE="$root/gust.hosts" "$b" bench io -b "$block" -t 8KiB --shared-file -p 4 --runs 1 \
       --target preload,gust --baseline "$base/local" --json)
-    "$b" stop --rootdir "$root" >/dev/null
-    printf '{"build": "%s", "result": %s}\n' "$v" "$(echo "$json" | tr -d '\n')" >> "$out"
+    bench_stop "$b" "$root"
+    bench_stats record "$out" build="$v" result:="$json"
   done
   echo "round $r done" >&2
 done
-python3 - "$out" <<'PY'
-import json, sys, statistics as st
-rows = [json.loads(l) for l in open(sys.argv[1])]
+bench_py - "$out" <<'PY'
+import sys
+from stats import local_rate, median, rate, read_jsonl
 acc = {}
-for r in rows:
+for r in read_jsonl(sys.argv[1]):
     for ph in r["result"]["phases"]:
-        loc = [v for k, v in ph.items() if k.startswith("posix:")][0]["median_rate"]
         for t in ("preload", "gust"):
-            acc.setdefault((t, ph["phase"], r["build"]), []).append((ph[t]["median_rate"], loc))
+            acc.setdefault((t, ph["phase"], r["build"]), []).append((rate(ph, t), local_rate(ph)))
 print("| front end | phase | build | previous MiB/s | this MiB/s | this/previous | this/local | previous/local | rounds (previous → this) |")
 print("|---|---|---|---:|---:|---:|---:|---:|---|")
 for t in ("preload", "gust"):
@@ -54,8 +49,8 @@ for t in ("preload", "gust"):
             o, n = acc[(t, phase, "previous")], acc.get((t, phase, b))
             if not n:
                 continue
-            mo, mn = st.median(x[0] for x in o), st.median(x[0] for x in n)
+            mo, mn = median(x[0] for x in o), median(x[0] for x in n)
             per = ", ".join(f"{x[0]:.0f}→{y[0]:.0f}" for x, y in zip(o, n))
-            print(f"| {t} | {phase} | {b} | {mo:.1f} | {mn:.1f} | {mn / mo:.2f} | {st.median(x[0] / x[1] for x in n):.3f} | {st.median(x[0] / x[1] for x in o):.3f} | {per} |")
+            print(f"| {t} | {phase} | {b} | {mo:.1f} | {mn:.1f} | {mn / mo:.2f} | {median(x[0] / x[1] for x in n):.3f} | {median(x[0] / x[1] for x in o):.3f} | {per} |")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

@@ -11,58 +11,48 @@
 # Usage: bench/run_shm.sh [rounds] [files] [procs]   (GUST: the binary; VARIANTS). Output: a markdown table of medians on stdout, raw JSON
 # lines in bench/results/shm-<date>.json.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-5} files=${2:-2000} procs=${3:-4}
 # unix: the default; shm: GUST_TRANSPORT=shm; shm-yield: that, and clients poll with
 # sched_yield for YIELD_US (default 50) µs before sleeping (GUST_SHM_YIELD_US).
 # GUST_SHM_RING_KIB (passed to the daemons) sets the ring size.
 variants=${VARIANTS:-unix shm shm-yield}
 base=${BENCH_DIR:-/dev/shm}/gust-shm.$$
-out=bench/results/shm-$(date +%Y%m%d-%H%M).json
-hz=$(getconf CLK_TCK)
-mkdir -p "$base/local" bench/results
-cleanup() {
-  "$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
-"$GUST" start --local 4 --rootdir "$base/fs" >/dev/null
+bench_scratch "$base"
+out=$(bench_result shm)
+mkdir -p "$base/local"
+bench_start "$GUST" 4 "$base/fs"
 export GUST_HOSTS_FILE="$base/fs/gust.hosts"
-pids=$(awk '$1 == "daemon" {print $4}' "$GUST_HOSTS_FILE")
-ticks() {
-  local t=0
-  for p in $pids; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-  echo "$t"
-}
+mapfile -t pids < <(bench_daemon_pids "$GUST_HOSTS_FILE")
 : >"$out"
 for round in $(seq 1 "$rounds"); do
-  if ((round % 2)); then order=$variants; else order=$(echo "$variants" | tr ' ' '\n' | tac | tr '\n' ' '); fi
-  for v in $order; do
+  # shellcheck disable=SC2086 # the variants are words
+  for v in $(bench_abba "$round" $variants); do
     transport=shm yield=0
     [ "$v" = unix ] && transport=unix
     [ "$v" = shm-yield ] && yield=${YIELD_US:-50}
     rate=$(GUST_TRANSPORT=$transport GUST_SHM_YIELD_US=$yield "$GUST" bench md -n "$files" -p "$procs" --target preload --baseline "$base/local" --json)
-    before=$(ticks)
+    before=$(bench_cpu_ticks "${pids[@]}")
     c=$({ GUST_TRANSPORT=$transport GUST_SHM_YIELD_US=$yield /usr/bin/time -f "%U %S" "$GUST" bench md -n "$files" -p "$procs" --target preload >/dev/null; } 2>&1 | tail -1)
-    after=$(ticks)
+    after=$(bench_cpu_ticks "${pids[@]}")
     ops=$((files * procs * 4))
-    printf '{"round": %d, "variant": "%s", "ops": %d, "daemon_ticks": %d, "hz": %d, "client_cpu_s": "%s", "rate": %s}\n' \
-      "$round" "$v" "$ops" $((after - before)) "$hz" "$c" "$(echo "$rate" | tr -d '\n ')" >>"$out"
+    bench_stats record "$out" round:="$round" variant="$v" ops:="$ops" daemon_ticks:=$((after - before)) hz:="$BENCH_HZ" \
+      client_cpu_s="$c" rate:="$rate"
   done
 done
-python3 - "$out" <<'PY'
-import json, statistics as st, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-med = st.median
+bench_py - "$out" <<'PY'
+import sys
+from stats import local_rate, median as med, rate as rate_of, read_jsonl
+rows = read_jsonl(sys.argv[1])
 def phases(v):
     d = {}
     for r in rows:
         if r["variant"] != v:
             continue
         for ph in r["rate"]["phases"]:
-            local = next(k for k in ph if k.startswith("posix:"))
-            d.setdefault(ph["phase"], []).append((ph["preload"]["median_rate"], ph[local]["median_rate"]))
+            d.setdefault(ph["phase"], []).append((rate_of(ph, "preload"), local_rate(ph)))
     return d
 vs = list(dict.fromkeys(r["variant"] for r in rows))
 P = {v: phases(v) for v in vs}

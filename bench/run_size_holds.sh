@@ -9,24 +9,20 @@
 # Usage: BASE_BIN=dir bench/run_size_holds.sh [rounds]   (JSON lines in
 # bench/results/size-holds-<date>.json, a markdown table of medians on stdout).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3}
 base_bin=${BASE_BIN:?set BASE_BIN to a directory with the previous gust and libgust_preload.so}
 base=${BENCH_DIR:-/dev/shm}/gust-holds.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/size-holds-$(date +%Y%m%d-%H%M).json
-cleanup() {
-  "$GUST" stop --rootdir "$base/new" >/dev/null 2>&1 || true
-  "$base_bin/gust" stop --rootdir "$base/old" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result size-holds)
 : > "$out"
 run() { # build workload
   local v=$1 w=$2 b root
   if [ "$v" = previous ]; then b=$base_bin/gust; root=$base/old; else b=$GUST; root=$base/new; fi
-  "$b" start --local 4 --rootdir "$root" >/dev/null
+  bench_start "$b" 4 "$root"
   local json
   case $w in
     md4k) json=$(GUST_HOSTS_FILE="$root/gust.hosts" "$b" bench md -n 5000 -p 4 --no-excl --size 4096 \
@@ -36,31 +32,29 @@ run() { # build workload
     shared) json=$(GUST_HOSTS_FILE="$root/gust.hosts" "$b" bench io -p 4 -b 16MiB -t 8KiB --shared-file --runs 1 \
               --target preload --baseline "$base/local" --json) ;;
   esac
-  "$b" stop --rootdir "$root" >/dev/null
+  bench_stop "$b" "$root"
   rm -rf "$root" "$base/local"/*
-  printf '{"build": "%s", "workload": "%s", "result": %s}\n' "$v" "$w" "$(echo "$json" | tr -d '\n')" >> "$out"
+  bench_stats record "$out" build="$v" workload="$w" result:="$json"
 }
 for r in $(seq 1 "$rounds"); do
   for w in md4k io shared; do
-    if (( r % 2 )); then order="previous new"; else order="new previous"; fi
-    for v in $order; do run "$v" "$w"; done
+    for v in $(bench_abba "$r" previous new); do run "$v" "$w"; done
   done
   echo "round $r done" >&2
 done
-python3 - "$out" <<'PY'
-import json, sys, statistics as st
+bench_py - "$out" <<'PY'
+import sys
+from stats import local_rate, median, rate, read_jsonl
 acc = {}
-for line in open(sys.argv[1]):
-    r = json.loads(line)
+for r in read_jsonl(sys.argv[1]):
     for ph in r["result"]["phases"]:
-        loc = [v for k, v in ph.items() if k.startswith("posix:")][0]["median_rate"]
-        acc.setdefault((r["workload"], ph["phase"], r["build"]), []).append((ph["preload"]["median_rate"], loc))
+        acc.setdefault((r["workload"], ph["phase"], r["build"]), []).append((rate(ph, "preload"), local_rate(ph)))
 print("| workload | phase | previous | this | this/previous | this/local | previous/local |")
 print("|---|---|---:|---:|---:|---:|---:|")
 for (w, phase, b) in sorted(k for k in acc if k[2] == "new"):
     o, n = acc[(w, phase, "previous")], acc[(w, phase, "new")]
-    mo, mn = st.median(x[0] for x in o), st.median(x[0] for x in n)
-    print(f"| {w} | {phase} | {mo:,.0f} | {mn:,.0f} | {mn / mo:.2f} | {st.median(x[0] / x[1] for x in n):.3f} | "
-          f"{st.median(x[0] / x[1] for x in o):.3f} |")
+    mo, mn = median(x[0] for x in o), median(x[0] for x in n)
+    print(f"| {w} | {phase} | {mo:,.0f} | {mn:,.0f} | {mn / mo:.2f} | {median(x[0] / x[1] for x in n):.3f} | "
+          f"{median(x[0] / x[1] for x in o):.3f} |")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

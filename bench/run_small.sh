@@ -13,32 +13,28 @@
 # bench/results/small-<date>.json, a markdown table of medians on stdout).
 # Storage: BENCH_DIR (default /dev/shm). Files per process: BENCH_FILES (2000).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3}
 files=${BENCH_FILES:-2000}
 size=${BENCH_SIZE:-4096}
 base_bin=${BASE_BIN:?set BASE_BIN to a directory with the previous gust and libgust_preload.so}
 base=${BENCH_DIR:-/dev/shm}/gust-small.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/small-$(date +%Y%m%d-%H%M).json
-cleanup() {
-  "$GUST" stop --rootdir "$base/new" >/dev/null 2>&1 || true
-  "$base_bin/gust" stop --rootdir "$base/old" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result small)
 : > "$out"
 one() { # label, gust binary, rootdir, extra env..., -- bench args
   local label=$1 bin=$2 root=$3; shift 3
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
-  "$bin" start --local 4 --rootdir "$root" >/dev/null
+  bench_start "$bin" 4 "$root"
   json=$(env "${envs[@]}" GUST_HOSTS_FILE="$root/gust.hosts" "$bin" bench md -n "$files" --size "$size" -p 4 \
     --runs 1 --target preload --baseline "$base/local" --json "$@")
-  "$bin" stop --rootdir "$root" >/dev/null
-  printf '{"variant": "%s", "result": %s}\n' "$label" "$(echo "$json" | tr -d '\n')" >> "$out"
+  bench_stop "$bin" "$root"
+  bench_stats record "$out" variant="$label" result:="$json"
 }
 for r in $(seq 1 "$rounds"); do
   one "previous" "$base_bin/gust" "$base/old" X=1 --
@@ -52,19 +48,18 @@ for r in $(seq 1 "$rounds"); do
   one "new, GUST_DEFER_EXCL=1, GUST_CREATE_BATCH=64" "$GUST" "$base/new" GUST_DEFER_EXCL=1 GUST_CREATE_BATCH=64 --
   echo "round $r done" >&2
 done
-python3 - "$out" <<'PY'
-import json, sys, statistics
+bench_py - "$out" <<'PY'
+import sys
+from stats import local_rate, median, rate, read_jsonl
 rows = {}
-for line in open(sys.argv[1]):
-    r = json.loads(line)
+for r in read_jsonl(sys.argv[1]):
     for ph in r["result"]["phases"]:
-        g = ph["preload"]["median_rate"]
-        l = [v for k, v in ph.items() if k.startswith("posix:")][0]["median_rate"]
+        g, l = rate(ph, "preload"), local_rate(ph)
         rows.setdefault((r["variant"], ph["phase"]), []).append((g, l, g / l))
 print("| variant | phase | preload ops/s | local ops/s | preload/local (median of rounds) | per round |")
 print("|---|---|---:|---:|---:|---|")
 for (v, ph), xs in rows.items():
-    print(f"| {v} | {ph} | {statistics.median(x[0] for x in xs):,.0f} | {statistics.median(x[1] for x in xs):,.0f} "
-          f"| {statistics.median(x[2] for x in xs):.3f} | {' '.join(f'{x[2]:.3f}' for x in xs)} |")
+    print(f"| {v} | {ph} | {median(x[0] for x in xs):,.0f} | {median(x[1] for x in xs):,.0f} "
+          f"| {median(x[2] for x in xs):.3f} | {' '.join(f'{x[2]:.3f}' for x in xs)} |")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

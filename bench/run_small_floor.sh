@@ -11,34 +11,31 @@
 # Usage: bench/run_small_floor.sh [rounds]   (JSON lines in
 # bench/results/small-floor-<date>.json, a markdown table of medians on stdout).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3}
 files=${BENCH_FILES:-2000}
 base=${BENCH_DIR:-/dev/shm}/gust-floor.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/small-floor-$(date +%Y%m%d-%H%M).json
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result small-floor)
 pp=$base/uds_pingpong
 cc -O2 -o "$pp" bench/uds_pingpong.c
-cleanup() {
-  "$GUST" stop --rootdir "$base/inst" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
 : > "$out"
-"$GUST" start --local 4 --rootdir "$base/inst" >/dev/null
+bench_start "$GUST" 4 "$base/inst"
 for r in $(seq 1 "$rounds"); do
   gust_json=$(GUST_HOSTS_FILE="$base/inst/gust.hosts" "$GUST" bench md -n "$files" --size 4096 -p 4 --runs 1 \
-    --no-excl --target preload --baseline "$base/local" --json | tr -d '\n')
+    --no-excl --target preload --baseline "$base/local" --json)
   rt44=$("$pp" 4 100000 4 | awk '{print $(NF-2)}')
   rt4=$("$pp" 4 100000 | awk '{print $(NF-2)}')
-  printf '{"round": %d, "pingpong_4x4": %s, "pingpong_pairs": %s, "md": %s}\n' "$r" "$rt44" "$rt4" "$gust_json" >> "$out"
+  bench_stats record "$out" round:="$r" pingpong_4x4:="$rt44" pingpong_pairs:="$rt4" md:="$gust_json"
   echo "round $r done" >&2
 done
-python3 - "$out" <<'PY'
-import json, sys, statistics
-rows = [json.loads(l) for l in open(sys.argv[1])]
-med = statistics.median
+bench_py - "$out" <<'PY'
+import sys
+from stats import local_rate, median as med, rate, read_jsonl
+rows = read_jsonl(sys.argv[1])
 print(f"bare round trips/s: 4 clients x 4 servers {med(r['pingpong_4x4'] for r in rows):,.0f}, "
       f"4 pairs {med(r['pingpong_pairs'] for r in rows):,.0f}")
 print("| phase | local ops/s | GustFS ops/s | GustFS/local | ceiling: 4x4 round trips/local | GustFS/ceiling |")
@@ -47,8 +44,8 @@ for name in ("create", "stat", "read", "remove"):
     loc, gus, ceil, ratio = [], [], [], []
     for r in rows:
         ph = [p for p in r["md"]["phases"] if p["phase"] == name][0]
-        g = ph["preload"]["median_rate"]
-        l = [v for k, v in ph.items() if k.startswith("posix:")][0]["median_rate"]
+        g = rate(ph, "preload")
+        l = local_rate(ph)
         loc.append(l); gus.append(g); ratio.append(g / l); ceil.append(r["pingpong_4x4"] / l)
     print(f"| {name} | {med(loc):,.0f} | {med(gus):,.0f} | {med(ratio):.3f} | {med(ceil):.3f} | "
           f"{med(g / (c * l) for g, c, l in zip(gus, ceil, loc)):.2f} |")

@@ -11,23 +11,19 @@
 # (4 x 1024), on BENCH_DIR (default /dev/shm: tmpfs, so the copy itself is measured,
 # not a disk; the source, GustFS's chunks and one destination are there at once).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3}
 small=${STAGE_SMALL:-100000}
 big=${STAGE_BIG:-4}
 big_mib=${STAGE_BIG_MIB:-1024}
 base=${BENCH_DIR:-/dev/shm}/gust-stage.$$
-mkdir -p "$base" bench/results
-out=bench/results/stage-$(date +%Y%m%d-%H%M).json
-cleanup() {
-  "$GUST" stop --rootdir "$base/root" >/dev/null 2>&1 || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
+bench_scratch "$base"
+mkdir -p "$base"
+out=$(bench_result stage)
 : > "$out"
 export GUST_HOSTS_FILE=$base/root/gust.hosts
-preload=$(dirname "$GUST")/libgust_preload.so
 
 echo "making the data set: $small x 4 KiB, $big x $big_mib MiB" >&2
 python3 - "$base/src" "$small" "$big" "$big_mib" <<'PY'
@@ -48,9 +44,9 @@ for i in range(big):
 PY
 
 # Seconds taken by a command (wall clock).
-secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); awk "BEGIN { print $t1 - $t0 }"; }
-fresh() { "$GUST" stop --rootdir "$base/root" >/dev/null 2>&1 || true; "$GUST" start --local 4 --rootdir "$base/root" >/dev/null; }
-record() { printf '{"round": %s, "what": "%s", "part": "%s", "seconds": %s}\n' "$1" "$2" "$3" "$4" >> "$out"; }
+secs() { bench_time "$@" 2>/dev/null; }
+fresh() { bench_stop "$GUST" "$base/root" 2>/dev/null || true; bench_start "$GUST" 4 "$base/root"; }
+record() { bench_stats record "$out" round:="$1" what="$2" part="$3" seconds:="$4"; }
 
 for r in $(seq 1 "$rounds"); do
   for part in small big; do
@@ -75,13 +71,13 @@ for r in $(seq 1 "$rounds"); do
   done
   echo "round $r done" >&2
 done
-"$GUST" stop --rootdir "$base/root" >/dev/null 2>&1 || true
+bench_stop "$GUST" "$base/root" || true
 
-python3 - "$out" <<'PY'
-import json, sys, statistics
+bench_py - "$out" <<'PY'
+import sys
+from stats import paired, median, read_jsonl
 rows = {}
-for line in open(sys.argv[1]):
-    r = json.loads(line)
+for r in read_jsonl(sys.argv[1]):
     rows.setdefault((r["part"], r["what"]), []).append(r["seconds"])
 print("| data | how | seconds (median) | local cp -r / this (same rounds) | per round (s) |")
 print("|---|---|---:|---:|---|")
@@ -90,6 +86,6 @@ for part in ("small", "big"):
     for (p, what), xs in rows.items():
         if p != part:
             continue
-        ratio = statistics.median(l / x for l, x in zip(local, xs))
-        print(f"| {part} | {what} | {statistics.median(xs):.2f} | {ratio:.2f} | {' '.join(f'{x:.2f}' for x in xs)} |")
+        ratio = paired(local, xs).median
+        print(f"| {part} | {what} | {median(xs):.2f} | {ratio:.2f} | {' '.join(f'{x:.2f}' for x in xs)} |")
 PY

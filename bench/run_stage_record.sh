@@ -7,15 +7,15 @@
 # the times of both stage-ins, per round (goal: run 2 stages at least 5x less).
 # Usage: bench/run_stage_record.sh [rounds]   (BENCH_DIR, default /dev/shm)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-3}
 files=${STAGE_FILES:-10000}
 base=${BENCH_DIR:-/dev/shm}/gust-record.$$
-mkdir -p "$base" bench/results
-out=bench/results/stage-record-$(date +%Y%m%d-%H%M).json
-cleanup() { "$GUST" stop --rootdir "$base/root" >/dev/null 2>&1 || true; rm -rf "$base"; }
-trap cleanup EXIT
+bench_scratch "$base"
+mkdir -p "$base"
+out=$(bench_result stage-record)
 : > "$out"
 python3 - "$base/set" "$files" <<'PY'
 import os, random, sys
@@ -32,25 +32,24 @@ export GUST_HOSTS_FILE=$base/root/gust.hosts
 for r in $(seq 1 "$rounds"); do
   # The job: a random 10% of the files (a new sample each round), read whole.
   (cd "$base/set" && find . -type f | sed 's|^\./|/gustfs/set/|' | shuf -n $((files / 10)) --random-source=<(yes "$r")) > "$base/job"
-  "$GUST" start --local 4 --rootdir "$base/root" >/dev/null
+  bench_start "$GUST" 4 "$base/root"
   full=$("$GUST" stage in "$base/set" /set --json 2>/dev/null)
   xargs -a "$base/job" "$GUST" run -- cat > /dev/null
-  "$GUST" stop --rootdir "$base/root" --record-reads "$base/reads.jsonl" 2>/dev/null
-  "$GUST" start --local 4 --rootdir "$base/root" >/dev/null
+  bench_stop "$GUST" "$base/root" --record-reads "$base/reads.jsonl"
+  bench_start "$GUST" 4 "$base/root"
   guided=$("$GUST" stage in "$base/set" /set --from-record "$base/reads.jsonl" --json 2>/dev/null)
   misses=0
   xargs -a "$base/job" "$GUST" run -- cat > /dev/null 2>"$base/misses" || misses=$(grep -c . "$base/misses" || true)
-  "$GUST" stop --rootdir "$base/root" >/dev/null 2>&1
-  printf '{"round": %s, "full": %s, "guided": %s, "job_files": %s, "misses": %s}\n' \
-    "$r" "$full" "$guided" "$(wc -l < "$base/job")" "$misses" >> "$out"
+  bench_stop "$GUST" "$base/root"
+  bench_stats record "$out" round:="$r" full:="$full" guided:="$guided" job_files:="$(wc -l < "$base/job")" misses:="$misses"
   echo "round $r done" >&2
 done
-python3 - "$out" <<'PY'
-import json, sys
+bench_py - "$out" <<'PY'
+import sys
+from stats import read_jsonl
 print("| round | full stage-in: files, MiB, s | from the record: files, MiB, s | bytes ratio | job reads | misses |")
 print("|---|---|---|---:|---:|---:|")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
+for r in read_jsonl(sys.argv[1]):
     f, g = r["full"], r["guided"]
     print(f"| {r['round']} | {f['files']:,}, {f['bytes']/2**20:,.0f}, {f['seconds']:.2f} "
           f"| {g['files']:,}, {g['bytes']/2**20:,.0f}, {g['seconds']:.2f} "

@@ -7,29 +7,31 @@
 # alternating the counts. Rates and ratios to local: medians of the rounds.
 # Usage: bench/run_threads.sh [rounds]  (JSON lines in bench/results/threads-<date>.json)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release --workspace >/dev/null
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build --workspace
 rounds=${1:-3}
 counts=${THREADS:-8 2 1}
 base=${BENCH_DIR:-/dev/shm}/gust-threads.$$
-mkdir -p "$base/local" bench/results
-out=bench/results/threads-$(date +%Y%m%d-%H%M).json
-trap 'for t in $counts; do "$GUST" stop --rootdir "$base/fs$t" >/dev/null 2>&1 || true; done; rm -rf "$base"' EXIT
+bench_scratch "$base"
+mkdir -p "$base/local"
+out=$(bench_result threads)
 : > "$out"
 for r in $(seq "$rounds"); do
   for t in $counts; do
-    "$GUST" start --local 4 --threads "$t" --rootdir "$base/fs$t" >/dev/null
+    bench_start "$GUST" 4 "$base/fs$t" --threads "$t"
     json=$(GUST_HOSTS_FILE="$base/fs$t/gust.hosts" "$GUST" bench md -n 2000 --size 4096 -p 4 --runs 1 \
       --target preload --baseline "$base/local" --json --no-excl)
-    "$GUST" stop --rootdir "$base/fs$t" >/dev/null
+    bench_stop "$GUST" "$base/fs$t"
     rm -rf "$base/fs$t"
-    printf '{"round": %d, "threads": %d, "result": %s}\n' "$r" "$t" "$(echo "$json" | tr -d '\n')" >> "$out"
+    bench_stats record "$out" round:="$r" threads:="$t" result:="$json"
   done
 done
-python3 - "$out" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+bench_py - "$out" <<'PY'
+import sys
+from stats import median, rate, read_jsonl
+rows = read_jsonl(sys.argv[1])
 counts = sorted({r["threads"] for r in rows}, reverse=True)
 phases = [p["phase"] for p in rows[0]["result"]["phases"]]
 print(f"4 daemons, gust bench md -n 2000 --size 4096 -p 4 --target preload --no-excl, medians of {len(rows) // len(counts)} rounds")
@@ -39,9 +41,7 @@ for t in counts:
     cells = []
     for p in phases:
         got = [next(x for x in r["result"]["phases"] if x["phase"] == p) for r in rows if r["threads"] == t]
-        rate = statistics.median(g["preload"]["median_rate"] for g in got)
-        ratio = statistics.median(g["ratio"] for g in got)
-        cells.append(f"{rate:,.0f} ({ratio:.3f})")
+        cells.append(f"{median(rate(g, 'preload') for g in got):,.0f} ({median(g['ratio'] for g in got):.3f})")
     print(f"| {t} | " + " | ".join(cells) + " |")
 print(f"results: {sys.argv[1]}", file=sys.stderr)
 PY

@@ -15,58 +15,52 @@
 # Builds: the compiled-out variant in the same target directory (only gust-trace
 # and the crates above it rebuild, not RocksDB), copied aside, then this build again.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 rounds=${1:-5}
 files=${2:-5000}
 side=$HOME/.cache/gust-notrace
 if [ -z "${NOTRACE_GUST:-}" ]; then
-  cargo build --release --workspace --all-targets --features gust-trace/compile-out >/dev/null
+  if [ "${GUST_BENCH_NO_BUILD:-}" = 1 ]; then
+    echo "GUST_BENCH_NO_BUILD=1 builds no compiled-out variant: set NOTRACE_GUST" >&2
+    exit 1
+  fi
+  bench_build --workspace --all-targets --features gust-trace/compile-out
   mkdir -p "$side"
   cp "$GUST" "$side/gust"
   NOTRACE_GUST=$side/gust
 fi
-cargo build --release --workspace --all-targets >/dev/null
+bench_build --workspace --all-targets
 root=${BENCH_DIR:-/dev/shm}/gust-trace-cost.$$
-out=bench/results/trace-cost-$(date +%Y%m%d-%H%M).txt
+bench_scratch "$root"
+out=$(bench_result trace-cost .txt)
 raw=$(mktemp /tmp/gust-trace-cost.XXXXXX)
-mkdir -p bench/results
-hz=$(getconf CLK_TCK)
 declare -A bin=([out]=$NOTRACE_GUST [off]=$GUST [on]=$GUST)
-cleanup() {
-  for v in out off on; do "${bin[$v]}" stop --rootdir "$root-$v" >/dev/null 2>&1 || true; done
-  rm -rf "$root"-*
-}
-trap cleanup EXIT
-cpu_of() { # total user+system ticks of the given pids
-  local t=0
-  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-  echo "$t"
-}
-orders=("out off on" "off on out" "on out off")
 for run in $(seq 1 "$rounds"); do
-  for v in ${orders[$(((run - 1) % 3))]}; do
+  for v in $(bench_rotate $((run - 1)) out off on); do
     g=${bin[$v]}
     startargs=()
     envs=()
     if [ "$v" = on ]; then
-      startargs=(--trace all --trace-dir "$root-$v-trace")
-      envs=(GUST_TRACE=all "GUST_TRACE_DIR=$root-$v-trace")
+      startargs=(--trace all --trace-dir "$root/$v-trace")
+      envs=(GUST_TRACE=all "GUST_TRACE_DIR=$root/$v-trace")
     fi
-    "$g" start --local 4 --rootdir "$root-$v" "${startargs[@]}" >/dev/null
-    pids=$(awk '$1 == "daemon" {print ($2 ~ /^[0-9]+$/ && $4 ~ /^[0-9]+$/) ? $4 : $6}' "$root-$v/gust.hosts")
-    before=$(cpu_of $pids)
-    c=$( { env "${envs[@]}" /usr/bin/time -f "%U %S" "$g" bench md -n "$files" -p 2 --rootdir "$root-$v" >/dev/null; } 2>&1 | tail -1)
-    after=$(cpu_of $pids)
-    "$g" stop --rootdir "$root-$v" >/dev/null 2>&1
+    bench_start "$g" 4 "$root/$v" "${startargs[@]}"
+    mapfile -t pids < <(bench_daemon_pids "$root/$v/gust.hosts")
+    before=$(bench_cpu_ticks "${pids[@]}")
+    c=$( { env "${envs[@]}" /usr/bin/time -f "%U %S" "$g" bench md -n "$files" -p 2 --rootdir "$root/$v" >/dev/null; } 2>&1 | tail -1)
+    after=$(bench_cpu_ticks "${pids[@]}")
+    bench_stop "$g" "$root/$v"
     traced=0
-    if [ -d "$root-$v-trace" ]; then traced=$(cat "$root-$v-trace"/*.gtrace | wc -c); fi
-    rm -rf "$root-$v-trace"
+    if [ -d "$root/$v-trace" ]; then traced=$(cat "$root/$v-trace"/*.gtrace | wc -c); fi
+    rm -rf "$root/$v-trace"
     echo "$v $run $((files * 2 * 4)) $((after - before)) $c $traced" >>"$raw"
   done
 done
-python3 - "$raw" "$hz" "$rounds" "$files" <<'PY' | tee "$out"
-import statistics, sys
+bench_py - "$raw" "$BENCH_HZ" "$rounds" "$files" <<'PY' | tee "$out"
+import sys
+from stats import median
 raw, hz, rounds, files = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 rows = {}
 for line in open(raw):
@@ -76,10 +70,10 @@ for line in open(raw):
     rows.setdefault(v, []).append((total, int(traced) / units))
 print(f"# gust bench md -n {files} -p 2, 4 daemons on /dev/shm, {rounds} rounds in rotating order; CPU us per op (daemons + clients)")
 print(f"{'variant':8} {'median':>8} {'min':>8} {'max':>8} {'vs out':>8} {'trace B/op':>10}")
-base = statistics.median(t for t, _ in rows["out"])
+base = median(t for t, _ in rows["out"])
 for v in ("out", "off", "on"):
     ts = [t for t, _ in rows[v]]
-    m = statistics.median(ts)
-    print(f"{v:8} {m:8.2f} {min(ts):8.2f} {max(ts):8.2f} {m / base:8.3f} {statistics.median(b for _, b in rows[v]):10.1f}")
+    m = median(ts)
+    print(f"{v:8} {m:8.2f} {min(ts):8.2f} {max(ts):8.2f} {m / base:8.3f} {median(b for _, b in rows[v]):10.1f}")
 PY
 echo "raw: $raw; results: $out"

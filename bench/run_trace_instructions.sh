@@ -7,13 +7,16 @@
 # tracepoint on in both (GUST_TRACE=all, gust daemon --trace all).
 # Usage: NOTRACE_GUST=path/to/gust-with-tracepoints-compiled-out bench/run_trace_instructions.sh [files]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 files=${1:-2000}
 : "${NOTRACE_GUST:=$HOME/.cache/gust-notrace/gust}"
 work=${BENCH_DIR:-/dev/shm}/gust-trace-cg.$$
+bench_scratch "$work"
+# shellcheck disable=SC2016 # evaluated on exit
+bench_on_exit '[ -z "${dpid:-}" ] || { kill -TERM "$dpid"; wait "$dpid"; } 2>/dev/null'
 mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
 printf '%-8s %14s %14s %12s %12s\n' variant daemon-Ir client-Ir daemon/op client/op
 for v in out off on; do
   g=$GUST
@@ -29,16 +32,17 @@ for v in out off on; do
   valgrind --tool=callgrind --callgrind-out-file="$r/daemon.cg" "$g" daemon --rootdir "$r/root" \
     --hosts-file "$r/gust.hosts" "${dargs[@]}" 2>"$r/daemon.log" &
   dpid=$!
-  for _ in $(seq 1 600); do grep -q '^daemon' "$r/gust.hosts" 2>/dev/null && break; sleep 0.1; done
+  bench_wait 60 "the daemon under callgrind" grep -qs '^daemon' "$r/gust.hosts"
   env "${envs[@]}" valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$r/client.%p.cg" \
     "$g" bench md -n "$files" -p 1 --hosts-file "$r/gust.hosts" >/dev/null 2>"$r/client.log"
   kill -TERM "$dpid"
   wait "$dpid" || true
+  dpid=
   d=$(callgrind_annotate "$r/daemon.cg" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   c=0
   for f in "$r"/client.*.cg; do # the benchmark and its worker process
     c=$((c + $(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')))
   done
   ops=$((files * 4))
-  printf '%-8s %14s %14s %12.0f %12.0f\n' "$v" "$d" "$c" "$(echo "$d / $ops" | bc -l)" "$(echo "$c / $ops" | bc -l)"
+  printf '%-8s %14s %14s %12.0f %12.0f\n' "$v" "$d" "$c" "$(bench_div "$d" "$ops")" "$(bench_div "$c" "$ops")"
 done

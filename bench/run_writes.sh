@@ -11,16 +11,17 @@
 # Output: one line per measurement and version (medians of `runs`), and a JSON file
 # in bench/results/writes-<date>.json.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 prev=${1:?usage: bench/run_writes.sh PREV_BIN_DIR [runs]}
 runs=${2:-3}
-cargo build --release -p gust-cli -p gust-preload >/dev/null
+bench_build -p gust-cli -p gust-preload
 cur=$(dirname "$GUST")
 base=${BENCH_DIR:-/dev/shm}/gust-writes.$$
-mkdir -p "$base" bench/results
-out=bench/results/writes-$(date +%Y%m%d-%H%M).json
-trap 'for b in "$prev" "$cur"; do "$b/gust" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; done; rm -rf "$base"' EXIT
+bench_scratch "$base"
+mkdir -p "$base"
+out=$(bench_result writes)
 
 # A tree of 10,000 files of 4 KiB in 100 directories to copy.
 src="$base/src"
@@ -51,10 +52,10 @@ print(json.dumps(r))
 '
 
 start() { # bin
-  "$1/gust" start --local 4 --rootdir "$base/fs" --mountdir /gustfs >/dev/null
+  bench_start "$1/gust" 4 "$base/fs" --mountdir /gustfs
   export GUST_HOSTS_FILE="$base/fs/gust.hosts"
 }
-stop() { "$1/gust" stop --rootdir "$base/fs" >/dev/null; }
+stop() { bench_stop "$1/gust" "$base/fs"; }
 
 echo "[" > "$out"
 sep=""
@@ -85,10 +86,10 @@ for run in $(seq 1 "$runs"); do
   done
 done
 echo "]" >> "$out"
-python3 - "$out" <<'PY'
-import json, statistics, sys
-rows = json.load(open(sys.argv[1]))
-med = statistics.median
+bench_py - "$out" <<'PY'
+import sys
+from stats import median as med, read_json
+rows = read_json(sys.argv[1])
 def by(ver): return [r for r in rows if r["version"] == ver]
 print("Writes of 100 B to one file through the preload library (medians)")
 print(f"{'writes before':>14} {'prev writes/s':>14} {'cur writes/s':>13} {'prev stat':>10} {'cur stat':>9}")

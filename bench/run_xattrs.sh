@@ -14,6 +14,8 @@
 #   of N files
 # Usage: bench/run_xattrs.sh OLD_GUST NEW_GUST [rounds]   (N: $BENCH_FILES, 2000)
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 old=$1 new=$2 rounds=${3:-3}
 n=${BENCH_FILES:-2000}
 ops='
@@ -31,32 +33,29 @@ g = rate(lambda p: os.getxattr(p, "user.tag"))
 l = rate(lambda p: os.listxattr(p))
 print(f"set_per_s={s:.0f} first_get_per_s={g1:.0f} get_per_s={g:.0f} list_per_s={l:.0f}")'
 for round in $(seq 1 "$rounds"); do
-  if (( round % 2 )); then order="old new"; else order="new old"; fi
-  for v in $order; do
+  for v in $(bench_abba "$round" old new); do
     if [ "$v" = old ]; then g=$old; else g=$new; fi
     r=${BENCH_DIR:-/dev/shm}/gust-xattrs-$v.$$
+    bench_scratch "$r"
     rm -rf "$r"; mkdir -p "$r/mnt"
-    "$g" start --local 4 --rootdir "$r/fs" >/dev/null
+    bench_start "$g" 4 "$r/fs"
     hosts=$r/fs/gust.hosts
-    "$g" mount "$r/mnt" --hosts-file "$hosts" >/dev/null 2>&1 &
-    for _ in $(seq 300); do mountpoint -q "$r/mnt" && break; sleep 0.05; done
+    bench_mount "$g" "$r/mnt" --hosts-file "$hosts"
     w=$(dd if=/dev/zero of="$r/mnt/w" bs=4k count=16384 2>&1 | awk '/copied/ {print $(NF-1)" "$NF}')
     case "$w" in *GB/s) w=$(echo "${w% *} * 1000" | bc) ;; *) w=${w% *} ;; esac
     GUST_HOSTS_FILE=$hosts "$g" run -- python3 -c "
 import os
 os.makedirs('/gustfs/l')
 for i in range($n): open(f'/gustfs/l/f{i}', 'w').close()"
-    t0=$(date +%s.%N)
-    GUST_HOSTS_FILE=$hosts "$g" run -- ls -l /gustfs/l >/dev/null
-    t1=$(date +%s.%N)
-    line="$round $v fuse_write_MBps=$w ls_l_s=$(printf %.3f "$(echo "$t1 - $t0" | bc)")"
+    ls_l=$(GUST_HOSTS_FILE=$hosts bench_time "$g" run -- ls -l /gustfs/l)
+    line="$round $v fuse_write_MBps=$w ls_l_s=$(printf %.3f "$ls_l")"
     if [ "$v" = new ]; then
       line="$line gust: $(GUST_HOSTS_FILE=$hosts "$g" run -- python3 -c "$ops" /gustfs/x "$n")"
       line="$line tmpfs: $(python3 -c "$ops" "$r/local" "$n")"
     fi
     echo "$line"
-    "$g" umount "$r/mnt" >/dev/null 2>&1 || "$g" umount --lazy "$r/mnt" >/dev/null 2>&1 || true
-    "$g" stop --rootdir "$r/fs" >/dev/null 2>&1 || true
+    bench_umount "$g" "$r/mnt"
+    bench_stop "$g" "$r/fs"
     rm -rf "$r"
   done
 done

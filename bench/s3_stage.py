@@ -25,11 +25,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "s3"))
 import gustfs  # noqa: E402
 from boto3.s3.transfer import TransferConfig, create_transfer_manager  # noqa: E402
 from s3env import KEY, REGION, SECRET, Instance, Weed, boto3_client  # noqa: E402
+from stats import results_path  # noqa: E402  (bench/stats.py, beside this file)
 
 MIB = 1 << 20
 rounds, large_mib, small_count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 base = os.environ.get("BENCH_DIR", "/dev/shm")
-out = os.path.join("bench", "results", time.strftime("s3-stage-%Y%m%d-%H%M.json"))
+out = results_path("s3-stage")
 os.makedirs("bench/results", exist_ok=True)
 
 # BENCH_STORE_DIR puts the store's volumes elsewhere (a 10 GiB run does not fit three

@@ -104,6 +104,7 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--writer":
 import gustfs  # noqa: E402
 import gustfs.testing  # noqa: E402
 from s3env import KEY, REGION, SECRET, Instance, Weed, boto3_client  # noqa: E402
+from stats import results_path  # noqa: E402  (bench/stats.py, beside this file)
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 n_flat = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
@@ -113,7 +114,7 @@ phases = os.environ.get("BENCH_PHASES", "events,list").split(",")
 ls_timeout = float(os.environ.get("BENCH_LS_TIMEOUT", "1800"))
 procs, threads = int(os.environ.get("BENCH_WRITERS", "3")), int(os.environ.get("BENCH_THREADS", "16"))
 base = os.environ.get("BENCH_DIR", "/dev/shm")
-out = os.path.join("bench", "results", time.strftime("s3-views-%Y%m%d-%H%M.json"))
+out = results_path("s3-views")
 os.makedirs("bench/results", exist_ok=True)
 
 

@@ -8,16 +8,19 @@
 # (default 60), READS loader runs of 2 epochs (default 4) while it goes.
 # Usage: bench/soak_by_reference.sh   (BENCH_FILES 20000, BENCH_DAEMONS 4)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/env.sh
-cargo build --release --workspace --all-targets >/dev/null
-. scripts/python-env.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+bench_build --workspace --all-targets
+bench_python_env
 files=${BENCH_FILES:-20000}
 daemons=${BENCH_DAEMONS:-4}
 base=${BENCH_DIR:-/dev/shm}/gust-soak-ref.$$
-trap '"$GUST" stop --rootdir "$base/fs" >/dev/null 2>&1 || true; rm -rf "$base"' EXIT
+bench_scratch "$base"
+# shellcheck disable=SC2016 # evaluated on exit
+bench_on_exit '[ -z "${churn:-}" ] || kill "$churn" 2>/dev/null'
 mkdir -p "$base/local"
-"$GUST" start --local "$daemons" --rootdir "$base/fs" >/dev/null
+bench_start "$GUST" "$daemons" "$base/fs"
 eval "$("$GUST" env --rootdir "$base/fs")"
 "$GUST_PYTHON" bench/loader.py make --files "$files" --local "$base/local" --gust /loader
 "$GUST_PYTHON" bench/churn.py "${CHURN_SECONDS:-60}" &
@@ -28,5 +31,6 @@ for r in $(seq "${READS:-4}"); do
   echo "read $r: $((2 * files)) files, every crc32 checked"
 done
 wait "$churn"
+churn=
 flushes=$(cat "$base"/fs/d*/metadata/LOG | grep -c "flush table" || true)
 echo "soak passed: ${READS:-4} verified reads under churn; $flushes table flushes in the daemons' RocksDB logs"

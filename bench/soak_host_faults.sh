@@ -8,10 +8,12 @@
 # Output: the test's log in bench/results/soak_host_faults-DATE.txt (seed, each round,
 # slow writes, the total).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 faults=${1:-40}
 seed=${2:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
-cd "$(dirname "$0")/.."
-out=bench/results/soak_host_faults-$(date -u +%Y%m%d-%H%M).txt
+cd "$BENCH_ROOT"
+out=$(bench_result soak_host_faults .txt)
 {
   echo "# bench/soak_host_faults.sh $faults $seed  ($(date -u +%FT%TZ), $(nproc) cores)"
   GUST_FAULTS=$faults GUST_TEST_SEED=$seed cargo test --release --workspace --test host_faults -- --nocapture 2>&1 |
