@@ -5,10 +5,10 @@ use gust_client::{Client, ClientOptions};
 use gust_hosts::HostsFile;
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
 
 /// /tmp/gustfs-$USER, or /tmp/gustfs-$USER-job$SLURM_JOB_ID inside a SLURM job (two
 /// jobs sharing a node get separate instances; every step finds its job's).
@@ -302,13 +302,8 @@ fn private_dir(p: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
 }
 
+use gust_launch::local::{LocalDaemon, LocalPlan};
 use gust_launch::proc::{is_zombie, pid_alive};
-
-fn tail(path: &Path, lines: usize) -> String {
-    let t = fs::read_to_string(path).unwrap_or_default();
-    let v: Vec<&str> = t.lines().collect();
-    v[v.len().saturating_sub(lines)..].join("\n")
-}
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     if a.replicas > 1 && a.placement == gust_hosts::Placement::Capacity {
@@ -530,8 +525,9 @@ fn fill_from_store(hosts_path: &Path, url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts one daemon per (id, root directory, listen address), detached, each logging
-/// to `<log_dir>/d<id>.log`, and waits until all have registered and answer.
+/// Starts one daemon per (id, root directory, listen address) through gust-launch's
+/// local launcher (detached, each logging to `<log_dir>/d<id>.log`), and tells the
+/// user once all have registered and answer.
 fn launch(
     plan: &[(u32, PathBuf, String)],
     mountdir: &str,
@@ -541,83 +537,26 @@ fn launch(
     fresh_logs: bool,
     options: &DaemonOptions,
 ) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
-    let mut children = Vec::new();
-    for (i, droot, listen) in plan {
-        let log_path = log_dir.join(format!("d{i}.log"));
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(!fresh_logs)
-            .truncate(fresh_logs)
-            .mode(0o600)
-            .open(&log_path)
-            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
-        // A log kept from an older GustFS may be wider; it names paths and errors of
-        // the owner's job.
-        log.set_permissions(fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("cannot make {} private (chmod 600): {e}", log_path.display()))?;
-        let mut cmd = Command::new(&exe);
-        cmd.arg("daemon")
-            .arg("--rootdir")
-            .arg(droot)
-            .arg("--mountdir")
-            .arg(mountdir)
-            .arg("--hosts-file")
-            .arg(hosts_path)
-            .arg("--listen")
-            .arg(listen)
-            .arg("--id")
-            .arg(i.to_string())
-            .args(options.args(*i)?)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log);
-        // The daemons outlive this command.
-        gust_launch::proc::own_session(&mut cmd);
-        let child = cmd.spawn().map_err(|e| format!("cannot start daemon {i}: {e}"))?;
-        children.push((*i, child, log_path));
+    let gust_exe = std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?;
+    let mut daemons = Vec::new();
+    for (id, rootdir, listen) in plan {
+        daemons.push(LocalDaemon {
+            id: *id,
+            rootdir: rootdir.clone(),
+            listen: listen.clone(),
+            args: options.args(*id)?,
+        });
     }
+    let h = gust_launch::local::start(&LocalPlan {
+        daemons,
+        gust_exe,
+        mountdir,
+        hosts_path,
+        log_dir,
+        timeout: Duration::from_secs(timeout_s),
+        fresh_logs,
+    })?;
     let n = plan.len();
-    // Wait until every daemon has registered and answers.
-    let deadline = Instant::now() + Duration::from_secs(timeout_s);
-    loop {
-        for (i, c, log) in children.iter_mut() {
-            if let Ok(Some(st)) = c.try_wait() {
-                let msg = tail(log, 5);
-                kill_children(&mut children_pids(hosts_path));
-                return Err(format!("daemon {i} exited ({st}) during start-up; its log {}:\n{msg}", log.display()));
-            }
-        }
-        if let Ok(h) = HostsFile::load(hosts_path) {
-            // Every daemon of the plan registered, as the process started here.
-            let registered = h.is_complete(h.daemons.len())
-                && plan.iter().all(|(i, _, _)| {
-                    h.daemons.iter().any(|d| d.id == *i && children.iter().any(|c| c.1.id() == d.pid))
-                });
-            if registered {
-                if let Ok(c) = Client::open_instance(
-                    hosts_path,
-                    ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false, ..Default::default() },
-                ) {
-                    if c.unanswered().is_empty() {
-                        break;
-                    }
-                }
-            }
-        }
-        if Instant::now() > deadline {
-            for (_, c, _) in children.iter_mut() {
-                let _ = c.kill();
-            }
-            return Err(format!(
-                "daemons did not all answer within {timeout_s} s; see the logs in {}",
-                log_dir.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let h = HostsFile::load(hosts_path).map_err(|e| e.to_string())?;
     if options.joining {
         eprintln!("gust: {n} daemon(s) joined instance {}", h.instance);
         return Ok(());
@@ -649,16 +588,6 @@ pub(crate) fn launch_more(
         joining: true,
     };
     launch(plan, mountdir, hosts_path, log_dir, timeout_s, true, &options)
-}
-
-fn children_pids(hosts_path: &Path) -> Vec<u32> {
-    HostsFile::load(hosts_path).map(|h| h.daemons.iter().map(|d| d.pid).collect()).unwrap_or_default()
-}
-
-fn kill_children(pids: &mut [u32]) {
-    for p in pids {
-        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
-    }
 }
 
 pub(crate) fn print_env(hosts_path: &Path, h: &HostsFile) {

@@ -530,12 +530,14 @@ fn remove_local(hp: &Path) {
 /// Pings every daemon of the hosts file at `hp` (`Client::unanswered`);
 /// returns the ones that did not answer.
 pub fn ping_all(hp: &Path) -> Vec<(u32, String)> {
-    let c = match Client::open_instance(
-        hp,
-        ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: false, ..Default::default() },
-    ) {
-        Ok(c) => c,
-        Err(e) => return vec![(0, e)],
-    };
-    c.unanswered()
+    unanswered(hp, Duration::from_secs(5))
+}
+
+/// The daemons of the hosts file at `hp` that do not answer a ping within
+/// `rpc_timeout`, with why; the whole instance if it cannot be opened.
+pub fn unanswered(hp: &Path, rpc_timeout: Duration) -> Vec<(u32, String)> {
+    match Client::open_instance(hp, ClientOptions { rpc_timeout, force_tcp: false, ..Default::default() }) {
+        Ok(c) => c.unanswered(),
+        Err(e) => vec![(0, e)],
+    }
 }

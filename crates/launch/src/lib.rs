@@ -19,6 +19,7 @@
 pub mod agent;
 pub mod hostlist;
 pub mod launcher;
+pub mod local;
 pub mod netaddr;
 pub mod proc;
 pub mod stop;

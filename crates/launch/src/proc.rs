@@ -79,3 +79,10 @@ mod tests {
         assert_eq!(super::shell_quote(""), "''");
     }
 }
+
+/// The last `lines` lines of the file at `path` (empty if it cannot be read).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let t = std::fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<&str> = t.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
