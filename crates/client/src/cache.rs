@@ -222,26 +222,38 @@ impl Client {
 
     /// Waits until a file another process is fetching has its size (its fetch
     /// committed), if the shared file system says it should have one.
-    fn wait_fetched(&self, p: &str, mut r: Record) -> Result<()> {
-        let started = Instant::now();
-        loop {
-            let Ok(want) = self.cached_record(p) else { return Ok(()) };
+    fn wait_fetched(&self, p: &str, r: Record) -> Result<()> {
+        self.wait_while_fetching(p, r, FETCH_WAIT, |r| {
+            let Ok(want) = self.cached_record(p) else { return false };
             // A fetch in progress shows size 0 and the shared file's mtime until its
             // commit; anything else is GustFS's own file now.
-            let fetching = r.kind == FileKind::File
+            r.kind == FileKind::File
                 && r.size == 0
                 && r.mtime_ns == want.mtime_ns
                 && want.kind == FileKind::File
-                && want.size > 0;
-            if !fetching {
-                return Ok(());
-            }
-            if started.elapsed() > FETCH_WAIT {
+                && want.size > 0
+        })
+    }
+
+    /// Waits, reading `p`'s record again every 20 ms, while `fetching` says another
+    /// process's fetch of it is under way (`r`: the record seen first); EIO after
+    /// `bound`.
+    pub(crate) fn wait_while_fetching(
+        &self,
+        p: &str,
+        mut r: Record,
+        bound: Duration,
+        fetching: impl Fn(&Record) -> bool,
+    ) -> Result<()> {
+        let started = Instant::now();
+        while fetching(&r) {
+            if started.elapsed() > bound {
                 return Err(Errno(libc::EIO));
             }
             std::thread::sleep(Duration::from_millis(20));
             r = self.get_record(p)?;
         }
+        Ok(())
     }
 
     /// The record of `p`: GustFS's, or in cache mode the shared file system's

@@ -20,7 +20,7 @@ use gust_proto::xattr::{self, Xattrs};
 use gust_proto::{FileKind, Record};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::warn;
 
 /// The prefix of every attribute that comes from an object.
@@ -150,21 +150,12 @@ impl Client {
 
     /// Waits while `p` is another process's fetch in progress (a file of the
     /// object's ETag without its size yet; the object is not empty).
-    fn wait_object_fetched(&self, p: &str, mut r: Record, etag: &str) -> Result<()> {
-        let started = Instant::now();
-        loop {
-            let fetching = r.kind == FileKind::File
+    fn wait_object_fetched(&self, p: &str, r: Record, etag: &str) -> Result<()> {
+        self.wait_while_fetching(p, r, FETCH_WAIT, |r| {
+            r.kind == FileKind::File
                 && r.size == 0
-                && xattr::get(&r.xattrs, ETAG_XATTR).is_ok_and(|e| e == etag.as_bytes());
-            if !fetching {
-                return Ok(());
-            }
-            if started.elapsed() > FETCH_WAIT {
-                return Err(Errno(libc::EIO));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-            r = self.get_record(p)?;
-        }
+                && xattr::get(&r.xattrs, ETAG_XATTR).is_ok_and(|e| e == etag.as_bytes())
+        })
     }
 }
 

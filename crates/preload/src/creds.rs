@@ -19,48 +19,26 @@ fn before_switch() {
     });
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn setuid(u: uid_t) -> c_int {
-    before_switch();
-    real::setuid(u)
+/// An id-changing call of libc, hooked: the client connects first (`before_switch`),
+/// then the real call runs.
+macro_rules! switch_hook {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            before_switch();
+            real::$name($($arg),*)
+        }
+    )*};
 }
-#[no_mangle]
-pub unsafe extern "C" fn seteuid(u: uid_t) -> c_int {
-    before_switch();
-    real::seteuid(u)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setreuid(r: uid_t, e: uid_t) -> c_int {
-    before_switch();
-    real::setreuid(r, e)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setresuid(r: uid_t, e: uid_t, s: uid_t) -> c_int {
-    before_switch();
-    real::setresuid(r, e, s)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setgid(g: gid_t) -> c_int {
-    before_switch();
-    real::setgid(g)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setegid(g: gid_t) -> c_int {
-    before_switch();
-    real::setegid(g)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setregid(r: gid_t, e: gid_t) -> c_int {
-    before_switch();
-    real::setregid(r, e)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setresgid(r: gid_t, e: gid_t, s: gid_t) -> c_int {
-    before_switch();
-    real::setresgid(r, e, s)
-}
-#[no_mangle]
-pub unsafe extern "C" fn setgroups(n: size_t, g: *const gid_t) -> c_int {
-    before_switch();
-    real::setgroups(n, g)
+
+switch_hook! {
+    setuid(u: uid_t);
+    seteuid(u: uid_t);
+    setreuid(r: uid_t, e: uid_t);
+    setresuid(r: uid_t, e: uid_t, s: uid_t);
+    setgid(g: gid_t);
+    setegid(g: gid_t);
+    setregid(r: gid_t, e: gid_t);
+    setresgid(r: gid_t, e: gid_t, s: gid_t);
+    setgroups(n: size_t, g: *const gid_t);
 }

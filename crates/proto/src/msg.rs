@@ -1157,6 +1157,21 @@ pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, FrameError> {
 mod tests {
     use super::*;
 
+    /// A waiting write lock: the golden frames' sample and the grant test's.
+    fn sample_lock() -> Request {
+        Request::Lock {
+            file_id: 7,
+            client: 9,
+            owner: 1,
+            pid: 42,
+            kind: LockKind::Posix,
+            mode: LockMode::Write,
+            start: 10,
+            end: crate::LOCK_END_EOF,
+            wait: Some(5),
+        }
+    }
+
     fn rec() -> Record {
         Record {
             kind: FileKind::File,
@@ -1396,17 +1411,7 @@ mod tests {
             (Request::Callback { client: 9, claims: true }, "34000000  0900000000000000 01".into()),
             (Request::Recall { paths: vec!["/a".into()] }, "35000000  0100000000000000 0200000000000000 2f61".into()),
             (
-                Request::Lock {
-                    file_id: 7,
-                    client: 9,
-                    owner: 1,
-                    pid: 42,
-                    kind: LockKind::Posix,
-                    mode: LockMode::Write,
-                    start: 10,
-                    end: crate::LOCK_END_EOF,
-                    wait: Some(5),
-                },
+                sample_lock(),
                 // file id, client, owner, pid, kind (u32: 0 posix), mode (u32: 2 write),
                 // start, end (to the end of the file), wait token.
                 "36000000  07000000000000000000000000000000  0900000000000000  0100000000000000  2a000000  \
@@ -1866,17 +1871,7 @@ mod tests {
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
         // A waiting lock, its `Queued` answer, and the daemon's `lock_granted` later.
-        let req = Request::Lock {
-            file_id: 7,
-            client: 9,
-            owner: 1,
-            pid: 42,
-            kind: LockKind::Posix,
-            mode: LockMode::Write,
-            start: 10,
-            end: crate::LOCK_END_EOF,
-            wait: Some(5),
-        };
+        let req = sample_lock();
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
         let want = hex("47555354 1200 3600 0300000000000000 49000000 00000000 00000000  \

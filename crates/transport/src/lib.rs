@@ -147,55 +147,40 @@ fn poll_readable(fd: i32) -> bool {
     unsafe { libc::poll(&mut p, 1, 0) == 1 }
 }
 
-impl Stream for TcpStream {
-    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(t)?;
-        self.set_write_timeout(t)
-    }
-    fn try_clone(&self) -> io::Result<Box<dyn Stream>> {
-        Ok(Box::new(TcpStream::try_clone(self)?))
-    }
-    fn peer(&self) -> String {
-        self.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "tcp peer".into())
-    }
-    fn shutdown(&self) {
-        let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
-    }
-    fn readable_now(&self) -> bool {
-        poll_readable(self.as_raw_fd())
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.as_raw_fd())
-    }
-    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        Self::set_nonblocking(self, on)
-    }
+/// The `Stream` methods a kernel socket type answers alike (TcpStream, UnixStream);
+/// only how it names its peer differs.
+macro_rules! socket_stream {
+    ($ty:ty, $peer:expr) => {
+        impl Stream for $ty {
+            fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+                self.set_read_timeout(t)?;
+                self.set_write_timeout(t)
+            }
+            fn try_clone(&self) -> io::Result<Box<dyn Stream>> {
+                Ok(Box::new(<$ty>::try_clone(self)?))
+            }
+            fn peer(&self) -> String {
+                let name: fn(&$ty) -> String = $peer;
+                name(self)
+            }
+            fn shutdown(&self) {
+                let _ = <$ty>::shutdown(self, std::net::Shutdown::Both);
+            }
+            fn readable_now(&self) -> bool {
+                poll_readable(self.as_raw_fd())
+            }
+            fn raw_fd(&self) -> Option<RawFd> {
+                Some(self.as_raw_fd())
+            }
+            fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+                Self::set_nonblocking(self, on)
+            }
+        }
+    };
 }
 
-impl Stream for UnixStream {
-    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(t)?;
-        self.set_write_timeout(t)
-    }
-    fn try_clone(&self) -> io::Result<Box<dyn Stream>> {
-        Ok(Box::new(UnixStream::try_clone(self)?))
-    }
-    fn peer(&self) -> String {
-        "unix socket".into()
-    }
-    fn shutdown(&self) {
-        let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
-    }
-    fn readable_now(&self) -> bool {
-        poll_readable(self.as_raw_fd())
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.as_raw_fd())
-    }
-    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        Self::set_nonblocking(self, on)
-    }
-}
+socket_stream!(TcpStream, |s| s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "tcp peer".into()));
+socket_stream!(UnixStream, |_| "unix socket".into());
 
 /// A Unix stream with [`UNIX_SEND_BUFFER_BYTES`] asked for; a refusal leaves the
 /// default, which works, only slower for large replies.
