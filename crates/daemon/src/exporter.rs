@@ -109,18 +109,37 @@ fn seconds(us: u64) -> String {
 pub fn render(m: &DaemonMetrics) -> String {
     let d = m.daemon_id;
     let mut o = String::with_capacity(32 * 1024);
-    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    family(&mut o, "gust_requests_total", "counter", "Requests served, by operation.");
+    render_requests(&mut o, m);
+    family(&mut o, "gust_errors_total", "counter", "Error replies, by errno.");
+    for (e, n) in &m.errors {
+        let _ = writeln!(o, "gust_errors_total{{daemon=\"{d}\",errno=\"{}\"}} {n}", errno_name(*e));
+    }
+    for (name, kind, help, v) in single_values(m) {
+        family(&mut o, name, kind, help);
+        let _ = writeln!(o, "{name}{{daemon=\"{d}\"}} {v}");
+    }
+    family(&mut o, "gust_uptime_seconds", "gauge", "Seconds since the daemon started.");
+    let _ = writeln!(o, "gust_uptime_seconds{{daemon=\"{d}\"}} {}", m.uptime_ms as f64 / 1e3);
+    o
+}
+
+/// A family's HELP and TYPE lines.
+fn family(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The families by operation: requests, errors, and the latency histogram.
+fn render_requests(o: &mut String, m: &DaemonMetrics) {
+    let d = m.daemon_id;
+    family(o, "gust_requests_total", "counter", "Requests served, by operation.");
     for op in &m.ops {
         let _ = writeln!(o, "gust_requests_total{{daemon=\"{d}\",op=\"{}\"}} {}", op.name, op.count);
     }
-    family(&mut o, "gust_request_errors_total", "counter", "Requests answered with an error, by operation.");
+    family(o, "gust_request_errors_total", "counter", "Requests answered with an error, by operation.");
     for op in &m.ops {
         let _ = writeln!(o, "gust_request_errors_total{{daemon=\"{d}\",op=\"{}\"}} {}", op.name, op.errors);
     }
-    family(&mut o, "gust_request_duration_seconds", "histogram", "Service time of requests, by operation.");
+    family(o, "gust_request_duration_seconds", "histogram", "Service time of requests, by operation.");
     for op in &m.ops {
         let mut cumulative = 0;
         for (i, n) in op.latency_buckets.iter().enumerate() {
@@ -140,11 +159,11 @@ pub fn render(m: &DaemonMetrics) -> String {
         );
         let _ = writeln!(o, "gust_request_duration_seconds_count{{daemon=\"{d}\",op=\"{}\"}} {cumulative}", op.name);
     }
-    family(&mut o, "gust_errors_total", "counter", "Error replies, by errno.");
-    for (e, n) in &m.errors {
-        let _ = writeln!(o, "gust_errors_total{{daemon=\"{d}\",errno=\"{}\"}} {n}", errno_name(*e));
-    }
-    let single = [
+}
+
+/// The families of one series each: (name, type, help, value).
+fn single_values(m: &DaemonMetrics) -> [(&'static str, &'static str, &'static str, u64); 17] {
+    [
         ("gust_read_bytes_total", "counter", "File data bytes read from the chunk store.", m.bytes_read),
         ("gust_written_bytes_total", "counter", "File data bytes written to the chunk store.", m.bytes_written),
         ("gust_connections_open", "gauge", "Client connections open.", m.connections_open),
@@ -177,14 +196,7 @@ pub fn render(m: &DaemonMetrics) -> String {
         ("gust_claims_held", "gauge", "Claims on directories clients hold.", m.grants.claims),
         ("gust_claims_given_total", "counter", "Claims on directories granted.", m.grants.claims_given),
         ("gust_claims_recalled_total", "counter", "Claims on directories recalled.", m.grants.claims_recalled),
-    ];
-    for (name, kind, help, v) in single {
-        family(&mut o, name, kind, help);
-        let _ = writeln!(o, "{name}{{daemon=\"{d}\"}} {v}");
-    }
-    family(&mut o, "gust_uptime_seconds", "gauge", "Seconds since the daemon started.");
-    let _ = writeln!(o, "gust_uptime_seconds{{daemon=\"{d}\"}} {}", m.uptime_ms as f64 / 1e3);
-    o
+    ]
 }
 
 #[cfg(test)]

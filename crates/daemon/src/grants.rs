@@ -83,6 +83,9 @@ const CONTENDED_MAX: usize = 1 << 14;
 /// one bucket only cost a listing its grants now and then.
 const DIR_BUCKETS: usize = 1024;
 
+/// Recalls to send: per holder, the holder and the paths taken back from it.
+type Recalls = HashMap<u64, (Arc<Holder>, Vec<String>)>;
+
 /// Applies sizes recalled holders gave back (`Grants::set_size_applier`).
 pub type SizeApplier = Box<dyn Fn(Vec<HeldSize>) + Send + Sync>;
 
@@ -746,6 +749,25 @@ impl Grants {
     /// `begin_change` for these keys, each with the caller its holders are not
     /// recalled from.
     pub fn begin_keys(&self, keys: Vec<(String, Option<u64>)>) -> Change {
+        self.wait_out_grace(&keys);
+        let (recall, sent) = self.take_back(&keys);
+        let mut sizes = Vec::new();
+        if !recall.is_empty() && !self.no_recall {
+            sizes = self.recall_all(recall.into_values().collect());
+        }
+        // Sizes given back are applied before the recalls count as ended: a look
+        // at the record that waited for them reads them applied.
+        let sizes = self.apply_sizes(sizes);
+        if !sent.is_empty() {
+            self.end_recalls(sent);
+        }
+        Change { keys, unmarked: false, sizes }
+    }
+
+    /// Before a change of `keys`: while the previous incarnation's grace lasts, waits
+    /// for it to end (its clients may still use their grants until their leases run
+    /// out).
+    fn wait_out_grace(&self, keys: &[(String, Option<u64>)]) {
         // Not for chunk data alone: a holder of the previous incarnation's local
         // files forgot them when its callback connection ended with that process.
         let grace = if keys.iter().all(|(k, _)| gust_proto::path::data_file(k).is_some()) {
@@ -761,88 +783,100 @@ impl Grants {
                 *lock(&self.grace_until) = None;
             }
         }
-        // Holders to recall from, each with its paths.
-        let mut recall: HashMap<u64, (Arc<Holder>, Vec<String>)> = HashMap::new();
-        // Paths with recalls this change sends, and how many.
+    }
+
+    /// Marks `keys` as changing, waits for the recalls of changes that started
+    /// earlier, and takes every other holder's grant on them back from the table.
+    /// Returns the recalls to send, and the paths with recalls sent and how many.
+    fn take_back(&self, keys: &[(String, Option<u64>)]) -> (Recalls, Vec<(String, u32)>) {
+        let mut recall = Recalls::new();
         let mut sent: Vec<(String, u32)> = Vec::new();
-        {
-            let mut guard = lock(&self.table);
-            for (p, caller) in &keys {
-                guard.paths.entry(p.clone()).or_default().changing.push(*caller);
-            }
-            // A change that started earlier may still wait for its recalls: this one
-            // must not return before those holders forgot the path either.
-            while keys.iter().any(|(p, _)| guard.paths.get(p).is_some_and(|e| e.recalling > 0)) {
-                guard = self.recalls_ended.wait(guard).unwrap_or_else(|e| e.into_inner());
-            }
-            let t = &mut *guard;
-            for (p, caller) in &keys {
-                let caller = *caller;
-                let e = t.paths.get_mut(p).expect("marked above");
-                let others: Vec<u64> = e.holders.iter().copied().filter(|&c| Some(c) != caller).collect();
-                if others.is_empty() {
-                    continue;
-                }
-                e.holders.retain(|&c| Some(c) == caller);
-                e.recalling += others.len() as u32;
-                sent.push((p.clone(), others.len() as u32));
-                if gust_proto::path::size_path(p).is_some() {
-                    self.size_recalls.fetch_add(others.len(), Ordering::AcqRel);
-                }
-                let dir = gust_proto::path::parent(p);
-                for c in others {
-                    t.took(p, &self.size_holds);
-                    t.held.remove(c, p);
-                    let Some(h) = t.clients.get(&c).cloned() else { continue };
-                    let into = &mut recall.entry(c).or_insert_with(|| (h, Vec::new())).1;
-                    into.push(p.clone());
-                    // Its other grants in this directory go in the same recall: a
-                    // process changing one of another's files there tends to change
-                    // the rest (mdtest -N), and each would cost a recall of its own.
-                    // Not for a listing: a name made there says nothing of the others;
-                    // nor for chunk data, which has no directory.
-                    let listing =
-                        gust_proto::path::listing_dir(p).is_some() || gust_proto::path::data_file(p).is_some();
-                    let neighbours: Vec<String> = t.held.get(&c).filter(|_| !listing).map_or(Vec::new(), |s| {
-                        s.in_dir(dir)
-                            .filter(|q| !keys.iter().any(|(k, _)| k == *q))
-                            .take(NEIGHBOURS_MAX)
-                            .cloned()
-                            .collect()
-                    });
-                    for q in neighbours {
-                        let Some(e) = t.paths.get_mut(&q) else { continue };
-                        e.holders.retain(|&x| x != c);
-                        e.recalling += 1;
-                        t.took(&q, &self.size_holds);
-                        t.held.remove(c, &q);
-                        if gust_proto::path::size_path(&q).is_some() {
-                            self.size_recalls.fetch_add(1, Ordering::AcqRel);
-                        }
-                        sent.push((q.clone(), 1));
-                        into.push(q);
-                    }
-                }
-                // Not a size key: its holder asks again at its next write, one
-                // request per look, where a second of no holds would cost a
-                // request per write (N writers of a shared file, each looking
-                // at it once when it opens).
-                if gust_proto::path::size_path(p).is_none() {
-                    t.note_contended(p.clone());
-                }
-            }
+        let mut guard = lock(&self.table);
+        for (p, caller) in keys {
+            guard.paths.entry(p.clone()).or_default().changing.push(*caller);
         }
-        let mut sizes = Vec::new();
-        if !recall.is_empty() && !self.no_recall {
-            sizes = self.recall_all(recall.into_values().collect());
+        // A change that started earlier may still wait for its recalls: this one
+        // must not return before those holders forgot the path either.
+        while keys.iter().any(|(p, _)| guard.paths.get(p).is_some_and(|e| e.recalling > 0)) {
+            guard = self.recalls_ended.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
-        // Sizes given back are applied before the recalls count as ended: a look
-        // at the record that waited for them reads them applied.
-        let sizes = self.apply_sizes(sizes);
-        if !sent.is_empty() {
-            self.end_recalls(sent);
+        let t = &mut *guard;
+        for (p, caller) in keys {
+            self.take_from_others(t, keys, p, *caller, &mut recall, &mut sent);
         }
-        Change { keys, unmarked: false, sizes }
+        (recall, sent)
+    }
+
+    /// Takes the grants on `p` of every holder but `caller` back (into `recall`, one
+    /// recall per holder, and `sent`), with their neighbours (`take_neighbours`).
+    fn take_from_others(
+        &self,
+        t: &mut Table,
+        keys: &[(String, Option<u64>)],
+        p: &str,
+        caller: Option<u64>,
+        recall: &mut Recalls,
+        sent: &mut Vec<(String, u32)>,
+    ) {
+        let e = t.paths.get_mut(p).expect("marked above");
+        let others: Vec<u64> = e.holders.iter().copied().filter(|&c| Some(c) != caller).collect();
+        if others.is_empty() {
+            return;
+        }
+        e.holders.retain(|&c| Some(c) == caller);
+        e.recalling += others.len() as u32;
+        sent.push((p.to_string(), others.len() as u32));
+        if gust_proto::path::size_path(p).is_some() {
+            self.size_recalls.fetch_add(others.len(), Ordering::AcqRel);
+        }
+        for c in others {
+            t.took(p, &self.size_holds);
+            t.held.remove(c, p);
+            let Some(h) = t.clients.get(&c).cloned() else { continue };
+            let into = &mut recall.entry(c).or_insert_with(|| (h, Vec::new())).1;
+            into.push(p.to_string());
+            self.take_neighbours(t, keys, p, c, into, sent);
+        }
+        // Not a size key: its holder asks again at its next write, one
+        // request per look, where a second of no holds would cost a
+        // request per write (N writers of a shared file, each looking
+        // at it once when it opens).
+        if gust_proto::path::size_path(p).is_none() {
+            t.note_contended(p.to_string());
+        }
+    }
+
+    /// Holder `c`'s other grants in `p`'s directory (up to `NEIGHBOURS_MAX`, none
+    /// of `keys`), taken back into the same recall (`into`): a process changing one
+    /// of another's files there tends to change the rest (mdtest -N), and each
+    /// would cost a recall of its own. Not for a listing: a name made there says
+    /// nothing of the others; nor for chunk data, which has no directory.
+    fn take_neighbours(
+        &self,
+        t: &mut Table,
+        keys: &[(String, Option<u64>)],
+        p: &str,
+        c: u64,
+        into: &mut Vec<String>,
+        sent: &mut Vec<(String, u32)>,
+    ) {
+        let dir = gust_proto::path::parent(p);
+        let listing = gust_proto::path::listing_dir(p).is_some() || gust_proto::path::data_file(p).is_some();
+        let neighbours: Vec<String> = t.held.get(&c).filter(|_| !listing).map_or(Vec::new(), |s| {
+            s.in_dir(dir).filter(|q| !keys.iter().any(|(k, _)| k == *q)).take(NEIGHBOURS_MAX).cloned().collect()
+        });
+        for q in neighbours {
+            let Some(e) = t.paths.get_mut(&q) else { continue };
+            e.holders.retain(|&x| x != c);
+            e.recalling += 1;
+            t.took(&q, &self.size_holds);
+            t.held.remove(c, &q);
+            if gust_proto::path::size_path(&q).is_some() {
+                self.size_recalls.fetch_add(1, Ordering::AcqRel);
+            }
+            sent.push((q.clone(), 1));
+            into.push(q);
+        }
     }
 
     /// Before a request of `caller` looks at the records of `paths` (a stat, a

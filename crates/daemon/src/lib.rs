@@ -191,6 +191,45 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     // SAFETY: umask has no preconditions and cannot fail.
     unsafe { libc::umask(OWNER_ONLY_UMASK) };
     server::block_termination_signals();
+    let rootdir = prepare_rootdir(&cfg)?;
+    let identity = read_identity(&rootdir)?;
+    let (tcp, tcp_addr) = bind_tcp(&cfg.listen)?;
+    let (metadata, chunks) = open_stores(&cfg, &rootdir)?;
+    let sockets = SocketPaths::in_rootdir(&rootdir);
+    let (uds, shm) = bind_node_local(&sockets)?;
+    let endpoints = std::iter::once(tcp.local().clone())
+        .chain(uds.as_ref().map(|u| u.local().clone()))
+        .chain(shm.as_ref().map(|u| u.local().clone()))
+        .collect();
+    let (daemon_id, hosts) = register(&cfg, &rootdir, &identity, endpoints)?;
+    let state = new_state(&cfg, &rootdir, daemon_id, &hosts, metadata, chunks)?;
+    // A root directory used before and not stopped cleanly: the daemon crashed (or
+    // was killed). With copies elsewhere, its own may be stale: fence it.
+    let clean = rootdir.join(CLEAN_STOP_MARKER);
+    resume_incarnation(&state, &hosts, identity.is_some(), &clean)?;
+    // Short-circuit I/O for clients on this node (short_circuit.rs), beside the
+    // Unix socket they ask it on.
+    let short_circuit = uds.is_some().then_some(sockets.short_circuit.as_path());
+    let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
+    let fds = start_services(&cfg, &state, &hosts, &rootdir, listeners, short_circuit)?;
+    tracing::info!(
+        "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes, \
+         {} worker threads, up to {} connections (descriptor limit {fds})",
+        hosts.instance,
+        std::process::id(),
+        rootdir.display(),
+        hosts.chunk_size_bytes,
+        cfg.server.threads,
+        server::CONNECTIONS_MAX,
+    );
+    let sig = server::wait_for_termination();
+    tracing::info!("signal {sig}: syncing metadata and stopping");
+    stop(&state, &rootdir, &sockets, &clean)
+}
+
+/// The root directory made ready: emptied first with `--clean-rootdir`, created,
+/// made private, checked writable; returned canonical.
+fn prepare_rootdir(cfg: &DaemonConfig) -> Result<PathBuf, String> {
     if cfg.clean_rootdir && cfg.rootdir.exists() {
         own_dir_mode(&cfg.rootdir)?; // never delete a directory that is not the daemon's own
         ctx(fs::remove_dir_all(&cfg.rootdir), "cannot clean root directory", &cfg.rootdir)?;
@@ -205,23 +244,26 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let probe = cfg.rootdir.join(".gust-write-probe");
     ctx(fs::write(&probe, b"x"), "root directory is not writable:", &cfg.rootdir)?;
     let _ = fs::remove_file(&probe);
-    let rootdir = ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)?;
+    ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)
+}
 
-    let identity = read_identity(&rootdir)?;
-    let tcp_ep =
-        gust_transport::tcp_endpoint(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+/// The TCP listener on `listen` (`--listen`) and the address it is bound to.
+fn bind_tcp(listen: &str) -> Result<(Listener, std::net::SocketAddr), String> {
+    let tcp_ep = gust_transport::tcp_endpoint(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let tcp = Listener::bind(&tcp_ep).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
-            format!(
-                "cannot listen on {}: address already in use (another daemon? pick another --listen port)",
-                cfg.listen
-            )
+            format!("cannot listen on {listen}: address already in use (another daemon? pick another --listen port)")
         } else {
-            format!("cannot listen on {}: {e}", cfg.listen)
+            format!("cannot listen on {listen}: {e}")
         }
     })?;
     let Endpoint::Tcp(tcp_addr) = tcp.local().clone() else { unreachable!("bound a TCP endpoint") };
+    Ok((tcp, tcp_addr))
+}
 
+/// Opens the metadata store and the chunk store in `rootdir` (the chunk store with
+/// its declared capacity, `--capacity`).
+fn open_stores(cfg: &DaemonConfig, rootdir: &Path) -> Result<(MetadataStore, ChunkStore), String> {
     let metadata = MetadataStore::open(&rootdir.join(gust_store::METADATA_DIR)).map_err(|e| {
         if e.contains("lock") {
             format!("{e}\n(is another daemon already running on root directory {}?)", rootdir.display())
@@ -230,114 +272,180 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         }
     })?;
     let chunks_dir = rootdir.join(gust_store::CHUNKS_DIR);
-    let mut chunks = ctx(ChunkStore::open(&chunks_dir), "cannot create chunk store in", &rootdir)?;
+    let mut chunks = ctx(ChunkStore::open(&chunks_dir), "cannot create chunk store in", rootdir)?;
     if let Some(c) = cfg.capacity_bytes {
         chunks.declare_capacity(c);
     }
+    Ok((metadata, chunks))
+}
 
+/// The sockets of clients on this node, in the root directory; removed when the
+/// daemon stops.
+struct SocketPaths {
+    uds: PathBuf,
+    shm: PathBuf,
+    short_circuit: PathBuf,
+}
+
+impl SocketPaths {
+    fn in_rootdir(rootdir: &Path) -> SocketPaths {
+        SocketPaths {
+            uds: rootdir.join("daemon.sock"),
+            shm: rootdir.join("daemon.shm"),
+            short_circuit: rootdir.join(gust_proto::short_circuit::SOCKET_NAME),
+        }
+    }
+}
+
+/// Binds the Unix socket and the shared-memory socket of clients on this node:
+/// each None where its path would not fit a socket address.
+fn bind_node_local(sockets: &SocketPaths) -> Result<(Option<Listener>, Option<Listener>), String> {
     // Unix socket for clients on this node. sun_path holds 108 bytes; skip the
     // socket (TCP still works) if the root directory's path is too long.
-    let uds_path = rootdir.join("daemon.sock");
+    let uds_path = &sockets.uds;
     let uds = if uds_path.as_os_str().len() < 100 {
-        Some(ctx(Listener::bind(&Endpoint::Unix(uds_path.clone())), "cannot bind Unix socket", &uds_path)?)
+        Some(ctx(Listener::bind(&Endpoint::Unix(uds_path.clone())), "cannot bind Unix socket", uds_path)?)
     } else {
         tracing::warn!("root directory path too long for a Unix socket; TCP only ({})", uds_path.display());
         None
     };
     // Shared-memory rings for clients on this node (gust_transport::shm), handed out
     // at a socket of their own; clients fall back to the Unix socket without it.
-    let shm_path = rootdir.join("daemon.shm");
+    let shm_path = &sockets.shm;
     let shm = if shm_path.as_os_str().len() < 100 {
-        Some(ctx(Listener::bind(&Endpoint::Shm(shm_path.clone())), "cannot bind shared-memory socket", &shm_path)?)
+        Some(ctx(Listener::bind(&Endpoint::Shm(shm_path.clone())), "cannot bind shared-memory socket", shm_path)?)
     } else {
         None
     };
+    Ok((uds, shm))
+}
 
-    // Register in the hosts file under its lock.
-    let (daemon_id, hosts) = {
-        let _lock = gust_hosts::lock(&cfg.hosts_file).map_err(|e| e.to_string())?;
-        let mut hosts = if cfg.hosts_file.exists() {
-            HostsFile::load(&cfg.hosts_file).map_err(|e| e.to_string())?
-        } else {
-            let cs = cfg.chunk_size_bytes.unwrap_or(gust_placement::CHUNK_SIZE_BYTES_DEFAULT);
-            gust_hosts::create_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
-            HostsFile::new(gust_hosts::new_instance_id(), cs, cfg.mountdir.clone(), cfg.check_parent)
-        };
-        if let Some(cs) = cfg.chunk_size_bytes {
-            if cs != hosts.chunk_size_bytes {
-                return Err(format!(
-                    "--chunk-size {cs} differs from the instance's chunk size {} in {}",
-                    hosts.chunk_size_bytes,
-                    cfg.hosts_file.display()
-                ));
-            }
-        }
-        if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX)
-            .contains(&hosts.chunk_size_bytes)
-        {
-            return Err(format!("chunk size {} out of range", hosts.chunk_size_bytes));
-        }
-        let id = match (&identity, cfg.id) {
-            (Some((inst, _)), _) if *inst != hosts.instance => {
-                return Err(format!(
-                    "root directory {} belongs to instance {inst}, but hosts file {} is of instance {}; \
-                     use --clean-rootdir to discard the old data, or the matching hosts file",
-                    rootdir.display(),
-                    cfg.hosts_file.display(),
-                    hosts.instance
-                ));
-            }
-            (Some((_, old)), Some(want)) if *old != want => {
-                return Err(format!("root directory {} holds daemon {old}, not {want}", rootdir.display()));
-            }
-            (Some((_, old)), _) => *old,
-            (None, Some(want)) => want,
-            (None, None) => hosts.daemons.iter().map(|d| d.id + 1).max().unwrap_or(0),
-        };
-        if identity.is_none() && hosts.daemons.iter().any(|d| d.id == id) {
+/// Registers this daemon in the hosts file under its lock (creating the file, and
+/// the instance's secret, for the first daemon of an instance), records the
+/// instance and daemon id in the root directory, and returns the id and the hosts
+/// file as stored.
+fn register(
+    cfg: &DaemonConfig,
+    rootdir: &Path,
+    identity: &Option<(String, u32)>,
+    endpoints: Vec<Endpoint>,
+) -> Result<(u32, HostsFile), String> {
+    let _lock = gust_hosts::lock(&cfg.hosts_file).map_err(|e| e.to_string())?;
+    let mut hosts = load_or_create_hosts(cfg)?;
+    let id = daemon_id(cfg, rootdir, identity, &hosts)?;
+    let ident = format!("instance {}\ndaemon_id {id}\n", hosts.instance);
+    ctx(fs::write(rootdir.join("instance"), ident), "cannot write", &rootdir.join("instance"))?;
+    let capacity_bytes = placement_capacity(cfg, rootdir, id, &hosts)?;
+    hosts.daemons.retain(|d| d.id != id);
+    hosts.daemons.push(DaemonEntry {
+        capacity_bytes: Some(capacity_bytes),
+        id,
+        host: gust_hosts::this_host(),
+        pid: std::process::id(),
+        rootdir: rootdir.to_path_buf(),
+        endpoints,
+    });
+    hosts.daemons.sort_by_key(|d| d.id);
+    hosts.store(&cfg.hosts_file).map_err(|e| e.to_string())?;
+    Ok((id, hosts))
+}
+
+/// The hosts file (a new instance's, and its secret, if there is none yet),
+/// checked against `--chunk-size`. The caller holds the hosts file's lock.
+fn load_or_create_hosts(cfg: &DaemonConfig) -> Result<HostsFile, String> {
+    let hosts = if cfg.hosts_file.exists() {
+        HostsFile::load(&cfg.hosts_file).map_err(|e| e.to_string())?
+    } else {
+        let cs = cfg.chunk_size_bytes.unwrap_or(gust_placement::CHUNK_SIZE_BYTES_DEFAULT);
+        gust_hosts::create_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
+        HostsFile::new(gust_hosts::new_instance_id(), cs, cfg.mountdir.clone(), cfg.check_parent)
+    };
+    if let Some(cs) = cfg.chunk_size_bytes {
+        if cs != hosts.chunk_size_bytes {
             return Err(format!(
-                "daemon id {id} is already registered in {} by another root directory",
+                "--chunk-size {cs} differs from the instance's chunk size {} in {}",
+                hosts.chunk_size_bytes,
                 cfg.hosts_file.display()
             ));
         }
-        let ident = format!("instance {}\ndaemon_id {id}\n", hosts.instance);
-        ctx(fs::write(rootdir.join("instance"), ident), "cannot write", &rootdir.join("instance"))?;
-        // The capacity placement weighs this daemon by stays what it first registered
-        // (placement depends on it); a new daemon registers its declared capacity or
-        // the free space it starts with.
-        let registered = hosts.daemons.iter().find(|d| d.id == id).and_then(|d| d.capacity_bytes);
-        let capacity_bytes = match (registered, cfg.capacity_bytes) {
-            (Some(old), Some(new)) if old != new => {
-                tracing::warn!("daemon {id}: --capacity {new} ignored for placement: registered with {old} bytes");
-                old
-            }
-            (Some(old), _) => old,
-            (None, Some(new)) => new,
-            (None, None) => free_bytes(&rootdir)?,
-        };
-        hosts.daemons.retain(|d| d.id != id);
-        hosts.daemons.push(DaemonEntry {
-            capacity_bytes: Some(capacity_bytes),
-            id,
-            host: gust_hosts::this_host(),
-            pid: std::process::id(),
-            rootdir: rootdir.clone(),
-            endpoints: std::iter::once(tcp.local().clone())
-                .chain(uds.as_ref().map(|u| u.local().clone()))
-                .chain(shm.as_ref().map(|u| u.local().clone()))
-                .collect(),
-        });
-        hosts.daemons.sort_by_key(|d| d.id);
-        hosts.store(&cfg.hosts_file).map_err(|e| e.to_string())?;
-        (id, hosts)
+    }
+    if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX).contains(&hosts.chunk_size_bytes)
+    {
+        return Err(format!("chunk size {} out of range", hosts.chunk_size_bytes));
+    }
+    Ok(hosts)
+}
+
+/// This daemon's id: the one its root directory holds (which must be of this
+/// instance, and `--id` if given), else `--id`, else the next free one; a new root
+/// directory may not take an id another one registered.
+fn daemon_id(
+    cfg: &DaemonConfig,
+    rootdir: &Path,
+    identity: &Option<(String, u32)>,
+    hosts: &HostsFile,
+) -> Result<u32, String> {
+    let id = match (identity, cfg.id) {
+        (Some((inst, _)), _) if *inst != hosts.instance => {
+            return Err(format!(
+                "root directory {} belongs to instance {inst}, but hosts file {} is of instance {}; \
+                 use --clean-rootdir to discard the old data, or the matching hosts file",
+                rootdir.display(),
+                cfg.hosts_file.display(),
+                hosts.instance
+            ));
+        }
+        (Some((_, old)), Some(want)) if *old != want => {
+            return Err(format!("root directory {} holds daemon {old}, not {want}", rootdir.display()));
+        }
+        (Some((_, old)), _) => *old,
+        (None, Some(want)) => want,
+        (None, None) => hosts.daemons.iter().map(|d| d.id + 1).max().unwrap_or(0),
     };
+    if identity.is_none() && hosts.daemons.iter().any(|d| d.id == id) {
+        return Err(format!(
+            "daemon id {id} is already registered in {} by another root directory",
+            cfg.hosts_file.display()
+        ));
+    }
+    Ok(id)
+}
+
+/// The capacity placement weighs daemon `id` by: what it first registered stays
+/// (placement depends on it); a new daemon registers its declared capacity or the
+/// free space it starts with.
+fn placement_capacity(cfg: &DaemonConfig, rootdir: &Path, id: u32, hosts: &HostsFile) -> Result<u64, String> {
+    let registered = hosts.daemons.iter().find(|d| d.id == id).and_then(|d| d.capacity_bytes);
+    Ok(match (registered, cfg.capacity_bytes) {
+        (Some(old), Some(new)) if old != new => {
+            tracing::warn!("daemon {id}: --capacity {new} ignored for placement: registered with {old} bytes");
+            old
+        }
+        (Some(old), _) => old,
+        (None, Some(new)) => new,
+        (None, None) => free_bytes(rootdir)?,
+    })
+}
+
+/// The daemon's state over its stores, set up for the layout of `hosts`: moves
+/// started, held sizes applied through dispatch, `--cpus`/`--nice`/
+/// `--max-bandwidth` and tracing applied.
+fn new_state(
+    cfg: &DaemonConfig,
+    rootdir: &Path,
+    daemon_id: u32,
+    hosts: &HostsFile,
+    metadata: MetadataStore,
+    mut chunks: ChunkStore,
+) -> Result<Arc<state::State>, String> {
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
     // Placements that spill: reads probe the next daemon past a hole (client spill.rs).
     chunks.set_trim_holes(moves::spills(hosts.placement));
     chunks.set_identity(format!("daemon {daemon_id}"), hosts.chunk_size_bytes);
 
-    let state = Arc::new(state::State::new(daemon_id, rootdir.clone(), metadata, chunks, secret, cfg.events_cap_bytes));
-    state.moves.start(&state, cfg.hosts_file.clone(), &hosts);
+    let state =
+        Arc::new(state::State::new(daemon_id, rootdir.to_path_buf(), metadata, chunks, secret, cfg.events_cap_bytes));
+    state.moves.start(&state, cfg.hosts_file.clone(), hosts);
     {
         let weak = Arc::downgrade(&state);
         state.grants.set_size_applier(Box::new(move |sizes| {
@@ -349,8 +457,15 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     if cfg.limits != qos::Limits::default() {
         state.qos.apply(cfg.limits).map_err(|e| state.qos.explain(cfg.limits, e))?;
     }
+    start_tracing(cfg, &state)?;
+    Ok(state)
+}
+
+/// Tracing from the start: the trace file's directory (`--trace-dir`) and the
+/// tracepoints on (`--trace`).
+fn start_tracing(cfg: &DaemonConfig, state: &state::State) -> Result<(), String> {
     if let Some(d) = &cfg.trace_dir {
-        trace::set_output(&state, d)
+        trace::set_output(state, d)
             .map_err(|e| format!("--trace-dir {}: {}", d.display(), io::Error::from_raw_os_error(e)))?;
     }
     if let Some(names) = &cfg.trace {
@@ -358,24 +473,30 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
             return Err("--trace needs --trace-dir (where the trace file goes)".into());
         }
         gust_trace::registry::select(names).map_err(|e| format!("--trace: {e}"))?;
-        trace::control(&state, true, names, None)
+        trace::control(state, true, names, None)
             .map_err(|_| format!("--trace {names}: no daemon tracepoint named (daemon groups: daemon, md, chunk)"))?;
     }
-    // A root directory used before and not stopped cleanly: the daemon crashed (or
-    // was killed). With copies elsewhere, its own may be stale: fence it.
-    let clean = rootdir.join(CLEAN_STOP_MARKER);
-    let crashed = identity.is_some() && !clean.exists();
-    if identity.is_some() && hosts.replicas == 1 {
+    Ok(())
+}
+
+/// Takes over from the previous incarnation of this root directory (`used_before`):
+/// its clients' grants get their grace, and after a crash (no `clean` marker) in a
+/// replicated instance the daemon refuses to serve until repaired. Loads the
+/// fences, and requires a lease with replicas.
+fn resume_incarnation(state: &state::State, hosts: &HostsFile, used_before: bool, clean: &Path) -> Result<(), String> {
+    let crashed = used_before && !clean.exists();
+    if used_before && hosts.replicas == 1 {
         // Clients of the previous incarnation may still use its grants until their
         // leases run out (grants.rs; with copies, clients take no grants).
         state.grants.start_grace();
     }
-    let _ = fs::remove_file(&clean);
+    let _ = fs::remove_file(clean);
     if crashed && hosts.replicas > 1 {
         state.recovering.store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::warn!(
-            "daemon {daemon_id} restarted after a crash in an instance with {} replicas: refusing to serve \
+            "daemon {} restarted after a crash in an instance with {} replicas: refusing to serve \
              (EHOSTDOWN) until `gust repair` brings its copies up to date",
+            state.daemon_id,
             hosts.replicas
         );
     }
@@ -383,52 +504,53 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     if hosts.replicas > 1 {
         state.lease.require();
     }
-    // Short-circuit I/O for clients on this node (short_circuit.rs), beside the
-    // Unix socket they ask it on.
-    let sc_path = rootdir.join(gust_proto::short_circuit::SOCKET_NAME);
-    if uds.is_some() {
-        ctx(
-            short_circuit::start(state.clone(), &sc_path, hosts.replicas),
-            "cannot bind short-circuit socket",
-            &sc_path,
-        )?;
+    Ok(())
+}
+
+/// Starts serving: the short-circuit socket (at `sc_path`, given when there is a
+/// Unix socket), the node proxy, the server on `listeners`, the lease's heartbeats
+/// and the metrics exporter. Returns the descriptor limit raised.
+fn start_services(
+    cfg: &DaemonConfig,
+    state: &Arc<state::State>,
+    hosts: &HostsFile,
+    rootdir: &Path,
+    listeners: Vec<Listener>,
+    sc_path: Option<&Path>,
+) -> Result<u64, String> {
+    if let Some(sc_path) = sc_path {
+        ctx(short_circuit::start(state.clone(), sc_path, hosts.replicas), "cannot bind short-circuit socket", sc_path)?;
     }
     let fds = server::raise_descriptor_limit();
-    let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
-    ctx(proxy::start(&state, cfg.hosts_file.clone(), cfg.server.threads), "cannot start the node proxy in", &rootdir)?;
-    ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", &rootdir)?;
+    ctx(proxy::start(state, cfg.hosts_file.clone(), cfg.server.threads), "cannot start the node proxy in", rootdir)?;
+    ctx(server::start(state.clone(), listeners, &cfg.server), "cannot start the server in", rootdir)?;
     // After the server: peers heartbeat this daemon as it heartbeats them.
     lease::start(state.clone(), &cfg.hosts_file, hosts.replicas)?;
     if let Some(addr) = &cfg.metrics_listen {
         let bound = exporter::spawn(state.clone(), addr)?;
-        tracing::info!("daemon {daemon_id}: Prometheus metrics on http://{bound}/metrics");
+        tracing::info!("daemon {}: Prometheus metrics on http://{bound}/metrics", state.daemon_id);
     }
-    tracing::info!(
-        "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes, \
-         {} worker threads, up to {} connections (descriptor limit {fds})",
-        hosts.instance,
-        std::process::id(),
-        rootdir.display(),
-        hosts.chunk_size_bytes,
-        cfg.server.threads,
-        server::CONNECTIONS_MAX,
-    );
-    let sig = server::wait_for_termination();
-    tracing::info!("signal {sig}: syncing metadata and stopping");
+    Ok(fds)
+}
+
+/// After the termination signal: syncs the metadata, removes the sockets, marks a
+/// clean stop unless recovering, and removes the root directory if `gust stop`
+/// asked for it.
+fn stop(state: &state::State, rootdir: &Path, sockets: &SocketPaths, clean: &Path) -> Result<(), String> {
     if let Err(e) = state.metadata.sync() {
         tracing::error!("metadata sync at shutdown failed: errno {e}");
     }
-    let _ = fs::remove_file(&uds_path);
+    let _ = fs::remove_file(&sockets.uds);
     if !state.recovering.load(std::sync::atomic::Ordering::SeqCst) {
         // A stop (not a crash): the next start serves at once. A recovering daemon
         // stays recovering across restarts until repaired.
-        let _ = fs::write(&clean, b"");
+        let _ = fs::write(clean, b"");
     }
-    let _ = fs::remove_file(&shm_path);
-    let _ = fs::remove_file(&sc_path);
+    let _ = fs::remove_file(&sockets.shm);
+    let _ = fs::remove_file(&sockets.short_circuit);
     if state.wipe_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
         tracing::info!("removing root directory {} (gust stop)", rootdir.display());
-        ctx(fs::remove_dir_all(&rootdir), "cannot remove root directory", &rootdir)?;
+        ctx(fs::remove_dir_all(rootdir), "cannot remove root directory", rootdir)?;
     }
     Ok(())
 }

@@ -188,76 +188,9 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
             m.set_step(step, generation);
             state.grants.pause(true);
         }
-        MoveStep::Freeze => {
-            m.frozen.store(true, Ordering::SeqCst);
-            let started = Instant::now();
-            while m.in_flight.load(Ordering::SeqCst) > 0 {
-                if started.elapsed() > DRAIN_MAX {
-                    warn!("move: requests under way did not end within {} s", DRAIN_MAX.as_secs());
-                    return Err(libc::EBUSY);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if state.locks.counts().0 > 0 {
-                return Err(libc::EBUSY);
-            }
-            m.set_step(step, generation);
-        }
-        MoveStep::Copy => {
-            let hosts = m.load_hosts()?;
-            if hosts.generation != generation || !hosts.moving {
-                return Err(libc::ESTALE);
-            }
-            m.frozen.store(true, Ordering::SeqCst);
-            m.set_step(step, generation);
-            if !m.copying.swap(true, Ordering::SeqCst) {
-                let Some(st) = m.state.get().and_then(|w| w.upgrade()) else {
-                    m.copying.store(false, Ordering::SeqCst);
-                    return Err(libc::EIO);
-                };
-                std::thread::Builder::new()
-                    .name("gust-move".into())
-                    .spawn(move || {
-                        let r = copy(&st, &hosts);
-                        let mut p = lock(&st.moves.progress);
-                        match r {
-                            Ok(()) if p.generation == generation => p.done = true,
-                            Ok(()) => {}
-                            Err(e) => {
-                                warn!("move to generation {generation}: {e}");
-                                p.error = e;
-                            }
-                        }
-                        drop(p);
-                        st.moves.copying.store(false, Ordering::SeqCst);
-                    })
-                    .map_err(|_| libc::EAGAIN)?;
-            }
-        }
-        MoveStep::Adopt => {
-            let hosts = m.load_hosts()?;
-            if hosts.generation != generation || hosts.moving {
-                return Err(libc::ESTALE);
-            }
-            if m.copying.load(Ordering::SeqCst) {
-                return Err(libc::EBUSY);
-            }
-            // Every copy is done and no client writes yet: files left empty go.
-            for id in std::mem::take(&mut *lock(&m.emptied)) {
-                if let Err(e) = state.chunks.remove_if_empty(id) {
-                    warn!(file_id = id, errno = e, "move: an emptied chunk file stays");
-                }
-            }
-            // What `gust status` shows as used changed with the copy.
-            state.metrics.forget_chunk_usage();
-            m.generation.store(generation, Ordering::SeqCst);
-            // The placement may be another (`gust tune --placement`).
-            state.chunks.set_trim_holes(spills(hosts.placement));
-            m.frozen.store(false, Ordering::SeqCst);
-            state.grants.pause(false);
-            m.set_step(step, generation);
-            info!(generation, placement = hosts.placement.name(), "serving the new layout");
-        }
+        MoveStep::Freeze => freeze(state, generation)?,
+        MoveStep::Copy => start_copy(state, generation)?,
+        MoveStep::Adopt => adopt(state, generation)?,
         MoveStep::Abort => {
             if m.copying.load(Ordering::SeqCst) || lock(&m.progress).step == MoveStep::Copy {
                 return Err(libc::EBUSY);
@@ -268,6 +201,92 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
         }
     }
     m.status()
+}
+
+/// `freeze`: clients' requests are answered `MOVING` from now on; waits (a bounded
+/// time) for those under way to end. EBUSY while file locks are held here.
+fn freeze(state: &State, generation: u32) -> Result<(), i32> {
+    let m = &state.moves;
+    m.frozen.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    while m.in_flight.load(Ordering::SeqCst) > 0 {
+        if started.elapsed() > DRAIN_MAX {
+            warn!("move: requests under way did not end within {} s", DRAIN_MAX.as_secs());
+            return Err(libc::EBUSY);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if state.locks.counts().0 > 0 {
+        return Err(libc::EBUSY);
+    }
+    m.set_step(MoveStep::Freeze, generation);
+    Ok(())
+}
+
+/// `copy`: once the hosts file says the move to `generation` is under way, starts
+/// the copy thread (unless one runs); its end is in the progress `status` shows.
+fn start_copy(state: &State, generation: u32) -> Result<(), i32> {
+    let m = &state.moves;
+    let hosts = m.load_hosts()?;
+    if hosts.generation != generation || !hosts.moving {
+        return Err(libc::ESTALE);
+    }
+    m.frozen.store(true, Ordering::SeqCst);
+    m.set_step(MoveStep::Copy, generation);
+    if !m.copying.swap(true, Ordering::SeqCst) {
+        let Some(st) = m.state.get().and_then(|w| w.upgrade()) else {
+            m.copying.store(false, Ordering::SeqCst);
+            return Err(libc::EIO);
+        };
+        std::thread::Builder::new()
+            .name("gust-move".into())
+            .spawn(move || {
+                let r = copy(&st, &hosts);
+                let mut p = lock(&st.moves.progress);
+                match r {
+                    Ok(()) if p.generation == generation => p.done = true,
+                    Ok(()) => {}
+                    Err(e) => {
+                        warn!("move to generation {generation}: {e}");
+                        p.error = e;
+                    }
+                }
+                drop(p);
+                st.moves.copying.store(false, Ordering::SeqCst);
+            })
+            .map_err(|_| libc::EAGAIN)?;
+    }
+    Ok(())
+}
+
+/// `adopt`: once the hosts file says the move to `generation` ended and the copy
+/// is done, serves the new layout: files the copy emptied go, and grants are given
+/// again.
+fn adopt(state: &State, generation: u32) -> Result<(), i32> {
+    let m = &state.moves;
+    let hosts = m.load_hosts()?;
+    if hosts.generation != generation || hosts.moving {
+        return Err(libc::ESTALE);
+    }
+    if m.copying.load(Ordering::SeqCst) {
+        return Err(libc::EBUSY);
+    }
+    // Every copy is done and no client writes yet: files left empty go.
+    for id in std::mem::take(&mut *lock(&m.emptied)) {
+        if let Err(e) = state.chunks.remove_if_empty(id) {
+            warn!(file_id = id, errno = e, "move: an emptied chunk file stays");
+        }
+    }
+    // What `gust status` shows as used changed with the copy.
+    state.metrics.forget_chunk_usage();
+    m.generation.store(generation, Ordering::SeqCst);
+    // The placement may be another (`gust tune --placement`).
+    state.chunks.set_trim_holes(spills(hosts.placement));
+    m.frozen.store(false, Ordering::SeqCst);
+    state.grants.pause(false);
+    m.set_step(MoveStep::Adopt, generation);
+    info!(generation, placement = hosts.placement.name(), "serving the new layout");
+    Ok(())
 }
 
 /// Whether chunks of a placement spill to the next daemon when one is full (then
@@ -325,10 +344,25 @@ impl Peers<'_> {
 /// deletes it here once there.
 fn copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
     let dist = distributor(hosts)?;
-    let me = state.daemon_id;
     let mut peers = Peers { hosts, secret: &state.secret, open: HashMap::new() };
     let started = Instant::now();
-    // Records, a page at a time; those that leave go in one request per daemon.
+    copy_records(state, &*dist, &mut peers)?;
+    copy_chunks(state, &*dist, &mut peers, hosts.chunk_size_bytes)?;
+    let p = lock(&state.moves.progress).clone();
+    info!(
+        records = p.records,
+        chunks = p.chunks,
+        bytes = p.bytes,
+        ms = started.elapsed().as_millis() as u64,
+        "move: this daemon's part is copied"
+    );
+    Ok(())
+}
+
+/// The records `dist` places elsewhere, a page at a time; those that leave go in
+/// one request per daemon (`send_records`).
+fn copy_records(state: &State, dist: &dyn Distributor, peers: &mut Peers) -> Result<(), String> {
+    let me = state.daemon_id;
     let mut after: Option<Vec<u8>> = None;
     loop {
         let page = state.metadata.raw_page(after.as_deref(), RECORDS_PER_REQUEST).map_err(errno_text)?;
@@ -347,29 +381,40 @@ fn copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
         }
         for (to, recs) in leaving {
             for part in batches(&recs) {
-                let mut bulk = Vec::new();
-                let records = part
-                    .iter()
-                    .map(|(k, v, inline)| {
-                        if let Some(d) = inline {
-                            bulk.extend_from_slice(d);
-                        }
-                        MovedRecord {
-                            key: k.clone(),
-                            value: v.clone(),
-                            inline_len: inline.as_ref().map(|d| d.len() as u32),
-                        }
-                    })
-                    .collect();
-                peers.call(to, &Request::MoveIn { records }, &bulk)?;
-                let keys: Vec<Vec<u8>> = part.iter().map(|r| r.0.clone()).collect();
-                state.metadata.delete_raw(&keys).map_err(errno_text)?;
-                lock(&state.moves.progress).records += keys.len() as u64;
+                send_records(state, peers, to, part)?;
             }
         }
     }
-    // Chunks, a local file at a time.
-    let chunk = hosts.chunk_size_bytes;
+    Ok(())
+}
+
+/// Sends records (with their inline data) to daemon `to` (`move_in`), then deletes
+/// them here.
+fn send_records(
+    state: &State,
+    peers: &mut Peers,
+    to: u32,
+    part: &[gust_store::metadata::RawRecord],
+) -> Result<(), String> {
+    let mut bulk = Vec::new();
+    let records = part
+        .iter()
+        .map(|(k, v, inline)| {
+            if let Some(d) = inline {
+                bulk.extend_from_slice(d);
+            }
+            MovedRecord { key: k.clone(), value: v.clone(), inline_len: inline.as_ref().map(|d| d.len() as u32) }
+        })
+        .collect();
+    peers.call(to, &Request::MoveIn { records }, &bulk)?;
+    let keys: Vec<Vec<u8>> = part.iter().map(|r| r.0.clone()).collect();
+    state.metadata.delete_raw(&keys).map_err(errno_text)?;
+    lock(&state.moves.progress).records += keys.len() as u64;
+    Ok(())
+}
+
+/// The chunks `dist` places elsewhere, a local file at a time (`copy_chunk_file`).
+fn copy_chunks(state: &State, dist: &dyn Distributor, peers: &mut Peers, chunk: u64) -> Result<(), String> {
     let mut after: Option<u128> = None;
     let mut buf = Vec::new();
     loop {
@@ -377,50 +422,55 @@ fn copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
         let Some(&last) = ids.last() else { break };
         after = Some(last);
         for id in ids {
-            let Some(len) = state.chunks.local_len(id).map_err(errno_text)? else { continue };
-            let mut moved = Vec::new();
-            let mut kept = false;
-            for k in 0..len.div_ceil(chunk) {
-                let to = dist.locate_chunk(id, k);
-                if to == me {
-                    kept = true;
-                    continue;
-                }
-                let span = Span { offset: k * chunk, len: (len - k * chunk).min(chunk) as u32 };
-                let got = state.chunks.read(id, &[span], &mut buf).map_err(errno_text)?;
-                let n = got.first().copied().unwrap_or(0) as usize;
-                if buf[..n].iter().any(|b| *b != 0) {
-                    let write = Request::Write {
-                        file_id: id,
-                        spans: vec![Span { offset: span.offset, len: n as u32 }],
-                        sums: vec![],
-                    };
-                    peers.call(to, &write, &buf[..n])?;
-                    let mut p = lock(&state.moves.progress);
-                    p.chunks += 1;
-                    p.bytes += n as u64;
-                }
-                moved.push(span);
-            }
-            if moved.is_empty() {
-                continue;
-            }
-            for s in moved {
-                state.chunks.punch(id, s.offset, s.len as u64).map_err(errno_text)?;
-            }
-            if !kept {
-                lock(&state.moves.emptied).push(id);
-            }
+            copy_chunk_file(state, dist, peers, chunk, id, &mut buf)?;
         }
     }
-    let p = lock(&state.moves.progress).clone();
-    info!(
-        records = p.records,
-        chunks = p.chunks,
-        bytes = p.bytes,
-        ms = started.elapsed().as_millis() as u64,
-        "move: this daemon's part is copied"
-    );
+    Ok(())
+}
+
+/// Sends the chunks of local file `id` that `dist` places elsewhere to their
+/// daemons (those of zeros not at all), punches them out here, and notes the file
+/// for removal at `adopt` if none stays.
+fn copy_chunk_file(
+    state: &State,
+    dist: &dyn Distributor,
+    peers: &mut Peers,
+    chunk: u64,
+    id: u128,
+    buf: &mut Vec<u8>,
+) -> Result<(), String> {
+    let me = state.daemon_id;
+    let Some(len) = state.chunks.local_len(id).map_err(errno_text)? else { return Ok(()) };
+    let mut moved = Vec::new();
+    let mut kept = false;
+    for k in 0..len.div_ceil(chunk) {
+        let to = dist.locate_chunk(id, k);
+        if to == me {
+            kept = true;
+            continue;
+        }
+        let span = Span { offset: k * chunk, len: (len - k * chunk).min(chunk) as u32 };
+        let got = state.chunks.read(id, &[span], buf).map_err(errno_text)?;
+        let n = got.first().copied().unwrap_or(0) as usize;
+        if buf[..n].iter().any(|b| *b != 0) {
+            let write =
+                Request::Write { file_id: id, spans: vec![Span { offset: span.offset, len: n as u32 }], sums: vec![] };
+            peers.call(to, &write, &buf[..n])?;
+            let mut p = lock(&state.moves.progress);
+            p.chunks += 1;
+            p.bytes += n as u64;
+        }
+        moved.push(span);
+    }
+    if moved.is_empty() {
+        return Ok(());
+    }
+    for s in moved {
+        state.chunks.punch(id, s.offset, s.len as u64).map_err(errno_text)?;
+    }
+    if !kept {
+        lock(&state.moves.emptied).push(id);
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 use super::*;
 
+/// Serves a request of this class (any other is `misrouted`).
 pub(super) fn serve(state: &State, req: Request) -> Reply {
     let md = &state.metadata;
     match req {
@@ -27,21 +28,7 @@ pub(super) fn serve(state: &State, req: Request) -> Reply {
             }
             state.fences.unfence(md, daemon).map(|_| Response::Ok)
         }
-        Request::Shutdown { keep } => {
-            state.wipe_on_exit.store(!keep, Ordering::SeqCst);
-            if keep {
-                // Tells a node agent that the data stays on purpose (gust-launch).
-                let _ = std::fs::write(state.rootdir.join(gust_hosts::KEPT_MARKER), b"");
-            }
-            // The main thread waits for SIGTERM (`wait_for_termination`); send it a
-            // moment later so this reply leaves first.
-            std::thread::spawn(|| {
-                std::thread::sleep(Duration::from_millis(50));
-                // SAFETY: signalling our own process.
-                unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
-            });
-            Ok(Response::Ok)
-        }
+        Request::Shutdown { keep } => shutdown(state, keep),
         Request::StatFs => {
             let (total_bytes, free_bytes, avail_bytes) = state.capacity()?;
             Ok(Response::StatFs { total_bytes, free_bytes, avail_bytes, files: md.estimate_records() })
@@ -64,20 +51,41 @@ pub(super) fn serve(state: &State, req: Request) -> Reply {
         Request::Trace { on, names, dir } => {
             crate::trace::control(state, on, &names, dir.as_deref()).map(|_| Response::Ok)
         }
-        Request::Tune { cpus, nice, max_bandwidth } => {
-            let limits = crate::qos::Limits { cpus, nice, max_bandwidth };
-            let a = state.qos.apply(limits).inspect_err(|&e| {
-                tracing::warn!("daemon {}: tune refused: {}", state.daemon_id, state.qos.explain(limits, e))
-            })?;
-            tracing::info!(
-                "daemon {}: tuned: cores {}, niceness {}, bandwidth {}",
-                state.daemon_id,
-                a.cpus,
-                a.nice,
-                crate::qos::bandwidth_text(a.max_bandwidth)
-            );
-            Ok(Response::Tuned { cpus: a.cpus, nice: a.nice, max_bandwidth: a.max_bandwidth })
-        }
+        Request::Tune { cpus, nice, max_bandwidth } => tune(state, crate::qos::Limits { cpus, nice, max_bandwidth }),
         other => misrouted(&other),
     }
+}
+
+/// `shutdown`: stops the daemon once this reply has left; its root directory goes
+/// unless `keep`.
+fn shutdown(state: &State, keep: bool) -> Reply {
+    state.wipe_on_exit.store(!keep, Ordering::SeqCst);
+    if keep {
+        // Tells a node agent that the data stays on purpose (gust-launch).
+        let _ = std::fs::write(state.rootdir.join(gust_hosts::KEPT_MARKER), b"");
+    }
+    // The main thread waits for SIGTERM (`wait_for_termination`); send it a
+    // moment later so this reply leaves first.
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: signalling our own process.
+        unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+    });
+    Ok(Response::Ok)
+}
+
+/// `tune`: how the daemon shares its node from now on (qos.rs); answers the
+/// limits applied.
+fn tune(state: &State, limits: crate::qos::Limits) -> Reply {
+    let a = state.qos.apply(limits).inspect_err(|&e| {
+        tracing::warn!("daemon {}: tune refused: {}", state.daemon_id, state.qos.explain(limits, e))
+    })?;
+    tracing::info!(
+        "daemon {}: tuned: cores {}, niceness {}, bandwidth {}",
+        state.daemon_id,
+        a.cpus,
+        a.nice,
+        crate::qos::bandwidth_text(a.max_bandwidth)
+    );
+    Ok(Response::Tuned { cpus: a.cpus, nice: a.nice, max_bandwidth: a.max_bandwidth })
 }

@@ -406,72 +406,89 @@ impl Session {
             if self.owing() {
                 return (at, Flow::Stop(Outcome::Write));
             }
-            match std::mem::replace(&mut self.phase, Phase::Ready) {
-                Phase::Hello => {
-                    let Some(hello) = rest.get(..HELLO_BYTES) else {
-                        self.phase = Phase::Hello;
-                        return (at, Flow::Continue);
-                    };
-                    at += HELLO_BYTES;
-                    let hello: &[u8; HELLO_BYTES] = hello.try_into().expect("length checked");
-                    let (reply, next) = handshake::daemon_hello(hello, &state.secret, self.busy);
-                    let sent = reply.is_empty() || self.send_parts(&[&reply]).is_ok();
-                    match next {
-                        Ok(h) if sent => self.phase = Phase::ClientMac(h),
-                        Ok(_) => return (at, Flow::Stop(Outcome::Close)),
-                        Err(e) => {
-                            self.refuse(state, &e.to_string());
-                            return (at, Flow::Stop(Outcome::Close));
-                        }
-                    }
-                }
-                Phase::ClientMac(h) => {
-                    let Some(mac) = rest.get(..CLIENT_MAC_BYTES) else {
-                        self.phase = Phase::ClientMac(h);
-                        return (at, Flow::Continue);
-                    };
-                    at += CLIENT_MAC_BYTES;
-                    let mac: &[u8; CLIENT_MAC_BYTES] = mac.try_into().expect("length checked");
-                    let (status, r) = h.finish(&state.secret, mac);
-                    let sent = self.send_parts(&[&[status]]).is_ok();
-                    if let Err(e) = r {
-                        self.refuse(state, &e.to_string());
-                        return (at, Flow::Stop(Outcome::Close));
-                    }
-                    if !sent {
-                        return (at, Flow::Stop(Outcome::Close));
-                    }
-                    self.phase = Phase::Ready;
-                    self.deadline = None;
-                    // Streams without a descriptor block: no bound once established.
-                    let _ = self.stream.set_timeout(None);
-                }
-                Phase::Ready => {
-                    let Some(hb) = rest.get(..HEADER_BYTES) else { return (at, Flow::Continue) };
-                    let h = match Header::decode(hb.try_into().expect("length checked")) {
-                        Ok(h) => h,
-                        Err(e) => {
-                            state.metrics.refused();
-                            warn!("closing connection from {}: {e}", self.peer);
-                            return (at, Flow::Stop(Outcome::Close));
-                        }
-                    };
-                    let body_end = HEADER_BYTES + h.body_len as usize;
-                    let end = body_end + h.bulk_len as usize;
-                    if rest.len() < end {
-                        return (at, Flow::Continue);
-                    }
-                    if !self.forward_room(state, &h) {
-                        return (at, Flow::Stop(Outcome::Park));
-                    }
-                    at += end;
-                    self.expect_large = false;
-                    if let Flow::Stop(o) = self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end])
-                    {
-                        return (at, Flow::Stop(o));
-                    }
-                }
+            let (used, flow) = match std::mem::replace(&mut self.phase, Phase::Ready) {
+                Phase::Hello => self.take_hello(state, rest),
+                Phase::ClientMac(h) => self.take_client_mac(state, h, rest),
+                Phase::Ready => self.take_frame(state, w, rest),
+            };
+            at += used;
+            if let Some(flow) = flow {
+                return (at, flow);
             }
+        }
+    }
+
+    /// The client's hello at the start of `rest`, answered. Returns the bytes used,
+    /// and a flow if `consume` stops here (`Continue`: the hello is not whole yet).
+    fn take_hello(&mut self, state: &State, rest: &[u8]) -> (usize, Option<Flow>) {
+        let Some(hello) = rest.get(..HELLO_BYTES) else {
+            self.phase = Phase::Hello;
+            return (0, Some(Flow::Continue));
+        };
+        let hello: &[u8; HELLO_BYTES] = hello.try_into().expect("length checked");
+        let (reply, next) = handshake::daemon_hello(hello, &state.secret, self.busy);
+        let sent = reply.is_empty() || self.send_parts(&[&reply]).is_ok();
+        match next {
+            Ok(h) if sent => {
+                self.phase = Phase::ClientMac(h);
+                (HELLO_BYTES, None)
+            }
+            Ok(_) => (HELLO_BYTES, Some(Flow::Stop(Outcome::Close))),
+            Err(e) => {
+                self.refuse(state, &e.to_string());
+                (HELLO_BYTES, Some(Flow::Stop(Outcome::Close)))
+            }
+        }
+    }
+
+    /// The client's MAC at the start of `rest`, which ends handshake `h`: the
+    /// connection is established, or refused. Returns as `take_hello`.
+    fn take_client_mac(&mut self, state: &State, h: DaemonHandshake, rest: &[u8]) -> (usize, Option<Flow>) {
+        let Some(mac) = rest.get(..CLIENT_MAC_BYTES) else {
+            self.phase = Phase::ClientMac(h);
+            return (0, Some(Flow::Continue));
+        };
+        let mac: &[u8; CLIENT_MAC_BYTES] = mac.try_into().expect("length checked");
+        let (status, r) = h.finish(&state.secret, mac);
+        let sent = self.send_parts(&[&[status]]).is_ok();
+        if let Err(e) = r {
+            self.refuse(state, &e.to_string());
+            return (CLIENT_MAC_BYTES, Some(Flow::Stop(Outcome::Close)));
+        }
+        if !sent {
+            return (CLIENT_MAC_BYTES, Some(Flow::Stop(Outcome::Close)));
+        }
+        self.phase = Phase::Ready;
+        self.deadline = None;
+        // Streams without a descriptor block: no bound once established.
+        let _ = self.stream.set_timeout(None);
+        (CLIENT_MAC_BYTES, None)
+    }
+
+    /// The frame at the start of `rest`, served if whole (and, for a forward, if
+    /// the proxy has room). Returns as `take_hello`.
+    fn take_frame(&mut self, state: &State, w: &mut Worker, rest: &[u8]) -> (usize, Option<Flow>) {
+        let Some(hb) = rest.get(..HEADER_BYTES) else { return (0, Some(Flow::Continue)) };
+        let h = match Header::decode(hb.try_into().expect("length checked")) {
+            Ok(h) => h,
+            Err(e) => {
+                state.metrics.refused();
+                warn!("closing connection from {}: {e}", self.peer);
+                return (0, Some(Flow::Stop(Outcome::Close)));
+            }
+        };
+        let body_end = HEADER_BYTES + h.body_len as usize;
+        let end = body_end + h.bulk_len as usize;
+        if rest.len() < end {
+            return (0, Some(Flow::Continue));
+        }
+        if !self.forward_room(state, &h) {
+            return (0, Some(Flow::Stop(Outcome::Park)));
+        }
+        self.expect_large = false;
+        match self.serve(state, w, h, &rest[HEADER_BYTES..body_end], &rest[body_end..end]) {
+            Flow::Stop(o) => (end, Some(Flow::Stop(o))),
+            Flow::Continue => (end, None),
         }
     }
 

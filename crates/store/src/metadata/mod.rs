@@ -510,16 +510,6 @@ impl MetadataStore {
         keep: impl Fn(&Record) -> bool,
     ) -> Res<TreePage> {
         let NameFilter { prefix: name_prefix, keep: keep_name } = names;
-        // Ranges: `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'.
-        // For the root every key is a descendant.
-        let ranges: Vec<(Vec<u8>, Vec<u8>)> = if dir == "/" {
-            vec![(Vec::new(), vec![0xFF; 8])]
-        } else {
-            let a = children_prefix(dir);
-            let mut b = dir.as_bytes().to_vec();
-            b.push(b'/');
-            vec![(a.clone(), prefix_end(&a)), (b.clone(), prefix_end(&b))]
-        };
         let mut out = Vec::new();
         let mut bytes = 0;
         let mut examined = 0;
@@ -528,18 +518,8 @@ impl MetadataStore {
         let mut last: Vec<u8> = Vec::new();
         let mut any = false;
         let mut target: Vec<u8> = Vec::new();
-        for (lo, hi) in ranges {
-            let start = match after {
-                Some(a) if a >= lo.as_slice() => {
-                    if a >= hi.as_slice() {
-                        continue;
-                    }
-                    let mut s = a.to_vec();
-                    s.push(0);
-                    s
-                }
-                _ => lo.clone(),
-            };
+        for (lo, hi) in tree_ranges(dir) {
+            let Some(start) = resume_point(after, &lo, &hi) else { continue };
             let mut ro = rocksdb::ReadOptions::default();
             ro.set_iterate_upper_bound(hi.clone());
             let mut it = self.db.raw_iterator_opt(ro);
@@ -555,16 +535,7 @@ impl MetadataStore {
                 let z = k.iter().position(|&b| b == 0).unwrap_or(k.len());
                 let name = k.get(z + 1..).unwrap_or_default();
                 if !name_prefix.is_empty() && !name.starts_with(name_prefix) {
-                    // Before the prefix: to the directory's first name with it. After
-                    // it: past the directory's names (`parent\x01`, its children's end).
-                    target.clear();
-                    target.extend_from_slice(&k[..z]);
-                    if name < name_prefix {
-                        target.push(0);
-                        target.extend_from_slice(name_prefix);
-                    } else {
-                        target.push(1);
-                    }
+                    seek_target(&mut target, &k[..z], name, name_prefix);
                     it.seek(&target);
                     continue;
                 }
@@ -625,6 +596,51 @@ impl MetadataStore {
 
     pub fn estimate_records(&self) -> u64 {
         self.db.property_int_value("rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
+    }
+}
+
+/// The key ranges holding the descendants of `dir`, each as (first key, end):
+/// `dir\0...` (direct children) then `dir/...` (deeper), since 0x00 < '/'. For the
+/// root every key is a descendant.
+fn tree_ranges(dir: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if dir == "/" {
+        vec![(Vec::new(), vec![0xFF; 8])]
+    } else {
+        let a = children_prefix(dir);
+        let mut b = dir.as_bytes().to_vec();
+        b.push(b'/');
+        vec![(a.clone(), prefix_end(&a)), (b.clone(), prefix_end(&b))]
+    }
+}
+
+/// Where a scan of the range [`lo`, `hi`) starts: strictly after `after` if that
+/// lies in it, at `lo` if before; None if the range is all at or before `after`.
+fn resume_point(after: Option<&[u8]>, lo: &[u8], hi: &[u8]) -> Option<Vec<u8>> {
+    match after {
+        Some(a) if a >= lo => {
+            if a >= hi {
+                return None;
+            }
+            let mut s = a.to_vec();
+            s.push(0);
+            Some(s)
+        }
+        _ => Some(lo.to_vec()),
+    }
+}
+
+/// Into `target`, the key a scan for names starting with `name_prefix` seeks to
+/// from `name` in directory `parent` (a key's part before its 0 byte), which lacks
+/// the prefix. Before the prefix: to the directory's first name with it. After it:
+/// past the directory's names (`parent\x01`, its children's end).
+fn seek_target(target: &mut Vec<u8>, parent: &[u8], name: &[u8], name_prefix: &[u8]) {
+    target.clear();
+    target.extend_from_slice(parent);
+    if name < name_prefix {
+        target.push(0);
+        target.extend_from_slice(name_prefix);
+    } else {
+        target.push(1);
     }
 }
 
