@@ -87,6 +87,25 @@ impl Instance {
         c
     }
 
+    /// A raw TCP connection to daemon `d` (loopback only, 10 s timeouts), for tests
+    /// that send bytes and frames by hand, before any handshake.
+    pub fn connect(&self, d: u32) -> std::net::TcpStream {
+        let addr = self.hosts_file().daemons[d as usize].tcp_addr();
+        assert!(addr.starts_with("127.0.0.1:"), "daemons must listen on loopback only: {addr}");
+        let s = std::net::TcpStream::connect(&addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        s.set_write_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// `connect`, past the handshake with the instance's real secret.
+    pub fn authed(&self, d: u32) -> std::net::TcpStream {
+        let mut s = self.connect(d);
+        let secret = gust_hosts::load_secret(&self.hosts).unwrap();
+        gust_proto::handshake::client(&mut s, &secret).expect("handshake with the real secret");
+        s
+    }
+
     pub fn hosts_file(&self) -> gust_hosts::HostsFile {
         gust_hosts::HostsFile::load(&self.hosts).expect("hosts file")
     }

@@ -13,23 +13,6 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
-fn connect(inst: &Instance, d: u32) -> TcpStream {
-    let addr = inst.hosts_file().daemons[d as usize].tcp_addr();
-    assert!(addr.starts_with("127.0.0.1:"), "daemons must listen on loopback only: {addr}");
-    let s = TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
-}
-
-/// A connection that passed the handshake with the instance's real secret.
-fn authed(inst: &Instance, d: u32) -> TcpStream {
-    let mut s = connect(inst, d);
-    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
-    handshake::client(&mut s, &secret).expect("handshake with the real secret");
-    s
-}
-
 fn header(op: u16, body_len: u32, bulk_len: u32) -> [u8; HEADER_BYTES] {
     Header { version: PROTOCOL_VERSION, op, request_id: 7, body_len, bulk_len, generation: 0 }.encode()
 }
@@ -97,7 +80,7 @@ fn wrong_secret_is_refused() {
     let inst = Instance::start(2);
     let c = inst.client();
     let before = frames_refused(&c, 0);
-    let mut s = connect(&inst, 0);
+    let mut s = inst.connect(0);
     match handshake::client(&mut s, b"not the instance secret, not even close") {
         Err(HandshakeError::BadAuth) => {}
         other => panic!("wrong secret: {other:?}"),
@@ -108,7 +91,7 @@ fn wrong_secret_is_refused() {
     assert!(frames_refused(&c, 0) > before);
     // A peer that proves the secret but answers the daemon's challenge wrongly: the
     // daemon's final status is a refusal.
-    let mut s = connect(&inst, 0);
+    let mut s = inst.connect(0);
     let mut hello = Vec::new();
     hello.extend_from_slice(HELLO_MAGIC);
     hello.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
@@ -133,16 +116,16 @@ fn garbage_and_bad_versions_before_the_handshake() {
     let inst = Instance::start(1);
     let c = inst.client();
     // Random garbage instead of a hello.
-    let mut s = connect(&inst, 0);
+    let mut s = inst.connect(0);
     s.write_all(&common::pattern(42, 4096)).unwrap();
     assert_closed(&mut s);
     assert_logged(&inst, 0, "not a GustFS client");
     // An HTTP request, a classic stray peer.
-    let mut s = connect(&inst, 0);
+    let mut s = inst.connect(0);
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\r\n\r\n\r\n\r\n").unwrap();
     assert_closed(&mut s);
     // A hello from another protocol version gets a clear status, then the close.
-    let mut s = connect(&inst, 0);
+    let mut s = inst.connect(0);
     let mut hello = Vec::new();
     hello.extend_from_slice(HELLO_MAGIC);
     hello.extend_from_slice(&(PROTOCOL_VERSION + 41).to_le_bytes());
@@ -155,13 +138,13 @@ fn garbage_and_bad_versions_before_the_handshake() {
     assert_closed(&mut s);
     assert_logged(&inst, 0, "protocol version mismatch");
     // A truncated hello, then the peer goes away.
-    let mut s = connect(&inst, 0);
+    let mut s = inst.connect(0);
     s.write_all(&HELLO_MAGIC[..5]).unwrap();
     s.shutdown(Shutdown::Write).unwrap();
     assert_closed(&mut s);
     // A peer that connects and says nothing is dropped after the handshake timeout,
     // and meanwhile others are served.
-    let mut silent = connect(&inst, 0);
+    let mut silent = inst.connect(0);
     assert_serving(&inst, &c);
     silent.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     assert_closed(&mut silent);
@@ -176,20 +159,20 @@ fn malformed_frames_after_the_handshake() {
 
     // Oversized declared lengths: refused before any allocation, connection closed.
     for (body, bulk) in [(u32::MAX, 0), ((1 << 20) + 1, 0), (0, u32::MAX), (16, (32 << 20) + 1)] {
-        let mut s = authed(&inst, 0);
+        let mut s = inst.authed(0);
         s.write_all(&header(3, body, bulk)).unwrap();
         assert_closed(&mut s);
     }
     assert_logged(&inst, 0, "exceeds the limit");
 
     // Bad magic and bad version in a frame header.
-    let mut s = authed(&inst, 0);
+    let mut s = inst.authed(0);
     let mut h = header(1, 0, 0);
     h[0..4].copy_from_slice(b"HTTP");
     s.write_all(&h).unwrap();
     assert_closed(&mut s);
     assert_logged(&inst, 0, "bad frame magic");
-    let mut s = authed(&inst, 0);
+    let mut s = inst.authed(0);
     s.write_all(&Header { version: 77, op: 1, request_id: 1, body_len: 0, bulk_len: 0, generation: 0 }.encode())
         .unwrap();
     assert_closed(&mut s);
@@ -206,7 +189,7 @@ fn malformed_frames_after_the_handshake() {
         f
     };
     for cut in [10, HEADER_BYTES + 3, full.len() - 50] {
-        let mut s = authed(&inst, 0);
+        let mut s = inst.authed(0);
         s.write_all(&full[..cut]).unwrap();
         s.shutdown(Shutdown::Write).unwrap();
         assert_closed(&mut s);
@@ -215,7 +198,7 @@ fn malformed_frames_after_the_handshake() {
 
     // Unknown op codes get ENOSYS, then the connection closes.
     for op in [0u16, gust_proto::OP_MAX + 1, 999, 0x7fff] {
-        let mut s = authed(&inst, 0);
+        let mut s = inst.authed(0);
         send_req(&mut s, op, &encode(&Request::Ping), &[]);
         assert_eq!(read_reply(&mut s, op), Some(Err(libc::ENOSYS)), "op {op}");
         assert_closed(&mut s);
@@ -223,11 +206,11 @@ fn malformed_frames_after_the_handshake() {
     assert_logged(&inst, 0, "unknown op code 999");
 
     // A body that does not decode, or decodes to another op than the header's.
-    let mut s = authed(&inst, 0);
+    let mut s = inst.authed(0);
     send_req(&mut s, 3, &common::pattern(1, 40), &[]);
     assert_eq!(read_reply(&mut s, 3), Some(Err(libc::EPROTO)));
     assert_closed(&mut s);
-    let mut s = authed(&inst, 0);
+    let mut s = inst.authed(0);
     send_req(&mut s, 2, &encode(&Request::Stat { path: "/x".into() }), &[]);
     assert_eq!(read_reply(&mut s, 2), Some(Err(libc::EPROTO)));
     assert_closed(&mut s);
@@ -235,7 +218,7 @@ fn malformed_frames_after_the_handshake() {
     // A string length far beyond the body.
     let mut evil = encode(&Request::Stat { path: "/x".into() });
     evil[4..12].copy_from_slice(&u64::MAX.to_le_bytes());
-    let mut s = authed(&inst, 0);
+    let mut s = inst.authed(0);
     send_req(&mut s, 3, &evil, &[]);
     assert_eq!(read_reply(&mut s, 3), Some(Err(libc::EPROTO)));
 
@@ -247,7 +230,7 @@ fn malformed_frames_after_the_handshake() {
 fn bad_requests_get_errors_and_keep_the_connection() {
     let inst = Instance::start(1);
     let c = inst.client();
-    let mut s = authed(&inst, 0);
+    let mut s = inst.authed(0);
     let rec = Record {
         kind: FileKind::File,
         mode: 0o644,

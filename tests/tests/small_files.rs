@@ -281,17 +281,6 @@ fn inline_files(c: &Client, shrink: usize) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// A connection to daemon `id` past the handshake, for a peer that sends and reads
-/// frames by hand.
-fn raw_connection(inst: &Instance, id: u32) -> std::net::TcpStream {
-    let addr = inst.hosts_file().daemons[id as usize].tcp_addr();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-    let secret = gust_hosts::load_secret(&inst.hosts).unwrap();
-    gust_proto::handshake::client(&mut s, &secret).unwrap();
-    s
-}
-
 /// Sends `req` as request `id`; returns its op.
 fn send_request(s: &mut std::net::TcpStream, id: u64, req: &gust_proto::Request) -> u16 {
     use gust_proto::frame::Header;
@@ -337,7 +326,7 @@ fn inline_replies_the_peer_does_not_take_at_once_arrive_whole() {
     let inst = Instance::start(1);
     let c = inst.client();
     let files = inline_files(&c, 1);
-    let mut s = raw_connection(&inst, 0);
+    let mut s = inst.authed(0);
     let mut op = 0;
     for (i, (p, _)) in files.iter().enumerate() {
         op = send_request(&mut s, i as u64, &Request::StatData { path: p.clone() });
@@ -478,7 +467,7 @@ fn inline_replies_from_tables_go_by_reference_and_arrive_whole() {
     let pid = inst.daemon_pid(0);
     let pipes_before = pipes_of(pid);
 
-    let mut s = raw_connection(&inst, 0);
+    let mut s = inst.authed(0);
     let ask = |s: &mut TcpStream, id: u64| {
         send_request(s, id, &Request::ReadMany { paths: files.iter().map(|(p, _)| p.clone()).collect() })
     };

@@ -451,9 +451,7 @@ impl Transport {
         if self.grants.on() {
             // Who sends this connection's requests (never answered; grants.rs).
             let hello = Request::Hello { client: self.grants.client_id() };
-            let body = encode(&hello);
-            let head = Header::new(hello.op(), 0, body.len(), 0).encode();
-            gust_transport::write_parts(&mut stream, &[&head, &body])
+            gust_rpc::write_request(&mut stream, hello.op(), 0, 0, &encode(&hello), &[])
                 .map_err(|e| self.fail(daemon, format!("send: {e}")))?;
         }
         let writer = stream.try_clone().map_err(|e| self.fail(daemon, format!("{e}")))?;
@@ -532,14 +530,7 @@ impl Transport {
     }
 
     fn send(&self, c: &mut Conn, id: u64, req: &Request, bulk: &[&[u8]]) -> io::Result<()> {
-        let body = encode(req);
-        let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
-        let hb = Header::new(req.op(), id, body.len(), bulk_len).with_generation(self.generation()).encode();
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 + bulk.len());
-        parts.push(&hb);
-        parts.push(&body);
-        parts.extend_from_slice(bulk);
-        gust_transport::write_parts(&mut c.writer, &parts)
+        gust_rpc::write_request(&mut c.writer, req.op(), id, self.generation(), &encode(req), bulk)
     }
 
     /// Reads one reply: its bulk, for a Read reply with a `dest`, straight into

@@ -337,8 +337,28 @@ fn send_routed(
     body: &[u8],
     bulk: &[u8],
 ) -> io::Result<()> {
-    let head = Header::new(op, id, body.len(), bulk.len()).with_generation(generation).encode();
-    gust_transport::write_parts(&mut **lock(writer), &[&head, body, bulk])
+    write_request(&mut **lock(writer), op, id, generation, body, &[bulk])
+}
+
+/// Writes one request frame: the header (with the layout generation it was routed
+/// by), the body, and the bulk in `bulk`'s parts, coalesced into one write when
+/// small (gust_transport::write_parts). Every request of every client goes out
+/// through here.
+pub fn write_request(
+    w: &mut (impl std::io::Write + ?Sized),
+    op: u16,
+    id: u64,
+    generation: u32,
+    body: &[u8],
+    bulk: &[&[u8]],
+) -> io::Result<()> {
+    let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
+    let head = Header::new(op, id, body.len(), bulk_len).with_generation(generation).encode();
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(2 + bulk.len());
+    parts.push(&head);
+    parts.push(body);
+    parts.extend_from_slice(bulk);
+    gust_transport::write_parts(w, &parts)
 }
 
 fn ask_multiplex(s: &mut Box<dyn Stream>) -> Result<(), String> {
