@@ -26,7 +26,7 @@
 //! * Read. The size lookup of every read is a `stat_data` too, so a descriptor that
 //!   did not get the data at open still reads inline data correctly.
 //!
-//! Not for: chunk I/O (data.rs), descriptor bookkeeping (open_files.rs).
+//! Not for: chunk I/O (io/), descriptor bookkeeping (open_files.rs).
 
 use crate::error::unexpected;
 use crate::namespace::now_ns;

@@ -1,5 +1,5 @@
 //! Checksums, the client's part (docs/DESIGN.md, "Checksums"). Every write
-//! carries the client's sum of each piece it writes (gust-proto's sums.rs; spill.rs
+//! carries the client's sum of each piece it writes (gust-proto's sums.rs; io/chunks.rs
 //! computes them), which the daemon checks before it writes anything: bytes
 //! corrupted on their way are refused (EBADMSG), and the application gets EIO.
 //! The daemon's chunk store verifies every block it reads against the sum it

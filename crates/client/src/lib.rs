@@ -179,9 +179,9 @@ pub struct Client {
     /// Descriptors with unsent sizes (size_cache.rs).
     /// Sizes held back (size_cache.rs): shared with the recall handlers.
     sizes: std::sync::Arc<size_cache::SizeHolds>,
-    /// Descriptors with buffered writes (write_behind.rs).
+    /// Descriptors with buffered writes (io/write.rs).
     buffered: open_files::FileSet,
-    /// Write-behind buffer per descriptor in bytes; 0: off (write_behind.rs).
+    /// Write-behind buffer per descriptor in bytes; 0: off (io/write.rs).
     write_behind_bytes: AtomicUsize,
     /// `open_deferred` defers O_EXCL creates too (see `set_defer_exclusive_create`).
     defer_exclusive_create: AtomicBool,

@@ -5,7 +5,7 @@
 //! `dup` asks, so the bound [`OPEN_FILES_MAX`] holds for both and numbers wrap the
 //! same way.
 //!
-//! Not for: reading and writing through a descriptor (data.rs), kernel descriptor
+//! Not for: reading and writing through a descriptor (io/), kernel descriptor
 //! numbers (the preload library maps its own onto these).
 
 use crate::stat::Stat;
@@ -48,7 +48,7 @@ pub(crate) struct OpenFile {
     pub(crate) size: Mutex<crate::size_cache::SizeSlot>,
     /// Signalled when a send of `size` ends.
     pub(crate) size_sent: Condvar,
-    /// Adjacent writes not sent yet (write_behind.rs, opt-in).
+    /// Adjacent writes not sent yet (io/write.rs, opt-in).
     pub(crate) write_buffer: Mutex<Option<crate::io::WriteBuffer>>,
     /// The link path of a hard-linked file, where its size and attributes live
     /// (links.rs): set at open, or when a daemon first says the file was linked.

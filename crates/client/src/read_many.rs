@@ -13,7 +13,7 @@
 //! independent: one missing file fails only its own entry; a daemon that fails
 //! fails the files asked of it.
 //!
-//! Not for: reading one file (inline.rs), chunk I/O (data.rs).
+//! Not for: reading one file (inline.rs), chunk I/O (io/).
 
 use crate::error::{unexpected, Errno};
 use crate::inline::{holds_inline, WholeFile};

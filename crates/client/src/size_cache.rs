@@ -33,7 +33,7 @@
 //! write. O_APPEND writes (which reserve their offset at the metadata daemon) and
 //! O_SYNC/O_DSYNC writes are not cached.
 //!
-//! Not for: data (data.rs), deferred creates (inline.rs).
+//! Not for: data (io/), deferred creates (inline.rs).
 
 use crate::open_files::{FileSet, OpenFile};
 use crate::{namespace::now_ns, Client, Result};
@@ -306,7 +306,7 @@ impl Client {
         self.flush_descriptor(&f)
     }
 
-    /// Sends what `f` holds back: its write-behind buffer (write_behind.rs), then its
+    /// Sends what `f` holds back: its write-behind buffer (io/write.rs), then its
     /// size.
     pub(crate) fn flush_descriptor(&self, f: &Arc<OpenFile>) -> Result<()> {
         let data = self.flush_write_buffer(f);

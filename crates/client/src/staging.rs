@@ -4,7 +4,7 @@
 //! copy, in which batches, resuming, verifying) is gust-stage's; this module only
 //! speaks for the client core's routing.
 //!
-//! Not for: copying through this process (data.rs does that for every front end).
+//! Not for: copying through this process (io/ does that for every front end).
 
 use crate::error::unexpected;
 use crate::routing::join_adjacent;
