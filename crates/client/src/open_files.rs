@@ -508,6 +508,17 @@ mod tests {
         Arc::new(OpenFile::new("/f".into(), 1, FileKind::File, libc::O_RDONLY))
     }
 
+    /// Linux's should_remove_suid: S_ISUID always goes, S_ISGID only with group
+    /// execute (without it, S_ISGID marks mandatory locking, not a set-gid file).
+    #[test]
+    fn a_write_clears_set_id_bits_as_linux_does() {
+        assert_eq!(Client::set_id_cleared(0o6755), Some(0o0755));
+        assert_eq!(Client::set_id_cleared(0o6745), Some(0o2745));
+        assert_eq!(Client::set_id_cleared(0o2755), Some(0o0755));
+        assert_eq!(Client::set_id_cleared(0o2745), None);
+        assert_eq!(Client::set_id_cleared(0o0755), None);
+    }
+
     /// Opens and dups draw from one bound: a full table refuses both with EMFILE, and
     /// a closed descriptor makes room for either.
     #[test]

@@ -389,3 +389,35 @@ impl<'a> Fanout<'a> {
         Some(self.untried[i].remove(next))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read goes on to the next member not known to be down, in group order, and
+    /// each member is tried once.
+    #[test]
+    fn a_read_tries_each_live_member_once_in_order() {
+        let mut fan = Fanout::new(2);
+        fan.untried[1] = vec![4, 5, 6];
+        let down = |d: u32| d == 5;
+        assert_eq!(fan.next_untried(1, down), Some(4));
+        assert_eq!(fan.next_untried(1, down), Some(6));
+        assert_eq!(fan.next_untried(1, down), None, "5 is down, 4 and 6 were tried");
+        assert_eq!(fan.untried[1], vec![5]);
+        assert_eq!(fan.next_untried(0, down), None, "call 0 has no other member");
+    }
+
+    /// Each copy sent names its call and member, with the call's request and bulk.
+    #[test]
+    fn copies_of_a_call_carry_its_request_to_each_member() {
+        let data = [7u8; 3];
+        let call = Call { daemon: 1, req: Request::Ping, bulk: vec![&data[..]] };
+        let mut fan = Fanout::new(1);
+        fan.send(0, 1, &call, &None);
+        fan.send(0, 2, &call, &None);
+        assert_eq!(fan.sent, vec![(0, 1), (0, 2)]);
+        assert_eq!(fan.subs.iter().map(|c| c.daemon).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(fan.subs.iter().all(|c| c.req == Request::Ping && c.bulk == vec![&data[..]]));
+    }
+}

@@ -208,3 +208,22 @@ pub(crate) fn remainders<'a>(spans: &'a [Placed], got: &'a [u32]) -> impl Iterat
         .filter(|((s, _), g)| **g < s.len)
         .map(|((s, at), g)| (Span { offset: s.offset + *g as u64, len: s.len - g }, at + *g as usize))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a daemon did not hold of each span becomes a span of its own, at the
+    /// right place in the caller's buffer; spans it held whole leave nothing.
+    #[test]
+    fn short_answers_leave_the_rest_of_each_span() {
+        let spans: Vec<Placed> = vec![
+            (Span { offset: 0, len: 100 }, 0),
+            (Span { offset: 100, len: 50 }, 100),
+            (Span { offset: 4096, len: 10 }, 150),
+        ];
+        let rest: Vec<Placed> = remainders(&spans, &[100, 20, 0]).collect();
+        assert_eq!(rest, vec![(Span { offset: 120, len: 30 }, 120), (Span { offset: 4096, len: 10 }, 150)]);
+        assert_eq!(remainders(&spans, &[100, 50, 10]).count(), 0);
+    }
+}
