@@ -13,7 +13,8 @@
 # with file locking in tests/tests/posix_conformance.rs.
 set -euo pipefail
 pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar rsync perl python3 python3-venv python3-h5py python3-h5py-mpi openmpi-bin libc6-dev iproute2 util-linux
-  openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core)
+  openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core
+  podman runc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
