@@ -704,7 +704,8 @@ impl Transport {
     }
 
     /// Sends every call to the daemon it names, then collects every answer, in
-    /// order (replica.rs's `batch_into` is the way in: it adds the copies).
+    /// order, with Read replies delivered into `buf` at the positions `dests` give
+    /// (replica.rs's `batch` and `batch_into` are the way in: they add the copies).
     ///
     /// A pooled connection may have died with its daemon (which may be back by now).
     /// Such a call is sent again, once, on a new connection when that cannot apply it
@@ -713,13 +714,6 @@ impl Transport {
     /// idempotent. A reply that did not come within the RPC timeout is a failure
     /// at once: sending again would wait as long again (replica.rs counts on one
     /// timeout per operation that meets a hung or cut-off daemon).
-    pub fn batch(&self, calls: Vec<Call<'_>>) -> Vec<Answer> {
-        let dests = calls.iter().map(|_| None).collect();
-        self.batch_into(calls, dests, &mut [])
-    }
-
-    /// `batch` as addressed, with Read replies delivered into `buf` at the positions
-    /// `dests` give.
     pub(crate) fn send_batch(&self, calls: Vec<Call<'_>>, dests: Vec<Option<Dest>>, buf: &mut [u8]) -> Vec<Answer> {
         let answers = self.send_batch_placed(calls, dests, buf, None);
         answers.into_iter().map(|a| a.map(|(r, bulk)| (r, bulk.into_vec()))).collect()
