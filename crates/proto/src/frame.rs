@@ -70,6 +70,11 @@ impl Header {
         }
     }
 
+    /// The header of the reply to request `request_id` of op `op`.
+    pub fn reply(op: u16, request_id: u64, body_len: usize, bulk_len: usize) -> Header {
+        Header::new(op | OP_RESPONSE_BIT, request_id, body_len, bulk_len)
+    }
+
     /// This header, saying the request was routed by layout `generation`.
     pub fn with_generation(mut self, generation: u32) -> Header {
         self.generation = generation;

@@ -363,7 +363,7 @@ pub fn write_request(
 
 fn ask_multiplex(s: &mut Box<dyn Stream>) -> Result<(), String> {
     let req = Request::Multiplex;
-    gust_proto::write_frame(s, req.op(), 0, &encode(&req), &[]).map_err(|e| e.to_string())?;
+    write_request(s, req.op(), 0, 0, &encode(&req), &[]).map_err(|e| e.to_string())?;
     let mut bulk = Vec::new();
     let f = read_frame(s, &mut bulk).map_err(|e| e.to_string())?;
     let ok = f.header.op == req.op() | OP_RESPONSE_BIT && matches!(decode::<Reply>(&f.body), Ok(Ok(Response::Ok)));

@@ -17,7 +17,7 @@
 
 use crate::dispatch::{carries_bulk, handle, BulkOut};
 use crate::state::State;
-use gust_proto::frame::{Header, OP_RESPONSE_BIT};
+use gust_proto::frame::Header;
 use gust_proto::{decode_request, encode, FrameError, Reply, Response};
 use gust_transport::Stream;
 use std::io::{self, IoSlice};
@@ -49,7 +49,7 @@ impl MuxWriter {
     /// timeout loses the connection.
     pub fn send(&self, op: u16, id: u64, body: &[u8], bulk: &[&[u8]]) -> io::Result<()> {
         let bulk_len = bulk.iter().map(|b| b.len()).sum();
-        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk_len).encode();
+        let hb = Header::reply(op, id, body.len(), bulk_len).encode();
         let mut s = lock(&self.stream);
         let deadline = Instant::now() + self.stall_timeout;
         let mut slices: Vec<IoSlice<'_>> = [&hb[..], body]

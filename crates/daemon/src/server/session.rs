@@ -17,7 +17,7 @@
 use super::budget::Budget;
 use crate::dispatch::{carries_bulk, handle_for, BulkOut};
 use crate::state::State;
-use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+use gust_proto::frame::{Header, HEADER_BYTES};
 use gust_proto::handshake::{self, DaemonHandshake, CLIENT_MAC_BYTES, HELLO_BYTES};
 use gust_proto::{decode_request, encode, FrameError, Reply, Request};
 use gust_transport::{Stream, COALESCE_BYTES_MAX};
@@ -598,7 +598,7 @@ impl Session {
             Bulk::Pinned(parts) => parts.clone(),
         };
         let bulk_len: usize = bulk.iter().map(|b| b.len()).sum();
-        let hb = Header::new(op | OP_RESPONSE_BIT, id, body.len(), bulk_len).encode();
+        let hb = Header::reply(op, id, body.len(), bulk_len).encode();
         if HEADER_BYTES + body.len() + bulk_len <= COALESCE_BYTES_MAX {
             // One write, one segment, one wake-up at the client.
             let mut reply = std::mem::take(&mut w.reply);
