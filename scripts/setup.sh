@@ -12,7 +12,7 @@
 # rsync -aH copies hard links and python3-h5py (for /usr/bin/python3) opens HDF5 files
 # with file locking in tests/tests/posix_conformance.rs.
 set -euo pipefail
-pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar rsync perl python3 python3-venv python3-h5py python3-h5py-mpi openmpi-bin libc6-dev iproute2 util-linux
+pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar rsync perl python3 python3-venv python3-h5py python3-h5py-mpi openmpi-bin libopenmpi-dev libc6-dev iproute2 util-linux
   openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core
   podman runc)
 missing=()

@@ -4,7 +4,8 @@
 # built and installed into a virtual environment, a real instance), the bench scripts'
 # shared code (bench/test_stats.py: bench/stats.py and bench/lib.sh), and a short run
 # of every fuzz target (scripts/fuzz.sh smoke, about a minute once built). The object
-# store tests (tests/s3) run a real SeaweedFS, built once by scripts/seaweedfs.sh.
+# store tests (tests/s3) run a real SeaweedFS, built once by scripts/seaweedfs.sh;
+# the MPI-IO tests run ROMIO's own test suite, built once by scripts/romio.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -16,6 +17,9 @@ cargo build --release --workspace --all-targets
 # The object store's event test (crates/objevents) and tests/s3 run a real SeaweedFS.
 GUST_WEED="$(./scripts/seaweedfs.sh)"
 export GUST_WEED
+# ROMIO's own MPI-IO tests (tests/tests/mpi_io.rs), built from MPICH's source.
+GUST_ROMIO="$(./scripts/romio.sh)"
+export GUST_ROMIO
 cargo test --release --workspace -- --test-threads="${GUST_TEST_THREADS:-2}"
 . scripts/python-env.sh
 "$GUST_PYTHON" -m pytest -q -p no:cacheprovider crates/python/tests

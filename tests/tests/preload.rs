@@ -271,6 +271,22 @@ fn c_program_api_errors_threads_fork() {
     assert_eq!(out, "C-OK\n");
 }
 
+/// POSIX asynchronous I/O on GustFS files (OMPIO's non-blocking and split
+/// collective I/O use it): glibc's helper threads would call the kernel on the
+/// library's placeholder descriptor (EBADF); the same program on a local directory
+/// first.
+#[test]
+fn c_program_posix_aio() {
+    let inst = Instance::start(2);
+    let l = local_dir("aio");
+    let bin = compile_c(&l, "preload_aio");
+    let plain = Command::new(&bin).arg(l.path()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "C-OK\n", "{}", String::from_utf8_lossy(&plain.stderr));
+    let out = sh(&inst, &format!("mkdir /gustfs/aio && {} /gustfs/aio", bin.display()));
+    assert_eq!(out, "C-OK\n");
+    assert_eq!(inst.client().stat("/aio/aio.dat").unwrap().size, 16384);
+}
+
 /// A child forked while another thread of its parent sends a descriptor's size
 /// (fsync in a loop) makes path calls at once: it must not wait for a lock the
 /// sending thread, which the child does not have, held at the fork (it did, 1 in

@@ -98,6 +98,16 @@ real_fns! {
     fn ftruncate(fd: c_int, l: off_t) -> c_int;
     fn ftruncate64(fd: c_int, l: off64_t) -> c_int;
     fn fsync(fd: c_int) -> c_int;
+    fn aio_read(cb: *mut libc::aiocb) -> c_int;
+    fn aio_read64(cb: *mut libc::aiocb) -> c_int;
+    fn aio_write(cb: *mut libc::aiocb) -> c_int;
+    fn aio_write64(cb: *mut libc::aiocb) -> c_int;
+    fn aio_fsync(op: c_int, cb: *mut libc::aiocb) -> c_int;
+    fn aio_error(cb: *const libc::aiocb) -> c_int;
+    fn aio_return(cb: *mut libc::aiocb) -> ssize_t;
+    fn aio_suspend(list: *const *const libc::aiocb, n: c_int, t: *const libc::timespec) -> c_int;
+    fn aio_cancel(fd: c_int, cb: *mut libc::aiocb) -> c_int;
+    fn lio_listio(mode: c_int, list: *const *mut libc::aiocb, n: c_int, sig: *mut libc::sigevent) -> c_int;
     fn fdatasync(fd: c_int) -> c_int;
     fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int;
     fn socket(d: c_int, t: c_int, p: c_int) -> c_int;

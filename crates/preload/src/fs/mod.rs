@@ -18,6 +18,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+pub(crate) mod aio;
 pub(crate) mod attrs;
 pub(crate) mod cwd;
 pub(crate) mod data;
