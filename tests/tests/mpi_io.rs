@@ -113,15 +113,18 @@ fn romio_test_suite_through_the_preload_library() {
     assert!(failed.is_empty(), "{} of ROMIO's tests failed:\n{}", failed.len(), failed.join("\n"));
 }
 
-/// The same through the FUSE mount (ROMIO's component).
+/// The same through the FUSE mount, with both components.
 #[test]
 fn romio_test_suite_through_fuse() {
     let Some(bin) = romio_bin() else { return };
     let inst = Instance::start(4);
     let m = Mount::new(&inst, &[]);
-    let dir = m.p("romio");
-    std::fs::create_dir(&dir).unwrap();
-    let failed = romio_suite(None, "romio321", &bin, dir.to_str().unwrap());
+    let mut failed = Vec::new();
+    for io in ["romio321", "ompio"] {
+        let dir = m.p(io);
+        std::fs::create_dir(&dir).unwrap();
+        failed.extend(romio_suite(None, io, &bin, dir.to_str().unwrap()));
+    }
     assert!(
         failed.is_empty(),
         "{} of ROMIO's tests failed:\n{}\nmount log:\n{}",
