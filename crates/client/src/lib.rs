@@ -106,6 +106,7 @@ pub use objects::{
     TAG_XATTR_PREFIX,
 };
 pub use open_files::OPEN_FILES_MAX;
+pub use permissions::setid_dropped;
 pub use read_many::READ_MANY_IN_FLIGHT;
 pub use readdir::DirStream;
 pub use rename::{RENAME_DIR_BYTES_MAX, RENAME_DIR_RECORDS_MAX};

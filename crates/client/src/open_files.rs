@@ -275,7 +275,7 @@ impl Client {
             file.snapshot = found.inline.map(|d| (rec.size, d));
         }
         if writable && rec.kind == FileKind::File && !crate::Credentials::is_root_caller() {
-            *file.clear_set_id.lock().unwrap_or_else(|e| e.into_inner()) = Self::set_id_cleared(rec.mode);
+            *file.clear_set_id.lock().unwrap_or_else(|e| e.into_inner()) = crate::setid_dropped(rec.mode, true);
         }
         let fd = self.files.insert(Arc::new(file))?;
         Ok((fd, st, p))
@@ -395,16 +395,6 @@ impl Client {
         Ok(())
     }
 
-    /// The mode a write by an unprivileged caller leaves, if it clears set-id bits
-    /// (Linux's should_remove_suid: S_ISUID always, S_ISGID with group execute).
-    fn set_id_cleared(mode: u32) -> Option<u32> {
-        let mut kill = mode & libc::S_ISUID;
-        if mode & libc::S_IXGRP != 0 {
-            kill |= mode & libc::S_ISGID;
-        }
-        (kill != 0).then_some(mode & !kill)
-    }
-
     /// Opens a file whose record the caller fetched recently, without an RPC: for a
     /// FUSE mount, which may trust attributes within their timeout. If the path names
     /// another file by now, I/O through the descriptor fails with ESTALE, as for any
@@ -506,17 +496,6 @@ mod tests {
 
     fn file() -> Arc<OpenFile> {
         Arc::new(OpenFile::new("/f".into(), 1, FileKind::File, libc::O_RDONLY))
-    }
-
-    /// Linux's should_remove_suid: S_ISUID always goes, S_ISGID only with group
-    /// execute (without it, S_ISGID marks mandatory locking, not a set-gid file).
-    #[test]
-    fn a_write_clears_set_id_bits_as_linux_does() {
-        assert_eq!(Client::set_id_cleared(0o6755), Some(0o0755));
-        assert_eq!(Client::set_id_cleared(0o6745), Some(0o2745));
-        assert_eq!(Client::set_id_cleared(0o2755), Some(0o0755));
-        assert_eq!(Client::set_id_cleared(0o2745), None);
-        assert_eq!(Client::set_id_cleared(0o0755), None);
     }
 
     /// Opens and dups draw from one bound: a full table refuses both with EMFILE, and

@@ -187,8 +187,40 @@ impl Client {
     }
 }
 
+/// The mode without the set-id bits a change by an unprivileged caller drops, if
+/// any (Linux's `setattr_should_drop_suidgid`): S_ISUID always, S_ISGID when the
+/// group may execute or the caller (`in_group`) is not in the file's group. The
+/// FUSE mount asks it per write; the client core, for descriptors, with
+/// `in_group` true.
+pub fn setid_dropped(mode: u32, in_group: bool) -> Option<u32> {
+    let mut m = mode & !libc::S_ISUID;
+    if mode & libc::S_IXGRP != 0 || !in_group {
+        m &= !libc::S_ISGID;
+    }
+    (m != mode).then_some(m)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn set_group_id_without_group_execute_stays_for_the_group() {
+        use super::setid_dropped as dropped;
+        for in_group in [true, false] {
+            assert_eq!(dropped(0o4755, in_group), Some(0o755));
+            assert_eq!(dropped(0o6755, in_group), Some(0o755));
+            assert_eq!(dropped(0o2755, in_group), Some(0o755));
+            assert_eq!(dropped(0o644, in_group), None);
+        }
+        // S_ISGID without group execute marks mandatory locking: Linux keeps it for
+        // a member of the file's group, and drops it for anyone else.
+        assert_eq!(dropped(0o2644, true), None);
+        assert_eq!(dropped(0o6644, true), Some(0o2644));
+        assert_eq!(dropped(0o2644, false), Some(0o644));
+        // As the client core asks for its descriptors (in_group true).
+        assert_eq!(dropped(0o6745, true), Some(0o2745));
+        assert_eq!(dropped(0o2745, true), None);
+    }
+
     use super::*;
 
     fn rec(kind: FileKind, mode: u32, uid: u32, gid: u32) -> Record {

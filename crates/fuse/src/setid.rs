@@ -20,16 +20,6 @@
 
 use super::*;
 
-/// The mode without the bits a write by an unprivileged caller drops, if any
-/// (`in_group`: the caller is in the file's group).
-pub(crate) fn dropped(mode: u32, in_group: bool) -> Option<u32> {
-    let mut m = mode & !libc::S_ISUID;
-    if mode & libc::S_IXGRP != 0 || !in_group {
-        m &= !libc::S_ISGID;
-    }
-    (m != mode).then_some(m)
-}
-
 impl GustFs {
     /// Whether the inode's last known mode had bits a write drops (or none is known).
     fn may_have_setid(&self, ino: u64) -> bool {
@@ -65,7 +55,7 @@ impl GustFs {
     /// Drops what `st`, the attributes of inode `ino` at `path`, has to lose; the
     /// kernel forgets the inode's attributes after.
     fn drop_from(&self, req: &Request, ino: u64, path: &str, st: &Stat) -> Result<(), Errno> {
-        match dropped(st.mode & 0o7777, caller_with_groups(req).in_group(st.gid)) {
+        match gust_client::setid_dropped(st.mode & 0o7777, caller_with_groups(req).in_group(st.gid)) {
             Some(m) if st.kind == Kind::File => {
                 self.client.chmod(path, m)?;
                 self.coherence.attrs_changed(ino);
@@ -73,25 +63,5 @@ impl GustFs {
             }
             _ => Ok(()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dropped;
-
-    #[test]
-    fn set_group_id_without_group_execute_stays_for_the_group() {
-        for in_group in [true, false] {
-            assert_eq!(dropped(0o4755, in_group), Some(0o755));
-            assert_eq!(dropped(0o6755, in_group), Some(0o755));
-            assert_eq!(dropped(0o2755, in_group), Some(0o755));
-            assert_eq!(dropped(0o644, in_group), None);
-        }
-        // S_ISGID without group execute marks mandatory locking: Linux keeps it for
-        // a member of the file's group, and drops it for anyone else.
-        assert_eq!(dropped(0o2644, true), None);
-        assert_eq!(dropped(0o6644, true), Some(0o2644));
-        assert_eq!(dropped(0o2644, false), Some(0o644));
     }
 }
