@@ -185,6 +185,103 @@ fn an_interrupted_move_is_resumed() {
     assert!(!inst.hosts_file().moving);
 }
 
+/// A grow's first pass sends the new daemons their part while clients are
+/// served; what changes between it and the copy (files rewritten, shortened,
+/// shortened and lengthened again, removed, renamed, created) arrives as it is
+/// at the copy, and nothing the first pass sent and is gone since shows up: a
+/// removed file stays removed, the bytes past a shortened file's end read as
+/// zeros when it grows again, the stored bytes are the files' bytes. Daemon 1
+/// is killed and started again in between, so its copy works from its intent
+/// log, daemon 0's from what it noted.
+#[test]
+fn what_changes_after_a_first_pass_arrives_as_it_is() {
+    use std::collections::BTreeMap;
+    use std::io::{BufRead, BufReader};
+    let inst = Instance::start_with(2, &["--chunk-size", CHUNK]);
+    let c = inst.client();
+    let files = 600;
+    write_all(&c, files);
+    let gate = inst.dir.path().join("gate");
+    let mut grow = Command::new(gust_e2e::gust_bin())
+        .args(["expand", "--local", "2"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .env("GUST_DEBUG_MOVE_GATE", &gate)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    let mut err = BufReader::new(grow.stderr.take().unwrap());
+    while !said.contains("first pass done") {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "gust expand ended before its first pass: {said}");
+        said.push_str(&line);
+    }
+    let mut want: BTreeMap<String, Vec<u8>> = (0..files).map(|i| (path(i), content(i))).collect();
+    for i in (0..files).step_by(7) {
+        let new = common::pattern(1_000_000 + i as u64, (i * 31) % 90_000 + 1);
+        common::put(&c, &path(i), &new);
+        want.insert(path(i), new);
+    }
+    for i in (1..files).step_by(11) {
+        let keep = want[&path(i)].len() / 3;
+        c.truncate(&path(i), keep as u64).unwrap();
+        let w = want.get_mut(&path(i)).unwrap();
+        w.truncate(keep);
+        if i % 2 == 1 {
+            // Longer again: what was past the shortened end must read as zeros.
+            c.truncate(&path(i), (keep + 40_000) as u64).unwrap();
+            w.resize(keep + 40_000, 0);
+        }
+    }
+    for i in (2..files).step_by(13) {
+        c.unlink(&path(i)).unwrap();
+        want.remove(&path(i));
+    }
+    for i in (3..files).step_by(17) {
+        if let Some(d) = want.remove(&path(i)) {
+            let to = format!("{}.renamed", path(i));
+            c.rename(&path(i), &to).unwrap();
+            want.insert(to, d);
+        }
+    }
+    for i in 0..40 {
+        let p = format!("/data/d{}/new{i}", i % 10);
+        let d = common::pattern(2_000_000 + i, i as usize * 3_001 + 1);
+        common::put(&c, &p, &d);
+        want.insert(p, d);
+    }
+    unsafe { libc::kill(inst.daemon_pid(1) as i32, libc::SIGKILL) };
+    assert!(common_wait(|| inst.daemon_gone(1)));
+    inst.restart_daemon(1);
+    assert!(common_wait(|| inst.client().ping(1).is_ok()), "daemon 1 did not start again");
+    std::fs::write(&gate, b"").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let out = grow.wait_with_output().unwrap();
+    assert!(out.status.success(), "gust expand failed: {said}{rest}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(n(&summary, "daemons"), 4.0, "{summary}");
+
+    for c in [&c, &inst.client()] {
+        for (p, d) in &want {
+            assert!(common::get(c, p) == *d, "{p} reads back other bytes than it holds ({} bytes)", d.len());
+        }
+        for dir in 0..10 {
+            let prefix = format!("/data/d{dir}/");
+            let names: Vec<String> = want.keys().filter_map(|p| p.strip_prefix(&prefix)).map(str::to_string).collect();
+            assert_eq!(common::names(c, &format!("/data/d{dir}")), names, "listing of /data/d{dir}");
+        }
+    }
+    // Nothing of what went is kept anywhere: the chunk bytes stored are the
+    // files' bytes (rounded up to 4 KiB blocks per chunk of 16 KiB).
+    let stored: f64 = stored_bytes(&inst).iter().sum();
+    let live: f64 = want.values().map(|d| d.len() as f64).sum();
+    let rounding = want.values().map(|d| d.len().div_ceil(16 << 10) as f64 * 4096.0).sum::<f64>();
+    assert!(stored <= live + rounding, "{stored} bytes stored for {live} bytes of files");
+    eprintln!("{said}{rest}stored {stored} bytes for {live}");
+}
+
 /// Bytes of chunk data each daemon stores: allocated blocks of the local chunk
 /// files under its chunks directory (named by the file id's 32 hex digits; their
 /// checksum files, one per file whatever its size, are not counted).

@@ -69,6 +69,13 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The last `lines` lines of the file at `path` (empty if it cannot be read).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let t = std::fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<&str> = t.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -78,11 +85,4 @@ mod tests {
         assert_eq!(super::shell_quote("it's"), "'it'\\''s'");
         assert_eq!(super::shell_quote(""), "''");
     }
-}
-
-/// The last `lines` lines of the file at `path` (empty if it cannot be read).
-pub fn tail(path: &Path, lines: usize) -> String {
-    let t = std::fs::read_to_string(path).unwrap_or_default();
-    let v: Vec<&str> = t.lines().collect();
-    v[v.len().saturating_sub(lines)..].join("\n")
 }

@@ -140,6 +140,11 @@ pub enum MoveStep {
     Adopt,
     /// Serve the old layout again (before any `copy`).
     Abort,
+    /// Before `prepare`, while the old layout is served: send the joining daemons
+    /// (those past `placed` in the hosts file) what the layout over every listed
+    /// daemon places on them, and note what changes here meanwhile; `copy` then
+    /// sends only that (docs/DESIGN.md, "Growing and shrinking").
+    Precopy,
 }
 
 /// Where a daemon's part in a move stands (the answer to `move`): the last step it
@@ -669,6 +674,10 @@ requests! {
     /// gone (ENODATA), a create finds it (EEXIST).
     69 OP_SET_XATTR "set_xattr" SetXattr { path: String, name: String, value: Option<Vec<u8>>, flags: u32, ctime_ns: i64 }
         idempotent(value.is_some() && *flags & crate::xattr::XATTR_CREATE == 0) copies(All) recovering(Refuses) trace(MdUpdate) dir(Some(crate::path::parent(path))),
+    /// What a move's first pass sent here (`precopy`) and its sender no longer
+    /// holds: records by store key, and spans of file `file_id`'s chunks (made
+    /// holes). Either may be empty. Answers `Ok`.
+    70 OP_MOVE_DROP "move_drop" MoveDrop { keys: Vec<Vec<u8>>, file_id: u128, spans: Vec<Span> } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdUpdate),
 }
 
 impl Request {
@@ -1479,6 +1488,12 @@ mod tests {
                  0700000000000000"
                     .into(),
             ),
+            (
+                Request::MoveDrop { keys: vec![vec![1]], file_id: 7, spans: vec![Span { offset: 0, len: 4096 }] },
+                "46000000  0100000000000000 0100000000000000 01  07000000000000000000000000000000  \
+                 0100000000000000 0000000000000000 00100000"
+                    .into(),
+            ),
         ]
     }
 
@@ -1599,6 +1614,7 @@ mod tests {
                 (67, "move", true),
                 (68, "move_in", true),
                 (69, "set_xattr", false),
+                (70, "move_drop", true),
             ]
         );
         for (code, name) in OPS {
@@ -1606,7 +1622,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 69);
+        assert_eq!(OP_MAX, 70);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1854,19 +1870,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 1200 0100 0100000000000000 04000000 00000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1300 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1200 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+            show(&hex("47555354 1300 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
         );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 1200 0d00 0807060504030201 30000000 02000000 00000000  \
+        let want = hex("47555354 1300 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1874,7 +1890,7 @@ mod tests {
         let req = sample_lock();
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 1200 3600 0300000000000000 49000000 00000000 00000000  \
+        let want = hex("47555354 1300 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
@@ -1883,13 +1899,13 @@ mod tests {
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1200 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+            show(&hex("47555354 1300 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
         );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
         let want =
-            hex("47555354 1200 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
+            hex("47555354 1300 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

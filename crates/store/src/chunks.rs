@@ -19,12 +19,13 @@ pub use crate::chunk_file::Local;
 use crate::chunk_file::{whole_block_sums, Access};
 use crate::sums;
 use gust_proto::Span;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::Res;
@@ -39,6 +40,38 @@ pub struct ChunkStore {
     /// How the local files are read and written with their sums (chunk_file.rs).
     access: Access,
     quota: Option<Quota>,
+    /// Files whose bytes may have changed since `track_changes` began (a move's
+    /// first pass, gust-daemon's moves: what it sent of them is sent again).
+    changes: Changes,
+}
+
+/// The ids of local files changed while tracking is on. A change is noted after
+/// it is made, so a reader that starts after tracking began either sees the
+/// change or finds the file noted.
+/// Past this many, the changes are not told apart any more: every file counts
+/// as changed (a move whose coordinator went away leaves tracking on until the
+/// next move, and the set must not grow without bound meanwhile).
+const CHANGES_MAX: usize = 1 << 20;
+
+#[derive(Default)]
+struct Changes {
+    on: AtomicBool,
+    /// None: more than `CHANGES_MAX` noted.
+    ids: Mutex<Option<HashSet<u128>>>,
+}
+
+impl Changes {
+    fn note(&self, id: u128) {
+        if self.on.load(Ordering::SeqCst) {
+            let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(set) = ids.as_mut() {
+                set.insert(id);
+                if set.len() > CHANGES_MAX {
+                    *ids = None;
+                }
+            }
+        }
+    }
 }
 
 /// A declared capacity and the bytes counted against it (allocated blocks). Writes
@@ -74,6 +107,7 @@ impl ChunkStore {
             open: Mutex::new(HashMap::new()),
             access: Access::new("chunk store".into(), 0, true),
             quota: None,
+            changes: Changes::default(),
         })
     }
 
@@ -172,7 +206,26 @@ impl ChunkStore {
     /// A copy into it is followed by [`ChunkStore::sum_spans`], a copy out of it
     /// preceded by [`ChunkStore::verify_spans`].
     pub fn local_file(&self, file_id: u128, create: bool) -> Res<Option<Arc<Local>>> {
-        self.file(file_id, create)
+        let f = self.file(file_id, create);
+        if create {
+            // Written through the descriptor from now on, out of the store's sight.
+            self.changes.note(file_id);
+        }
+        f
+    }
+
+    /// Starts noting which local files change (writes, truncates, removals, files
+    /// handed out to be written), forgetting any noted before.
+    pub fn track_changes(&self) {
+        *self.changes.ids.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashSet::new());
+        self.changes.on.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops noting changes; the files noted since `track_changes` (None: too
+    /// many to tell apart, any file may have changed).
+    pub fn take_changes(&self) -> Option<HashSet<u128>> {
+        self.changes.on.store(false, Ordering::SeqCst);
+        self.changes.ids.lock().unwrap_or_else(|e| e.into_inner()).replace(HashSet::new())
     }
 
     pub fn write(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
@@ -184,6 +237,12 @@ impl ChunkStore {
     /// not match its sum (EBADMSG: the bytes were corrupted on their way here), or
     /// if the sums do not count the pieces (EINVAL).
     pub fn write_checked(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64]) -> Res<u64> {
+        let r = self.write_unnoted(file_id, spans, data, given);
+        self.changes.note(file_id);
+        r
+    }
+
+    fn write_unnoted(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64]) -> Res<u64> {
         // Whole blocks' sums, computed (and checked against `given`) before anything
         // is written, and stored after.
         let whole = whole_block_sums(spans, data, given)?;
@@ -209,6 +268,12 @@ impl ChunkStore {
     /// predate the write that poisoned them). A block the copy's spans do not
     /// cover whole is left. Returns how many blocks were rewritten.
     pub fn repair(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
+        let r = self.repair_unnoted(file_id, spans, data);
+        self.changes.note(file_id);
+        r
+    }
+
+    fn repair_unnoted(&self, file_id: u128, spans: &[Span], data: &[u8]) -> Res<u64> {
         let Some(f) = self.file(file_id, false)? else { return Ok(0) };
         let ranges = || spans.iter().filter(|s| s.len > 0).map(|s| (s.offset, s.offset + s.len as u64));
         let _regions = self.access.regions().lock(file_id, ranges());
@@ -385,6 +450,8 @@ impl ChunkStore {
     /// Sums the blocks of `spans` again from the local file's bytes (after
     /// staging copied into it).
     pub fn sum_spans(&self, file_id: u128, spans: &[Span]) -> Res<()> {
+        // Staging copied into the file: changed.
+        self.changes.note(file_id);
         let Some(f) = self.file(file_id, false)? else { return Ok(()) };
         let ranges = || spans.iter().filter(|s| s.len > 0).map(|s| (s.offset, s.offset + s.len as u64));
         let _regions = self.access.regions().lock(file_id, ranges());
@@ -436,6 +503,12 @@ impl ChunkStore {
     /// hole anyway), its sums with it; the new last block is summed again if its
     /// old bytes matched.
     pub fn truncate(&self, file_id: u128, size: u64) -> Res<()> {
+        let r = self.truncate_unnoted(file_id, size);
+        self.changes.note(file_id);
+        r
+    }
+
+    fn truncate_unnoted(&self, file_id: u128, size: u64) -> Res<()> {
         let Some(f) = self.file(file_id, false)? else { return Ok(()) };
         let _regions = self.access.regions().lock_all();
         let mut used = self.quota.as_ref().map(|q| q.used_bytes.lock().unwrap_or_else(|e| e.into_inner()));
@@ -472,6 +545,12 @@ impl ChunkStore {
     }
 
     pub fn remove(&self, file_id: u128) -> Res<()> {
+        let r = self.remove_unnoted(file_id);
+        self.changes.note(file_id);
+        r
+    }
+
+    fn remove_unnoted(&self, file_id: u128) -> Res<()> {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&file_id);
         let mut used = self.quota.as_ref().map(|q| q.used_bytes.lock().unwrap_or_else(|e| e.into_inner()));
         let len = fs::metadata(self.path(file_id)).map(|m| allocated(&m)).unwrap_or(0);
@@ -608,6 +687,33 @@ mod tests {
     /// A chunk punched out (it moved to another daemon) reads as zeros without a
     /// checksum error, its neighbours keep their bytes, and the store lists the
     /// local file (a move's walk) with its length unchanged.
+    /// Changes are noted only while tracking is on, by every way a local file
+    /// changes (a write, a truncate, a removal, a file handed out to be written,
+    /// staging's copy in), and reads are not changes.
+    #[test]
+    fn changes_are_noted_while_tracked() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let one = [Span { offset: 0, len: 1 }];
+        s.write(1, &one, b"a").unwrap();
+        s.track_changes();
+        let mut out = Vec::new();
+        s.read(1, &one, &mut out).unwrap();
+        s.local_file(1, false).unwrap();
+        assert!(s.take_changes().unwrap().is_empty(), "reads change nothing");
+        s.write(2, &one, b"b").unwrap();
+        assert!(s.take_changes().unwrap().is_empty(), "tracking stopped at take_changes");
+        s.track_changes();
+        s.write(3, &one, b"c").unwrap();
+        s.truncate(4, 0).unwrap();
+        s.remove(5).unwrap();
+        s.local_file(6, true).unwrap();
+        s.sum_spans(7, &one).unwrap();
+        let mut got: Vec<u128> = s.take_changes().unwrap().into_iter().collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![3, 4, 5, 6, 7]);
+    }
+
     #[test]
     fn a_punched_chunk_reads_as_a_hole_and_its_neighbours_stay() {
         let d = tempfile::tempdir().unwrap();

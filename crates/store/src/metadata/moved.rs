@@ -38,6 +38,28 @@ impl MetadataStore {
         Ok(out)
     }
 
+    /// Up to `max` record keys after key `after` (from the first if None), in
+    /// key order.
+    pub fn raw_keys_page(&self, after: Option<&[u8]>, max: usize) -> Res<Vec<Vec<u8>>> {
+        let start = after.map(|a| {
+            let mut k = a.to_vec();
+            k.push(0);
+            k
+        });
+        let mode = match &start {
+            Some(k) => rocksdb::IteratorMode::From(k, rocksdb::Direction::Forward),
+            None => rocksdb::IteratorMode::Start,
+        };
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(self.records_cf(), mode) {
+            out.push(item.map_err(Self::db_err)?.0.to_vec());
+            if out.len() >= max {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Puts records as given (replacing what is under their keys), atomically.
     pub fn put_raw(&self, records: &[RawRecordRef<'_>]) -> Res<()> {
         let keys: Vec<Vec<u8>> = records.iter().map(|(k, _, _)| k.to_vec()).collect();

@@ -10,15 +10,19 @@
 //! daemon itself (`WhileRecovering::Serves`: ping, stats, move) are not checked.
 //!
 //! The coordinating `gust` sends every daemon the steps of a move in order:
+//! * `precopy` (a grow only, while the old layout is served): a first pass sends
+//!   the joining daemons what the new layout places on them, and changes are
+//!   noted from then on (precopy.rs);
 //! * `prepare`: grants and claims are taken back and none is given until the end,
 //!   so no client caches anything of the old layout;
 //! * `freeze`: clients' requests are answered `MOVING` (they wait and send again)
 //!   once those under way ended; refused (EBUSY) while file locks are held here;
 //! * `copy` (the hosts file now says the new generation and `moving`): a thread
 //!   walks this daemon's records and local files, sends each record and chunk the
-//!   new layout places elsewhere to its new daemon (`move_in`, `write`), and
-//!   deletes it here once that daemon has it. Walking again finds only what is
-//!   left, so a copy that stopped (a daemon or the coordinator killed) resumes;
+//!   new layout places elsewhere to its new daemon (`move_in`, `write`) unless
+//!   the first pass sent it and it did not change, and deletes them here once
+//!   every daemon has them (copy.rs). Walking again finds only what is left, so
+//!   a copy that stopped (a daemon or the coordinator killed) resumes;
 //! * `adopt` (the hosts file no longer says `moving`): the new generation is
 //!   served, and grants are given again. `abort` (before any copy) serves the old.
 //!
@@ -28,21 +32,22 @@
 //! Not for: choosing daemons or starting them (gust-cli's resize.rs), placement
 //! (gust-placement).
 
+mod copy;
+mod precopy;
+mod sent;
+
 use crate::state::State;
 use gust_hosts::{HostsFile, Placement};
 use gust_placement::{CapacityWeighted, Distributor, WideStriping};
 use gust_proto::errno::{MOVED, MOVING};
-use gust_proto::{MoveProgress, MoveStep, MovedRecord, Reply, Request, Response, Span, WhileRecovering};
-use std::collections::{BTreeMap, HashMap};
+use gust_proto::{MoveProgress, MoveStep, MovedRecord, Reply, Request, Response, WhileRecovering};
+use sent::Sent;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
-
-/// Records per `move_in` request, and the body bytes at which one is sent sooner.
-const RECORDS_PER_REQUEST: usize = 512;
-const RECORD_BYTES_PER_REQUEST: usize = 256 << 10;
 /// Bound on waiting for requests under way to end (`freeze`).
 const DRAIN_MAX: Duration = Duration::from_secs(30);
 /// Bound on one call to another daemon during a copy.
@@ -57,6 +62,12 @@ pub struct Moves {
     in_flight: AtomicUsize,
     /// A copy thread runs.
     copying: AtomicBool,
+    /// A first pass runs.
+    precopying: AtomicBool,
+    /// The first pass is to stop (the move was called off).
+    cancel: AtomicBool,
+    /// What the last first pass sent, until a copy or an abort takes it.
+    sent: Mutex<Option<Sent>>,
     hosts_file: OnceLock<PathBuf>,
     /// The daemon's state, for the copy thread.
     state: OnceLock<std::sync::Weak<State>>,
@@ -96,6 +107,9 @@ impl Moves {
             frozen: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             copying: AtomicBool::new(false),
+            precopying: AtomicBool::new(false),
+            cancel: AtomicBool::new(false),
+            sent: Mutex::new(None),
             hosts_file: OnceLock::new(),
             state: OnceLock::new(),
             progress: Mutex::new(MoveProgress {
@@ -160,7 +174,9 @@ impl Moves {
     fn set_step(&self, step: MoveStep, generation: u32) {
         let mut p = lock(&self.progress);
         if p.step != step || p.generation != generation {
-            if step == MoveStep::Prepare {
+            // A first pass's counts stay for the copy after it.
+            let after_precopy = p.step == MoveStep::Precopy && p.generation == generation;
+            if step == MoveStep::Precopy || (step == MoveStep::Prepare && !after_precopy) {
                 (p.records, p.chunks, p.bytes) = (0, 0, 0);
             }
             p.step = step;
@@ -184,6 +200,7 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
     let m = &state.moves;
     match step {
         MoveStep::Status => {}
+        MoveStep::Precopy => start_precopy(state, generation)?,
         MoveStep::Prepare => {
             m.set_step(step, generation);
             state.grants.pause(true);
@@ -195,6 +212,8 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
             if m.copying.load(Ordering::SeqCst) || lock(&m.progress).step == MoveStep::Copy {
                 return Err(libc::EBUSY);
             }
+            m.cancel.store(true, Ordering::SeqCst);
+            forget_first_pass(state);
             m.frozen.store(false, Ordering::SeqCst);
             state.grants.pause(false);
             m.set_step(MoveStep::Adopt, m.generation());
@@ -241,7 +260,7 @@ fn start_copy(state: &State, generation: u32) -> Result<(), i32> {
         std::thread::Builder::new()
             .name("gust-move".into())
             .spawn(move || {
-                let r = copy(&st, &hosts);
+                let r = run_copy(&st, &hosts);
                 let mut p = lock(&st.moves.progress);
                 match r {
                     Ok(()) if p.generation == generation => p.done = true,
@@ -277,6 +296,7 @@ fn adopt(state: &State, generation: u32) -> Result<(), i32> {
             warn!(file_id = id, errno = e, "move: an emptied chunk file stays");
         }
     }
+    forget_first_pass(state);
     // What `gust status` shows as used changed with the copy.
     state.metrics.forget_chunk_usage();
     m.generation.store(generation, Ordering::SeqCst);
@@ -287,6 +307,85 @@ fn adopt(state: &State, generation: u32) -> Result<(), i32> {
     m.set_step(MoveStep::Adopt, generation);
     info!(generation, placement = hosts.placement.name(), "serving the new layout");
     Ok(())
+}
+
+/// `precopy`: before the move to `generation`, while the old layout is served,
+/// starts the first pass (precopy.rs) unless one runs; its end is in the
+/// progress `status` shows.
+fn start_precopy(state: &State, generation: u32) -> Result<(), i32> {
+    let m = &state.moves;
+    let hosts = m.load_hosts()?;
+    if hosts.moving || hosts.generation >= generation {
+        return Err(libc::ESTALE);
+    }
+    if hosts.placed_count() as usize >= hosts.daemons.len() {
+        return Err(libc::EINVAL); // nobody joins
+    }
+    if m.precopying.swap(true, Ordering::SeqCst) {
+        return Ok(());
+    }
+    m.cancel.store(false, Ordering::SeqCst);
+    m.set_step(MoveStep::Precopy, generation);
+    lock(&m.progress).done = false;
+    let Some(st) = m.state.get().and_then(|w| w.upgrade()) else {
+        m.precopying.store(false, Ordering::SeqCst);
+        return Err(libc::EIO);
+    };
+    let spawned = std::thread::Builder::new().name("gust-precopy".into()).spawn(move || {
+        let (sent, r) = precopy::run(&st, &hosts, generation);
+        *lock(&st.moves.sent) = Some(sent);
+        let mut p = lock(&st.moves.progress);
+        match r {
+            Ok(()) if p.generation == generation => p.done = true,
+            Ok(()) => {}
+            Err(e) => {
+                warn!("first pass of the move to generation {generation}: {e}");
+                p.error = e;
+                p.done = true;
+            }
+        }
+        drop(p);
+        st.moves.precopying.store(false, Ordering::SeqCst);
+    });
+    if spawned.is_err() {
+        m.precopying.store(false, Ordering::SeqCst);
+        return Err(libc::EAGAIN);
+    }
+    Ok(())
+}
+
+/// The copy thread: waits for a first pass still running, takes what it sent
+/// (or what its intent log says, after a restart), and copies (copy.rs).
+fn run_copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
+    let m = &state.moves;
+    while m.precopying.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let dist = distributor(hosts)?;
+    let changed = state.chunks.take_changes();
+    let sent = match lock(&m.sent).take().filter(|s| s.generation == hosts.generation) {
+        Some(mut s) => {
+            // Whatever changed since the pass began counts; and all of it, if the
+            // pass stopped part way or placed by another layout.
+            s.changed = changed
+                .filter(|_| s.complete && s.layout == hosts.placed_count())
+                .map(|c| c.into_iter().chain(s.held.iter().copied()).collect());
+            s
+        }
+        None => {
+            let path = sent::log_path(&state.rootdir);
+            let logged = sent::load(&path, hosts.generation).map_err(|e| format!("{}: {e}", path.display()))?;
+            logged.unwrap_or_else(|| Sent::nothing(hosts.generation))
+        }
+    };
+    copy::copy(state, &*dist, hosts, sent)
+}
+
+/// Ends any first pass's state: what it sent, the changes noted, its log.
+fn forget_first_pass(state: &State) {
+    *lock(&state.moves.sent) = None;
+    state.chunks.take_changes();
+    let _ = std::fs::remove_file(sent::log_path(&state.rootdir));
 }
 
 /// Whether chunks of a placement spill to the next daemon when one is full (then
@@ -315,7 +414,11 @@ struct Peers<'a> {
     open: HashMap<u32, gust_rpc::Connection>,
 }
 
-impl Peers<'_> {
+impl<'a> Peers<'a> {
+    fn new(hosts: &'a HostsFile, secret: &'a [u8]) -> Peers<'a> {
+        Peers { hosts, secret, open: HashMap::new() }
+    }
+
     fn call(&mut self, to: u32, req: &Request, bulk: &[u8]) -> Result<Response, String> {
         if !self.open.get(&to).is_some_and(|c| c.alive()) {
             let d = self
@@ -340,164 +443,21 @@ impl Peers<'_> {
     }
 }
 
-/// Sends everything the layout of `hosts` places elsewhere to its daemon, and
-/// deletes it here once there.
-fn copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
-    let dist = distributor(hosts)?;
-    let mut peers = Peers { hosts, secret: &state.secret, open: HashMap::new() };
-    let started = Instant::now();
-    copy_records(state, &*dist, &mut peers)?;
-    copy_chunks(state, &*dist, &mut peers, hosts.chunk_size_bytes)?;
-    let p = lock(&state.moves.progress).clone();
-    info!(
-        records = p.records,
-        chunks = p.chunks,
-        bytes = p.bytes,
-        ms = started.elapsed().as_millis() as u64,
-        "move: this daemon's part is copied"
-    );
-    Ok(())
-}
-
-/// The records `dist` places elsewhere, a page at a time; those that leave go in
-/// one request per daemon (`send_records`).
-fn copy_records(state: &State, dist: &dyn Distributor, peers: &mut Peers) -> Result<(), String> {
-    let me = state.daemon_id;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = state.metadata.raw_page(after.as_deref(), RECORDS_PER_REQUEST).map_err(errno_text)?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.0.clone());
-        let mut leaving: BTreeMap<u32, Vec<gust_store::metadata::RawRecord>> = BTreeMap::new();
-        for rec in page {
-            let Some(path) = gust_store::keys::path_of(&rec.0) else {
-                warn!("move: a record key that names no path stays here");
-                continue;
-            };
-            let to = dist.locate_metadata(&path);
-            if to != me {
-                leaving.entry(to).or_default().push(rec);
-            }
-        }
-        for (to, recs) in leaving {
-            for part in batches(&recs) {
-                send_records(state, peers, to, part)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Sends records (with their inline data) to daemon `to` (`move_in`), then deletes
-/// them here.
-fn send_records(
-    state: &State,
-    peers: &mut Peers,
-    to: u32,
-    part: &[gust_store::metadata::RawRecord],
-) -> Result<(), String> {
-    let mut bulk = Vec::new();
-    let records = part
-        .iter()
-        .map(|(k, v, inline)| {
-            if let Some(d) = inline {
-                bulk.extend_from_slice(d);
-            }
-            MovedRecord { key: k.clone(), value: v.clone(), inline_len: inline.as_ref().map(|d| d.len() as u32) }
-        })
-        .collect();
-    peers.call(to, &Request::MoveIn { records }, &bulk)?;
-    let keys: Vec<Vec<u8>> = part.iter().map(|r| r.0.clone()).collect();
-    state.metadata.delete_raw(&keys).map_err(errno_text)?;
-    lock(&state.moves.progress).records += keys.len() as u64;
-    Ok(())
-}
-
-/// The chunks `dist` places elsewhere, a local file at a time (`copy_chunk_file`).
-fn copy_chunks(state: &State, dist: &dyn Distributor, peers: &mut Peers, chunk: u64) -> Result<(), String> {
-    let mut after: Option<u128> = None;
-    let mut buf = Vec::new();
-    loop {
-        let ids = state.chunks.file_ids(after, 256);
-        let Some(&last) = ids.last() else { break };
-        after = Some(last);
-        for id in ids {
-            copy_chunk_file(state, dist, peers, chunk, id, &mut buf)?;
-        }
-    }
-    Ok(())
-}
-
-/// Sends the chunks of local file `id` that `dist` places elsewhere to their
-/// daemons (those of zeros not at all), punches them out here, and notes the file
-/// for removal at `adopt` if none stays.
-fn copy_chunk_file(
-    state: &State,
-    dist: &dyn Distributor,
-    peers: &mut Peers,
-    chunk: u64,
-    id: u128,
-    buf: &mut Vec<u8>,
-) -> Result<(), String> {
-    let me = state.daemon_id;
-    let Some(len) = state.chunks.local_len(id).map_err(errno_text)? else { return Ok(()) };
-    let mut moved = Vec::new();
-    let mut kept = false;
-    for k in 0..len.div_ceil(chunk) {
-        let to = dist.locate_chunk(id, k);
-        if to == me {
-            kept = true;
-            continue;
-        }
-        let span = Span { offset: k * chunk, len: (len - k * chunk).min(chunk) as u32 };
-        let got = state.chunks.read(id, &[span], buf).map_err(errno_text)?;
-        let n = got.first().copied().unwrap_or(0) as usize;
-        if buf[..n].iter().any(|b| *b != 0) {
-            let write =
-                Request::Write { file_id: id, spans: vec![Span { offset: span.offset, len: n as u32 }], sums: vec![] };
-            peers.call(to, &write, &buf[..n])?;
-            let mut p = lock(&state.moves.progress);
-            p.chunks += 1;
-            p.bytes += n as u64;
-        }
-        moved.push(span);
-    }
-    if moved.is_empty() {
-        return Ok(());
-    }
-    for s in moved {
-        state.chunks.punch(id, s.offset, s.len as u64).map_err(errno_text)?;
-    }
-    if !kept {
-        lock(&state.moves.emptied).push(id);
-    }
-    Ok(())
-}
-
-/// Records in requests of at most `RECORDS_PER_REQUEST` records and about
-/// `RECORD_BYTES_PER_REQUEST` bytes of keys and values.
-fn batches(recs: &[gust_store::metadata::RawRecord]) -> Vec<&[gust_store::metadata::RawRecord]> {
-    let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, r) in recs.iter().enumerate() {
-        bytes += r.0.len() + r.1.len();
-        if i + 1 - start >= RECORDS_PER_REQUEST || bytes >= RECORD_BYTES_PER_REQUEST {
-            out.push(&recs[start..=i]);
-            (start, bytes) = (i + 1, 0);
-        }
-    }
-    if start < recs.len() {
-        out.push(&recs[start..]);
-    }
-    out
-}
-
 fn errno_text(e: i32) -> String {
     format!("local store: {}", gust_proto::errno::name(e).unwrap_or("error"))
 }
 
-/// Serves `move_in`: records another daemon's copy sends here.
-pub fn move_in(state: &State, records: &[MovedRecord], bulk: &[u8]) -> Reply {
+/// Serves `move_in` and `move_drop`: what another daemon's move sends here.
+pub fn serve_in(state: &State, req: Request, bulk: &[u8]) -> Reply {
+    match req {
+        Request::MoveIn { records } => move_in(state, &records, bulk),
+        Request::MoveDrop { keys, file_id, spans } => move_drop(state, &keys, file_id, &spans),
+        _ => Err(libc::EPROTO),
+    }
+}
+
+/// `move_in`: records put as they are.
+fn move_in(state: &State, records: &[MovedRecord], bulk: &[u8]) -> Reply {
     let mut at = 0usize;
     let mut put = Vec::with_capacity(records.len());
     for r in records {
@@ -518,6 +478,29 @@ pub fn move_in(state: &State, records: &[MovedRecord], bulk: &[u8]) -> Reply {
         return Err(libc::EINVAL);
     }
     state.metadata.put_raw(&put)?;
+    Ok(Response::Ok)
+}
+
+/// `move_drop`: records deleted by key, spans of a file's chunks made holes (a
+/// file left empty is removed at `adopt`).
+fn move_drop(state: &State, keys: &[Vec<u8>], file_id: u128, spans: &[gust_proto::Span]) -> Reply {
+    for k in keys {
+        let path = gust_store::keys::path_of(k).ok_or(libc::EINVAL)?;
+        gust_proto::path::validate(&path)?;
+    }
+    if !keys.is_empty() {
+        state.metadata.delete_raw(keys)?;
+    }
+    let block = gust_store::sums::SUM_BLOCK_BYTES as u64;
+    if spans.iter().any(|s| !s.offset.is_multiple_of(block)) {
+        return Err(libc::EINVAL);
+    }
+    for s in spans.iter().filter(|s| s.len > 0) {
+        state.chunks.punch(file_id, s.offset, s.len as u64)?;
+    }
+    if !spans.is_empty() {
+        lock(&state.moves.emptied).push(file_id);
+    }
     Ok(Response::Ok)
 }
 
@@ -547,20 +530,5 @@ mod tests {
         assert_eq!(m.admit(3, &stat).err(), Some(MOVING));
         assert!(m.admit(3, &Request::Move { step: MoveStep::Status, generation: 3 }).is_ok());
         assert_eq!(m.in_flight.load(Ordering::SeqCst), 0);
-    }
-
-    /// Batches of `move_in` keep to their bounds and cover every record once.
-    #[test]
-    fn batches_cover_every_record_within_bounds() {
-        let recs: Vec<gust_store::metadata::RawRecord> = (0..1300)
-            .map(|i| (vec![b'/', 0, (i % 250) as u8], vec![0u8; if i % 7 == 0 { 3000 } else { 10 }], None))
-            .collect();
-        let parts = batches(&recs);
-        assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), recs.len());
-        for p in &parts {
-            assert!(p.len() <= RECORDS_PER_REQUEST);
-            let bytes: usize = p.iter().map(|r| r.0.len() + r.1.len()).sum();
-            assert!(bytes < RECORD_BYTES_PER_REQUEST + 3100, "{bytes}");
-        }
     }
 }
