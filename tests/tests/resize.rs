@@ -282,6 +282,41 @@ fn what_changes_after_a_first_pass_arrives_as_it_is() {
     eprintln!("{said}{rest}stored {stored} bytes for {live}");
 }
 
+/// A grow whose coordinator stopped after the first pass, before the move
+/// began (as if killed), leaves the instance serving as it was; `--resume`
+/// sends the joining daemons away and the daemons forget the pass (its intent
+/// logs go); a grow after that moves everything as if the first had not been.
+#[test]
+fn a_grow_stopped_in_its_first_pass_is_called_off() {
+    let inst = Instance::start_with(2, &["--chunk-size", CHUNK]);
+    let c = inst.client();
+    let files = 300;
+    write_all(&c, files);
+    let out = Command::new(gust_e2e::gust_bin())
+        .args(["expand", "--local", "2"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .env("GUST_DEBUG_MOVE_STOP_BEFORE", "prepare")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the coordinator should have stopped: {}", String::from_utf8_lossy(&out.stderr));
+    let logs = || inst.hosts_file().daemons[..2].iter().filter(|d| d.rootdir.join("move-precopy.log").exists()).count();
+    assert_eq!(logs(), 2, "each daemon that holds data keeps an intent log of its first pass");
+    // Served as before, by the two.
+    check_all(&c, files, "after the first pass");
+    common::put(&c, "/later", b"written after the first pass");
+    let refused = inst.gust(&["expand", "--local", "1"]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--resume"));
+    let off = inst.gust(&["expand", "--resume"]);
+    assert!(off.status.success(), "{}", String::from_utf8_lossy(&off.stderr));
+    let h = inst.hosts_file();
+    assert_eq!((h.daemons.len(), h.placed_count(), h.moving, h.generation), (2, 2, false, 1));
+    assert_eq!(logs(), 0, "the intent logs go with the first pass");
+    let grown = resize(&inst, &["expand", "--local", "2"]);
+    assert_eq!(n(&grown, "daemons"), 4.0, "{grown}");
+    check_all(&c, files, "after the grow");
+    assert_eq!(common::get(&c, "/later"), b"written after the first pass");
+}
+
 /// Bytes of chunk data each daemon stores: allocated blocks of the local chunk
 /// files under its chunks directory (named by the file id's 32 hex digits; their
 /// checksum files, one per file whatever its size, are not counted).

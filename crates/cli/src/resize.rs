@@ -1,7 +1,7 @@
 //! `gust expand` and `gust shrink`: grow or shrink a running instance, moving
 //! exactly the records and chunks whose daemon the new layout changes
 //! (docs/DESIGN.md, "Growing and shrinking"; the daemons' side is gust-daemon's
-//! moves.rs).
+//! moves/).
 //!
 //! This command coordinates: it starts the new daemons (expand), then sends every
 //! daemon the steps of the move in order (prepare, freeze, copy, adopt), writing
@@ -28,7 +28,9 @@ pub struct ExpandArgs {
     /// Directory of the new daemons' root directories [default: where daemon 0's is].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Finish a move that was interrupted (the coordinating `gust` or a daemon killed).
+    /// Finish a move that was interrupted (the coordinating `gust` or a daemon
+    /// killed), or, if it stopped before its move began, send the joining daemons
+    /// away again.
     #[arg(long)]
     pub resume: bool,
     /// Seconds to wait for the new daemons to answer.
@@ -93,8 +95,8 @@ fn check_where(h: &HostsFile) -> Result<(), String> {
     }
     if h.placed_count() as usize != h.daemons.len() && !h.moving {
         return Err(format!(
-            "{} daemons are listed but {} hold data: an earlier `gust expand` stopped while starting its \
-             daemons; the instance serves on with the {} (`gust stop` stops them all)",
+            "{} daemons are listed but {} hold data: an earlier `gust expand` stopped before its move \
+             began; the instance serves on with the {} (`gust expand --resume` sends the others away)",
             h.daemons.len(),
             h.placed_count(),
             h.placed_count()
@@ -106,6 +108,9 @@ fn check_where(h: &HostsFile) -> Result<(), String> {
 pub fn expand(a: ExpandArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
     let h = load(&p)?;
+    if a.resume && !h.moving && (h.placed_count() as usize) < h.daemons.len() {
+        return call_off(&p, &h);
+    }
     check(&h, a.resume)?;
     if a.resume {
         return drive(&p, None, None);
@@ -199,6 +204,9 @@ pub fn change_placement(p: &Path, to: Placement) -> Result<(), String> {
 /// (None, None: finish the move under way).
 fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<(), String> {
     let started = Instant::now();
+    // What the summary tells apart: until the first pass ended, and from the
+    // freeze on (clients held off).
+    let (mut first_pass_s, mut held_from) = (0.0, started);
     let c = Client::open_instance(p, ClientOptions { rpc_timeout: Duration::from_secs(120), ..Default::default() })?;
     let h = load(p)?;
     let all: Vec<u32> = h.daemons.iter().map(|d| d.id).collect();
@@ -236,6 +244,12 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
         if placement.is_none() && placed > from {
             first_pass(&c, &all[..from as usize], generation);
         }
+        first_pass_s = started.elapsed().as_secs_f64();
+        // Tests stop here, as a coordinator killed during the first pass would.
+        if std::env::var("GUST_DEBUG_MOVE_STOP_BEFORE").is_ok_and(|v| v == "prepare") {
+            return Err("stopped before prepare (GUST_DEBUG_MOVE_STOP_BEFORE=prepare)".into());
+        }
+        held_from = Instant::now();
         let mut frozen = Vec::new();
         let begun = all.iter().try_for_each(|&d| step(d, MoveStep::Prepare).map(|_| ())).and_then(|()| {
             all.iter().try_for_each(|&d| {
@@ -315,21 +329,13 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
     for &d in all.iter().filter(|d| !leaving.contains(d)) {
         step(d, MoveStep::Adopt)?;
     }
+    let held_s = held_from.elapsed().as_secs_f64();
     for &d in &leaving {
         if let Err(e) = c.shutdown_daemon(d, false) {
             eprintln!("gust: daemon {d} (it holds nothing now) did not stop: {e}");
         }
     }
-    // Gone, with their root directories, before this returns (a next expand may
-    // use the same directory names).
-    let me = gust_hosts::this_host();
-    for e in h.daemons.iter().filter(|e| leaving.contains(&e.id) && e.host == me) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        // SAFETY: kill with signal 0 only asks whether the process exists.
-        while unsafe { libc::kill(e.pid as i32, 0) } == 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+    wait_gone(&h, &leaving);
     let (records, chunks, bytes) =
         states.iter().fold((0, 0, 0), |(r, k, b), s| (r + s.records, k + s.chunks, b + s.bytes));
     let summary = serde_json::json!({
@@ -340,6 +346,8 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
         "chunks_moved": chunks,
         "bytes_moved": bytes,
         "seconds": started.elapsed().as_secs_f64(),
+        "first_pass_seconds": first_pass_s,
+        "held_seconds": held_s,
     });
     eprintln!(
         "gust: now {} daemons (layout generation {generation}); moved {records} record(s), {chunks} chunk(s), {} in {:.1} s",
@@ -401,20 +409,54 @@ fn first_pass(c: &Client, daemons: &[u32], generation: u32) {
     }
 }
 
+/// An expand that stopped before its move began (its coordinator killed during
+/// the first pass, say): the daemons that hold data forget the first pass, the
+/// joining ones leave again, and the instance serves on as it was.
+fn call_off(p: &Path, h: &HostsFile) -> Result<(), String> {
+    let placed = h.placed_count();
+    let c = Client::open_instance(p, ClientOptions::default())?;
+    for d in h.daemons.iter().map(|d| d.id).filter(|id| *id < placed) {
+        c.move_step(d, MoveStep::Abort, h.generation + 1).map_err(|e| format!("daemon {d}: abort: {e}"))?;
+    }
+    send_away_joining(Some(&c), p, placed)?;
+    eprintln!(
+        "gust: the expand to {} daemons stopped before its move began: the {} that joined left again, and the \
+         instance serves on with its {placed}; run `gust expand` again to grow it",
+        h.daemons.len(),
+        h.daemons.len() as u32 - placed
+    );
+    Ok(())
+}
+
 /// Daemons that joined for a move that does not happen (ids from `from` on)
 /// leave again: stopped (through `c`, if any) and off the hosts file.
 fn send_away_joining(c: Option<&Client>, p: &Path, from: u32) -> Result<(), String> {
-    let joined: Vec<u32> = load(p)?.daemons.iter().map(|d| d.id).filter(|id| *id >= from).collect();
+    let h = load(p)?;
+    let joined: Vec<u32> = h.daemons.iter().map(|d| d.id).filter(|id| *id >= from).collect();
     if let Some(c) = c {
-        for d in joined {
+        for &d in &joined {
             let _ = c.shutdown_daemon(d, false);
         }
+        wait_gone(&h, &joined);
     }
     gust_hosts::update(p, |h| {
         h.daemons.retain(|d| d.id < from);
         h.placed = None;
     })
     .map_err(|e| e.to_string())
+}
+
+/// Waits (up to 10 s each) until the daemons `ids` of this host have exited,
+/// with their root directories: a next expand may use the same names.
+fn wait_gone(h: &HostsFile, ids: &[u32]) {
+    let me = gust_hosts::this_host();
+    for e in h.daemons.iter().filter(|e| ids.contains(&e.id) && e.host == me) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        while unsafe { libc::kill(e.pid as i32, 0) } == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 fn step_name(s: MoveStep) -> &'static str {

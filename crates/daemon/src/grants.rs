@@ -303,7 +303,7 @@ pub struct Grants {
     dir_changes: Vec<AtomicU64>,
     /// `table.claims.len()`, read without the lock by every request.
     claims_held: std::sync::atomic::AtomicUsize,
-    /// A move to a new layout is under way (moves.rs): no grant or claim is given.
+    /// A move to a new layout is under way (moves/): no grant or claim is given.
     paused: std::sync::atomic::AtomicBool,
     /// Recalls of size keys under way (their sizes not applied yet): looks at
     /// records wait for them (`begin_look`).

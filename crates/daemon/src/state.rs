@@ -43,7 +43,7 @@ pub struct State {
     pub proxy: std::sync::OnceLock<crate::proxy::Proxy>,
     /// Its cores, niceness and bandwidth limit (qos.rs).
     pub qos: crate::qos::Qos,
-    /// Its layout generation and its part in a move to a new one (moves.rs).
+    /// Its layout generation and its part in a move to a new one (moves/).
     pub moves: crate::moves::Moves,
 }
 

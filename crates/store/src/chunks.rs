@@ -369,7 +369,7 @@ impl ChunkStore {
     }
 
     /// Up to about `max` ids of local files after `after`, in order (a move's walk
-    /// over every local file: gust-daemon's moves.rs).
+    /// over every local file: gust-daemon's moves/).
     pub fn file_ids(&self, after: Option<u128>, max: usize) -> Vec<u128> {
         let mut out = Vec::new();
         for dir in after.map_or(0, |a| (a >> 120) as usize)..256 {

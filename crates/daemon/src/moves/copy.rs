@@ -44,7 +44,7 @@ pub(super) fn copy(
     let started = Instant::now();
     let mut peers = Peers::new(hosts, &state.secret);
     let chunk = hosts.chunk_size_bytes;
-    update_records(state, dist, &mut peers, &mut sent)?;
+    let moved = update_records(state, dist, &mut peers, &mut sent)?;
     update_chunks(state, dist, &mut peers, chunk, &mut sent)?;
     drop_left(&mut peers, sent)?;
     let log = sent::log_path(&state.rootdir);
@@ -53,7 +53,9 @@ pub(super) fn copy(
             return Err(format!("cannot remove {}: {e}", log.display()));
         }
     }
-    delete_records(state, dist)?;
+    for keys in moved.chunks(RECORDS_PER_REQUEST) {
+        state.metadata.delete_raw(keys).map_err(errno_text)?;
+    }
     punch_chunks(state, dist, chunk)?;
     let p = lock(&state.moves.progress).clone();
     info!(
@@ -66,17 +68,28 @@ pub(super) fn copy(
     Ok(())
 }
 
-/// Every record `dist` places elsewhere, there as it is here.
-fn update_records(state: &State, dist: &dyn Distributor, peers: &mut Peers, sent: &mut Sent) -> Result<(), String> {
+/// Records looked at per page of a walk.
+pub(super) const PAGE: usize = 2048;
+
+/// Every record `dist` places elsewhere, there as it is here; their keys.
+fn update_records(
+    state: &State,
+    dist: &dyn Distributor,
+    peers: &mut Peers,
+    sent: &mut Sent,
+) -> Result<Vec<Vec<u8>>, String> {
     let me = state.daemon_id;
+    let leaves = |k: &[u8]| destination(dist, k).is_some_and(|to| to != me);
+    let mut moved = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let page = state.metadata.raw_page(after.as_deref(), RECORDS_PER_REQUEST).map_err(errno_text)?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.0.clone());
+        let (page, last) = state.metadata.raw_page_where(after.as_deref(), PAGE, leaves).map_err(errno_text)?;
+        let Some(last) = last else { break };
+        after = Some(last);
         let mut leaving: BTreeMap<u32, Vec<RawRecord>> = BTreeMap::new();
         for rec in page {
-            let Some(to) = destination(dist, &rec.0).filter(|to| *to != me) else { continue };
+            let Some(to) = destination(dist, &rec.0) else { continue };
+            moved.push(rec.0.clone());
             match sent.records.get(&rec.0) {
                 Some(&(t, h)) if t == to => {
                     sent.records.remove(&rec.0);
@@ -95,7 +108,7 @@ fn update_records(state: &State, dist: &dyn Distributor, peers: &mut Peers, sent
             }
         }
     }
-    Ok(())
+    Ok(moved)
 }
 
 /// The daemon `dist` places the record of store key `key` on (None: a key that
@@ -278,23 +291,6 @@ fn drop_left(peers: &mut Peers, sent: Sent) -> Result<(), String> {
         }
         for (to, spans) in by {
             peers.call(to, &Request::MoveDrop { keys: vec![], file_id: id, spans: block_aligned(spans) }, &[])?;
-        }
-    }
-    Ok(())
-}
-
-/// Deletes the records `dist` places elsewhere (they are there now).
-fn delete_records(state: &State, dist: &dyn Distributor) -> Result<(), String> {
-    let me = state.daemon_id;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let keys = state.metadata.raw_keys_page(after.as_deref(), RECORDS_PER_REQUEST).map_err(errno_text)?;
-        let Some(last) = keys.last() else { break };
-        after = Some(last.clone());
-        let leaving: Vec<Vec<u8>> =
-            keys.into_iter().filter(|k| destination(dist, k).is_some_and(|to| to != me)).collect();
-        if !leaving.is_empty() {
-            state.metadata.delete_raw(&leaving).map_err(errno_text)?;
         }
     }
     Ok(())

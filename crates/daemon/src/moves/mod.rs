@@ -367,9 +367,7 @@ fn run_copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
         Some(mut s) => {
             // Whatever changed since the pass began counts; and all of it, if the
             // pass stopped part way or placed by another layout.
-            s.changed = changed
-                .filter(|_| s.complete && s.layout == hosts.placed_count())
-                .map(|c| c.into_iter().chain(s.held.iter().copied()).collect());
+            s.changed = changed.filter(|_| s.complete && s.layout == hosts.placed_count());
             s
         }
         None => {

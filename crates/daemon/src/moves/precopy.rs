@@ -11,12 +11,18 @@
 //! grow (`gust expand`), where everything that moves goes to a new daemon; a
 //! shrink or a change of placement has none and copies all in `copy`.
 //!
-//! A file a client holds (short-circuit I/O) is not read (its holder writes it
-//! without requests) and counts as changed.
+//! The pass yields: after each request it sends it sleeps as long as the
+//! request's work took (`Pace`), so that it takes at most about half a core
+//! from the clients it runs beside (every daemon that holds data runs its pass at
+//! once). It is the part of a move clients do not wait for: slower is fine.
+//!
+//! A file a client holds (short-circuit I/O: its holder writes it without
+//! requests) is recalled before it is read, as a request reading its chunks
+//! here would recall it; handed out again later, it counts as changed.
 //!
 //! Not for: the steps' order (mod.rs), the copy (copy.rs).
 
-use super::copy::{batches, destination, read_chunk, send_records, write_chunk, RECORDS_PER_REQUEST};
+use super::copy::{batches, destination, read_chunk, send_records, write_chunk, PAGE};
 use super::sent::{self, Log, Sent};
 use super::{errno_text, Peers};
 use crate::state::State;
@@ -26,7 +32,7 @@ use gust_proto::Span;
 use gust_store::metadata::RawRecord;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::info;
 
 /// The pass over this daemon's records and chunks for layout `generation` of
@@ -52,7 +58,7 @@ fn pass(state: &State, hosts: &HostsFile, sent: &mut Sent) -> Result<(), String>
     let mut log = Log::create(&path, sent.generation).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     state.chunks.track_changes();
     let mut peers = Peers::new(hosts, &state.secret);
-    let mut w = Walk { state, target: &target, placed, peers: &mut peers, log: &mut log, sent };
+    let mut w = Walk { state, target: &target, placed, peers: &mut peers, log: &mut log, sent, pace: Pace::new() };
     w.records()?;
     w.chunks(hosts.chunk_size_bytes)?;
     w.log.flush().map_err(log_err)?;
@@ -79,6 +85,31 @@ struct Walk<'a, 'p> {
     peers: &'a mut Peers<'p>,
     log: &'a mut Log,
     sent: &'a mut Sent,
+    pace: Pace,
+}
+
+/// Sleeps as long as the work since the last sleep took (a duty cycle of one
+/// half), in steps of at least `PACE_MIN` of work.
+struct Pace {
+    since: Instant,
+}
+
+/// Work shorter than this goes on without a sleep (a sleep per small request
+/// would cost more in wake-ups than it gives back).
+const PACE_MIN: Duration = Duration::from_millis(2);
+
+impl Pace {
+    fn new() -> Pace {
+        Pace { since: Instant::now() }
+    }
+
+    fn step(&mut self) {
+        let worked = self.since.elapsed();
+        if worked >= PACE_MIN {
+            std::thread::sleep(worked);
+            self.since = Instant::now();
+        }
+    }
 }
 
 impl Walk<'_, '_> {
@@ -94,12 +125,14 @@ impl Walk<'_, '_> {
         let mut after: Option<Vec<u8>> = None;
         loop {
             self.cancelled()?;
-            let page = self.state.metadata.raw_page(after.as_deref(), RECORDS_PER_REQUEST).map_err(errno_text)?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.0.clone());
+            let (target, placed) = (self.target, self.placed);
+            let joins = |k: &[u8]| destination(target, k).is_some_and(|to| to >= placed);
+            let (page, last) = self.state.metadata.raw_page_where(after.as_deref(), PAGE, joins).map_err(errno_text)?;
+            let Some(last) = last else { break };
+            after = Some(last);
             let mut leaving: BTreeMap<u32, Vec<RawRecord>> = BTreeMap::new();
             for rec in page {
-                if let Some(to) = destination(self.target, &rec.0).filter(|to| *to >= self.placed) {
+                if let Some(to) = destination(self.target, &rec.0) {
                     leaving.entry(to).or_default().push(rec);
                 }
             }
@@ -120,6 +153,7 @@ impl Walk<'_, '_> {
         self.log.flush().map_err(log_err)?;
         send_records(self.state, self.peers, to, part)?;
         self.log.answered().map_err(log_err)?;
+        self.pace.step();
         for (r, h) in part.iter().zip(hashes) {
             self.sent.records.insert(r.0.clone(), (to, h));
         }
@@ -144,11 +178,11 @@ impl Walk<'_, '_> {
 
     fn file(&mut self, chunk: u64, id: u128, buf: &mut Vec<u8>) -> Result<(), String> {
         let grants = &self.state.grants;
-        // Read while no client is handed the file (as a scrub reads).
-        let Some(_held) = grants.hold_data_unless_held(id).map(|c| crate::grants::EndOnDrop(grants, Some(c))) else {
-            self.sent.held.insert(id);
-            return Ok(());
-        };
+        // Read while no client is handed the file: one that holds it (its
+        // writer, say, still running) gives it back first, as for any request
+        // that reads the file's chunks here.
+        let key = gust_proto::path::data_key(id);
+        let _held = crate::grants::EndOnDrop(grants, Some(grants.begin_keys(vec![(key, None)])));
         let Some(len) = self.state.chunks.local_len(id).map_err(errno_text)? else { return Ok(()) };
         for k in 0..len.div_ceil(chunk) {
             let to = self.target.locate_chunk(id, k);
@@ -166,6 +200,7 @@ impl Walk<'_, '_> {
             self.log.flush().map_err(log_err)?;
             write_chunk(self.state, self.peers, id, span.offset, to, buf)?;
             self.log.answered().map_err(log_err)?;
+            self.pace.step();
             self.sent.chunks.entry(id).or_default().push((span.offset, n, to));
         }
         Ok(())

@@ -34,8 +34,6 @@ pub struct Sent {
     pub records: HashMap<Vec<u8>, (u32, u128)>,
     /// File id -> its chunks sent: (offset, length, daemon).
     pub chunks: HashMap<u128, Vec<(u64, u32, u32)>>,
-    /// Files whose chunks the pass left alone (a client held them).
-    pub held: HashSet<u128>,
     /// Files whose chunks may differ from what was sent (None: any file may).
     pub changed: Option<HashSet<u128>>,
     /// The pass walked every record and file (an error stops it part way).
@@ -45,15 +43,7 @@ pub struct Sent {
 impl Sent {
     /// Nothing known to be sent: a copy then sends everything.
     pub fn nothing(generation: u32) -> Sent {
-        Sent {
-            generation,
-            layout: 0,
-            records: HashMap::new(),
-            chunks: HashMap::new(),
-            held: HashSet::new(),
-            changed: None,
-            complete: false,
-        }
+        Sent { generation, layout: 0, records: HashMap::new(), chunks: HashMap::new(), changed: None, complete: false }
     }
 
     /// Whether the chunks of file `id` may differ from what this pass sent.

@@ -90,7 +90,7 @@ struct Job {
     writer: Arc<MuxWriter>,
     op: u16,
     id: u64,
-    /// The layout the client routed by (moves.rs checks it).
+    /// The layout the client routed by (moves/ checks it).
     generation: u32,
     body: Vec<u8>,
     bulk: Vec<u8>,
@@ -179,7 +179,7 @@ fn serve(state: &State, rx: &Mutex<Receiver<Job>>, queued: &Queued) {
             Ok(req) => {
                 state.metrics.count_op(job.op);
                 bulk_out.clear();
-                // As a direct request: routed by the layout served (moves.rs).
+                // As a direct request: routed by the layout served (moves/).
                 match state.moves.admit(job.generation, &req) {
                     Ok(_admitted) => handle(state, req, &job.bulk, &mut bulk_out),
                     Err(e) => (Err(e), BulkOut::Buffer),

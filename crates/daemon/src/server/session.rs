@@ -556,7 +556,7 @@ impl Session {
             state.grants.seen(h);
         }
         // Routed by another layout than the one served, or during a move
-        // (moves.rs): answered at once, and sent again by the client.
+        // (moves/): answered at once, and sent again by the client.
         let _admitted = match state.moves.admit(h.generation, &req) {
             Ok(a) => a,
             Err(e) => {

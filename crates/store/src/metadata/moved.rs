@@ -1,5 +1,5 @@
 //! Records that leave this daemon for another when the layout changes (`gust
-//! expand`, `gust shrink`; gust-daemon's moves.rs): read in key order as stored,
+//! expand`, `gust shrink`; gust-daemon's moves/): read in key order as stored,
 //! each with its inline data; put on their new daemon as given; deleted here once
 //! it has them. Values are copied as RocksDB returns them (merges applied), so a
 //! record arrives as it is, whatever its history of size merges.
@@ -38,9 +38,15 @@ impl MetadataStore {
         Ok(out)
     }
 
-    /// Up to `max` record keys after key `after` (from the first if None), in
-    /// key order.
-    pub fn raw_keys_page(&self, after: Option<&[u8]>, max: usize) -> Res<Vec<Vec<u8>>> {
+    /// `raw_page` of the records `want` chooses by key (their inline data read
+    /// only for those), and the last key looked at, to go on after: None when no
+    /// record is left after `after`. Up to `max` records are looked at.
+    pub fn raw_page_where(
+        &self,
+        after: Option<&[u8]>,
+        max: usize,
+        mut want: impl FnMut(&[u8]) -> bool,
+    ) -> Res<(Vec<RawRecord>, Option<Vec<u8>>)> {
         let start = after.map(|a| {
             let mut k = a.to_vec();
             k.push(0);
@@ -50,14 +56,20 @@ impl MetadataStore {
             Some(k) => rocksdb::IteratorMode::From(k, rocksdb::Direction::Forward),
             None => rocksdb::IteratorMode::Start,
         };
-        let mut out = Vec::new();
+        let (mut out, mut last, mut seen) = (Vec::new(), None, 0);
         for item in self.db.iterator_cf(self.records_cf(), mode) {
-            out.push(item.map_err(Self::db_err)?.0.to_vec());
-            if out.len() >= max {
+            let (k, v) = item.map_err(Self::db_err)?;
+            if want(&k) {
+                let inline = self.db.get_cf(self.inline_cf(), &k).map_err(Self::db_err)?;
+                out.push((k.to_vec(), v.to_vec(), inline));
+            }
+            last = Some(k.to_vec());
+            seen += 1;
+            if seen >= max {
                 break;
             }
         }
-        Ok(out)
+        Ok((out, last))
     }
 
     /// Puts records as given (replacing what is under their keys), atomically.
