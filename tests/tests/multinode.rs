@@ -190,3 +190,89 @@ fn ssh_start_failures_name_the_host_and_leave_nothing() {
     }
     assert!(!std::path::Path::new(&format!("{base}/gust.hosts")).exists());
 }
+
+/// A running instance on two nodes grows by a third over ssh (`gust expand
+/// --hosts`) and shrinks back (`gust shrink`): every node's copy of the hosts
+/// file follows each step (the nodes share no file system), the files read back
+/// here and on the nodes after each, the new daemon holds its part, and the
+/// node that left keeps nothing.
+#[test]
+fn ssh_grow_and_shrink_a_running_instance() {
+    if let Some(why) = unavailable() {
+        return skip("ssh_grow_and_shrink_a_running_instance", &why);
+    }
+    let c = TestCluster::up(13, NODES);
+    c.start_sshd();
+    let base = base("grow");
+    let out = gust_start(&c, "gnode[0-1]", &base, &[]);
+    assert!(out.status.success(), "gust start: {}", text(&out.stderr));
+    let hp = format!("{base}/gust.hosts");
+    let files: Vec<(String, Vec<u8>)> =
+        (0..12u32).map(|i| (format!("/f{i}"), (0..(i + 1) << 18).map(|b| (b * 7 + i) as u8).collect())).collect();
+    let cl = Client::open_instance(std::path::Path::new(&hp), ClientOptions::default()).unwrap();
+    for (p, d) in &files {
+        let fd = cl.open(p, libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        assert_eq!(cl.write(fd, d).unwrap(), d.len());
+        cl.close(fd).unwrap();
+    }
+    let check = |when: &str, nodes: &[u32]| {
+        let cl = Client::open_instance(std::path::Path::new(&hp), ClientOptions::default()).unwrap();
+        for (p, d) in &files {
+            let fd = cl.open(p, libc::O_RDONLY, 0).unwrap();
+            let mut got = vec![0u8; d.len() + 1];
+            assert_eq!(cl.pread(fd, &mut got, 0).unwrap(), d.len(), "{when}: {p}");
+            assert!(got[..d.len()] == d[..], "{when}: {p} reads back other bytes");
+            cl.close(fd).unwrap();
+        }
+        // Each node reads through its own copy of the hosts file, which must be
+        // this one.
+        let mine = std::fs::read_to_string(&hp).unwrap();
+        let want = md5_of(&files[11].1);
+        for &i in nodes {
+            let o = c.on_node(i, &format!("cat {hp}"));
+            assert_eq!(text(&o.stdout), mine, "{when}: gnode{i}'s hosts file differs");
+            let o = c.on_node(i, &format!("GUST_HOSTS_FILE={hp} {} cat /f11 | md5sum", c.gust().display()));
+            assert!(text(&o.stdout).starts_with(&want), "{when}: gnode{i} read other bytes: {}", text(&o.stderr));
+        }
+    };
+    let grow = Command::new(c.gust())
+        .args(["expand", "--hosts", "gnode2", "--ssh", &c.ssh_command(), "--hosts-file", &hp])
+        .output()
+        .unwrap();
+    assert!(grow.status.success(), "gust expand: {}", text(&grow.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&grow.stdout).unwrap();
+    assert_eq!(summary["daemons"], 3, "{summary}");
+    assert!(summary["chunks_moved"].as_u64().unwrap() > 0, "{summary}");
+    check("after the grow", &[0, 1, 2]);
+    let cl = Client::open_instance(std::path::Path::new(&hp), ClientOptions::default()).unwrap();
+    assert!(cl.daemon_stats(2).unwrap().bytes_written > 0, "the new daemon got no chunks");
+    drop(cl);
+
+    let shrink = Command::new(c.gust()).args(["shrink", "--count", "1", "--hosts-file", &hp]).output().unwrap();
+    assert!(shrink.status.success(), "gust shrink: {}", text(&shrink.stderr));
+    check("after the shrink", &[0, 1]);
+    assert!(
+        gust_e2e::wait_until(Duration::from_secs(10), || c.processes(2, "/gust").is_empty()),
+        "gnode2 still runs gust after the shrink"
+    );
+    assert_clean(&c, 2, &base);
+
+    let stop = Command::new(c.gust()).args(["stop", "--hosts-file", &hp]).output().unwrap();
+    assert!(stop.status.success(), "gust stop: {}", text(&stop.stderr));
+    let gone = gust_e2e::wait_until(Duration::from_secs(10), || (0..NODES).all(|i| c.processes(i, "/gust").is_empty()));
+    assert!(gone, "daemons left after gust stop");
+    for i in 0..NODES {
+        assert_clean(&c, i, &base);
+    }
+}
+
+/// md5 of `data` by the md5sum program (what the nodes print).
+fn md5_of(data: &[u8]) -> String {
+    let mut p = Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(p.stdin.as_mut().unwrap(), data).unwrap();
+    text(&p.wait_with_output().unwrap().stdout).split_whitespace().next().unwrap_or_default().to_string()
+}

@@ -51,6 +51,8 @@ pub struct Common {
     pub force: bool,
     /// Cache mode: the shared directory the instance mirrors (absolute).
     pub cache_of: Option<String>,
+    /// `--daemons-max`: the daemons the instance may grow to.
+    pub daemons_max: Option<u32>,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -106,6 +108,10 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         (Some(h), m) => restart_method(h, m)?,
         (None, m) => m,
     };
+    let nodes = match &method {
+        launcher::Method::Ssh { hosts, .. } => hosts.len(),
+        launcher::Method::Srun { nodes, .. } => nodes.len(),
+    } as u32;
     let kind = match method {
         launcher::Method::Ssh { .. } => "ssh",
         launcher::Method::Srun { .. } => "srun",
@@ -120,6 +126,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
             placement: o.placement,
             replicas: o.replicas,
             cache_of: o.cache_of.clone(),
+            daemons_max: Some(o.daemons_max.unwrap_or((4 * nodes).max(64)).max(nodes)),
             ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
         },
     };
@@ -135,6 +142,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
         daemon_options: o.daemon_options,
         restart: secret,
+        join: None,
     };
     let s = launcher::start(&plan)?;
     let mut hosts: Vec<&str> = s.hosts.daemons.iter().map(|d| d.host.as_str()).collect();
@@ -223,6 +231,9 @@ pub struct NodeAgentArgs {
     base: PathBuf,
     #[arg(long)]
     id: Option<u32>,
+    /// Added to SLURM_PROCID for the id (daemons joining a running instance).
+    #[arg(long, default_value_t = 0)]
+    id_offset: u32,
     #[arg(long)]
     instance: String,
     #[arg(long)]
@@ -259,6 +270,7 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
     agent::run(agent::AgentArgs {
         base: a.base,
         id: a.id,
+        id_offset: a.id_offset,
         instance: a.instance,
         chunk_size_bytes: a.chunk_size,
         mountdir: a.mountdir,

@@ -151,7 +151,7 @@ pub struct StartArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=gust_placement::REPLICAS_MAX as i64))]
     replicas: u32,
     /// Daemons the instance may grow to (`gust expand`): clients keep room for that
-    /// many [default: 4 times --local, at least 64].
+    /// many [default: 4 times the daemons started, at least 64].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=gust_hosts::DAEMONS_MAX as i64))]
     daemons_max: Option<u32>,
 }
@@ -342,6 +342,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             restart: a.restart,
             force: a.force,
             cache_of,
+            daemons_max: a.daemons_max,
         };
         return crate::cluster::start(&a.cluster, common);
     }

@@ -15,6 +15,7 @@ use crate::instance::InstanceArgs;
 use clap::Args;
 use gust_client::{Client, ClientOptions, MoveProgress, MoveStep};
 use gust_hosts::{HostsFile, Placement};
+use gust_launch::{hostlist, launcher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -23,8 +24,22 @@ pub struct ExpandArgs {
     #[command(flatten)]
     pub inst: InstanceArgs,
     /// Daemons to add on this machine.
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present_any = ["resume", "hosts", "nodes"], conflicts_with_all = ["hosts", "nodes"])]
     pub local: Option<u32>,
+    /// Add one daemon on each of these hosts over ssh, in SLURM's hostlist syntax
+    /// ('node[17-20]').
+    #[arg(long, conflicts_with = "nodes")]
+    pub hosts: Option<String>,
+    /// Add one daemon on each of these nodes of this SLURM allocation through srun
+    /// (an allocation that grew).
+    #[arg(long)]
+    pub nodes: Option<String>,
+    /// The ssh command and its options for --hosts [default: $GUST_SSH, else ssh].
+    #[arg(long)]
+    pub ssh: Option<String>,
+    /// The new daemons serve on their node's address inside this network.
+    #[arg(long)]
+    pub network: Option<String>,
     /// Directory of the new daemons' root directories [default: where daemon 0's is].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -82,17 +97,8 @@ fn check(h: &HostsFile, resume: bool) -> Result<(), String> {
     check_where(h)
 }
 
-/// What any move needs: every daemon on this host, every listed daemon placed
-/// (or a move under way).
+/// What any move needs: every listed daemon placed (or a move under way).
 fn check_where(h: &HostsFile) -> Result<(), String> {
-    let me = gust_hosts::this_host();
-    if let Some(d) = h.daemons.iter().find(|d| d.host != me) {
-        return Err(format!(
-            "daemon {} runs on {}: an instance on many nodes cannot grow or shrink yet (each node keeps its own \
-             copy of the hosts file; docs/DESIGN.md)",
-            d.id, d.host
-        ));
-    }
     if h.placed_count() as usize != h.daemons.len() && !h.moving {
         return Err(format!(
             "{} daemons are listed but {} hold data: an earlier `gust expand` stopped before its move \
@@ -115,11 +121,14 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
     if a.resume {
         return drive(&p, None, None);
     }
+    let n = h.daemons.len() as u32;
+    if let Some(method) = remote_method(&a)? {
+        return expand_remote(&a, &p, &h, method);
+    }
     let add = a.local.unwrap_or(0);
     if add == 0 {
         return Err("--local must be at least 1".into());
     }
-    let n = h.daemons.len() as u32;
     if n + add > h.room() {
         return Err(format!(
             "the instance was started with room for {} daemons (`gust start --daemons-max`); {n} run and {add} more \
@@ -209,6 +218,7 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
     let (mut first_pass_s, mut held_from) = (0.0, started);
     let c = Client::open_instance(p, ClientOptions { rpc_timeout: Duration::from_secs(120), ..Default::default() })?;
     let h = load(p)?;
+    publish(&c, p)?;
     let all: Vec<u32> = h.daemons.iter().map(|d| d.id).collect();
     let from = if h.moving { None } else { Some(h.placed_count()) };
     let generation = if h.moving { h.generation } else { h.generation + 1 };
@@ -278,6 +288,7 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
             }
         })
         .map_err(|e| e.to_string())?;
+        publish(&c, p)?;
     } else {
         eprintln!("gust: resuming the move to layout generation {generation} ({} daemons)", h.placed_count());
     }
@@ -326,6 +337,7 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
         leaving
     })
     .map_err(|e| e.to_string())?;
+    publish(&c, p)?;
     for &d in all.iter().filter(|d| !leaving.contains(d)) {
         step(d, MoveStep::Adopt)?;
     }
@@ -443,7 +455,87 @@ fn send_away_joining(c: Option<&Client>, p: &Path, from: u32) -> Result<(), Stri
         h.daemons.retain(|d| d.id < from);
         h.placed = None;
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    match c {
+        Some(c) => publish(c, p),
+        None => Ok(()),
+    }
+}
+
+/// Every other node's copy of the hosts file made this one (each node keeps
+/// its own: its daemons read it at the steps of a move, its clients when a
+/// daemon answers MOVED): given to a daemon on each other host (`put_hosts`).
+fn publish(c: &Client, p: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let h = HostsFile::parse(p, &text).map_err(|e| e.to_string())?;
+    let me = gust_hosts::this_host();
+    let mut by_host: std::collections::BTreeMap<&str, Vec<u32>> = std::collections::BTreeMap::new();
+    for d in h.daemons.iter().filter(|d| d.host != me) {
+        by_host.entry(&d.host).or_default().push(d.id);
+    }
+    for (host, ids) in by_host {
+        let mut why = String::new();
+        if !ids.iter().any(|&d| match c.put_hosts(d, text.clone()) {
+            Ok(()) => true,
+            Err(e) => {
+                why = c.last_transport_error().unwrap_or_else(|| e.to_string());
+                false
+            }
+        }) {
+            return Err(format!("cannot give {host} the new hosts file: {why}"));
+        }
+    }
+    Ok(())
+}
+
+/// The launcher for `--hosts` (ssh) or `--nodes` (srun), if one was asked for.
+fn remote_method(a: &ExpandArgs) -> Result<Option<launcher::Method>, String> {
+    let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    if let Some(list) = &a.hosts {
+        let hosts = hostlist::expand(list).map_err(|e| e.to_string())?;
+        let ssh = a.ssh.clone().or_else(|| std::env::var("GUST_SSH").ok()).unwrap_or_else(|| "ssh".into());
+        return Ok(Some(launcher::Method::Ssh { hosts, ssh: words(&ssh) }));
+    }
+    if let Some(list) = &a.nodes {
+        let nodes = hostlist::expand(list).map_err(|e| e.to_string())?;
+        let srun = std::env::var("GUST_SRUN").unwrap_or_else(|_| "srun".into());
+        return Ok(Some(launcher::Method::Srun { nodes, srun: words(&srun) }));
+    }
+    Ok(None)
+}
+
+/// `gust expand --hosts` or `--nodes`: a daemon on each new node through its
+/// launcher (gust-launch's join: node agents as at `gust start`, ids after the
+/// instance's), then the move.
+fn expand_remote(a: &ExpandArgs, p: &Path, h: &HostsFile, method: launcher::Method) -> Result<(), String> {
+    let n = h.daemons.len() as u32;
+    let add = match &method {
+        launcher::Method::Ssh { hosts, .. } => hosts.len(),
+        launcher::Method::Srun { nodes, .. } => nodes.len(),
+    } as u32;
+    if add == 0 || n + add > h.room() {
+        return Err(format!(
+            "{add} new daemon(s): the instance has {n} and room for {} (`gust start --daemons-max`)",
+            h.room()
+        ));
+    }
+    let secret = gust_hosts::load_secret(p).map_err(|e| e.to_string())?;
+    let plan = launcher::Plan {
+        method,
+        base: p.parent().map(Path::to_path_buf).ok_or("the hosts file has no directory")?,
+        header: HostsFile { daemons: Vec::new(), placed: None, moving: false, ..h.clone() },
+        port: None,
+        network: a.network.clone(),
+        auto_storage: None,
+        timeout: Duration::from_secs(a.timeout),
+        gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
+        daemon_options: Vec::new(),
+        restart: None,
+        join: Some((h.clone(), secret)),
+    };
+    let s = launcher::start(&plan).map_err(|e| format!("{e}; the instance goes on with its {n} daemons"))?;
+    eprintln!("gust: {add} daemon(s) joined in {:.1} s", s.pinged_s);
+    drive(p, Some(n + add), None)
 }
 
 /// Waits (up to 10 s each) until the daemons `ids` of this host have exited,

@@ -150,4 +150,13 @@ impl Client {
             r => Err(unexpected(r)),
         }
     }
+
+    /// Gives daemon `daemon` the hosts file `text` for its node's copy (a move on
+    /// many nodes; gust-cli's resize.rs).
+    pub fn put_hosts(&self, daemon: u32, text: String) -> Result<()> {
+        match self.transport.call(daemon, Request::PutHosts { text })? {
+            Response::Ok => Ok(()),
+            r => Err(unexpected(r)),
+        }
+    }
 }

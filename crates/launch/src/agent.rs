@@ -86,8 +86,10 @@ pub fn hosts_path(base: &Path) -> PathBuf {
 pub struct AgentArgs {
     /// Node-local instance directory (same path on every node).
     pub base: PathBuf,
-    /// Daemon id; None: SLURM_PROCID (srun).
+    /// Daemon id; None: SLURM_PROCID (srun) plus `id_offset`.
     pub id: Option<u32>,
+    /// Added to SLURM_PROCID: the first id of daemons joining a running instance.
+    pub id_offset: u32,
     pub instance: String,
     pub chunk_size_bytes: u64,
     pub mountdir: String,
@@ -209,7 +211,7 @@ pub fn run(a: AgentArgs) -> i32 {
     let id = match a
         .id
         .or(kept.as_ref().map(|d| d.id))
-        .or_else(|| std::env::var("SLURM_PROCID").ok().and_then(|v| v.parse().ok()))
+        .or_else(|| std::env::var("SLURM_PROCID").ok().and_then(|v| v.parse::<u32>().ok()).map(|r| r + a.id_offset))
     {
         Some(i) => i,
         None => {

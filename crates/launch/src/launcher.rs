@@ -57,6 +57,11 @@ pub struct Plan {
     /// (`header` is its hosts file's, the hosts are its daemons' in id order: daemon
     /// i on host i); every agent restarts its node's daemon on its root directory.
     pub restart: Option<Vec<u8>>,
+    /// Some((hosts file, secret)): grow this running instance (`gust expand`):
+    /// the new daemons take ids after its daemons and join unplaced (`placed` is
+    /// its daemon count); the hosts file written here and sent to the new nodes
+    /// lists them all. The old nodes' copies are the caller's to update.
+    pub join: Option<(HostsFile, Vec<u8>)>,
 }
 
 pub struct Started {
@@ -234,7 +239,8 @@ pub fn start(p: &Plan) -> Result<Started, String> {
     fs::create_dir_all(&p.base).map_err(|e| format!("cannot create {}: {e}", p.base.display()))?;
     fs::set_permissions(&p.base, fs::Permissions::from_mode(0o700))
         .map_err(|e| format!("cannot make {} private: {e}", p.base.display()))?;
-    let secret = p.restart.clone().unwrap_or_else(|| {
+    let first = p.join.as_ref().map_or(0, |(h, _)| h.daemons.len() as u32);
+    let secret = p.restart.clone().or_else(|| p.join.as_ref().map(|(_, s)| s.clone())).unwrap_or_else(|| {
         use rand::RngCore;
         let mut b = vec![0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut b);
@@ -259,6 +265,7 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                     }
                 }
                 for (i, h) in hosts.iter().enumerate() {
+                    let i = first as usize + i;
                     let (prog, opts) = ssh.split_first().ok_or("empty ssh command")?;
                     let mut cmd = Command::new(prog);
                     cmd.args(opts)
@@ -284,16 +291,18 @@ pub fn start(p: &Plan) -> Result<Started, String> {
                     .arg("--input=all")
                     .arg("--kill-on-bad-exit=0")
                     .arg("--job-name=gustfs-daemons")
-                    // A restart: each kept daemon on its own node.
-                    .args(p.restart.as_ref().map(|_| format!("--nodelist={}", nodes.join(","))))
+                    // A restart: each kept daemon on its own node; a join: the new nodes.
+                    .args((p.restart.is_some() || p.join.is_some()).then(|| format!("--nodelist={}", nodes.join(","))))
                     // Lets a site's TaskProlog (slurm/) tell GustFS's own step apart.
                     .arg("--export=ALL,GUST_NODE_AGENT=1")
-                    .args(agent_args(p, None, false));
+                    .args(agent_args(p, None, false))
+                    .args((first > 0).then(|| format!("--id-offset={first}")));
                 for (i, h) in nodes.iter().enumerate() {
-                    names.insert(i as u32, h.clone());
+                    names.insert(first + i as u32, h.clone());
                 }
                 let log = p.base.join(crate::agent::SRUN_LOG_NAME);
-                chans.push(spawn_channel(cmd, "srun".into(), (0..n as u32).collect(), 0, Some(log), &tx)?);
+                let ids = (first..first + n as u32).collect();
+                chans.push(spawn_channel(cmd, "srun".into(), ids, 0, Some(log), &tx)?);
             }
         }
         Ok(())
@@ -329,15 +338,18 @@ pub fn start(p: &Plan) -> Result<Started, String> {
         (_, Event::Ok(_)) => Ok(false),
     });
     if let Err(e) = gathered {
-        let missing: Vec<u32> = (0..n as u32).filter(|d| !ready.contains_key(d)).collect();
+        let missing: Vec<u32> = names.keys().copied().filter(|d| !ready.contains_key(d)).collect();
         abort(&mut chans, &rx);
         return Err(not_started(e, &missing, &name, p.timeout));
     }
     let ready_s = t0.elapsed().as_secs_f64();
 
     // The complete hosts file, back to every node.
-    let mut hosts = p.header.clone();
-    hosts.daemons = ready.into_values().collect();
+    let mut hosts = match &p.join {
+        Some((h, _)) => HostsFile { placed: Some(first), ..h.clone() },
+        None => p.header.clone(),
+    };
+    hosts.daemons.extend(ready.into_values());
     let text = hosts.render();
     if text.len() > HOSTS_BYTES_MAX {
         abort(&mut chans, &rx);
@@ -371,10 +383,14 @@ pub fn start(p: &Plan) -> Result<Started, String> {
         (_, Event::Ready(_)) => Ok(false),
     });
     let installed = installed.map_err(|e| {
-        let missing: Vec<u32> = (0..n as u32).filter(|d| !oks.contains(d)).collect();
+        let missing: Vec<u32> = names.keys().copied().filter(|d| !oks.contains(d)).collect();
         not_started(e, &missing, &name, p.timeout)
     });
     let hp = hosts_path(&p.base);
+    if let Some((old, _)) = &p.join {
+        let local = installed.and_then(|()| store_locked(&hosts, &hp));
+        return finish_join(p, &mut chans, &rx, old, hosts, local, t0, ready_s);
+    }
     // A restart's launcher may be on one of the nodes: its agent holds the hosts lock
     // no longer, and the files it wrote are the same.
     let local = gust_hosts::store_secret(&hp, &secret)
@@ -414,8 +430,13 @@ pub fn start(p: &Plan) -> Result<Started, String> {
     }
     let pinged_s = t0.elapsed().as_secs_f64();
     record_launcher(&p.base, &p.method);
-    // Done: ssh clients end as their agents close their streams; srun stays, it
-    // holds the daemons' step.
+    release(p, &mut chans);
+    Ok(Started { hosts, hosts_path: hp, ready_s, installed_s, pinged_s })
+}
+
+/// Done: ssh clients end as their agents close their streams; srun stays, it
+/// holds the daemons' step.
+fn release(p: &Plan, chans: &mut [Channel]) {
     for c in chans.iter_mut() {
         c.stdin = None;
     }
@@ -429,6 +450,60 @@ pub fn start(p: &Plan) -> Result<Started, String> {
             let _ = c.child.wait();
         }
     }
+}
+
+/// Writes `hosts` at `hp` under the hosts file's lock.
+fn store_locked(hosts: &HostsFile, hp: &Path) -> Result<(), String> {
+    let _lock = gust_hosts::lock(hp).map_err(|e| e.to_string())?;
+    hosts.store(hp).map_err(|e| format!("cannot write the hosts file here: {e}"))
+}
+
+/// The end of a join (`Plan::join`): the new daemons answer, or they are stopped
+/// (only they: the instance serves on) and this host's hosts file is the old one
+/// again.
+#[allow(clippy::too_many_arguments)]
+fn finish_join(
+    p: &Plan,
+    chans: &mut Vec<Channel>,
+    rx: &mpsc::Receiver<(usize, Event)>,
+    old: &HostsFile,
+    hosts: HostsFile,
+    local: Result<(), String>,
+    t0: Instant,
+    ready_s: f64,
+) -> Result<Started, String> {
+    let hp = hosts_path(&p.base);
+    let first = old.daemons.len() as u32;
+    let installed_s = t0.elapsed().as_secs_f64();
+    let down: Vec<String> = match &local {
+        Ok(()) => ping_all(&hp)
+            .into_iter()
+            .filter(|(d, _)| *d >= first)
+            .map(|(d, e)| format!("{} (daemon {d}): {e}", hosts.daemons[d as usize].host))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if local.is_err() || !down.is_empty() {
+        // Stopped through a hosts file of theirs alone, beside this one.
+        let only = HostsFile { daemons: hosts.daemons[first as usize..].to_vec(), placed: None, ..hosts.clone() };
+        let tmp = p.base.join("joining.hosts");
+        let secret = p.join.as_ref().map(|(_, s)| s.as_slice()).unwrap_or_default();
+        if gust_hosts::store_secret(&tmp, secret).and_then(|_| only.store(&tmp)).is_ok() {
+            let _ = crate::stop::stop(&tmp, false, Duration::from_secs(5));
+        }
+        remove_local(&tmp);
+        abort(chans, rx);
+        let _ = store_locked(old, &hp);
+        return Err(match local {
+            Err(e) => e,
+            Ok(()) => format!("new daemons started but do not answer: {}; stopped them", down.join("; ")),
+        });
+    }
+    let pinged_s = t0.elapsed().as_secs_f64();
+    if !p.base.join(crate::agent::LAUNCHER_NAME).exists() {
+        record_launcher(&p.base, &p.method);
+    }
+    release(p, chans);
     Ok(Started { hosts, hosts_path: hp, ready_s, installed_s, pinged_s })
 }
 

@@ -678,6 +678,11 @@ requests! {
     /// holds: records by store key, and spans of file `file_id`'s chunks (made
     /// holes). Either may be empty. Answers `Ok`.
     70 OP_MOVE_DROP "move_drop" MoveDrop { keys: Vec<Vec<u8>>, file_id: u128, spans: Vec<Span> } idempotent(true) copies(Addressed) recovering(Refuses) trace(MdUpdate),
+    /// The instance's hosts file as the coordinator of a move wrote it, for this
+    /// daemon's node (each node keeps its own copy): stored if it is of the same
+    /// instance, of this layout generation or a newer one, and lists this daemon
+    /// as it is listed now. Answers `Ok`.
+    71 OP_PUT_HOSTS "put_hosts" PutHosts { text: String } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
 }
 
 impl Request {
@@ -1494,6 +1499,7 @@ mod tests {
                  0100000000000000 0000000000000000 00100000"
                     .into(),
             ),
+            (Request::PutHosts { text: "x".into() }, "47000000  0100000000000000 78".into()),
         ]
     }
 
@@ -1615,6 +1621,7 @@ mod tests {
                 (68, "move_in", true),
                 (69, "set_xattr", false),
                 (70, "move_drop", true),
+                (71, "put_hosts", true),
             ]
         );
         for (code, name) in OPS {
@@ -1622,7 +1629,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 70);
+        assert_eq!(OP_MAX, 71);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };

@@ -317,6 +317,7 @@ fn route(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::Forward { .. } => Err(libc::EPROTO),
         Request::Lock { .. } | Request::LockTest { .. } | Request::LockCancel { .. } => state.locks.serve(req),
         Request::Move { step, generation } => crate::moves::serve(state, step, generation),
+        Request::PutHosts { text } => crate::moves::put_hosts(state, &text),
         r @ (Request::MoveIn { .. } | Request::MoveDrop { .. }) => crate::moves::serve_in(state, r, bulk_in),
         // A session serves `hello` and `callback` itself (server/session.rs); over a
         // forward or a multiplexed link they mean nothing. Recalls and lock grants go

@@ -445,6 +445,28 @@ fn errno_text(e: i32) -> String {
     format!("local store: {}", gust_proto::errno::name(e).unwrap_or("error"))
 }
 
+/// Serves `put_hosts`: the coordinator's hosts file, stored as this node's copy
+/// if it is of this instance, not of an older layout, and lists this daemon as
+/// this node's copy does (EINVAL, ESTALE otherwise).
+pub fn put_hosts(state: &State, text: &str) -> Reply {
+    let path = state.moves.hosts_file.get().ok_or(libc::EIO)?;
+    let now = state.moves.load_hosts()?;
+    let new = HostsFile::parse(path, text).map_err(|_| libc::EINVAL)?;
+    let me = |h: &HostsFile| h.daemons.iter().find(|d| d.id == state.daemon_id).cloned();
+    if new.instance != now.instance || me(&new).is_none() || me(&new) != me(&now) {
+        return Err(libc::EINVAL);
+    }
+    if new.generation < now.generation {
+        return Err(libc::ESTALE);
+    }
+    let _lock = gust_hosts::lock(path).map_err(|_| libc::EIO)?;
+    new.store(path).map_err(|e| {
+        warn!("cannot store the hosts file a move sent: {e}");
+        libc::EIO
+    })?;
+    Ok(Response::Ok)
+}
+
 /// Serves `move_in` and `move_drop`: what another daemon's move sends here.
 pub fn serve_in(state: &State, req: Request, bulk: &[u8]) -> Reply {
     match req {
