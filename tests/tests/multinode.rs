@@ -201,7 +201,7 @@ fn ssh_grow_and_shrink_a_running_instance() {
     if let Some(why) = unavailable() {
         return skip("ssh_grow_and_shrink_a_running_instance", &why);
     }
-    let c = TestCluster::up(13, NODES);
+    let c = TestCluster::up(17, NODES);
     c.start_sshd();
     let base = base("grow");
     let out = gust_start(&c, "gnode[0-1]", &base, &[]);

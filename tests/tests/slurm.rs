@@ -208,3 +208,41 @@ echo options-done"#;
     assert_eq!(traces, NODES as usize, "one trace file per daemon: {out}");
     j.assert_clean_soon("after a job with cache mode, traces and a forced start");
 }
+
+/// A job's instance shrinks before a node is given back (`gust shrink`) and grows
+/// onto a node of the allocation (`gust expand --nodes`, srun): its files read
+/// back on every node after both, through each node's own copy of the hosts file.
+#[test]
+fn an_instance_shrinks_and_grows_inside_a_job() {
+    let Some(j) = Jobs::setup(18, NODES, false) else { return };
+    Jobs::chown_nobody(&j.work);
+    let body = r#"set -e
+eval "$(gust start)"
+gust run -- sh -c 'for i in 1 2 3 4 5 6; do head -c 3000000 /dev/urandom > /gustfs/f$i; done; md5sum /gustfs/f* > /gustfs/sums'
+gust shrink --count 1 > shrink.json
+third=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 3p)
+base=$(dirname "$GUST_HOSTS_FILE")
+# The node that left is clean (its agent removes the instance's files) before it joins again.
+for i in $(seq 200); do srun -N1 -w "$third" --overlap sh -c "test ! -e $base" && break; done
+gust expand --nodes "$third" > expand.json
+gust status | grep -c ' up ' | sed 's/^/daemons up: /'
+srun -N3 --ntasks-per-node=1 gust run -- sh -c 'cd /gustfs && md5sum -c --quiet sums && echo "$(hostname) sums ok"'
+gust stop
+echo grow-done"#;
+    let id = j.submit("grow", &[&format!("-N{NODES}"), "-t", "5"], body);
+    let st = j.wait_done(&id, Duration::from_secs(180));
+    let out = j.output("grow");
+    assert_eq!(st, "COMPLETED", "{out}");
+    let summary = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&fs::read_to_string(j.work.join(f)).unwrap_or_default()).unwrap_or_default()
+    };
+    assert_eq!(summary("shrink.json")["daemons"], 2, "{out}");
+    assert_eq!(summary("expand.json")["daemons"], 3, "{out}");
+    assert!(summary("expand.json")["chunks_moved"].as_u64().unwrap_or(0) > 0, "{out}");
+    assert!(out.contains("daemons up: 3"), "{out}");
+    assert_eq!(out.matches("sums ok").count(), NODES as usize, "every node reads every file back: {out}");
+    assert!(out.contains("grow-done"), "{out}");
+    eprintln!("{out}");
+    j.assert_clean_soon("after a job that shrank and grew its instance");
+}
+
