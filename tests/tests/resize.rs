@@ -317,6 +317,96 @@ fn a_grow_stopped_in_its_first_pass_is_called_off() {
     assert_eq!(common::get(&c, "/later"), b"written after the first pass");
 }
 
+/// Moves with daemons killed at random points (kill -9, then started again):
+/// `gust expand` and `gust shrink` either finish or stop with the move under
+/// way (or called off), and `--resume` finishes it or sends the joining daemons
+/// away; after each move every file reads back and lists as written, and the
+/// history of `gust bench history`'s workers through all of it is linearizable.
+/// The daemons killed are those the instance had before the command (sources
+/// of a first pass and a copy, daemons that leave). `GUST_SOAK_SECONDS` (15)
+/// and `GUST_SOAK_SEED` (1) set its length and choices: bench/run_resize_soak.sh
+/// runs it for ten minutes.
+#[test]
+fn moves_with_daemons_killed_lose_nothing() {
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (seconds, mut x) = (env("GUST_SOAK_SECONDS", 15), env("GUST_SOAK_SEED", 1) | 1);
+    let mut rand = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n.max(1)
+    };
+    let inst = Instance::start_with(2, &["--chunk-size", CHUNK]);
+    let files = 200;
+    write_all(&inst.client(), files);
+    let secs = seconds.to_string();
+    let mut bench = Command::new(gust_e2e::gust_bin())
+        .args(["bench", "history", "--json", "--workers", "3", "--seconds", &secs, "--paths", "6", "--seed", "5"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut moves, mut kills) = (0, 0);
+    // Bounded: at most 500 moves, while the bench runs.
+    while moves < 500 && bench.try_wait().unwrap().is_none() {
+        let before = inst.hosts_file().daemons.len() as u64;
+        let grow = before <= 2 || (before < 6 && rand(2) == 0);
+        let args = if grow { ["expand", "--local", "2"] } else { ["shrink", "--count", "2"] };
+        let mut cmd = Command::new(gust_e2e::gust_bin())
+            .args(args)
+            .env("GUST_HOSTS_FILE", &inst.hosts)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The fault lands at a random point of the command (or not at all).
+        let at = std::time::Instant::now() + std::time::Duration::from_millis(rand(400));
+        while std::time::Instant::now() < at && cmd.try_wait().unwrap().is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if cmd.try_wait().unwrap().is_none() && rand(3) != 0 {
+            let victim = rand(before) as u32;
+            unsafe { libc::kill(inst.daemon_pid(victim) as i32, libc::SIGKILL) };
+            assert!(common_wait(|| inst.daemon_gone(victim)), "daemon {victim} did not die");
+            inst.restart_daemon(victim);
+            assert!(common_wait(|| inst.client().ping(victim).is_ok()), "daemon {victim} did not start again");
+            kills += 1;
+        }
+        assert!(
+            gust_e2e::wait_until(std::time::Duration::from_secs(180), || cmd.try_wait().unwrap().is_some()),
+            "gust {args:?} did not end"
+        );
+        settle(&inst);
+        check_all(&inst.client(), files, &format!("after move {moves} ({args:?}, {kills} daemons killed so far)"));
+        moves += 1;
+    }
+    let out = bench.wait_with_output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("no report ({e}): {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    assert_eq!(report["violations"].as_u64(), Some(0), "{report}");
+    assert!(moves >= 2, "the bench ended before two moves: {report}");
+    eprintln!(
+        "{moves} moves, {kills} daemons killed, {} operations ({} indeterminate), 0 violations",
+        report["operations"], report["indeterminate"]
+    );
+}
+
+/// A move that stopped (its coordinator failed when a daemon died) finished
+/// with `--resume`, or a grow stopped before its move began called off.
+fn settle(inst: &Instance) {
+    for _ in 0..20 {
+        let h = inst.hosts_file();
+        if !h.moving && h.placed_count() as usize == h.daemons.len() {
+            return;
+        }
+        let _ = inst.gust(&["expand", "--resume"]);
+    }
+    let h = inst.hosts_file();
+    panic!("no end to the move: {} daemons, {} placed, moving {}", h.daemons.len(), h.placed_count(), h.moving);
+}
+
 /// Bytes of chunk data each daemon stores: allocated blocks of the local chunk
 /// files under its chunks directory (named by the file id's 32 hex digits; their
 /// checksum files, one per file whatever its size, are not counted).
