@@ -446,20 +446,28 @@ fn errno_text(e: i32) -> String {
 }
 
 /// Serves `put_hosts`: the coordinator's hosts file, stored as this node's copy
-/// if it is of this instance, not of an older layout, and lists this daemon as
-/// this node's copy does (EINVAL, ESTALE otherwise).
+/// if it is of this instance, not of an older layout, and lists this daemon on
+/// this host (EINVAL, ESTALE otherwise). The lines of this node's daemons stay
+/// as this node's copy has them: a daemon started again here registered its new
+/// process there, which the coordinator's copy may not know yet.
 pub fn put_hosts(state: &State, text: &str) -> Reply {
     let path = state.moves.hosts_file.get().ok_or(libc::EIO)?;
+    let _lock = gust_hosts::lock(path).map_err(|_| libc::EIO)?;
     let now = state.moves.load_hosts()?;
-    let new = HostsFile::parse(path, text).map_err(|_| libc::EINVAL)?;
-    let me = |h: &HostsFile| h.daemons.iter().find(|d| d.id == state.daemon_id).cloned();
+    let mut new = HostsFile::parse(path, text).map_err(|_| libc::EINVAL)?;
+    let me = |h: &HostsFile| h.daemons.iter().find(|d| d.id == state.daemon_id).map(|d| d.host.clone());
     if new.instance != now.instance || me(&new).is_none() || me(&new) != me(&now) {
         return Err(libc::EINVAL);
     }
     if new.generation < now.generation {
         return Err(libc::ESTALE);
     }
-    let _lock = gust_hosts::lock(path).map_err(|_| libc::EIO)?;
+    let here = me(&now);
+    for d in new.daemons.iter_mut().filter(|d| Some(&d.host) == here.as_ref()) {
+        if let Some(mine) = now.daemons.iter().find(|m| m.id == d.id && m.host == d.host) {
+            *d = mine.clone();
+        }
+    }
     new.store(path).map_err(|e| {
         warn!("cannot store the hosts file a move sent: {e}");
         libc::EIO
