@@ -357,7 +357,7 @@ fn moves_with_daemons_killed_lose_nothing() {
             .args(args)
             .env("GUST_HOSTS_FILE", &inst.hosts)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(format!("/tmp/soakcmd-{moves}.err")).unwrap())
             .spawn()
             .unwrap();
         // The fault lands at a random point of the command (or not at all).
@@ -373,10 +373,12 @@ fn moves_with_daemons_killed_lose_nothing() {
             unsafe { libc::kill(d.pid as i32, libc::SIGKILL) };
             let addr = d.tcp_addr();
             assert!(common_wait(|| gust_e2e::refuses_connections(&addr)), "daemon {victim} did not die");
-            // Started again only if it is still part of the instance.
+            // Started again if it is still part of the instance (a daemon a shrink
+            // let go meanwhile refuses to start).
             if listed(victim).is_some() {
                 inst.restart_daemon(victim);
-                assert!(common_wait(|| inst.client().ping(victim).is_ok()), "daemon {victim} did not start again");
+                let back = common_wait(|| listed(victim).is_none() || inst.client().ping(victim).is_ok());
+                assert!(back, "daemon {victim} did not start again");
             }
             kills += 1;
         }
@@ -384,6 +386,9 @@ fn moves_with_daemons_killed_lose_nothing() {
             gust_e2e::wait_until(std::time::Duration::from_secs(180), || cmd.try_wait().unwrap().is_some()),
             "gust {args:?} did not end"
         );
+        if let Err(e) = Client::open_instance(&inst.hosts, Default::default()) {
+            panic!("{e}\n{}\ncmd: {}", std::fs::read_to_string(&inst.hosts).unwrap(), std::fs::read_to_string(format!("/tmp/soakcmd-{moves}.err")).unwrap());
+        }
         settle(&inst);
         check_all(&inst.client(), files, &format!("after move {moves} ({args:?}, {kills} daemons killed so far)"));
         moves += 1;
@@ -403,15 +408,26 @@ fn moves_with_daemons_killed_lose_nothing() {
 /// A move that stopped (its coordinator failed when a daemon died) finished
 /// with `--resume`, or a grow stopped before its move began called off.
 fn settle(inst: &Instance) {
+    let mut why = String::new();
     for _ in 0..20 {
         let h = inst.hosts_file();
+        let out = inst.gust(&["expand", "--resume"]);
         if !h.moving && h.placed_count() as usize == h.daemons.len() {
+            // Ended, and every daemon serves it (or now does: `--resume` sends
+            // `adopt` to one that did not answer it).
             return;
         }
-        let _ = inst.gust(&["expand", "--resume"]);
+        why = String::from_utf8_lossy(&out.stderr).into_owned();
     }
     let h = inst.hosts_file();
-    panic!("no end to the move: {} daemons, {} placed, moving {}", h.daemons.len(), h.placed_count(), h.moving);
+    let logs: Vec<String> = h.daemons.iter().map(|d| inst.daemon_log(d.id)).collect();
+    panic!(
+        "no end to the move: {} daemons, {} placed, moving {}; gust expand --resume said: {why}\n{}",
+        h.daemons.len(),
+        h.placed_count(),
+        h.moving,
+        logs.iter().map(|l| l.lines().rev().take(12).collect::<Vec<_>>().join("\n")).collect::<Vec<_>>().join("\n--\n")
+    );
 }
 
 /// Bytes of chunk data each daemon stores: allocated blocks of the local chunk

@@ -117,6 +117,9 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
     if a.resume && !h.moving && (h.placed_count() as usize) < h.daemons.len() {
         return call_off(&p, &h);
     }
+    if a.resume && !h.moving && readopt(&p, &h)? {
+        return Ok(());
+    }
     check(&h, a.resume)?;
     if a.resume {
         return drive(&p, None, None);
@@ -164,6 +167,9 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
 pub fn shrink(a: ShrinkArgs) -> Result<(), String> {
     let p = a.inst.hosts_path();
     let h = load(&p)?;
+    if a.resume && !h.moving && readopt(&p, &h)? {
+        return Ok(());
+    }
     check(&h, a.resume)?;
     if a.resume {
         return drive(&p, None, None);
@@ -221,7 +227,10 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
     publish(&c, p)?;
     let all: Vec<u32> = h.daemons.iter().map(|d| d.id).collect();
     let from = if h.moving { None } else { Some(h.placed_count()) };
-    let generation = if h.moving { h.generation } else { h.generation + 1 };
+    let generation = if h.moving { h.generation } else { h.next_generation() };
+    if !h.moving {
+        gust_hosts::update(p, |h| h.attempted = Some(generation)).map_err(|e| e.to_string())?;
+    }
     // A daemon that does not answer during the copy may be starting again (it
     // resumes its part): asked again for up to `REJOIN_WAIT`.
     let step = |d: u32, s: MoveStep| -> Result<MoveProgress, String> {
@@ -231,7 +240,10 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
                 Ok(st) => return Ok(st),
                 Err(e) => {
                     let why = c.last_transport_error().unwrap_or_else(|| e.to_string());
-                    let copying = matches!(s, MoveStep::Copy | MoveStep::Status);
+                    // A daemon that does not answer during the copy or at adopt may
+                    // be starting again (it resumes its part, or serves the new
+                    // layout, as the hosts file says): asked again.
+                    let copying = matches!(s, MoveStep::Copy | MoveStep::Status | MoveStep::Adopt);
                     if !copying || asked.elapsed() > REJOIN_WAIT {
                         return Err(format!("daemon {d}: {} step: {why}", step_name(s)));
                     }
@@ -421,6 +433,29 @@ fn first_pass(c: &Client, daemons: &[u32], generation: u32) {
     }
 }
 
+/// A move whose coordinator stopped after the hosts file said it ended, before
+/// every daemon took the new layout (one did not answer `adopt`): those that did
+/// not are sent it now. Whether any was.
+fn readopt(p: &Path, h: &HostsFile) -> Result<bool, String> {
+    let c = Client::open_instance(p, ClientOptions::default())?;
+    let mut sent = Vec::new();
+    for d in h.daemons.iter().map(|d| d.id) {
+        let s = c.move_step(d, MoveStep::Status, h.generation).map_err(|e| format!("daemon {d}: {e}"))?;
+        if s.step != MoveStep::Adopt || s.generation != h.generation {
+            c.move_step(d, MoveStep::Adopt, h.generation).map_err(|e| format!("daemon {d}: adopt: {e}"))?;
+            sent.push(d.to_string());
+        }
+    }
+    if !sent.is_empty() {
+        eprintln!(
+            "gust: the move to layout generation {} had ended but daemon(s) {} did not serve it yet; they do now",
+            h.generation,
+            sent.join(", ")
+        );
+    }
+    Ok(!sent.is_empty())
+}
+
 /// An expand that stopped before its move began (its coordinator killed during
 /// the first pass, say): the daemons that hold data forget the first pass, the
 /// joining ones leave again, and the instance serves on as it was.
@@ -428,7 +463,11 @@ fn call_off(p: &Path, h: &HostsFile) -> Result<(), String> {
     let placed = h.placed_count();
     let c = Client::open_instance(p, ClientOptions::default())?;
     for d in h.daemons.iter().map(|d| d.id).filter(|id| *id < placed) {
-        c.move_step(d, MoveStep::Abort, h.generation + 1).map_err(|e| format!("daemon {d}: abort: {e}"))?;
+        // One that does not answer keeps what it noted of the first pass, which
+        // no later move takes for its own (`attempted` generations).
+        if let Err(e) = c.move_step(d, MoveStep::Abort, h.attempted.unwrap_or(h.generation + 1)) {
+            eprintln!("gust: daemon {d}: abort: {e}");
+        }
     }
     send_away_joining(Some(&c), p, placed)?;
     eprintln!(

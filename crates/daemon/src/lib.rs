@@ -402,6 +402,17 @@ fn daemon_id(
         (None, Some(want)) => want,
         (None, None) => hosts.daemons.iter().map(|d| d.id + 1).max().unwrap_or(0),
     };
+    // A daemon the instance let go in a move (`gust shrink`) does not come back
+    // by registering again: its data is elsewhere, and the layout has no place
+    // for it.
+    if identity.is_some() && hosts.generation > 1 && !hosts.daemons.iter().any(|d| d.id == id) {
+        return Err(format!(
+            "daemon {id} left instance {} when its layout changed (gust shrink); root directory {} holds \
+             nothing the instance serves",
+            hosts.instance,
+            rootdir.display()
+        ));
+    }
     if identity.is_none() && hosts.daemons.iter().any(|d| d.id == id) {
         return Err(format!(
             "daemon id {id} is already registered in {} by another root directory",

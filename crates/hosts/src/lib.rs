@@ -223,6 +223,11 @@ pub struct HostsFile {
     /// nothing of the file system's contents until `gust expand` or `gust shrink`
     /// ends it (a daemon restarted meanwhile resumes its part).
     pub moving: bool,
+    /// The highest layout generation a move attempted (`attempted` line; none if
+    /// absent): a move called off used it, and the next takes a higher one, so
+    /// that nothing the daemons kept of the attempt (a first pass's intent log)
+    /// passes for the next move's.
+    pub attempted: Option<u32>,
     /// Bound on daemons this instance may grow to (`daemons_max` line; the daemons
     /// listed if absent): clients keep room for that many.
     pub daemons_max: Option<u32>,
@@ -328,10 +333,16 @@ impl HostsFile {
             replicas: 1,
             generation: 1,
             placed: None,
+            attempted: None,
             moving: false,
             daemons_max: None,
             daemons: Vec::new(),
         }
+    }
+
+    /// The generation the next move takes: past the layout's and any attempted.
+    pub fn next_generation(&self) -> u32 {
+        self.generation.max(self.attempted.unwrap_or(0)) + 1
     }
 
     /// How many daemons hold data: ids 0..placed_count().
@@ -372,6 +383,9 @@ impl HostsFile {
         }
         if self.moving {
             s.push_str("moving 1\n");
+        }
+        if let Some(a) = self.attempted {
+            s.push_str(&format!("attempted {a}\n"));
         }
         if let Some(m) = self.daemons_max {
             s.push_str(&format!("daemons_max {m}\n"));
@@ -433,6 +447,10 @@ impl HostsFile {
                     *if key == "placed" { &mut h.placed } else { &mut h.daemons_max } = Some(count);
                 }
                 "moving" => h.moving = rest == "1",
+                "attempted" => {
+                    h.attempted =
+                        Some(rest.parse().ok().ok_or_else(|| perr(n, format!("bad attempted generation '{rest}'")))?)
+                }
                 "daemon" => {
                     if h.daemons.len() >= DAEMONS_MAX {
                         return Err(perr(n, format!("more than {DAEMONS_MAX} daemons")));
@@ -625,11 +643,13 @@ mod tests {
         h.generation = 4;
         h.placed = Some(2);
         h.moving = true;
+        h.attempted = Some(6);
         h.daemons_max = Some(64);
         let back = HostsFile::parse(p, &h.render()).unwrap();
         assert_eq!(back, h);
         assert_eq!((back.placed_count(), back.room()), (2, 64));
-        for bad in ["generation 0", "generation x", "placed 0", "daemons_max 70000"] {
+        assert_eq!(back.next_generation(), 7, "past the attempted one");
+        for bad in ["generation 0", "generation x", "placed 0", "daemons_max 70000", "attempted x"] {
             let text = h.render().replace("placed 2", bad);
             assert!(HostsFile::parse(p, &text).is_err(), "{bad} must be refused");
         }

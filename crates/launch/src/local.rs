@@ -2,12 +2,12 @@
 //! expand` adds. They are children of the launching command, in sessions of their
 //! own (they outlive it), so no node agent stands between: this module spawns them
 //! and waits for them as the launcher waits for the agents' daemons, until every
-//! one has registered in the hosts file and answers a ping ([`crate::launcher::unanswered`]).
+//! one has registered in the hosts file and answers a ping.
 //!
 //! Not for: daemons on other nodes (launcher.rs), stopping (stop.rs).
 
-use crate::launcher::unanswered;
 use crate::proc::own_session;
+use gust_client::{Client, ClientOptions};
 use gust_hosts::HostsFile;
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -41,7 +41,8 @@ pub struct LocalPlan<'a> {
 
 /// Starts every daemon of `p`, detached, and waits until all have registered and
 /// answer. On failure (a daemon exits during start-up, or the timeout passes) the
-/// daemons started are killed and the message names the daemon and its log.
+/// daemons started here are killed (none other) and the message names the daemon
+/// and its log.
 pub fn start(p: &LocalPlan<'_>) -> Result<HostsFile, String> {
     let mut children = Vec::new();
     for d in &p.daemons {
@@ -58,12 +59,14 @@ pub fn start(p: &LocalPlan<'_>) -> Result<HostsFile, String> {
         for (i, c, log) in children.iter_mut() {
             if let Ok(Some(st)) = c.try_wait() {
                 let msg = crate::proc::tail(log, 5);
-                kill_registered(p.hosts_path);
-                return Err(format!("daemon {i} exited ({st}) during start-up; its log {}:\n{msg}", log.display()));
+                let i = *i;
+                let log = log.display().to_string();
+                kill_all(&mut children);
+                return Err(format!("daemon {i} exited ({st}) during start-up; its log {log}:\n{msg}"));
             }
         }
         if let Ok(h) = HostsFile::load(p.hosts_path) {
-            if registered(&h, &children) && unanswered(p.hosts_path, Duration::from_secs(2)).is_empty() {
+            if registered(&h, &children) && answer(p.hosts_path, &children) {
                 return Ok(h);
             }
         }
@@ -122,17 +125,22 @@ fn spawn(p: &LocalPlan<'_>, d: &LocalDaemon) -> Result<(u32, Child, PathBuf), St
     Ok((d.id, child, log_path))
 }
 
-fn kill_all(children: &mut [(u32, Child, PathBuf)]) {
-    for (_, c, _) in children.iter_mut() {
-        let _ = c.kill();
+/// Whether every daemon started here answers a ping (the instance's other
+/// daemons, when `gust expand` adds these, are not asked: one that is down must
+/// not fail the start of the new ones).
+fn answer(hosts_path: &Path, children: &[(u32, Child, PathBuf)]) -> bool {
+    let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), ..Default::default() };
+    match Client::open_instance(hosts_path, opts) {
+        Ok(c) => children.iter().all(|(i, _, _)| c.ping(*i).is_ok()),
+        Err(_) => false,
     }
 }
 
-/// Kills every daemon the hosts file names (a failed start leaves none running).
-fn kill_registered(hosts_path: &Path) {
-    let pids: Vec<u32> =
-        HostsFile::load(hosts_path).map(|h| h.daemons.iter().map(|d| d.pid).collect()).unwrap_or_default();
-    for p in pids {
-        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+/// Kills the daemons started here and waits for them, so that none registers
+/// after the start failed; the instance's other daemons (`gust expand`) stay.
+fn kill_all(children: &mut [(u32, Child, PathBuf)]) {
+    for (_, c, _) in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }

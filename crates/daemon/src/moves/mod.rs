@@ -130,6 +130,7 @@ impl Moves {
         let _ = self.hosts_file.set(hosts_file);
         let _ = self.state.set(Arc::downgrade(state));
         self.generation.store(hosts.generation, Ordering::SeqCst);
+        lock(&self.progress).generation = hosts.generation;
         if hosts.moving {
             self.frozen.store(true, Ordering::SeqCst);
             let mut p = lock(&self.progress);
@@ -373,7 +374,11 @@ fn run_copy(state: &State, hosts: &HostsFile) -> Result<(), String> {
         None => {
             let path = sent::log_path(&state.rootdir);
             let logged = sent::load(&path, hosts.generation).map_err(|e| format!("{}: {e}", path.display()))?;
-            logged.unwrap_or_else(|| Sent::nothing(hosts.generation))
+            logged.unwrap_or_else(|| {
+                // Another move's (one called off while this daemon was away).
+                let _ = std::fs::remove_file(&path);
+                Sent::nothing(hosts.generation)
+            })
         }
     };
     copy::copy(state, &*dist, hosts, sent)
