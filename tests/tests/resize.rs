@@ -421,6 +421,11 @@ fn settle(inst: &Instance) {
     }
     let h = inst.hosts_file();
     let logs: Vec<String> = h.daemons.iter().map(|d| inst.daemon_log(d.id)).collect();
+    if let Ok(dir) = std::env::var("GUST_SOAK_LOGS") {
+        for (d, l) in h.daemons.iter().zip(&logs) {
+            let _ = std::fs::write(format!("{dir}/d{}.log", d.id), l);
+        }
+    }
     panic!(
         "no end to the move: {} daemons, {} placed, moving {}; gust expand --resume said: {why}\n{}",
         h.daemons.len(),

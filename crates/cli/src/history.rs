@@ -893,7 +893,17 @@ impl Coordinator<'_> {
     /// Runs one round and returns its merged history and cut lines, leaving
     /// nothing of it in GustFS or in the local directory.
     fn round(&mut self, client: &Client, r: &Round) -> Result<(Vec<Op>, usize), String> {
-        client.mkdir(&r.base, 0o755).map_err(|e| format!("cannot make {} in GustFS: {e}", r.base))?;
+        // Its daemon may be down for a while (a daemon killed beside the run, as
+        // the workers' own directories' may: `worker`).
+        let up_by = Instant::now() + START_WAIT;
+        loop {
+            match client.mkdir(&r.base, 0o755) {
+                Ok(()) => break,
+                Err(e) if e.0 == libc::EEXIST => break,
+                Err(e) if e.0 == libc::EIO && Instant::now() < up_by => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(format!("cannot make {} in GustFS: {e}", r.base)),
+            }
+        }
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&r.local)

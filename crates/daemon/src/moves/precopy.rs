@@ -189,6 +189,7 @@ impl Walk<'_, '_> {
             if to < self.placed {
                 continue;
             }
+            self.cancelled()?;
             let span = Span { offset: k * chunk, len: (len - k * chunk).min(chunk) as u32 };
             // Only this daemon's own chunks: the others are holes here, and what
             // it logs it may drop there later.
