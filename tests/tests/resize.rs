@@ -387,7 +387,11 @@ fn moves_with_daemons_killed_lose_nothing() {
             "gust {args:?} did not end"
         );
         if let Err(e) = Client::open_instance(&inst.hosts, Default::default()) {
-            panic!("{e}\n{}\ncmd: {}", std::fs::read_to_string(&inst.hosts).unwrap(), std::fs::read_to_string(format!("/tmp/soakcmd-{moves}.err")).unwrap());
+            panic!(
+                "{e}\n{}\ncmd: {}",
+                std::fs::read_to_string(&inst.hosts).unwrap(),
+                std::fs::read_to_string(format!("/tmp/soakcmd-{moves}.err")).unwrap()
+            );
         }
         settle(&inst);
         check_all(&inst.client(), files, &format!("after move {moves} ({args:?}, {kills} daemons killed so far)"));

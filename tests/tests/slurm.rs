@@ -245,4 +245,3 @@ echo grow-done"#;
     eprintln!("{out}");
     j.assert_clean_soon("after a job that shrank and grew its instance");
 }
-

@@ -52,6 +52,8 @@ use tracing::{info, warn};
 const DRAIN_MAX: Duration = Duration::from_secs(30);
 /// Bound on one call to another daemon during a copy.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bound on waiting for another daemon that cannot be reached during a copy.
+const PEER_WAIT: Duration = Duration::from_secs(60);
 
 pub struct Moves {
     /// The layout generation served.
@@ -267,6 +269,12 @@ fn start_copy(state: &State, generation: u32) -> Result<(), i32> {
             m.copying.store(false, Ordering::SeqCst);
             return Err(libc::EIO);
         };
+        // A copy started again (`--resume`) is judged afresh.
+        {
+            let mut p = lock(&m.progress);
+            p.error.clear();
+            p.done = false;
+        }
         std::thread::Builder::new()
             .name("gust-move".into())
             .spawn(move || {
@@ -432,26 +440,45 @@ impl<'a> Peers<'a> {
         Peers { hosts, secret, open: HashMap::new() }
     }
 
+    /// Sends `req` to daemon `to` and waits for its answer. A daemon that cannot
+    /// be reached may be starting again: asked again (a move's requests may be
+    /// sent twice) for up to `PEER_WAIT`.
     fn call(&mut self, to: u32, req: &Request, bulk: &[u8]) -> Result<Response, String> {
+        let until = Instant::now() + PEER_WAIT;
+        loop {
+            match self.call_once(to, req, bulk) {
+                Err((true, _)) if Instant::now() < until => {
+                    self.open.remove(&to);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                r => return r.map_err(|(_, e)| e),
+            }
+        }
+    }
+
+    /// One try of `call`; an error says whether the daemon could not be reached.
+    fn call_once(&mut self, to: u32, req: &Request, bulk: &[u8]) -> Result<Response, (bool, String)> {
         if !self.open.get(&to).is_some_and(|c| c.alive()) {
             let d = self
                 .hosts
                 .daemons
                 .iter()
                 .find(|d| d.id == to)
-                .ok_or(format!("daemon {to} is not in the hosts file"))?;
-            let ep = d.network().ok_or(format!("daemon {to} has no network endpoint"))?;
+                .ok_or((false, format!("daemon {to} is not in the hosts file")))?;
+            let ep = d.network().ok_or((false, format!("daemon {to} has no network endpoint")))?;
             let opts = gust_rpc::Options { name: "move", ..gust_rpc::Options::new(CALL_TIMEOUT) };
-            let c = gust_rpc::Connection::open(ep, self.secret, opts).map_err(|e| format!("daemon {to}: {e}"))?;
+            let c =
+                gust_rpc::Connection::open(ep, self.secret, opts).map_err(|e| (true, format!("daemon {to}: {e}")))?;
             self.open.insert(to, c);
         }
         let c = &self.open[&to];
         match c.call(req, bulk, CALL_TIMEOUT) {
             Ok((Ok(r), _)) => Ok(r),
-            Ok((Err(e), _)) => {
-                Err(format!("daemon {to} refused {}: {}", req.name(), gust_proto::errno::name(e).unwrap_or("an error")))
-            }
-            Err(e) => Err(format!("daemon {to}: {e}")),
+            Ok((Err(e), _)) => Err((
+                false,
+                format!("daemon {to} refused {}: {}", req.name(), gust_proto::errno::name(e).unwrap_or("an error")),
+            )),
+            Err(e) => Err((true, format!("daemon {to}: {e}"))),
         }
     }
 }
