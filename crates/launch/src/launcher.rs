@@ -464,7 +464,7 @@ fn store_locked(hosts: &HostsFile, hp: &Path) -> Result<(), String> {
 #[allow(clippy::too_many_arguments)]
 fn finish_join(
     p: &Plan,
-    chans: &mut Vec<Channel>,
+    chans: &mut [Channel],
     rx: &mpsc::Receiver<(usize, Event)>,
     old: &HostsFile,
     hosts: HostsFile,

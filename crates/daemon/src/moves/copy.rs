@@ -352,7 +352,7 @@ mod tests {
     /// in the request's bulk), and cover every record once.
     #[test]
     fn batches_cover_every_record_within_bounds() {
-        let inline = |i: usize| (i % 3 == 0).then(|| vec![7u8; gust_proto::INLINE_BYTES_MAX]);
+        let inline = |i: usize| i.is_multiple_of(3).then(|| vec![7u8; gust_proto::INLINE_BYTES_MAX]);
         let recs: Vec<RawRecord> = (0..1300)
             .map(|i| (vec![b'/', 0, (i % 250) as u8], vec![0u8; if i % 7 == 0 { 3000 } else { 10 }], inline(i)))
             .collect();

@@ -17,25 +17,7 @@ impl MetadataStore {
     /// Up to `max` records after key `after` (from the first if None), in key
     /// order, with their inline data.
     pub fn raw_page(&self, after: Option<&[u8]>, max: usize) -> Res<Vec<RawRecord>> {
-        let start = after.map(|a| {
-            let mut k = a.to_vec();
-            k.push(0);
-            k
-        });
-        let mode = match &start {
-            Some(k) => rocksdb::IteratorMode::From(k, rocksdb::Direction::Forward),
-            None => rocksdb::IteratorMode::Start,
-        };
-        let mut out = Vec::new();
-        for item in self.db.iterator_cf(self.records_cf(), mode) {
-            let (k, v) = item.map_err(Self::db_err)?;
-            let inline = self.db.get_cf(self.inline_cf(), &k).map_err(Self::db_err)?;
-            out.push((k.to_vec(), v.to_vec(), inline));
-            if out.len() >= max {
-                break;
-            }
-        }
-        Ok(out)
+        Ok(self.raw_page_where(after, max, |_| true)?.0)
     }
 
     /// `raw_page` of the records `want` chooses by key (their inline data read
