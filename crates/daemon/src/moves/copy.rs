@@ -32,6 +32,7 @@ use tracing::info;
 /// Records per `move_in` request, and the body bytes at which one is sent sooner.
 pub(super) const RECORDS_PER_REQUEST: usize = 512;
 const RECORD_BYTES_PER_REQUEST: usize = 256 << 10;
+const INLINE_BYTES_PER_REQUEST: usize = 4 << 20;
 
 /// The copy of this daemon's part under `dist` (the new layout), given what a
 /// first pass sent.
@@ -325,17 +326,19 @@ fn punch_chunks(state: &State, dist: &dyn Distributor, chunk: u64) -> Result<(),
     Ok(())
 }
 
-/// Records in requests of at most `RECORDS_PER_REQUEST` records and about
-/// `RECORD_BYTES_PER_REQUEST` bytes of keys, values and inline data (which
-/// rides in the bulk: 512 records of up to 256 KiB each would pass its bound).
+/// Records in requests of at most `RECORDS_PER_REQUEST` records, about
+/// `RECORD_BYTES_PER_REQUEST` bytes of keys and values (the request's body) and
+/// about `INLINE_BYTES_PER_REQUEST` of inline data (its bulk).
 pub(super) fn batches(recs: &[RawRecord]) -> Vec<&[RawRecord]> {
     let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
+    let (mut start, mut body, mut bulk) = (0, 0, 0);
     for (i, r) in recs.iter().enumerate() {
-        bytes += r.0.len() + r.1.len() + r.2.as_ref().map_or(0, Vec::len);
-        if i + 1 - start >= RECORDS_PER_REQUEST || bytes >= RECORD_BYTES_PER_REQUEST {
+        body += r.0.len() + r.1.len();
+        bulk += r.2.as_ref().map_or(0, Vec::len);
+        if i + 1 - start >= RECORDS_PER_REQUEST || body >= RECORD_BYTES_PER_REQUEST || bulk >= INLINE_BYTES_PER_REQUEST
+        {
             out.push(&recs[start..=i]);
-            (start, bytes) = (i + 1, 0);
+            (start, body, bulk) = (i + 1, 0, 0);
         }
     }
     if start < recs.len() {
@@ -360,9 +363,11 @@ mod tests {
         assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), recs.len());
         for p in &parts {
             assert!(p.len() <= RECORDS_PER_REQUEST);
-            let bytes: usize = p.iter().map(|r| r.0.len() + r.1.len() + r.2.as_ref().map_or(0, Vec::len)).sum();
-            assert!(bytes < RECORD_BYTES_PER_REQUEST + gust_proto::INLINE_BYTES_MAX + 3100, "{bytes}");
-            assert!(bytes < gust_proto::BULK_BYTES_MAX as usize);
+            let body: usize = p.iter().map(|r| r.0.len() + r.1.len()).sum();
+            let bulk: usize = p.iter().map(|r| r.2.as_ref().map_or(0, Vec::len)).sum();
+            assert!(body < RECORD_BYTES_PER_REQUEST + 3100 && body < gust_proto::BODY_BYTES_MAX as usize, "{body}");
+            assert!(bulk < INLINE_BYTES_PER_REQUEST + gust_proto::INLINE_BYTES_MAX, "{bulk}");
+            assert!(bulk < gust_proto::BULK_BYTES_MAX as usize);
         }
     }
 
