@@ -7,7 +7,8 @@
 # move ends, every file read back and listed after each move, and `gust bench
 # history`'s workers checked for linearizability through all of it.
 # Usage: bench/run_resize_soak.sh [seconds] [seeds...]   (defaults 600 1)
-# Output of each run in bench/results/resize-soak-<date>.txt; its last line per seed.
+# Output of each run in bench/results/resize-soak-<date>.txt; its last line per seed;
+# the daemons' logs of a move that did not end in resize-soak-<date>-logs-<seed>/.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -20,8 +21,11 @@ out=$(bench_result resize-soak .txt)
 : > "$out"
 for seed in "${seeds[@]}"; do
   echo "seed $seed, $seconds s" | tee -a "$out"
-  GUST_SOAK_SECONDS=$seconds GUST_SOAK_SEED=$seed \
+  logs="${out%.txt}-logs-$seed"
+  mkdir -p "$logs"
+  GUST_SOAK_SECONDS=$seconds GUST_SOAK_SEED=$seed GUST_SOAK_LOGS=$BENCH_ROOT/$logs \
     cargo test --release -q -p gust-e2e --test resize -- --exact moves_with_daemons_killed_lose_nothing \
-    --nocapture >> "$out" 2>&1 || { echo "seed $seed FAILED (see $out)"; exit 1; }
+    --nocapture >> "$out" 2>&1 || { echo "seed $seed FAILED (see $out and $logs)"; exit 1; }
+  rmdir "$logs" 2>/dev/null || true
   grep -E "moves, .* violations" "$out" | tail -1
 done

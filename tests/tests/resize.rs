@@ -104,6 +104,18 @@ fn expand_and_shrink_move_the_ideal_fraction_and_lose_nothing() {
     assert!(common_wait(|| !third.exists()), "the daemon that left keeps its root directory {}", third.display());
 }
 
+/// `gust expand --local 2` whose coordinator stops before `step` (as if killed
+/// there: GUST_DEBUG_MOVE_STOP_BEFORE).
+fn grow_stopped_before(inst: &Instance, step: &str) {
+    let out = Command::new(gust_e2e::gust_bin())
+        .args(["expand", "--local", "2"])
+        .env("GUST_HOSTS_FILE", &inst.hosts)
+        .env("GUST_DEBUG_MOVE_STOP_BEFORE", step)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the coordinator should have stopped: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn common_wait(f: impl FnMut() -> bool) -> bool {
     gust_e2e::wait_until(std::time::Duration::from_secs(10), f)
 }
@@ -153,13 +165,7 @@ fn an_interrupted_move_is_resumed() {
     let c = inst.client();
     let files = 300;
     write_all(&c, files);
-    let out = Command::new(gust_e2e::gust_bin())
-        .args(["expand", "--local", "2"])
-        .env("GUST_HOSTS_FILE", &inst.hosts)
-        .env("GUST_DEBUG_MOVE_STOP_BEFORE", "copy")
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "the coordinator should have stopped: {}", String::from_utf8_lossy(&out.stderr));
+    grow_stopped_before(&inst, "copy");
     let h = inst.hosts_file();
     assert!(h.moving && h.placed_count() == 4, "the move is under way in the hosts file");
     let status = inst.gust(&["status"]);
@@ -292,13 +298,7 @@ fn a_grow_stopped_in_its_first_pass_is_called_off() {
     let c = inst.client();
     let files = 300;
     write_all(&c, files);
-    let out = Command::new(gust_e2e::gust_bin())
-        .args(["expand", "--local", "2"])
-        .env("GUST_HOSTS_FILE", &inst.hosts)
-        .env("GUST_DEBUG_MOVE_STOP_BEFORE", "prepare")
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "the coordinator should have stopped: {}", String::from_utf8_lossy(&out.stderr));
+    grow_stopped_before(&inst, "prepare");
     let logs = || inst.hosts_file().daemons[..2].iter().filter(|d| d.rootdir.join("move-precopy.log").exists()).count();
     assert_eq!(logs(), 2, "each daemon that holds data keeps an intent log of its first pass");
     // Served as before, by the two.
@@ -324,8 +324,9 @@ fn a_grow_stopped_in_its_first_pass_is_called_off() {
 /// history of `gust bench history`'s workers through all of it is linearizable.
 /// The daemons killed are those the instance had before the command (sources
 /// of a first pass and a copy, daemons that leave). `GUST_SOAK_SECONDS` (15)
-/// and `GUST_SOAK_SEED` (1) set its length and choices: bench/run_resize_soak.sh
-/// runs it for ten minutes.
+/// and `GUST_SOAK_SEED` (1) set its length and choices, and `GUST_SOAK_LOGS` a
+/// directory for the daemons' whole logs if a move does not end:
+/// bench/run_resize_soak.sh runs it for ten minutes.
 #[test]
 fn moves_with_daemons_killed_lose_nothing() {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
@@ -353,11 +354,12 @@ fn moves_with_daemons_killed_lose_nothing() {
         let before = inst.hosts_file().daemons.len() as u64;
         let grow = before <= 2 || (before < 6 && rand(2) == 0);
         let args = if grow { ["expand", "--local", "2"] } else { ["shrink", "--count", "2"] };
+        let said = inst.dir.path().join("move.err");
         let mut cmd = Command::new(gust_e2e::gust_bin())
             .args(args)
             .env("GUST_HOSTS_FILE", &inst.hosts)
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(format!("/tmp/soakcmd-{moves}.err")).unwrap())
+            .stderr(std::fs::File::create(&said).unwrap())
             .spawn()
             .unwrap();
         // The fault lands at a random point of the command (or not at all).
@@ -390,7 +392,7 @@ fn moves_with_daemons_killed_lose_nothing() {
             panic!(
                 "{e}\n{}\ncmd: {}",
                 std::fs::read_to_string(&inst.hosts).unwrap(),
-                std::fs::read_to_string(format!("/tmp/soakcmd-{moves}.err")).unwrap()
+                std::fs::read_to_string(&said).unwrap_or_default()
             );
         }
         settle(&inst);

@@ -263,7 +263,7 @@ fn drive(p: &Path, placed: Option<u32>, placement: Option<Placement>) -> Result<
                 eprintln!("gust: moving the instance from {from} to {placed} daemons (layout generation {generation})")
             }
         }
-        if placement.is_none() && placed > from && std::env::var("GUST_DEBUG_NO_FIRST_PASS").is_err() {
+        if placement.is_none() && placed > from {
             first_pass(&c, &all[..from as usize], generation);
         }
         first_pass_s = started.elapsed().as_secs_f64();
