@@ -150,6 +150,11 @@ pub struct StartArgs {
     /// instance): with R copies, operations go on with up to R-1 daemons down.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=gust_placement::REPLICAS_MAX as i64))]
     replicas: u32,
+    /// Erasure-code the chunks instead of copying them: stripes of K data and M
+    /// parity cells on K+M distinct daemons (e.g. 4+2: any 2 daemons may be lost,
+    /// for 1.5x the data's size). Records are kept M+1 times (M at most 2).
+    #[arg(long, value_name = "K+M", value_parser = gust_placement::ec::Code::parse, conflicts_with = "replicas")]
+    ec: Option<gust_placement::ec::Code>,
     /// Daemons the instance may grow to (`gust expand`): clients keep room for that
     /// many [default: 4 times the daemons started, at least 64].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=gust_hosts::DAEMONS_MAX as i64))]
@@ -296,6 +301,32 @@ fn cache_dir(c: &Path) -> Result<String, String> {
     Ok(abs)
 }
 
+/// What `--ec` cannot go with (docs/DESIGN.md, "Erasure codes", "Not yet").
+fn check_erasure_code(a: &StartArgs) -> Result<(), String> {
+    let Some(code) = a.ec else { return Ok(()) };
+    if code.m + 1 > gust_placement::REPLICAS_MAX {
+        return Err(format!(
+            "--ec {code}: records are kept M+1 times, and at most {} copies are supported: M at most {}",
+            gust_placement::REPLICAS_MAX,
+            gust_placement::REPLICAS_MAX - 1
+        ));
+    }
+    if a.placement != gust_hosts::Placement::Wide {
+        return Err(format!("--ec {code} with --placement {} is not supported yet", a.placement.name()));
+    }
+    if a.cache_of.is_some() {
+        return Err(format!("--ec {code} with --cache-of is not supported yet"));
+    }
+    if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
+        return Err(format!("--ec {code} is for --local instances in this version"));
+    }
+    let local = a.local.unwrap_or(1);
+    if code.width() > local {
+        return Err(format!("--ec {code} needs at least {} daemons (--local {local})", code.width()));
+    }
+    Ok(())
+}
+
 /// Creates a directory (and missing parents) with mode 0700; an existing one is left
 /// as it is.
 fn private_dir(p: &Path) -> std::io::Result<()> {
@@ -306,6 +337,7 @@ use gust_launch::local::{LocalDaemon, LocalPlan};
 use gust_launch::proc::{is_zombie, pid_alive};
 
 pub fn start(a: StartArgs) -> Result<(), String> {
+    check_erasure_code(&a)?;
     if a.replicas > 1 && a.placement == gust_hosts::Placement::Capacity {
         // A copy refused for space would have to move on while its sibling stays:
         // the copies would differ. Not built yet (docs/DESIGN.md).
@@ -455,6 +487,10 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     }
     hosts.placement = a.placement;
     hosts.replicas = a.replicas;
+    if let Some(code) = a.ec {
+        hosts.ec = Some((code.k, code.m));
+        hosts.replicas = code.m + 1;
+    }
     hosts.daemons_max = Some(a.daemons_max.unwrap_or((4 * local).max(64)).max(local));
     hosts.store(&hosts_path).map_err(|e| e.to_string())?;
     gust_hosts::create_secret(&hosts_path).map_err(|e| e.to_string())?;

@@ -18,6 +18,10 @@
 //! job's step, and the job's end stops and removes it. Elsewhere (`--local`, `gust
 //! daemon` by hand) D is started again detached, as `gust start` did.
 //!
+//! Erasure-coded instances (`--ec K+M`, whose records are replicated M+1 times):
+//! D's data cells are rebuilt from the other cells of their stripes (the client's
+//! degraded reads), its parity cells encoded again from their stripes' data.
+//!
 //! With one copy (no replicas) there is nothing to copy from: `gust repair --id D`
 //! only starts a D that is down again on its root directory, with what it had
 //! acknowledged.
@@ -138,14 +142,24 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
         }
         let mine: Vec<u64> =
             (0..rec.size.div_ceil(cs)).filter(|k| c.chunk_holders(rec.file_id, *k).contains(&id)).collect();
-        if mine.is_empty() {
+        let parity = parity_cells(c, rec, id);
+        if mine.is_empty() && parity.is_empty() {
             continue;
         }
         let fd = c.open(path, libc::O_RDONLY, 0).map_err(|err| format!("{path}: {err}"))?;
         for k in mine {
+            // Erasure-coded: a data cell of D is rebuilt from its stripe (the client
+            // skips D).
             let n = c.pread(fd, &mut buf, k * cs).map_err(|err| format!("{path}: {err}"))?;
             if n > 0 {
                 store.put_chunk(rec.file_id, k * cs, &buf[..n]).map_err(|err| format!("{path}: errno {err}"))?;
+            }
+        }
+        for (stripe, j) in parity {
+            let cell = stripe_parity(c, fd, stripe, j).map_err(|err| format!("{path}: {err}"))?;
+            if !cell.is_empty() {
+                let pid = gust_placement::ec::parity_file_id(rec.file_id);
+                store.put_chunk(pid, stripe * cs, &cell).map_err(|err| format!("{path}: errno {err}"))?;
             }
         }
         let _ = c.close(fd);
@@ -155,6 +169,34 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
     let marker = rootdir.join(gust_daemon::CLEAN_STOP_MARKER);
     std::fs::write(&marker, b"").map_err(|err| format!("cannot mark {}: {err}", marker.display()))?;
     Ok(copied)
+}
+
+/// The parity cells of `rec`'s stripes on daemon `id` of an erasure-coded
+/// instance: (stripe, parity index).
+fn parity_cells(c: &Client, rec: &Record, id: u32) -> Vec<(u64, usize)> {
+    let Some((k, _)) = c.erasure_code() else { return Vec::new() };
+    let cells = c.cells_on(rec.file_id, rec.size, id).into_iter();
+    cells.filter(|(_, cell)| *cell >= k as usize).map(|(stripe, cell)| (stripe, cell - k as usize)).collect()
+}
+
+/// Parity cell `j` of stripe `stripe` of the open file `fd`, encoded from the
+/// stripe's data as a read finds it, without its trailing zeros (a hole).
+fn stripe_parity(c: &Client, fd: i32, stripe: u64, j: usize) -> Result<Vec<u8>, gust_client::Errno> {
+    let (k, _) = c.erasure_code().expect("erasure-coded");
+    let stripe_bytes = k as u64 * c.chunk_size_bytes();
+    let mut data = vec![0u8; stripe_bytes as usize];
+    let mut done = 0;
+    while done < data.len() {
+        let n = c.pread(fd, &mut data[done..], stripe * stripe_bytes + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    let mut cell = c.stripe_parity(&data).swap_remove(j);
+    let end = cell.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+    cell.truncate(end);
+    Ok(cell)
 }
 
 /// Starts D again on its root directory and address: through its node agent

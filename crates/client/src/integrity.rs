@@ -173,6 +173,7 @@ mod tests {
                     grants: false,
                     chunk_bytes,
                     short_circuit: None,
+                    erasure_coded: false,
                 },
             );
             let w = tr.whole_blocks(&Span { offset, len });

@@ -38,6 +38,9 @@ pub(crate) fn spills(p: gust_hosts::Placement) -> bool {
 /// The placement of `hosts`' placed daemons.
 pub(crate) fn distributor(hosts: &HostsFile) -> Box<dyn Distributor> {
     let n = hosts.placed_count();
+    if let Some((k, m)) = hosts.ec.filter(|(k, m)| k + m <= n) {
+        return Box::new(gust_placement::ErasureCoded::new(n, gust_placement::ec::Code { k, m }));
+    }
     match hosts.placement {
         gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),
         gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(

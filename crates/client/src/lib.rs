@@ -25,6 +25,7 @@
 //! `namespace` (lookups, create, remove, attributes), `xattrs` (extended
 //! attributes, kept in the records), `readdir` (listings),
 //! `replica` (copies of records and chunks on several daemons, down daemons),
+//! `ec` (erasure-coded chunks: parity kept by the writer, lost cells rebuilt),
 //! `rename`, `find` (queries the daemons evaluate), `staging` (daemons copying their
 //! own chunks for `gust stage`), `cache` (cache mode: the namespace of a shared
 //! file system directory, fetched on first open), `events` (the daemons' event
@@ -39,6 +40,7 @@ mod cache;
 mod claims;
 mod create_batch;
 mod credentials;
+mod ec;
 mod error;
 mod events;
 mod exit;
@@ -195,6 +197,8 @@ pub struct Client {
     /// leaves them to the kernel, else the instance owner's uid (the hosts file's
     /// owner), whom no check applies to (as root).
     permissions_owner: Option<u32>,
+    /// The erasure code's layout, in an erasure-coded instance (ec/).
+    ec: Option<ec::Stripes>,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -233,9 +237,14 @@ impl Client {
                 // Cut read spans where a hole follows, as the daemons of placements
                 // that spill do (gust-daemon's lib.rs).
                 short_circuit: opts.short_circuit.then_some(layout::spills(hosts.placement)),
+                erasure_coded: hosts.ec.is_some(),
             },
         );
         let dist = layout::Layout::new(layout::distributor(&hosts));
+        let ec = match hosts.ec {
+            Some((k, m)) => Some(ec::Stripes::new(n, k, m, hosts.chunk_size_bytes)?),
+            None => None,
+        };
         transport.set_layout(hosts.generation, n);
         let write_behind_bytes = io::bytes_from_env(hosts.chunk_size_bytes);
         let sizes = std::sync::Arc::new(size_cache::SizeHolds::default());
@@ -265,6 +274,7 @@ impl Client {
                 use std::os::unix::fs::MetadataExt;
                 std::fs::metadata(hosts_path).map_or(0, |m| m.uid())
             }),
+            ec,
         })
     }
 

@@ -33,7 +33,7 @@ use crate::rpc::{Answer, Call, Dest, Transport};
 use crate::{Client, Errno};
 use gust_placement::replica_group;
 use gust_placement::Distributor;
-use gust_proto::{Copies, Request, Response};
+use gust_proto::{Copies, Request, Response, TraceClass};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -41,9 +41,15 @@ use std::time::Duration;
 pub const DOWN_SKIP: Duration = Duration::from_secs(5);
 
 /// Where a request goes in a replicated instance: the request table's fact
-/// (gust-proto's `copies(...)`), which every request states.
-fn route(req: &Request) -> Copies {
-    req.copies()
+/// (gust-proto's `copies(...)`), which every request states; in an erasure-coded
+/// instance a request on chunks goes to the daemon of its cell alone (ec/).
+fn route(req: &Request, erasure_coded: bool) -> Copies {
+    let on_chunks =
+        matches!(req.trace_class(), TraceClass::ChunkRead | TraceClass::ChunkWrite | TraceClass::ChunkOther);
+    match erasure_coded && on_chunks {
+        true => Copies::Addressed,
+        false => req.copies(),
+    }
 }
 
 impl Transport {
@@ -115,7 +121,7 @@ impl Transport {
             let got = self.send_batch(std::mem::take(&mut fan.subs), std::mem::take(&mut fan.sub_dests), buf);
             let mut retry: Vec<(usize, u32)> = Vec::new();
             for ((i, m), a) in std::mem::take(&mut fan.sent).into_iter().zip(got) {
-                if let Some(next) = self.judge(&mut fan, route(&calls[i].req), i, m, a) {
+                if let Some(next) = self.judge(&mut fan, route(&calls[i].req, self.erasure_coded), i, m, a) {
                     retry.push((i, next));
                 }
             }
@@ -134,7 +140,7 @@ impl Transport {
     /// first live one for a read (the others wait in `untried`), the addressed
     /// daemon for the rest. A call without a live member is answered EIO now.
     fn first_members<'a>(&self, fan: &mut Fanout<'a>, i: usize, c: &Call<'a>, dest: &Option<Dest>) {
-        let r = route(&c.req);
+        let r = route(&c.req, self.erasure_coded);
         let members: Vec<u32> = match r {
             Copies::Addressed if self.is_down(c.daemon) => Vec::new(),
             Copies::Addressed => vec![c.daemon],
@@ -345,6 +351,10 @@ impl Client {
     /// The daemons holding the copies of chunk `chunk` of file `file_id` where
     /// placement puts it first (a chunk spilled past a full daemon is elsewhere).
     pub fn chunk_holders(&self, file_id: u128, chunk: u64) -> Vec<u32> {
+        if self.transport.erasure_coded {
+            // One data cell; its parity: `cells_on` (ec/).
+            return vec![self.dist.locate_chunk(file_id, chunk)];
+        }
         self.transport.group(self.dist.locate_chunk(file_id, chunk)).collect()
     }
 }

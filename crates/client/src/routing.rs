@@ -46,7 +46,7 @@ pub(crate) fn group_spans(
 
 /// The spans of bytes `offset..offset + len`, at most one chunk each, with their
 /// positions relative to `offset`; together they cover the range exactly once.
-fn placed_spans(offset: u64, len: u64, chunk_size: u64) -> impl Iterator<Item = Placed> {
+pub(crate) fn placed_spans(offset: u64, len: u64, chunk_size: u64) -> impl Iterator<Item = Placed> {
     chunk_spans(offset, len, chunk_size).map(move |s| {
         assert!(s.file_offset >= offset && s.file_offset + s.len <= offset + len && s.len <= chunk_size);
         (Span { offset: s.file_offset, len: s.len as u32 }, (s.file_offset - offset) as usize)
@@ -115,6 +115,9 @@ impl Client {
         also: Option<u32>,
         req: impl Fn() -> Request,
     ) -> Result<()> {
+        if self.stripes().is_some() {
+            return self.call_cells(file_id, from, size, also, req());
+        }
         for _ in 0..8 {
             let mut daemons = self.chunk_daemons(file_id, from, size);
             if let Some(d) = also.filter(|d| !daemons.contains(d)) {

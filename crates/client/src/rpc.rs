@@ -187,6 +187,9 @@ pub(crate) struct Transport {
     /// The instance's chunk size: a repair of corrupt blocks stays in its chunk
     /// (integrity.rs).
     pub(crate) chunk_bytes: u64,
+    /// Chunks are erasure-coded (ec/): requests on chunks go to the addressed
+    /// daemon alone, never to a replica group.
+    pub(crate) erasure_coded: bool,
 }
 
 /// How a transport works (`Transport::new`).
@@ -207,6 +210,8 @@ pub(crate) struct TransportOptions {
     /// Short-circuit I/O (short_circuit.rs), with whether reads cut spans where
     /// a hole follows; None: off.
     pub short_circuit: Option<bool>,
+    /// Chunks are erasure-coded (ec/).
+    pub erasure_coded: bool,
 }
 
 /// One request of a batch: daemon index, request, bulk parts sent after the body.
@@ -279,7 +284,8 @@ impl Bulk {
 
 impl Transport {
     pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, o: TransportOptions) -> Self {
-        let TransportOptions { timeout, force_tcp, replicas, proxy, grants, chunk_bytes, short_circuit } = o;
+        let TransportOptions { timeout, force_tcp, replicas, proxy, grants, chunk_bytes, short_circuit, erasure_coded } =
+            o;
         register_fork_handler();
         // This node's daemon: on this host, with its socket here (test hosts in one
         // machine share host names only when they share the file system too).
@@ -327,6 +333,7 @@ impl Transport {
             },
             proxy,
             chunk_bytes,
+            erasure_coded,
         }
     }
 

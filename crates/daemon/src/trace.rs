@@ -78,6 +78,8 @@ pub fn start(req: &Request) -> Option<Traced> {
         }
         Request::Read { file_id, spans }
         | Request::Write { file_id, spans, .. }
+        | Request::WriteSwap { file_id, spans, .. }
+        | Request::XorChunks { file_id, spans, .. }
         | Request::RepairBlocks { file_id, spans } => {
             record.file_id = *file_id;
             record.offset = spans.first().map_or(0, |s| s.offset);

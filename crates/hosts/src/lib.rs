@@ -14,6 +14,8 @@
 //! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock
 //! placement capacity          only when not the default (wide): see below
 //! replicas 2                  only when more than 1: copies of every record and chunk
+//! ec 4+2                      only for erasure-coded instances: chunks in stripes of
+//!                             K data and M parity cells (records: `replicas` M+1)
 //! daemon 0 node17 4242 /tmp/gust-root/d0 tcp:127.0.0.1:40111 unix:/tmp/gust-root/d0/daemon.sock capacity:1073741824
 //! ```
 //!
@@ -212,6 +214,10 @@ pub struct HostsFile {
     /// Copies of every record and chunk (1 to 3, fixed for the instance's life). A
     /// reader that does not know the key refuses the file: it would miss copies.
     pub replicas: u32,
+    /// Erasure code of the chunks, (K, M) (`ec K+M` line; gust-placement's `ec`):
+    /// every stripe of K chunks has M parity chunks. A reader that does not know
+    /// the key refuses the file: it would write chunks without their parity.
+    pub ec: Option<(u32, u32)>,
     /// The layout's generation (`generation` line, 1 if absent): `gust expand` and
     /// `gust shrink` raise it when they change which daemons hold data, and
     /// clients stamp it on every request (docs/DESIGN.md, "Growing and shrinking").
@@ -331,6 +337,7 @@ impl HostsFile {
             cache_of_store: None,
             placement: Placement::Wide,
             replicas: 1,
+            ec: None,
             generation: 1,
             placed: None,
             attempted: None,
@@ -374,6 +381,9 @@ impl HostsFile {
         }
         if self.replicas != 1 {
             s.push_str(&format!("replicas {}\n", self.replicas));
+        }
+        if let Some((k, m)) = self.ec {
+            s.push_str(&format!("ec {k}+{m}\n"));
         }
         if self.generation != 1 {
             s.push_str(&format!("generation {}\n", self.generation));
@@ -430,6 +440,13 @@ impl HostsFile {
                         .ok()
                         .filter(|r| (1..=REPLICAS_MAX).contains(r))
                         .ok_or_else(|| perr(n, format!("bad replicas '{rest}' (1 to {REPLICAS_MAX})")))?
+                }
+                "ec" => {
+                    let code = rest.split_once('+').and_then(|(k, m)| Some((k.parse().ok()?, m.parse().ok()?)));
+                    h.ec = Some(
+                        code.filter(|&(k, m): &(u32, u32)| k >= 1 && m >= 1 && k + m <= 255)
+                            .ok_or_else(|| perr(n, format!("bad ec '{rest}' (K+M, e.g. 4+2)")))?,
+                    );
                 }
                 "generation" => {
                     h.generation = rest
@@ -704,6 +721,13 @@ mod tests {
         let text = h.render();
         assert!(text.contains("replicas 2\n"), "{text}");
         assert_eq!(HostsFile::parse(p, &text).unwrap().replicas, 2);
+        h.ec = Some((4, 2));
+        let text = h.render();
+        assert!(text.contains("ec 4+2\n"), "{text}");
+        assert_eq!(HostsFile::parse(p, &text).unwrap().ec, Some((4, 2)));
+        let e = HostsFile::parse(p, &text.replace("ec 4+2", "ec 4")).unwrap_err();
+        assert!(e.to_string().contains("bad ec '4'"), "{e}");
+        h.ec = None;
         let e = HostsFile::parse(p, &text.replace("replicas 2", "replicas 4")).unwrap_err();
         assert!(e.to_string().contains("bad replicas '4' (1 to 3)"), "{e}");
     }

@@ -10,13 +10,16 @@
 //!   ([`capacity`]).
 //! * With `--placement local` a file's chunks live on the daemon its id names, one
 //!   of its creator's node ([`local`]).
+//! * With `--ec K+M` chunks live in erasure-coded stripes over K+M daemons ([`ec`]).
 //!
 //! Not for: deciding *how* to talk to a daemon (that is the client core).
 
 pub mod capacity;
+pub mod ec;
 pub mod local;
 
 pub use capacity::CapacityWeighted;
+pub use ec::ErasureCoded;
 pub use local::NodeLocal;
 use xxhash_rust::xxh3::xxh3_64;
 

@@ -683,6 +683,18 @@ requests! {
     /// instance, of this layout generation or a newer one, and lists this daemon
     /// as it is listed now. Answers `Ok`.
     71 OP_PUT_HOSTS "put_hosts" PutHosts { text: String } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// A data cell's write in an erasure-coded instance: writes the spans as
+    /// `write` does and answers `Data` with the bytes they replaced (cut where
+    /// only a hole followed, as `read` answers), taken under the same locks, so
+    /// that the writer can send each parity cell the change (`xor_chunks`). Not
+    /// idempotent: sent again, it would answer its own bytes as the old ones.
+    72 OP_WRITE_SWAP "write_swap" WriteSwap { file_id: u128, spans: Vec<Span>, sums: Vec<u64> } idempotent(false) copies(Addressed) recovering(Refuses) trace(ChunkWrite),
+    /// A parity cell's update in an erasure-coded instance: XORs the bulk section
+    /// (spans in order, bytes concatenated; `sums` as `write`'s, of the bulk) into
+    /// the spans of this daemon's local file of `file_id` (holes count as zeros).
+    /// XOR commutes, so concurrent updates of one cell land in any order. Answers
+    /// `Written`. Not idempotent: sent twice, an update undoes itself.
+    73 OP_XOR_CHUNKS "xor_chunks" XorChunks { file_id: u128, spans: Vec<Span>, sums: Vec<u64> } idempotent(false) copies(Addressed) recovering(Refuses) trace(ChunkWrite),
 }
 
 impl Request {
@@ -722,6 +734,8 @@ impl Request {
     pub fn chunk_files(&self, mut f: impl FnMut(u128)) {
         match self {
             Request::Write { file_id, .. }
+            | Request::WriteSwap { file_id, .. }
+            | Request::XorChunks { file_id, .. }
             | Request::Read { file_id, .. }
             | Request::TruncateChunks { file_id, .. }
             | Request::RemoveChunks { file_id }
@@ -1500,6 +1514,18 @@ mod tests {
                     .into(),
             ),
             (Request::PutHosts { text: "x".into() }, "47000000  0100000000000000 78".into()),
+            (
+                Request::WriteSwap { file_id: 7, spans: vec![Span { offset: 0, len: 4 }], sums: vec![5] },
+                "48000000  07000000000000000000000000000000  0100000000000000  0000000000000000 04000000  \
+                 0100000000000000 0500000000000000"
+                    .into(),
+            ),
+            (
+                Request::XorChunks { file_id: 7, spans: vec![Span { offset: 0, len: 4 }], sums: vec![] },
+                "49000000  07000000000000000000000000000000  0100000000000000  0000000000000000 04000000  \
+                 0000000000000000"
+                    .into(),
+            ),
         ]
     }
 
@@ -1622,6 +1648,8 @@ mod tests {
                 (69, "set_xattr", false),
                 (70, "move_drop", true),
                 (71, "put_hosts", true),
+                (72, "write_swap", false),
+                (73, "xor_chunks", false),
             ]
         );
         for (code, name) in OPS {
@@ -1629,7 +1657,7 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(OP_MAX + 1), "?");
-        assert_eq!(OP_MAX, 71);
+        assert_eq!(OP_MAX, 73);
         // Conditional idempotency: an open(O_CREAT) without O_EXCL and a size merge
         // may be resent; an exclusive create and an append reservation may not.
         let create = |exclusive| Request::Create { path: "/a".into(), record: rec(), exclusive };
@@ -1877,19 +1905,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 1300 0100 0100000000000000 04000000 00000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1400 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1300 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+            show(&hex("47555354 1400 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
         );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 1300 0d00 0807060504030201 30000000 02000000 00000000  \
+        let want = hex("47555354 1400 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1897,7 +1925,7 @@ mod tests {
         let req = sample_lock();
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 1300 3600 0300000000000000 49000000 00000000 00000000  \
+        let want = hex("47555354 1400 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
@@ -1906,13 +1934,13 @@ mod tests {
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1300 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+            show(&hex("47555354 1400 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
         );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
         let want =
-            hex("47555354 1300 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
+            hex("47555354 1400 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -195,7 +195,9 @@ pub fn run_throttled(c: &Client, o: &Options, max_bandwidth: Option<u64>) -> Res
     let (todo, skipped): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|&i| !existing.is_complete(&items[i]));
     let files: Vec<usize> = todo.iter().copied().filter(|&i| items[i].is_file()).collect();
     let bytes: u64 = files.iter().map(|&i| items[i].size).sum();
-    let via = if o.via == Via::Client { Via::Client } else { Via::Daemons };
+    // Daemons copy into and out of their own chunk files; an erasure-coded file's
+    // parity is the writing client's (gust-client's ec/), so its bytes go through one.
+    let via = if o.via == Via::Client || c.erasure_code().is_some() { Via::Client } else { Via::Daemons };
     let progress = report::Progress::new(o.progress, files.len() as u64, bytes);
     // Directories first (parents before children), private to the owner until the
     // end, when they get their own modes and times (children first).

@@ -30,6 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::Res;
 
+mod rmw;
+
 /// Bound on cached open local files; past it the cache is emptied (descriptors are
 /// cheap to reopen, and the bound keeps a daemon under its RLIMIT_NOFILE).
 const OPEN_FILES_MAX: usize = 2048;

@@ -94,6 +94,9 @@ impl Client {
         extra: Vec<Call<'_>>,
         ask: bool,
     ) -> Result<()> {
+        if self.stripes().is_some() {
+            return self.write_stripes(file_id, at, data, extra);
+        }
         let spill = self.dist.spill_daemons();
         let mut pending: Vec<Placed> = Vec::new();
         let mut first_err: Option<Errno> = None;

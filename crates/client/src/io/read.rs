@@ -108,9 +108,15 @@ impl Client {
             Some((record, _)) => (record.size, None),
             None => self.size_answered(f, answers.next().expect("stat answer")?)?,
         };
-        let short = Self::short_spans(sources, answers, size, inline.is_none() && self.dist.spill_daemons() > 0)?;
+        let spills = inline.is_none() && self.dist.spill_daemons() > 0;
+        // Erasure-coded: spans whose daemon failed are rebuilt from their stripes (ec/).
+        let mut failed = self.stripes().map(|_| Vec::new());
+        let short = Self::short_spans(sources, answers, size, spills, failed.as_mut())?;
         if let Some(data) = inline {
             return Ok(crate::inline::read_inline(size, &data, buf, offset));
+        }
+        if let Some(failed) = failed.filter(|f| !f.is_empty()) {
+            self.read_degraded(f.file_id(), &failed, buf)?;
         }
         if !short.is_empty() {
             self.read_spilled(f.file_id(), short, buf)?;
@@ -154,12 +160,14 @@ impl Client {
 
     /// Checks every chunk answer of a window; with `spills`, returns the parts
     /// inside the file (`size`) that a daemon did not hold, which may have spilled
-    /// to the chunk's next daemons (chunks.rs).
+    /// to the chunk's next daemons (chunks.rs). With `failed`, the spans inside
+    /// the file whose daemon failed go there instead of failing the read.
     fn short_spans(
         sources: Sources,
         remote_answers: impl Iterator<Item = Result<(Response, Vec<u8>)>>,
         size: u64,
         spills: bool,
+        mut failed: Option<&mut Vec<Placed>>,
     ) -> Result<Vec<Placed>> {
         let mut first_err = None;
         let mut short = Vec::new();
@@ -181,7 +189,10 @@ impl Client {
                 Ok((r, _)) => return Err(unexpected(r)),
                 // Chunks past the end hold nothing to read: a dead daemon holding only
                 // those does not fail a read with a buffer larger than the file.
-                Err(e) if spans.iter().any(|(s, _)| s.offset < size) => first_err = first_err.or(Some(e)),
+                Err(e) if spans.iter().any(|(s, _)| s.offset < size) => match failed.as_deref_mut() {
+                    Some(f) => f.extend(spans.iter().filter(|(s, _)| s.offset < size).copied()),
+                    None => first_err = first_err.or(Some(e)),
+                },
                 Err(_) => {}
             }
         }

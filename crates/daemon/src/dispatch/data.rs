@@ -11,24 +11,10 @@ const SCRUB_PAGE_BYTES_MAX: u64 = 256 << 20;
 pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
     let md = &state.metadata;
     match req {
-        Request::Write { file_id, spans, sums } => {
-            validate_spans(&spans, Some(bulk_in.len()))?;
-            let n = state.chunks.write_checked(file_id, &spans, bulk_in, &sums).inspect_err(|&e| {
-                if e == libc::EBADMSG {
-                    tracing::warn!(
-                        "daemon {}: a write of file {file_id:032x} arrived with bytes that do not match the \
-                         writer's checksums (corrupted on the way): nothing written, EBADMSG",
-                        state.daemon_id
-                    );
-                }
-            })?;
-            state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
-            Ok(Response::Written(n))
-        }
-        Request::RepairBlocks { file_id, spans } => {
-            validate_spans(&spans, Some(bulk_in.len()))?;
-            state.chunks.repair(file_id, &spans, bulk_in).map(Response::Written)
-        }
+        r @ (Request::Write { .. }
+        | Request::WriteSwap { .. }
+        | Request::XorChunks { .. }
+        | Request::RepairBlocks { .. }) => write(state, r, bulk_in, bulk_out),
         Request::Scrub { after, max_bytes } => {
             // A file whose local file a client holds is passed over (its reads
             // verify it); the others are kept from being handed out while verified.
@@ -66,6 +52,46 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut 
             let (reply, out) = crate::read_many::serve(state, &paths);
             out.into_buffer(bulk_out);
             reply
+        }
+        other => misrouted(&other),
+    }
+}
+
+/// The requests that write chunk bytes: writes, erasure codes' read-modify-writes
+/// (chunks/rmw.rs in gust-store) and repairs of corrupt blocks from a copy.
+fn write(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) -> Reply {
+    match req {
+        Request::Write { file_id, spans, sums } => {
+            validate_spans(&spans, Some(bulk_in.len()))?;
+            let n = state.chunks.write_checked(file_id, &spans, bulk_in, &sums).inspect_err(|&e| {
+                if e == libc::EBADMSG {
+                    tracing::warn!(
+                        "daemon {}: a write of file {file_id:032x} arrived with bytes that do not match the \
+                         writer's checksums (corrupted on the way): nothing written, EBADMSG",
+                        state.daemon_id
+                    );
+                }
+            })?;
+            state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
+            Ok(Response::Written(n))
+        }
+        // Erasure codes (docs/DESIGN.md, "Erasure codes"): a data cell's write that
+        // answers what it replaced, and a parity cell's change.
+        Request::WriteSwap { file_id, spans, sums } => {
+            validate_spans(&spans, Some(bulk_in.len()))?;
+            let span_lens = state.chunks.swap(file_id, &spans, bulk_in, &sums, bulk_out)?;
+            state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
+            Ok(Response::Data { span_lens })
+        }
+        Request::XorChunks { file_id, spans, sums } => {
+            validate_spans(&spans, Some(bulk_in.len()))?;
+            let n = state.chunks.xor(file_id, &spans, bulk_in, &sums)?;
+            state.metrics.bytes_written.fetch_add(n, Ordering::Relaxed);
+            Ok(Response::Written(n))
+        }
+        Request::RepairBlocks { file_id, spans } => {
+            validate_spans(&spans, Some(bulk_in.len()))?;
+            state.chunks.repair(file_id, &spans, bulk_in).map(Response::Written)
         }
         other => misrouted(&other),
     }

@@ -214,7 +214,10 @@ fn look_at_held_sizes(state: &State, req: &Request, caller: Option<u64>) {
 fn paced_bytes(req: &Request, bulk_in: &[u8]) -> Option<u64> {
     let spans = |s: &[gust_proto::Span]| s.iter().map(|s| s.len as u64).sum::<u64>();
     match req {
-        Request::Write { .. } | Request::RepairBlocks { .. } => Some(bulk_in.len() as u64),
+        Request::Write { .. }
+        | Request::WriteSwap { .. }
+        | Request::XorChunks { .. }
+        | Request::RepairBlocks { .. } => Some(bulk_in.len() as u64),
         Request::Read { spans: s, .. } => Some(spans(s)),
         Request::StagePull { items } | Request::StagePush { items } => {
             Some(items.iter().map(|i| spans(&i.spans)).sum())
@@ -295,6 +298,8 @@ fn route(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         | Request::Find { .. }
         | Request::ReadDirPlus { .. }) => listing::serve(state, r),
         r @ (Request::Write { .. }
+        | Request::WriteSwap { .. }
+        | Request::XorChunks { .. }
         | Request::RepairBlocks { .. }
         | Request::Scrub { .. }
         | Request::Read { .. }
@@ -311,17 +316,15 @@ fn route(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         Request::StageExportFiles { items } => crate::stage::export(state, items),
         Request::StageHashSpans { items } => crate::stage::hash(state, items),
         Request::StageCommitFiles { items } => crate::stage::commit(state, items),
-        // The session hands forwards to the proxy and switches a connection to
-        // multiplexed service itself (proxy/); here only where it could not.
+        // The session serves forwards and `multiplex` itself (proxy/), these only where it could not.
         Request::Multiplex => Ok(Response::Ok),
         Request::Forward { .. } => Err(libc::EPROTO),
         Request::Lock { .. } | Request::LockTest { .. } | Request::LockCancel { .. } => state.locks.serve(req),
         Request::Move { step, generation } => crate::moves::serve(state, step, generation),
         Request::PutHosts { text } => crate::moves::put_hosts(state, &text),
         r @ (Request::MoveIn { .. } | Request::MoveDrop { .. }) => crate::moves::serve_in(state, r, bulk_in),
-        // A session serves `hello` and `callback` itself (server/session.rs); over a
-        // forward or a multiplexed link they mean nothing. Recalls and lock grants go
-        // to clients.
+        // A session serves `hello` and `callback` itself (server/session.rs), meaningless over a
+        // forward or a multiplexed link; recalls and lock grants go to clients.
         Request::Hello { .. } | Request::Callback { .. } | Request::Recall { .. } | Request::LockGranted { .. } => {
             Err(libc::EPROTO)
         }

@@ -1,0 +1,78 @@
+//! Reads of an erasure-coded file whose data cell's daemon failed: the span is
+//! asked of every other cell of its stripe at once (the same offsets in each
+//! cell), and rebuilt from the first K that answer (gust-ec). A stripe with fewer
+//! than K cells left fails the read with EIO, and `gust_last_error()` says which
+//! daemons it lacked. Also the parity of a stripe from its data, for `gust
+//! repair`.
+
+use crate::error::unexpected;
+use crate::routing::Placed;
+use crate::rpc::{Call, Dest};
+use crate::{Client, Errno, Result};
+use gust_proto::{Request, Response, Span};
+
+impl Client {
+    /// Rebuilds `spans` of file `file_id` (data cells' spans whose daemon failed,
+    /// with their places in `buf`) from the other cells of their stripes.
+    pub(crate) fn read_degraded(&self, file_id: u128, spans: &[Placed], buf: &mut [u8]) -> Result<()> {
+        let s = self.stripes().expect("erasure-coded");
+        let width = (s.k + s.m) as usize;
+        for (span, at) in spans {
+            let (stripe, lost, off) = s.locate(span.offset);
+            let len = span.len as usize;
+            let mut cells = vec![0u8; width * len];
+            let mut calls = Vec::new();
+            let mut dests: Vec<Option<Dest>> = Vec::new();
+            let mut which = Vec::new();
+            for cell in (0..width).filter(|c| *c != lost) {
+                let (d, id, offset) = s.cell_at(file_id, stripe, cell, off);
+                if self.transport.is_down(d) {
+                    continue;
+                }
+                calls.push(Call {
+                    daemon: d,
+                    req: Request::Read { file_id: id, spans: vec![Span { offset, len: span.len }] },
+                    bulk: Vec::new(),
+                });
+                dests.push(Some(vec![(cell * len, span.len)]));
+                which.push(cell);
+            }
+            let mut present = vec![false; width];
+            for (cell, a) in which.into_iter().zip(self.transport.batch_into(calls, dests, &mut cells)) {
+                match a {
+                    Ok((Response::Data { .. }, _)) => present[cell] = true,
+                    Ok((r, _)) => return Err(unexpected(r)),
+                    Err(_) => {}
+                }
+            }
+            let mut v: Vec<(&mut [u8], bool)> = cells.chunks_mut(len).zip(present.iter().copied()).collect();
+            if let Err(why) = s.code.rebuild(&mut v, true) {
+                let missing: Vec<String> = (0..width)
+                    .filter(|c| !present[*c])
+                    .map(|c| s.place.cell_daemon(file_id, stripe, c as u32).to_string())
+                    .collect();
+                *self.transport.last_error_slot() = Some(format!(
+                    "stripe {stripe} of file {file_id:032x}: {why} (daemons {} do not answer)",
+                    missing.join(", ")
+                ));
+                return Err(Errno(libc::EIO));
+            }
+            buf[*at..*at + len].copy_from_slice(&cells[lost * len..(lost + 1) * len]);
+        }
+        Ok(())
+    }
+
+    /// The M parity cells of a stripe whose K data cells are `data` (K cells of
+    /// the instance's chunk size, one after the other; zeros past a file's end),
+    /// for `gust repair`. Empty in an instance without erasure codes.
+    pub fn stripe_parity(&self, data: &[u8]) -> Vec<Vec<u8>> {
+        let Some(s) = self.stripes() else { return Vec::new() };
+        let cell = s.cell_bytes as usize;
+        assert_eq!(data.len(), cell * s.k as usize, "a stripe's data");
+        let cells: Vec<&[u8]> = data.chunks(cell).collect();
+        let mut parity = vec![vec![0u8; cell]; s.m as usize];
+        let mut refs: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..]).collect();
+        s.code.encode(&cells, &mut refs);
+        parity
+    }
+}

@@ -1,0 +1,172 @@
+//! Erasure-coded placement (`gust start --ec K+M`): a file's chunks in *stripes*
+//! of K consecutive chunks, each stripe with M parity chunks, its K + M *cells* on
+//! K + M distinct daemons. Losing any M of a stripe's daemons loses nothing: the
+//! client rebuilds a lost cell from any K others (gust-ec).
+//!
+//! * Stripe `s` of file `f` holds chunks `s*K .. s*K + K`; its first cell is on
+//!   daemon `jump_hash(xxh3(f, s), n)`, cell `c` (0..K data, K..K+M parity) on the
+//!   `c`-th daemon after it, wrapping around. Consecutive ids are distinct as long
+//!   as `K + M <= n`, which `gust start` checks.
+//! * A data cell is the chunk itself, where wide striping would keep it: at its
+//!   file offset in the daemon's local file of `f`.
+//! * Parity cell `j` of stripe `s` sits at offset `s * chunk_size` in the daemon's
+//!   local file of [`parity_file_id`]`(f)`: a daemon holds at most one cell of a
+//!   stripe, so one parity file per file and daemon is enough.
+//!
+//! Metadata stays wide-striped by path; its records are replicated M + 1 times
+//! (the client's replica groups), so that they survive what the data survives.
+
+use crate::{chunk_hash, jump_hash, Distributor};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Bounds on K and M (`gust start --ec K+M`): a stripe's cells are distinct
+/// daemons, and the codes (gust-ec) take up to 255 cells.
+pub const DATA_CELLS_MAX: u32 = 32;
+pub const PARITY_CELLS_MAX: u32 = 8;
+
+/// Bit set in a parity file id. File ids of an erasure-coded instance never have
+/// it (gust-placement's `local::file_id` sets it only for homed files, and an
+/// erasure-coded instance refuses node-local placement).
+const PARITY_BIT: u128 = 1 << 127;
+
+/// The id of the local files holding file `file_id`'s parity cells.
+pub fn parity_file_id(file_id: u128) -> u128 {
+    file_id | PARITY_BIT
+}
+
+/// The shape of an erasure code: `k` data cells and `m` parity cells per stripe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    pub k: u32,
+    pub m: u32,
+}
+
+impl Code {
+    /// Parses `K+M` (`4+2`), checking the bounds.
+    pub fn parse(s: &str) -> Result<Code, String> {
+        let (k, m) = s.split_once('+').ok_or_else(|| format!("bad erasure code '{s}': expected K+M, e.g. 4+2"))?;
+        let num = |v: &str, max: u32, what: &str| {
+            v.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| format!("bad erasure code '{s}': {what} must be 1 to {max}"))
+        };
+        Ok(Code { k: num(k, DATA_CELLS_MAX, "K (data cells)")?, m: num(m, PARITY_CELLS_MAX, "M (parity cells)")? })
+    }
+
+    /// Cells per stripe.
+    pub fn width(self) -> u32 {
+        self.k + self.m
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}+{}", self.k, self.m)
+    }
+}
+
+/// Metadata by path, chunks in erasure-coded stripes (module doc).
+#[derive(Debug, Clone)]
+pub struct ErasureCoded {
+    daemons: u32,
+    code: Code,
+}
+
+impl ErasureCoded {
+    pub fn new(daemons: u32, code: Code) -> Self {
+        assert!(code.width() <= daemons, "an erasure-coded stripe needs K+M distinct daemons");
+        ErasureCoded { daemons, code }
+    }
+
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The daemon of cell `cell` (0..K data, K..K+M parity) of stripe `stripe`.
+    pub fn cell_daemon(&self, file_id: u128, stripe: u64, cell: u32) -> u32 {
+        let first = jump_hash(chunk_hash(file_id, stripe), self.daemons);
+        (first + cell) % self.daemons
+    }
+}
+
+impl Distributor for ErasureCoded {
+    fn daemon_count(&self) -> u32 {
+        self.daemons
+    }
+    fn locate_metadata(&self, path: &str) -> u32 {
+        jump_hash(xxh3_64(path.as_bytes()), self.daemons)
+    }
+    fn locate_chunk(&self, file_id: u128, chunk: u64) -> u32 {
+        let k = self.code.k as u64;
+        self.cell_daemon(file_id, chunk / k, (chunk % k) as u32)
+    }
+
+    /// Every daemon holding a data or parity cell of the stripes of these chunks
+    /// (truncate, remove and fsync reach the parity cells too).
+    fn daemons_for_chunks(&self, file_id: u128, chunk_first: u64, chunk_last: u64) -> Vec<u32> {
+        let k = self.code.k as u64;
+        let mut seen = vec![false; self.daemons as usize];
+        let mut out = Vec::new();
+        for stripe in chunk_first / k..=chunk_last / k {
+            for cell in 0..self.code.width() {
+                let d = self.cell_daemon(file_id, stripe, cell);
+                if !std::mem::replace(&mut seen[d as usize], true) {
+                    out.push(d);
+                }
+            }
+            if out.len() == self.daemons as usize {
+                break;
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_parse_within_bounds() {
+        assert_eq!(Code::parse("4+2"), Ok(Code { k: 4, m: 2 }));
+        assert_eq!(Code::parse("1+1").map(Code::width), Ok(2));
+        for bad in ["4", "0+2", "4+0", "33+1", "4+9", "a+b", "4+2+1"] {
+            assert!(Code::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Code { k: 8, m: 3 }.to_string(), "8+3");
+    }
+
+    /// A stripe's cells are on distinct daemons, data cells where
+    /// `locate_chunk` says, and `daemons_for_chunks` names every cell's daemon.
+    #[test]
+    fn stripes_spread_over_distinct_daemons() {
+        for n in 6..12u32 {
+            let ec = ErasureCoded::new(n, Code { k: 4, m: 2 });
+            for f in 1..50u128 {
+                let f = f.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834);
+                for s in 0..8u64 {
+                    let cells: Vec<u32> = (0..6).map(|c| ec.cell_daemon(f, s, c)).collect();
+                    let mut d = cells.clone();
+                    d.sort_unstable();
+                    d.dedup();
+                    assert_eq!(d.len(), 6, "{cells:?}");
+                    for c in 0..4 {
+                        assert_eq!(ec.locate_chunk(f, s * 4 + c), cells[c as usize]);
+                    }
+                    let holders = ec.daemons_for_chunks(f, s * 4 + 1, s * 4 + 2);
+                    assert_eq!(holders, d);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parity_ids_differ_from_file_ids() {
+        let f = 0x1234u128;
+        assert_ne!(parity_file_id(f), f);
+        assert_eq!(parity_file_id(parity_file_id(f)), parity_file_id(f));
+    }
+}

@@ -1,0 +1,136 @@
+//! Read-modify-writes of chunk bytes, for erasure codes (docs/DESIGN.md,
+//! "Erasure codes"): a data cell's write that answers the bytes it replaced
+//! ([`ChunkStore::swap`]), and a parity cell's update that XORs a change into
+//! what it holds ([`ChunkStore::xor`]). Each reads and writes under the region
+//! locks a write takes, so that two writers of the same bytes each get their own
+//! old bytes and their parity changes add up, in whatever order they arrive.
+//!
+//! Not with a declared capacity (EOPNOTSUPP): an erasure-coded instance refuses
+//! capacity placement, and its accounting lives in `write_checked`.
+
+use super::ChunkStore;
+use crate::chunk_file::whole_block_sums;
+use crate::Res;
+use gust_proto::Span;
+
+impl ChunkStore {
+    /// Writes `spans` (their bytes one after the other in `data`, checked against
+    /// the writer's `given` sums as `write_checked` does) and puts the bytes they
+    /// replaced into `old` (cleared first), as `read` would have answered just
+    /// before: the bytes held of each span, cut where only a hole followed, whose
+    /// lengths it returns. An old block the write keeps in part that does not
+    /// match its sum fails it with EUCLEAN before anything is written: a change
+    /// computed from it would carry the damage into the parity.
+    pub fn swap(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64], old: &mut Vec<u8>) -> Res<Vec<u32>> {
+        if self.quota.is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let whole = whole_block_sums(spans, data, given)?;
+        let f = self.file(file_id, true)?.expect("create=true always yields a file");
+        let r = {
+            let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
+            let lens = self.access.read_held(&f, file_id, spans, old)?;
+            self.access.write_summed(&f, file_id, spans, data, m.len(), whole).map(|_| lens)
+        };
+        self.changes.note(file_id);
+        r
+    }
+
+    /// XORs `data` (the spans' bytes one after the other, checked against the
+    /// sender's `given` sums) into `spans` of the local file of `file_id`, created
+    /// if absent; holes count as zeros. Returns the bytes written. A block it
+    /// changes that does not match its sum fails it with EUCLEAN, nothing written.
+    pub fn xor(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64]) -> Res<u64> {
+        if self.quota.is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        // The change arrived intact (EBADMSG otherwise); its own sums are not
+        // those of the bytes written.
+        whole_block_sums(spans, data, given)?;
+        let f = self.file(file_id, true)?.expect("create=true always yields a file");
+        let r = {
+            let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
+            let mut old = Vec::new();
+            let lens = self.access.read_held(&f, file_id, spans, &mut old)?;
+            let mut new = data.to_vec();
+            let (mut at, mut pos) = (0usize, 0usize);
+            for (s, &n) in spans.iter().zip(&lens) {
+                let n = n as usize;
+                new[at..at + n].iter_mut().zip(&old[pos..pos + n]).for_each(|(b, o)| *b ^= o);
+                at += s.len as usize;
+                pos += n;
+            }
+            let whole = whole_block_sums(spans, &new, &[])?;
+            self.access.write_summed(&f, file_id, spans, &new, m.len(), whole)
+        };
+        self.changes.note(file_id);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, ChunkStore) {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        (d, s)
+    }
+
+    fn read(s: &ChunkStore, id: u128, offset: u64, len: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        let lens = s.read(id, &[Span { offset, len }], &mut out).unwrap();
+        out.resize(len as usize, 0);
+        assert!(lens[0] <= len);
+        out
+    }
+
+    /// A swap answers what was there (nothing for a hole) and leaves the new bytes.
+    #[test]
+    fn a_swap_answers_the_bytes_it_replaced() {
+        let (_d, s) = store();
+        let mut old = Vec::new();
+        let span = [Span { offset: 5000, len: 6 }];
+        assert_eq!(s.swap(7, &span, b"abcdef", &[], &mut old).unwrap(), vec![0]);
+        assert!(old.is_empty());
+        assert_eq!(s.swap(7, &[Span { offset: 5002, len: 2 }], b"XY", &[], &mut old).unwrap(), vec![2]);
+        assert_eq!(old, b"cd");
+        assert_eq!(read(&s, 7, 5000, 6), b"abXYef");
+        // Spans past the end answer short, as reads do.
+        assert_eq!(s.swap(7, &[Span { offset: 5004, len: 4 }], b"1234", &[], &mut old).unwrap(), vec![2]);
+        assert_eq!(old, b"ef");
+    }
+
+    /// XOR updates commute and undo themselves, holes count as zeros, and the
+    /// sums follow (a read verifies every block).
+    #[test]
+    fn xor_updates_commute_and_keep_sums_right() {
+        let (_d, s) = store();
+        let a: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let b: Vec<u8> = (0..10_000u32).map(|i| (i * 13 + 1) as u8).collect();
+        let span = [Span { offset: 3000, len: 10_000 }];
+        s.xor(9, &span, &a, &[]).unwrap();
+        assert_eq!(read(&s, 9, 3000, 10_000), a);
+        s.xor(9, &span, &b, &[]).unwrap();
+        let ab: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
+        assert_eq!(read(&s, 9, 3000, 10_000), ab);
+        s.xor(9, &span, &a, &[]).unwrap();
+        assert_eq!(read(&s, 9, 3000, 10_000), b);
+        assert_eq!(read(&s, 9, 0, 3000), vec![0; 3000]);
+    }
+
+    /// A change whose bytes do not match the sender's sums changes nothing.
+    #[test]
+    fn an_xor_that_arrived_damaged_writes_nothing() {
+        let (_d, s) = store();
+        let data = vec![1u8; 4096];
+        let sums: Vec<u64> = gust_proto::sums::piece_sums(0, &data).collect();
+        let mut bad = data.clone();
+        bad[10] ^= 1;
+        assert_eq!(s.xor(3, &[Span { offset: 0, len: 4096 }], &bad, &sums), Err(libc::EBADMSG));
+        assert_eq!(read(&s, 3, 0, 4096), vec![0; 4096]);
+        s.xor(3, &[Span { offset: 0, len: 4096 }], &data, &sums).unwrap();
+        assert_eq!(read(&s, 3, 0, 4096), data);
+    }
+}

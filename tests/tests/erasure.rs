@@ -1,0 +1,239 @@
+//! Erasure codes (`gust start --ec 4+2`; docs/DESIGN.md, "Erasure codes"): on six
+//! daemons, files written, overwritten in part and truncated read back byte-exact
+//! with any two daemons lost (every pair, with clients that pass over them, and
+//! two daemons killed with kill -9); a third lost daemon fails the reads of the
+//! stripes it held with EIO and a message naming the daemons, never with other
+//! bytes; `gust repair` rebuilds the killed daemons' data and parity cells, after
+//! which two other daemons may go. A flipped byte in a data cell or a parity cell
+//! is never served. Concurrent writers of one stripe keep its parity. The parity
+//! takes half the data's size again. Real daemons, real files.
+
+mod common;
+
+use common::{flip, get, local_file, pattern, put};
+use gust_client::{Client, ClientOptions, Errno};
+use gust_e2e::{wait_until, Instance};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+const CHUNK: u64 = 4096;
+const K: u64 = 4;
+
+fn start() -> Instance {
+    let inst = Instance::start_with(6, &["--chunk-size", "4k", "--ec", "4+2"]);
+    let h = inst.hosts_file();
+    assert_eq!((h.ec, h.replicas), (Some((4, 2)), 3), "the hosts file names the code, records kept 3 times");
+    inst
+}
+
+fn client(inst: &Instance) -> Client {
+    inst.client_with(ClientOptions { rpc_timeout: Duration::from_secs(3), force_tcp: false, ..Default::default() })
+}
+
+/// A client that passes over `lost` as if they were down.
+fn client_without(inst: &Instance, lost: &[u32]) -> Client {
+    let c = client(inst);
+    for d in lost {
+        c.skip_daemon(*d);
+    }
+    c
+}
+
+/// Files of every shape: inline-sized, within one cell, a whole stripe, many
+/// stripes with a partial last one; then overwrites across cells and stripes,
+/// a truncate inside a stripe and a write past the end (a hole between).
+fn write_files(c: &Client) -> BTreeMap<String, Vec<u8>> {
+    let mut model = BTreeMap::new();
+    for (i, len) in [100usize, 3000, 16384, 40_000, 100_003, 1 << 20].into_iter().enumerate() {
+        let p = format!("/f{i}");
+        let data = pattern(i as u64 + 1, len);
+        put(c, &p, &data);
+        model.insert(p, data);
+    }
+    let over = |c: &Client, model: &mut BTreeMap<String, Vec<u8>>, p: &str, at: usize, len: usize, seed: u64| {
+        let bytes = pattern(seed, len);
+        let fd = c.open(p, libc::O_WRONLY, 0).unwrap();
+        assert_eq!(c.pwrite(fd, &bytes, at as u64).unwrap(), len);
+        c.close(fd).unwrap();
+        let m = model.get_mut(p).unwrap();
+        if m.len() < at + len {
+            m.resize(at + len, 0);
+        }
+        m[at..at + len].copy_from_slice(&bytes);
+    };
+    over(c, &mut model, "/f3", 5000, 9000, 77);
+    over(c, &mut model, "/f4", 100, 60_000, 78);
+    over(c, &mut model, "/f4", 33_000, 10, 79);
+    over(c, &mut model, "/f5", 500_000, 3, 80);
+    c.truncate("/f4", 21_000).unwrap();
+    model.get_mut("/f4").unwrap().truncate(21_000);
+    over(c, &mut model, "/f4", 30_000, 2000, 81);
+    c.truncate("/f2", 9000).unwrap();
+    model.get_mut("/f2").unwrap().truncate(9000);
+    model
+}
+
+fn check(c: &Client, model: &BTreeMap<String, Vec<u8>>, why: &str) {
+    for (p, want) in model {
+        let got = get(c, p);
+        assert!(
+            got == *want,
+            "{p} ({why}): {} bytes read, {} expected, first difference at {:?}",
+            got.len(),
+            want.len(),
+            got.iter().zip(want).position(|(a, b)| a != b)
+        );
+    }
+}
+
+fn kill9(inst: &Instance, id: u32) {
+    let pid = inst.daemon_pid(id) as i32;
+    // SAFETY: a signal to a daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || inst.daemon_gone(id)), "daemon {id} did not die");
+}
+
+/// Allocated bytes of the daemons' chunk files (data and parity, not sums).
+fn chunk_bytes(root: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if m.is_dir() {
+                todo.push(e.path());
+            } else if d.components().any(|c| c.as_os_str() == "chunks") && !name.ends_with(".sum") {
+                total += m.blocks() * 512;
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn any_two_lost_daemons_lose_nothing_and_repair_rebuilds_them() {
+    let inst = start();
+    let c = client(&inst);
+    let model = write_files(&c);
+    check(&c, &model, "all daemons");
+    // Every pair of the six daemons, passed over by a client of its own: the
+    // stripes' lost cells come back from the other four.
+    for a in 0..6 {
+        for b in a + 1..6 {
+            check(&client_without(&inst, &[a, b]), &model, &format!("without daemons {a} and {b}"));
+        }
+    }
+    // Two daemons really gone (kill -9).
+    kill9(&inst, 1);
+    kill9(&inst, 4);
+    let c2 = client(&inst);
+    check(&c2, &model, "daemons 1 and 4 killed");
+    // A third: the stripes with three cells on lost daemons cannot be read, and
+    // say why; none reads wrong bytes.
+    let lost3 = client_without(&inst, &[2]);
+    let big = "/f5";
+    let fd = lost3.open(big, libc::O_RDONLY, 0).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(lost3.pread(fd, &mut buf, 0), Err(Errno(libc::EIO)), "a 1 MiB file has stripes on daemons 1, 2 and 4");
+    let why = lost3.last_transport_error().unwrap_or_default();
+    assert!(why.contains("cells left, 4 needed") && why.contains("do not answer"), "{why}");
+    lost3.close(fd).unwrap();
+
+    // Back on their root directories (crashed: they serve nothing until repaired),
+    // then repaired from the other cells; then two other daemons may go.
+    let probe = client(&inst);
+    for d in [1, 4] {
+        inst.restart_daemon(d);
+        let back = || probe.daemon_recovering(d) == Ok(true);
+        assert!(wait_until(Duration::from_secs(20), back), "daemon {d} did not come back recovering");
+    }
+    for d in [1u32, 4] {
+        let out = inst.gust(&["repair", "--id", &d.to_string()]);
+        assert!(out.status.success(), "repair {d}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    check(&client(&inst), &model, "after repair");
+    for pair in [[0u32, 2], [3, 5], [2, 5]] {
+        check(&client_without(&inst, &pair), &model, &format!("repaired, then without {pair:?}"));
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_data_or_parity_cell_is_never_served() {
+    let inst = start();
+    let c = client(&inst);
+    let data = pattern(5, 64 * 1024);
+    put(&c, "/f", &data);
+    let id = c.stat("/f").unwrap().file_id;
+    let place = gust_placement::ErasureCoded::new(6, gust_placement::ec::Code { k: 4, m: 2 });
+    // Stripe 0: data cell 1 (bytes 4096..8192) and parity cell 0.
+    let d1 = place.cell_daemon(id, 0, 1);
+    flip(&local_file(&inst, d1, id), CHUNK + 100);
+    assert_eq!(get(&c, "/f"), data, "the corrupt data cell is rebuilt from its stripe");
+    let p0 = place.cell_daemon(id, 0, K as u32);
+    flip(&local_file(&inst, p0, gust_placement::ec::parity_file_id(id)), 100);
+    // Now stripe 0 has a corrupt data cell and a corrupt parity cell: the four
+    // others still rebuild it, and one more lost daemon of the stripe fails it.
+    assert_eq!(get(&c, "/f"), data);
+    let d0 = place.cell_daemon(id, 0, 0);
+    let c2 = client_without(&inst, &[d0]);
+    let fd = c2.open("/f", libc::O_RDONLY, 0).unwrap();
+    let mut buf = vec![0u8; 2 * CHUNK as usize];
+    assert_eq!(c2.pread(fd, &mut buf, 0), Err(Errno(libc::EIO)), "three of stripe 0's cells unusable");
+    c2.close(fd).unwrap();
+}
+
+#[test]
+fn concurrent_writers_of_one_stripe_keep_its_parity() {
+    let inst = start();
+    let c = client(&inst);
+    put(&c, "/shared", &vec![0u8; 4 * K as usize * CHUNK as usize]);
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let inst = &inst;
+            s.spawn(move || {
+                let c = client(inst);
+                let fd = c.open("/shared", libc::O_WRONLY, 0).unwrap();
+                for i in 0..150u64 {
+                    // Offsets that overlap the other writers' and cross cells.
+                    let at = (i * 7919 + t * 1237) % (4 * K * CHUNK - 9000);
+                    let len = 1 + ((i * 31 + t) % 9000) as usize;
+                    c.pwrite(fd, &pattern(t * 1000 + i, len), at).unwrap();
+                }
+                c.close(fd).unwrap();
+            });
+        }
+    });
+    let truth = get(&c, "/shared");
+    for a in 0..6 {
+        for b in a + 1..6 {
+            assert!(get(&client_without(&inst, &[a, b]), "/shared") == truth, "without {a} and {b}");
+        }
+    }
+}
+
+#[test]
+fn parity_takes_half_the_datas_size_again() {
+    let inst = start();
+    let c = client(&inst);
+    let before = chunk_bytes(inst.rootdir());
+    let data = pattern(9, 4 << 20);
+    put(&c, "/big", &data);
+    let used = chunk_bytes(inst.rootdir()) - before;
+    let ratio = used as f64 / data.len() as f64;
+    assert!((1.49..1.52).contains(&ratio), "4+2 stores {ratio:.3} times the data");
+    // Removing the file removes its parity too.
+    c.unlink("/big").unwrap();
+    assert_eq!(chunk_bytes(inst.rootdir()), before);
+    // Bad codes are refused with a message.
+    let out = std::process::Command::new(gust_e2e::gust_bin())
+        .args(["start", "--local", "4", "--ec", "4+2", "--rootdir"])
+        .arg(inst.rootdir().join("other"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--ec 4+2 needs at least 6 daemons"), "{err}");
+}
