@@ -33,7 +33,12 @@ pub(crate) struct Stripes {
     pub k: u64,
     pub m: u64,
     pub cell_bytes: u64,
+    /// Parity buffers of finished writes, for the next (write.rs).
+    pool: std::sync::Mutex<Vec<Vec<u8>>>,
 }
+
+/// Bound on the parity buffers kept for reuse.
+const POOL_BUFFERS_MAX: usize = 16;
 
 impl Stripes {
     pub(crate) fn new(daemons: u32, k: u32, m: u32, cell_bytes: u64) -> std::result::Result<Stripes, String> {
@@ -47,6 +52,7 @@ impl Stripes {
             k: k as u64,
             m: m as u64,
             cell_bytes,
+            pool: Default::default(),
         })
     }
 
@@ -63,6 +69,30 @@ impl Stripes {
         match (cell as u64) < self.k {
             true => (d, file_id, (stripe * self.k + cell as u64) * self.cell_bytes + at),
             false => (d, parity_file_id(file_id), stripe * self.cell_bytes + at),
+        }
+    }
+
+    /// A zeroed buffer of `len` bytes, from the pool if it has one.
+    pub(crate) fn buffer(&self, len: usize) -> Vec<u8> {
+        let reused = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut v = reused.unwrap_or_default();
+        v.clear();
+        v.resize(len, 0);
+        v
+    }
+
+    /// Keeps `v` for a later `buffer` (up to the pool's bound; no larger than a cell).
+    pub(crate) fn give_back(&self, v: Vec<u8>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if v.capacity() > 0 && v.capacity() <= self.cell_bytes as usize && pool.len() < POOL_BUFFERS_MAX {
+            pool.push(v);
+        }
+    }
+
+    /// `give_back` every parity buffer of `changes`.
+    pub(crate) fn give_back_all(&self, changes: write::Changes) {
+        for c in changes.into_values() {
+            c.parity.into_iter().for_each(|p| self.give_back(p));
         }
     }
 

@@ -1,21 +1,28 @@
-//! Writes of an erasure-coded file: one round of `write_swap`s to the data
-//! cells' daemons (with the caller's other calls, such as the size update), each
-//! answering the bytes it replaced; then one round of `xor_chunks` to the parity
-//! cells' daemons, each carrying, per stripe, the sum of its data cells' changes
-//! times their factors (gust-ec's `parity_change`).
+//! Writes of an erasure-coded file. Parity is kept by changes (gust-ec's
+//! `parity_change`): data cell `i` going from `old` to `new` changes parity cell
+//! `j` by `c[j][i] * (old XOR new)`, and since XOR commutes, that change may be
+//! sent in parts and in any order. So a write is:
 //!
-//! A stripe written whole for the first time thus costs its data and M/K of it in
-//! parity on the wire, as encoding it whole would; an overwrite also brings the
-//! old bytes back. A data cell whose daemon fails is not written (the write
-//! fails; its parity is not changed for it); a parity cell whose daemon is down
-//! is passed over, and the daemon fenced before the write returns (it is rebuilt
-//! by `gust repair`). A client that dies between the rounds leaves the stripe's
-//! parity behind its data (docs/SEMANTICS.md, "Erasure codes").
+//! 1. one round: each data cell's daemon gets its spans in a `write_swap`, which
+//!    answers the bytes they replaced; each parity cell's daemon gets, per stripe,
+//!    the change of the new bytes as if they replaced zeros (`xor_chunks`); the
+//!    caller's other calls (the size update) go too;
+//! 2. only where old bytes came back (an overwrite), or a data cell failed: one
+//!    more round of `xor_chunks` adds the old bytes' part (`c * old`), or takes the
+//!    failed cell's part back out.
+//!
+//! A write into holes (a file written once, a checkpoint) is thus one round
+//! trip, with its data and, per stripe it covers whole, M/K of it in parity on
+//! the wire (a part of a stripe costs M times that part). A data cell whose
+//! daemon fails is not written (the write fails with EIO); a parity cell whose
+//! daemon is down is passed over, and the daemon fenced before the write returns
+//! (it is rebuilt by `gust repair`). A client that dies between the rounds leaves
+//! the stripe's parity off by the old bytes (docs/SEMANTICS.md, "Erasure codes").
 
 use super::Stripes;
 use crate::error::unexpected;
 use crate::routing::{group_spans, placed_spans, Placed};
-use crate::rpc::Call;
+use crate::rpc::{Answer, Call};
 use crate::{Client, Errno, Result};
 use gust_proto::sums::piece_sums;
 use gust_proto::{Request, Response, Span};
@@ -24,12 +31,15 @@ use std::collections::BTreeMap;
 /// Per parity cells' daemon: the parity file id, its spans and their bytes.
 type ParityCalls<'a> = BTreeMap<u32, (u128, Vec<Span>, Vec<&'a [u8]>)>;
 
+/// Parity changes by stripe.
+pub(crate) type Changes = BTreeMap<u64, StripeChange>;
+
 /// The parity changes of one stripe: the range of cell offsets the write touched
 /// and, per parity cell, its change over that range.
-struct StripeChange {
+pub(crate) struct StripeChange {
     lo: u64,
     hi: u64,
-    parity: Vec<Vec<u8>>,
+    pub(crate) parity: Vec<Vec<u8>>,
 }
 
 impl Client {
@@ -43,91 +53,123 @@ impl Client {
             })
             .into_iter()
             .collect();
-        let mut calls: Vec<Call> = groups
-            .iter()
-            .map(|(d, spans)| {
-                let bulk: Vec<&[u8]> = spans.iter().map(|(sp, rel)| &data[*rel..*rel + sp.len as usize]).collect();
-                let sums = spans.iter().zip(&bulk).flat_map(|((sp, _), b)| piece_sums(sp.offset, b)).collect();
-                Call {
-                    daemon: *d,
-                    bulk,
-                    req: Request::WriteSwap { file_id, spans: spans.iter().map(|x| x.0).collect(), sums },
-                }
-            })
-            .collect();
+        let new = |spans: &[Placed], i: usize| {
+            let (sp, rel) = spans[i];
+            &data[rel..rel + sp.len as usize]
+        };
+        let mut ahead = Changes::new();
+        for (_, spans) in &groups {
+            Self::note_changes(s, &mut ahead, spans, |i| new(spans, i));
+        }
+        let mut calls: Vec<Call> = groups.iter().map(|(d, spans)| Self::swap_call(file_id, *d, spans, data)).collect();
+        let (parity_daemons, parity_calls) = self.parity_calls(file_id, s, &ahead);
+        let skipped = self.parity_daemons_down(file_id, s, &ahead);
+        let (n_swaps, n_parity) = (calls.len(), parity_calls.len());
+        calls.extend(parity_calls);
         calls.extend(extra);
-        let answers = self.transport.batch(calls);
-        let mut first_err = None;
-        let mut changes: BTreeMap<u64, StripeChange> = BTreeMap::new();
-        for (i, a) in answers.into_iter().enumerate() {
-            match (a, groups.get(i)) {
-                (Ok((Response::Data { span_lens }, old)), Some((_, spans))) => {
-                    Self::note_changes(s, &mut changes, spans, &span_lens, &old, data)
-                }
-                (Ok((Response::Written(_) | Response::Ok | Response::Offset(_), _)), None) => {}
-                (Ok((r, _)), _) => first_err = first_err.or(Some(unexpected(r))),
-                (Err(Errno(libc::EBADMSG)), Some((d, _))) => {
-                    first_err = first_err.or(Some(self.transport.corrupt_on_the_way(*d)))
-                }
-                (Err(e), _) => first_err = first_err.or(Some(e)),
+        let mut answers = self.transport.batch(calls);
+        let rest = answers.split_off(n_swaps + n_parity);
+        let parity_answers = answers.split_off(n_swaps);
+        let (mut first_err, after) = self.swapped(s, &groups, answers, &new);
+        for a in rest {
+            match a {
+                Ok((Response::Written(_) | Response::Ok | Response::Offset(_), _)) => {}
+                Ok((r, _)) => first_err = first_err.or(Some(unexpected(r))),
+                Err(e) => first_err = first_err.or(Some(e)),
             }
         }
-        // The parity follows what was written, even when some cell failed.
-        let parity = self.send_parity(file_id, s, changes);
-        match first_err {
-            Some(e) => Err(e),
-            None => parity,
-        }
+        let parity = self.settle_cells(parity_daemons, parity_answers, skipped).and_then(|_| match after.is_empty() {
+            true => Ok(()),
+            false => self.send_parity(file_id, s, after),
+        });
+        s.give_back_all(ahead);
+        first_err.map_or(parity, Err)
     }
 
-    /// Adds the change of each written span (new bytes XOR the `old` ones its
-    /// daemon answered, `lens` of them per span) to its stripe's parity changes.
-    fn note_changes(
+    /// A data cell's daemon's `write_swap` of its spans of `data`.
+    fn swap_call<'a>(file_id: u128, daemon: u32, spans: &[Placed], data: &'a [u8]) -> Call<'a> {
+        let bulk: Vec<&[u8]> = spans.iter().map(|(sp, rel)| &data[*rel..*rel + sp.len as usize]).collect();
+        let sums = spans.iter().zip(&bulk).flat_map(|((sp, _), b)| piece_sums(sp.offset, b)).collect();
+        Call { daemon, bulk, req: Request::WriteSwap { file_id, spans: spans.iter().map(|x| x.0).collect(), sums } }
+    }
+
+    /// The data cells' answers: the first error, and the parity changes still to
+    /// send: the old bytes' part where a cell answered some, the new bytes' part
+    /// taken back where a cell failed (it went out with the first round).
+    fn swapped<'a>(
+        &self,
         s: &Stripes,
-        changes: &mut BTreeMap<u64, StripeChange>,
-        spans: &[Placed],
-        lens: &[u32],
-        old: &[u8],
-        data: &[u8],
-    ) {
-        let mut pos = 0usize;
-        for ((sp, rel), &n) in spans.iter().zip(lens) {
+        groups: &[(u32, Vec<Placed>)],
+        answers: Vec<Answer>,
+        new: &dyn for<'s> Fn(&'s [Placed], usize) -> &'a [u8],
+    ) -> (Option<Errno>, Changes) {
+        let mut first_err = None;
+        let mut after = Changes::new();
+        for ((d, spans), a) in groups.iter().zip(answers) {
+            match a {
+                Ok((Response::Data { span_lens }, old)) => {
+                    let starts: Vec<usize> =
+                        span_lens.iter().scan(0usize, |pos, &n| Some(std::mem::replace(pos, *pos + n as usize))).collect();
+                    Self::note_changes(s, &mut after, spans, |i| {
+                        let n = span_lens.get(i).map_or(0, |&n| n as usize).min(spans[i].0.len as usize);
+                        &old[starts[i]..starts[i] + n]
+                    });
+                    continue;
+                }
+                Ok((r, _)) => first_err = first_err.or(Some(unexpected(r))),
+                Err(Errno(libc::EBADMSG)) => first_err = first_err.or(Some(self.transport.corrupt_on_the_way(*d))),
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+            Self::note_changes(s, &mut after, spans, |i| new(spans, i));
+        }
+        (first_err, after)
+    }
+
+    /// Adds to `changes` each span's part in its stripe's parity cells, for a
+    /// change of the span's bytes by `change_of(span index)` (shorter than the span:
+    /// no change past it; empty: none).
+    fn note_changes<'d>(s: &Stripes, changes: &mut Changes, spans: &[Placed], change_of: impl Fn(usize) -> &'d [u8]) {
+        for (i, (sp, _)) in spans.iter().enumerate() {
+            let change = change_of(i);
+            if change.iter().all(|b| *b == 0) {
+                continue;
+            }
             let (stripe, cell, off) = s.locate(sp.offset);
-            let mut change = data[*rel..*rel + sp.len as usize].to_vec();
-            let n = (n as usize).min(change.len());
-            change[..n].iter_mut().zip(&old[pos..pos + n]).for_each(|(c, o)| *c ^= o);
-            pos += n;
             let c = changes.entry(stripe).or_insert_with(|| StripeChange {
                 lo: off,
                 hi: off,
                 parity: vec![Vec::new(); s.m as usize],
             });
-            Self::widen(c, off, off + sp.len as u64);
-            let lo = c.lo;
-            let mut bufs: Vec<&mut [u8]> =
-                c.parity.iter_mut().map(|p| &mut p[(off - lo) as usize..(off - lo) as usize + change.len()]).collect();
-            s.code.parity_change(cell, &change, &mut bufs);
+            Self::widen(s, c, off, off + sp.len as u64);
+            let at = (off - c.lo) as usize;
+            let mut bufs: Vec<&mut [u8]> = c.parity.iter_mut().map(|p| &mut p[at..at + change.len()]).collect();
+            s.code.parity_change(cell, change, &mut bufs);
         }
     }
 
-    /// Widens a stripe's change range to `lo..hi`, keeping what it holds in place.
-    fn widen(c: &mut StripeChange, lo: u64, hi: u64) {
+    /// Widens a stripe's change range to `lo..hi`, keeping what it holds in place
+    /// (buffers from `s`'s pool: fresh memory costs a page fault per page).
+    fn widen(s: &Stripes, c: &mut StripeChange, lo: u64, hi: u64) {
         let (new_lo, new_hi) = if c.parity[0].is_empty() { (lo, hi) } else { (c.lo.min(lo), c.hi.max(hi)) };
+        if (new_lo, new_hi) == (c.lo, c.hi) && !c.parity[0].is_empty() {
+            return;
+        }
         for p in &mut c.parity {
-            let mut v = vec![0u8; (new_hi - new_lo) as usize];
+            let mut v = s.buffer((new_hi - new_lo) as usize);
             if !p.is_empty() {
                 let at = (c.lo - new_lo) as usize;
                 v[at..at + p.len()].copy_from_slice(p);
             }
-            *p = v;
+            s.give_back(std::mem::replace(p, v));
         }
         (c.lo, c.hi) = (new_lo, new_hi);
     }
 
-    /// Sends each parity cell its stripes' changes, one `xor_chunks` per daemon.
-    fn send_parity(&self, file_id: u128, s: &Stripes, changes: BTreeMap<u64, StripeChange>) -> Result<()> {
+    /// One `xor_chunks` per parity cells' daemon not found down, carrying its
+    /// stripes' changes; with the daemons, in call order.
+    fn parity_calls<'a>(&self, file_id: u128, s: &Stripes, changes: &'a Changes) -> (Vec<u32>, Vec<Call<'a>>) {
         let mut per_daemon: ParityCalls = BTreeMap::new();
-        for (stripe, c) in &changes {
+        for (stripe, c) in changes {
             for (j, p) in c.parity.iter().enumerate() {
                 let (d, pid, offset) = s.cell_at(file_id, *stripe, s.k as usize + j, c.lo);
                 let e = per_daemon.entry(d).or_insert_with(|| (pid, Vec::new(), Vec::new()));
@@ -135,21 +177,27 @@ impl Client {
                 e.2.push(p);
             }
         }
-        let (daemons, calls): (Vec<u32>, Vec<Call>) = per_daemon
+        per_daemon
             .into_iter()
             .filter(|(d, _)| !self.transport.is_down(*d))
             .map(|(d, (pid, spans, bulk))| {
                 let sums = spans.iter().zip(&bulk).flat_map(|(sp, b)| piece_sums(sp.offset, b)).collect();
                 (d, Call { daemon: d, bulk, req: Request::XorChunks { file_id: pid, spans, sums } })
             })
-            .unzip();
+            .unzip()
+    }
+
+    /// Sends each parity cell its stripes' changes in a round of its own.
+    fn send_parity(&self, file_id: u128, s: &Stripes, changes: Changes) -> Result<()> {
+        let (daemons, calls) = self.parity_calls(file_id, s, &changes);
         let skipped = self.parity_daemons_down(file_id, s, &changes);
         let answers = if calls.is_empty() { Vec::new() } else { self.transport.batch(calls) };
+        s.give_back_all(changes);
         self.settle_cells(daemons, answers, skipped).map(|_| ())
     }
 
     /// The parity cells' daemons of these stripes that this client skips now.
-    fn parity_daemons_down(&self, file_id: u128, s: &Stripes, changes: &BTreeMap<u64, StripeChange>) -> Vec<u32> {
+    fn parity_daemons_down(&self, file_id: u128, s: &Stripes, changes: &Changes) -> Vec<u32> {
         changes
             .keys()
             .flat_map(|st| (0..s.m as usize).map(move |j| s.place.cell_daemon(file_id, *st, (s.k as usize + j) as u32)))
@@ -166,13 +214,14 @@ mod tests {
     /// widening either way without moving what is there.
     #[test]
     fn a_stripes_change_widens_in_place() {
+        let s = Stripes::new(6, 4, 2, 4096).unwrap();
         let mut c = StripeChange { lo: 0, hi: 0, parity: vec![Vec::new(); 2] };
-        Client::widen(&mut c, 100, 110);
+        Client::widen(&s, &mut c, 100, 110);
         c.parity[0][0] = 7;
-        Client::widen(&mut c, 50, 60);
+        Client::widen(&s, &mut c, 50, 60);
         assert_eq!((c.lo, c.hi), (50, 110));
         assert_eq!(c.parity[0][50], 7);
-        Client::widen(&mut c, 105, 200);
+        Client::widen(&s, &mut c, 105, 200);
         assert_eq!((c.lo, c.hi, c.parity[1].len()), (50, 200, 150));
         assert_eq!(c.parity[0][50], 7);
     }
