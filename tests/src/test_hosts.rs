@@ -161,6 +161,18 @@ impl TestHosts {
         self.start_daemons();
     }
 
+    /// `start_instance` of an erasure-coded instance (`ec K+M`, records kept M+1
+    /// times).
+    pub fn start_instance_coded(&mut self, chunk_size_bytes: u64, k: u32, m: u32) {
+        let mut header =
+            gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), chunk_size_bytes, "/gustfs".into(), false);
+        header.ec = Some((k, m));
+        header.replicas = m + 1;
+        header.store(&self.hosts_file()).unwrap();
+        gust_hosts::create_secret(&self.hosts_file()).unwrap();
+        self.start_daemons();
+    }
+
     pub fn start_daemons(&mut self) {
         for i in 0..HOSTS {
             let log = std::fs::File::create(self.dir.path().join(format!("d{i}.log"))).unwrap();

@@ -5,7 +5,7 @@
 //! stripes it held with EIO and a message naming the daemons, never with other
 //! bytes; `gust repair` rebuilds the killed daemons' data and parity cells, after
 //! which two other daemons may go. A flipped byte in a data cell or a parity cell
-//! is never served. Concurrent writers of one stripe keep its parity. The parity
+//! is never served, and a corrupt data block is rewritten from its stripe. Concurrent writers of one stripe keep its parity. The parity
 //! takes half the data's size again. Real daemons, real files.
 
 mod common;
@@ -85,6 +85,13 @@ fn check(c: &Client, model: &BTreeMap<String, Vec<u8>>, why: &str) {
             got.iter().zip(want).position(|(a, b)| a != b)
         );
     }
+}
+
+fn byte_at(path: &Path, at: u64) -> u8 {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8];
+    std::fs::File::open(path).unwrap().read_exact_at(&mut b, at).unwrap();
+    b[0]
 }
 
 fn kill9(inst: &Instance, id: u32) {
@@ -170,15 +177,20 @@ fn a_flipped_byte_in_a_data_or_parity_cell_is_never_served() {
     let place = gust_placement::ErasureCoded::new(6, gust_placement::ec::Code { k: 4, m: 2 });
     // Stripe 0: data cell 1 (bytes 4096..8192) and parity cell 0.
     let d1 = place.cell_daemon(id, 0, 1);
-    flip(&local_file(&inst, d1, id), CHUNK + 100);
+    let was = flip(&local_file(&inst, d1, id), CHUNK + 100);
     assert_eq!(get(&c, "/f"), data, "the corrupt data cell is rebuilt from its stripe");
+    assert_eq!(byte_at(&local_file(&inst, d1, id), CHUNK + 100), was, "and its corrupt block rewritten");
+    flip(&local_file(&inst, d1, id), CHUNK + 100);
     let p0 = place.cell_daemon(id, 0, K as u32);
     flip(&local_file(&inst, p0, gust_placement::ec::parity_file_id(id)), 100);
     // Now stripe 0 has a corrupt data cell and a corrupt parity cell: the four
-    // others still rebuild it, and one more lost daemon of the stripe fails it.
+    // others still rebuild it (and rewrite the data cell again); with two more
+    // of the stripe's daemons lost, three cells are unusable and the read fails.
     assert_eq!(get(&c, "/f"), data);
+    assert_eq!(byte_at(&local_file(&inst, d1, id), CHUNK + 100), was);
     let d0 = place.cell_daemon(id, 0, 0);
-    let c2 = client_without(&inst, &[d0]);
+    let d2 = place.cell_daemon(id, 0, 2);
+    let c2 = client_without(&inst, &[d0, d2]);
     let fd = c2.open("/f", libc::O_RDONLY, 0).unwrap();
     let mut buf = vec![0u8; 2 * CHUNK as usize];
     assert_eq!(c2.pread(fd, &mut buf, 0), Err(Errno(libc::EIO)), "three of stripe 0's cells unusable");

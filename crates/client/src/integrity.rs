@@ -99,7 +99,7 @@ impl Transport {
     }
 
     /// `s` widened to whole checksum blocks, within the chunk that holds it.
-    fn whole_blocks(&self, s: &Span) -> Span {
+    pub(crate) fn whole_blocks(&self, s: &Span) -> Span {
         let b = SUM_BLOCK_BYTES as u64;
         let cs = self.chunk_bytes.max(1);
         let chunk_start = s.offset / cs * cs;

@@ -2,7 +2,8 @@
 //! asked of every other cell of its stripe at once (the same offsets in each
 //! cell), and rebuilt from the first K that answer (gust-ec). A stripe with fewer
 //! than K cells left fails the read with EIO, and `gust_last_error()` says which
-//! daemons it lacked. Also the parity of a stripe from its data, for `gust
+//! daemons it lacked. A cell that answered with a corrupt block is rewritten
+//! from the rebuilt bytes. Also the parity of a stripe from its data, for `gust
 //! repair`.
 
 use crate::error::unexpected;
@@ -13,53 +14,76 @@ use gust_proto::{Request, Response, Span};
 
 impl Client {
     /// Rebuilds `spans` of file `file_id` (data cells' spans whose daemon failed,
-    /// with their places in `buf`) from the other cells of their stripes.
+    /// with their places in `buf`) from the other cells of their stripes. A cell
+    /// whose daemon answers (a corrupt block: EUCLEAN) gets its corrupt blocks
+    /// rewritten from the rebuilt bytes (`repair_blocks`; each span is rebuilt
+    /// widened to whole checksum blocks for that).
     pub(crate) fn read_degraded(&self, file_id: u128, spans: &[Placed], buf: &mut [u8]) -> Result<()> {
         let s = self.stripes().expect("erasure-coded");
-        let width = (s.k + s.m) as usize;
         for (span, at) in spans {
-            let (stripe, lost, off) = s.locate(span.offset);
-            let len = span.len as usize;
-            let mut cells = vec![0u8; width * len];
-            let mut calls = Vec::new();
-            let mut dests: Vec<Option<Dest>> = Vec::new();
-            let mut which = Vec::new();
-            for cell in (0..width).filter(|c| *c != lost) {
-                let (d, id, offset) = s.cell_at(file_id, stripe, cell, off);
-                if self.transport.is_down(d) {
-                    continue;
-                }
-                calls.push(Call {
-                    daemon: d,
-                    req: Request::Read { file_id: id, spans: vec![Span { offset, len: span.len }] },
-                    bulk: Vec::new(),
-                });
-                dests.push(Some(vec![(cell * len, span.len)]));
-                which.push(cell);
-            }
-            let mut present = vec![false; width];
-            for (cell, a) in which.into_iter().zip(self.transport.batch_into(calls, dests, &mut cells)) {
-                match a {
-                    Ok((Response::Data { .. }, _)) => present[cell] = true,
-                    Ok((r, _)) => return Err(unexpected(r)),
-                    Err(_) => {}
+            let wide = self.transport.whole_blocks(span);
+            let (stripe, lost, off) = s.locate(wide.offset);
+            let rebuilt = self.rebuild_cell(file_id, stripe, lost, off, wide.len)?;
+            let skip = (span.offset - wide.offset) as usize;
+            buf[*at..*at + span.len as usize].copy_from_slice(&rebuilt[skip..skip + span.len as usize]);
+            let (d, ..) = s.cell_at(file_id, stripe, lost, off);
+            if !self.transport.is_down(d) {
+                let repair =
+                    Call { daemon: d, req: Request::RepairBlocks { file_id, spans: vec![wide] }, bulk: vec![&rebuilt] };
+                match self.transport.send_batch(vec![repair], vec![None], &mut []).pop() {
+                    Some(Ok((Response::Written(n), _))) if n > 0 => tracing::warn!(
+                        "daemon {d}: {n} corrupt block(s) of file {file_id:032x} rewritten from stripe {stripe}"
+                    ),
+                    _ => {}
                 }
             }
-            let mut v: Vec<(&mut [u8], bool)> = cells.chunks_mut(len).zip(present.iter().copied()).collect();
-            if let Err(why) = s.code.rebuild(&mut v, true) {
-                let missing: Vec<String> = (0..width)
-                    .filter(|c| !present[*c])
-                    .map(|c| s.place.cell_daemon(file_id, stripe, c as u32).to_string())
-                    .collect();
-                *self.transport.last_error_slot() = Some(format!(
-                    "stripe {stripe} of file {file_id:032x}: {why} (daemons {} do not answer)",
-                    missing.join(", ")
-                ));
-                return Err(Errno(libc::EIO));
-            }
-            buf[*at..*at + len].copy_from_slice(&cells[lost * len..(lost + 1) * len]);
         }
         Ok(())
+    }
+
+    /// Bytes `off..off + len` of cell `lost` of stripe `stripe`, rebuilt from the
+    /// same bytes of the stripe's other cells (asked at once, the first K to
+    /// answer used).
+    fn rebuild_cell(&self, file_id: u128, stripe: u64, lost: usize, off: u64, len: u32) -> Result<Vec<u8>> {
+        let s = self.stripes().expect("erasure-coded");
+        let width = (s.k + s.m) as usize;
+        let n = len as usize;
+        let mut cells = vec![0u8; width * n];
+        let mut calls = Vec::new();
+        let mut dests: Vec<Option<Dest>> = Vec::new();
+        let mut which = Vec::new();
+        for cell in (0..width).filter(|c| *c != lost) {
+            let (d, id, offset) = s.cell_at(file_id, stripe, cell, off);
+            if self.transport.is_down(d) {
+                continue;
+            }
+            let req = Request::Read { file_id: id, spans: vec![Span { offset, len }] };
+            calls.push(Call { daemon: d, req, bulk: Vec::new() });
+            dests.push(Some(vec![(cell * n, len)]));
+            which.push(cell);
+        }
+        let mut present = vec![false; width];
+        for (cell, a) in which.into_iter().zip(self.transport.batch_into(calls, dests, &mut cells)) {
+            match a {
+                Ok((Response::Data { .. }, _)) => present[cell] = true,
+                Ok((r, _)) => return Err(unexpected(r)),
+                Err(_) => {}
+            }
+        }
+        let mut v: Vec<(&mut [u8], bool)> = cells.chunks_mut(n).zip(present.iter().copied()).collect();
+        if let Err(why) = s.code.rebuild(&mut v, true) {
+            let missing: Vec<String> = (0..width)
+                .filter(|c| !present[*c])
+                .map(|c| s.place.cell_daemon(file_id, stripe, c as u32).to_string())
+                .collect();
+            *self.transport.last_error_slot() = Some(format!(
+                "stripe {stripe} of file {file_id:032x}: {why} (daemons {} do not answer)",
+                missing.join(", ")
+            ));
+            return Err(Errno(libc::EIO));
+        }
+        cells.truncate((lost + 1) * n);
+        Ok(cells.split_off(lost * n))
     }
 
     /// The M parity cells of a stripe whose K data cells are `data` (K cells of

@@ -108,8 +108,10 @@ impl Client {
         for ((d, spans), a) in groups.iter().zip(answers) {
             match a {
                 Ok((Response::Data { span_lens }, old)) => {
-                    let starts: Vec<usize> =
-                        span_lens.iter().scan(0usize, |pos, &n| Some(std::mem::replace(pos, *pos + n as usize))).collect();
+                    let starts: Vec<usize> = span_lens
+                        .iter()
+                        .scan(0usize, |pos, &n| Some(std::mem::replace(pos, *pos + n as usize)))
+                        .collect();
                     Self::note_changes(s, &mut after, spans, |i| {
                         let n = span_lens.get(i).map_or(0, |&n| n as usize).min(spans[i].0.len as usize);
                         &old[starts[i]..starts[i] + n]

@@ -1,0 +1,58 @@
+//! Erasure codes across test hosts (network namespaces, gust_e2e::test_hosts): three
+//! hosts with `ec 2+1`, so every stripe has a cell on each. A file written through
+//! the preload library on host 0 reads back byte for byte on host 2 over TCP while
+//! host 1's link is down (silence: the client's timeout decides, not a refused
+//! connection), its cells rebuilt from the other two; with host 0's daemon killed
+//! too, two of each stripe's three cells are gone, and the read fails with EIO
+//! rather than returning other bytes. Needs root and iproute2 (scripts/setup.sh).
+
+use gust_e2e::test_hosts::ip;
+use gust_e2e::{gust_bin, test_hosts::TestHosts};
+
+const WRITE: &str = r#"
+import hashlib, sys
+data = bytes((i * 7 + i // 4096) % 251 for i in range(int(sys.argv[2])))
+with open(sys.argv[1], "wb") as f:
+    for at in range(0, len(data), 1 << 20):
+        f.write(data[at:at + (1 << 20)])
+print(hashlib.sha256(data).hexdigest())
+"#;
+
+const READ: &str = r#"
+import hashlib, sys
+try:
+    print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
+except OSError as e:
+    print("errno", e.errno)
+"#;
+
+/// Python on host `i` under the preload library, over TCP, a short RPC timeout.
+fn python(hosts: &TestHosts, i: u32, script: &str, args: &[&str]) -> String {
+    let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
+    let out = hosts
+        .client_command(i, "python3")
+        .args(["-c", script])
+        .args(args)
+        .env("LD_PRELOAD", &lib)
+        .env("GUST_RPC_TIMEOUT_MS", "2000")
+        .output()
+        .expect("python3 in a test host");
+    assert!(out.status.success(), "python on host {i}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_file_outlives_one_lost_host_and_fails_cleanly_with_two() {
+    let mut hosts = TestHosts::create();
+    hosts.start_instance_coded(64 * 1024, 2, 1);
+    let sum = python(&hosts, 0, WRITE, &["/gustfs/data", &(3 << 20).to_string()]);
+    assert_eq!(python(&hosts, 2, READ, &["/gustfs/data"]), sum, "all hosts up");
+
+    ip(&["link", "set", &hosts.link(1), "down"]);
+    assert_eq!(python(&hosts, 2, READ, &["/gustfs/data"]), sum, "host 1 silent");
+
+    // SAFETY: a signal to a daemon this test started.
+    unsafe { libc::kill(hosts.daemon_pid(0) as i32, libc::SIGKILL) };
+    assert_eq!(python(&hosts, 2, READ, &["/gustfs/data"]), "errno 5", "two of three cells gone");
+    ip(&["link", "set", &hosts.link(1), "up"]);
+}
