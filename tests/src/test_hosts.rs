@@ -123,6 +123,22 @@ impl TestHosts {
         cmd
     }
 
+    /// Python running `script` with `args` on host `i` under the preload library,
+    /// over TCP, with `env`: its standard output, trimmed (it must succeed).
+    pub fn python(&self, i: u32, script: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+        let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
+        let out = self
+            .client_command(i, "python3")
+            .args(["-c", script])
+            .args(args)
+            .env("LD_PRELOAD", &lib)
+            .envs(env.iter().copied())
+            .output()
+            .expect("python3 in a test host");
+        assert!(out.status.success(), "python on host {i}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// Runs `gust ARGS --hosts-file H` on host `i` (in its namespace).
     pub fn gust_on(&self, i: u32, args: &[&str]) -> std::process::Output {
         Command::new("ip")

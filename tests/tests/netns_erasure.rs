@@ -7,7 +7,7 @@
 //! rather than returning other bytes. Needs root and iproute2 (scripts/setup.sh).
 
 use gust_e2e::test_hosts::ip;
-use gust_e2e::{gust_bin, test_hosts::TestHosts};
+use gust_e2e::test_hosts::TestHosts;
 
 const WRITE: &str = r#"
 import hashlib, sys
@@ -28,17 +28,7 @@ except OSError as e:
 
 /// Python on host `i` under the preload library, over TCP, a short RPC timeout.
 fn python(hosts: &TestHosts, i: u32, script: &str, args: &[&str]) -> String {
-    let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
-    let out = hosts
-        .client_command(i, "python3")
-        .args(["-c", script])
-        .args(args)
-        .env("LD_PRELOAD", &lib)
-        .env("GUST_RPC_TIMEOUT_MS", "2000")
-        .output()
-        .expect("python3 in a test host");
-    assert!(out.status.success(), "python on host {i}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    hosts.python(i, script, args, &[("GUST_RPC_TIMEOUT_MS", "2000")])
 }
 
 #[test]

@@ -4,23 +4,13 @@
 //! (gust-placement's `local`). A process with GUST_PLACEMENT=wide stripes its files
 //! as before. Needs root and iproute2 (scripts/setup.sh).
 
-use gust_e2e::{gust_bin, test_hosts::TestHosts};
+use gust_e2e::test_hosts::TestHosts;
 
 const FILE_BYTES: u64 = 4 << 20;
 
 /// Python on host `i` under the preload library, over TCP, with `env`.
 fn python(hosts: &TestHosts, i: u32, script: &str, args: &[&str], env: &[(&str, &str)]) -> String {
-    let lib = gust_bin().parent().unwrap().join("libgust_preload.so");
-    let out = hosts
-        .client_command(i, "python3")
-        .args(["-c", script])
-        .args(args)
-        .env("LD_PRELOAD", &lib)
-        .envs(env.iter().copied())
-        .output()
-        .expect("python3 in a test host");
-    assert!(out.status.success(), "python on host {i}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    hosts.python(i, script, args, env)
 }
 
 const WRITE: &str = r#"

@@ -237,36 +237,42 @@ impl Access {
     /// match fails the read with EUCLEAN (and a log line naming the file, chunk and
     /// bytes): it is never served.
     pub fn read(&self, f: &Local, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
-        out.clear();
-        let lens = self.read_unverified(f, spans, out)?;
-        let mut pos = 0;
         let mut buf = Vec::new();
-        for (s, &n) in spans.iter().zip(&lens) {
-            let n = n as usize;
-            if n > 0 && self.corrupt_blocks(f, file_id, s.offset, &mut out[pos..pos + n], &mut buf, "a read")?.is_some()
-            {
-                return Err(libc::EUCLEAN);
-            }
-            pos += n;
-        }
-        Ok(lens)
+        self.read_checked(f, spans, out, |offset, bytes| {
+            Ok(self.corrupt_blocks(f, file_id, offset, bytes, &mut buf, "a read")?.is_some())
+        })
     }
 
     /// `read`, for a caller that holds the spans' regions locked already (a
     /// read-modify-write: chunks/rmw.rs): no writer can be between a block and its
     /// sum then, so a mismatch is final and is not looked at again.
     pub(crate) fn read_held(&self, f: &Local, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
+        let mut buf = Vec::new();
+        self.read_checked(f, spans, out, |offset, bytes| {
+            let bad = self.span_mismatch(f, offset, bytes, &mut buf)?;
+            if let Some((first, last)) = bad {
+                self.report(file_id, first, last, "a read-modify-write");
+            }
+            Ok(bad.is_some())
+        })
+    }
+
+    /// Reads spans into `out` (cleared first) as `read` does; EUCLEAN as soon as
+    /// `corrupt(offset, bytes)` says the bytes of a span are.
+    fn read_checked(
+        &self,
+        f: &Local,
+        spans: &[Span],
+        out: &mut Vec<u8>,
+        mut corrupt: impl FnMut(u64, &mut [u8]) -> Res<bool>,
+    ) -> Res<Vec<u32>> {
         out.clear();
         let lens = self.read_unverified(f, spans, out)?;
         let mut pos = 0;
-        let mut buf = Vec::new();
         for (s, &n) in spans.iter().zip(&lens) {
             let n = n as usize;
-            if n > 0 {
-                if let Some((first, last)) = self.span_mismatch(f, s.offset, &out[pos..pos + n], &mut buf)? {
-                    self.report(file_id, first, last, "a read-modify-write");
-                    return Err(libc::EUCLEAN);
-                }
+            if n > 0 && corrupt(s.offset, &mut out[pos..pos + n])? {
+                return Err(libc::EUCLEAN);
             }
             pos += n;
         }
