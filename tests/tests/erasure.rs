@@ -5,7 +5,8 @@
 //! stripes it held with EIO and a message naming the daemons, never with other
 //! bytes; `gust repair` rebuilds the killed daemons' data and parity cells, after
 //! which two other daemons may go. A flipped byte in a data cell or a parity cell
-//! is never served, and a corrupt data block is rewritten from its stripe. Concurrent writers of one stripe keep its parity. The parity
+//! is never served: a read rewrites a corrupt data block from its stripe, `gust
+//! scrub` both kinds. Concurrent writers of one stripe keep its parity. The parity
 //! takes half the data's size again. Real daemons, real files.
 
 mod common;
@@ -182,7 +183,8 @@ fn a_flipped_byte_in_a_data_or_parity_cell_is_never_served() {
     assert_eq!(byte_at(&local_file(&inst, d1, id), CHUNK + 100), was, "and its corrupt block rewritten");
     flip(&local_file(&inst, d1, id), CHUNK + 100);
     let p0 = place.cell_daemon(id, 0, K as u32);
-    flip(&local_file(&inst, p0, gust_placement::ec::parity_file_id(id)), 100);
+    let parity_file = local_file(&inst, p0, gust_placement::ec::parity_file_id(id));
+    let parity_was = flip(&parity_file, 100);
     // Now stripe 0 has a corrupt data cell and a corrupt parity cell: the four
     // others still rebuild it (and rewrite the data cell again); with two more
     // of the stripe's daemons lost, three cells are unusable and the read fails.
@@ -195,6 +197,22 @@ fn a_flipped_byte_in_a_data_or_parity_cell_is_never_served() {
     let mut buf = vec![0u8; 2 * CHUNK as usize];
     assert_eq!(c2.pread(fd, &mut buf, 0), Err(Errno(libc::EIO)), "three of stripe 0's cells unusable");
     c2.close(fd).unwrap();
+
+    // `gust scrub` finds what no read met and rewrites it from the stripes: the
+    // corrupt parity block (encoded again from the data cells) and a data block
+    // of stripe 2 (rebuilt from the other cells).
+    let d = place.cell_daemon(id, 2, 3);
+    let at = 11 * CHUNK + 7;
+    let data_was = flip(&local_file(&inst, d, id), at);
+    let out = inst.gust(&["scrub", "--json"]);
+    assert!(out.status.success(), "{}", common::output_text(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = r["corrupt"].as_array().unwrap();
+    assert_eq!(found.len(), 2, "{r}");
+    assert!(found.iter().all(|f| f["repaired"] == true), "{r}");
+    assert_eq!(byte_at(&parity_file, 100), parity_was, "the parity block rewritten");
+    assert_eq!(byte_at(&local_file(&inst, d, id), at), data_was, "the data block rewritten");
+    assert_eq!(get(&client_without(&inst, &[d0, d2]), "/f"), data, "stripe 0 whole again");
 }
 
 #[test]

@@ -133,6 +133,10 @@ impl Client {
     /// of each chunk's group that is not down): the blocks rewritten. EIO when
     /// the instance keeps one copy or no other copy answers.
     pub fn repair_range(&self, daemon: u32, r: &CorruptRange) -> crate::Result<u64> {
+        if self.stripes().is_some() {
+            // Erasure-coded: rebuilt from the stripe (ec/read.rs).
+            return self.repair_cells(daemon, r);
+        }
         let t = &self.transport;
         let cs = t.chunk_bytes.max(1);
         let mut done = 0;

@@ -34,6 +34,12 @@ pub fn parity_file_id(file_id: u128) -> u128 {
     file_id | PARITY_BIT
 }
 
+/// The file id whose parity a local file of id `id` holds (`id` itself if it
+/// is not a parity file id).
+pub fn data_file_id(id: u128) -> u128 {
+    id & !PARITY_BIT
+}
+
 /// The shape of an erasure code: `k` data cells and `m` parity cells per stripe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Code {
@@ -168,5 +174,7 @@ mod tests {
         let f = 0x1234u128;
         assert_ne!(parity_file_id(f), f);
         assert_eq!(parity_file_id(parity_file_id(f)), parity_file_id(f));
+        assert_eq!(data_file_id(parity_file_id(f)), f);
+        assert_eq!(data_file_id(f), f);
     }
 }

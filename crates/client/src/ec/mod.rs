@@ -110,9 +110,9 @@ impl Client {
 
     /// Erasure-coded `call_chunk_daemons`: `req` to every daemon holding a cell of
     /// the file's stripes at or past `from` (and `also`), with the matching request
-    /// on its parity file (a truncate cuts parity past the last stripe kept); a
-    /// truncate first zeroes the rest of the stripe it cuts, so that its parity
-    /// loses those bytes too. A daemon found down is passed over and fenced before
+    /// on its parity file (a truncate cuts parity past the last stripe kept, a
+    /// sync syncs it too); a truncate first zeroes the rest of the stripe it cuts,
+    /// so that its parity loses those bytes too. A daemon found down is passed over and fenced before
     /// the change counts.
     pub(crate) fn call_cells(
         &self,
@@ -136,6 +136,7 @@ impl Client {
                 size: cut.div_ceil(s.stripe_bytes()) * s.cell_bytes,
             }),
             Request::RemoveChunks { .. } => Some(Request::RemoveChunks { file_id: parity_file_id(file_id) }),
+            Request::Fsync { file_id: Some(_) } => Some(Request::Fsync { file_id: Some(parity_file_id(file_id)) }),
             _ => None,
         };
         let mut daemons = self.chunk_daemons(file_id, from, size);

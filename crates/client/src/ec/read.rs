@@ -86,6 +86,77 @@ impl Client {
         Ok(cells.split_off(lost * n))
     }
 
+    /// `repair_range` of an erasure-coded instance: the corrupt range `r` that
+    /// `gust scrub` found on `daemon`, rewritten from its stripe (whole checksum
+    /// blocks, a cell at a time): a data cell's bytes rebuilt from the other
+    /// cells, a parity cell's encoded again from the data cells. Returns the
+    /// blocks rewritten.
+    pub(crate) fn repair_cells(&self, daemon: u32, r: &gust_proto::CorruptRange) -> Result<u64> {
+        let s = self.stripes().expect("erasure-coded");
+        let data_id = gust_placement::ec::data_file_id(r.file_id);
+        let parity = data_id != r.file_id;
+        let (mut pos, end, mut done) = (r.offset, r.offset + r.len, 0);
+        while pos < end {
+            let piece_end = end.min((pos / s.cell_bytes + 1) * s.cell_bytes);
+            let span = self.transport.whole_blocks(&Span { offset: pos, len: (piece_end - pos) as u32 });
+            pos = piece_end;
+            let bytes = match parity {
+                false => {
+                    let (stripe, cell, off) = s.locate(span.offset);
+                    self.rebuild_cell(data_id, stripe, cell, off, span.len)?
+                }
+                true => self.parity_bytes(
+                    data_id,
+                    span.offset / s.cell_bytes,
+                    daemon,
+                    span.offset % s.cell_bytes,
+                    span.len,
+                )?,
+            };
+            let repair = Call {
+                daemon,
+                req: Request::RepairBlocks { file_id: r.file_id, spans: vec![span] },
+                bulk: vec![&bytes],
+            };
+            match self.transport.send_batch(vec![repair], vec![None], &mut []).pop().expect("one answer")? {
+                (Response::Written(n), _) => done += n,
+                (other, _) => return Err(unexpected(other)),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Bytes `off..off + len` of the parity cell that `daemon` holds of stripe
+    /// `stripe` of file `file_id`, encoded from the data cells' same bytes (each
+    /// read from its daemon, or rebuilt if that fails).
+    fn parity_bytes(&self, file_id: u128, stripe: u64, daemon: u32, off: u64, len: u32) -> Result<Vec<u8>> {
+        let s = self.stripes().expect("erasure-coded");
+        let k = s.k as usize;
+        let j = (0..s.m as usize)
+            .find(|j| s.place.cell_daemon(file_id, stripe, (k + j) as u32) == daemon)
+            .ok_or(Errno(libc::EINVAL))?;
+        let mut cells = Vec::with_capacity(k);
+        for cell in 0..k {
+            let (d, id, offset) = s.cell_at(file_id, stripe, cell, off);
+            let mut buf = vec![0u8; len as usize];
+            let read = Call {
+                daemon: d,
+                req: Request::Read { file_id: id, spans: vec![Span { offset, len }] },
+                bulk: Vec::new(),
+            };
+            let answer = self.transport.batch_into(vec![read], vec![Some(vec![(0, len)])], &mut buf).pop();
+            if !matches!(answer, Some(Ok((Response::Data { .. }, _)))) {
+                buf = self.rebuild_cell(file_id, stripe, cell, off, len)?;
+            }
+            cells.push(buf);
+        }
+        let refs: Vec<&[u8]> = cells.iter().map(|c| &c[..]).collect();
+        let mut parity = vec![vec![0u8; len as usize]; s.m as usize];
+        let mut out: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..]).collect();
+        s.code.encode(&refs, &mut out);
+        Ok(parity.swap_remove(j))
+    }
+
     /// The M parity cells of a stripe whose K data cells are `data` (K cells of
     /// the instance's chunk size, one after the other; zeros past a file's end),
     /// for `gust repair`. Empty in an instance without erasure codes.
