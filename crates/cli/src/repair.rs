@@ -155,8 +155,11 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
                 store.put_chunk(rec.file_id, k * cs, &buf[..n]).map_err(|err| format!("{path}: errno {err}"))?;
             }
         }
-        for (stripe, j) in parity {
-            let cell = stripe_parity(c, fd, stripe, j).map_err(|err| format!("{path}: {err}"))?;
+        for stripe in parity {
+            // Encoded again from the stripe's data, without its trailing zeros (a hole).
+            let mut cell =
+                c.parity_bytes(rec.file_id, stripe, id, 0, cs as u32).map_err(|err| format!("{path}: {err}"))?;
+            cell.truncate(cell.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1));
             if !cell.is_empty() {
                 let pid = gust_placement::ec::parity_file_id(rec.file_id);
                 store.put_chunk(pid, stripe * cs, &cell).map_err(|err| format!("{path}: errno {err}"))?;
@@ -171,32 +174,12 @@ fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> 
     Ok(copied)
 }
 
-/// The parity cells of `rec`'s stripes on daemon `id` of an erasure-coded
-/// instance: (stripe, parity index).
-fn parity_cells(c: &Client, rec: &Record, id: u32) -> Vec<(u64, usize)> {
+/// The stripes of `rec` whose parity cell daemon `id` of an erasure-coded
+/// instance holds.
+fn parity_cells(c: &Client, rec: &Record, id: u32) -> Vec<u64> {
     let Some((k, _)) = c.erasure_code() else { return Vec::new() };
     let cells = c.cells_on(rec.file_id, rec.size, id).into_iter();
-    cells.filter(|(_, cell)| *cell >= k as usize).map(|(stripe, cell)| (stripe, cell - k as usize)).collect()
-}
-
-/// Parity cell `j` of stripe `stripe` of the open file `fd`, encoded from the
-/// stripe's data as a read finds it, without its trailing zeros (a hole).
-fn stripe_parity(c: &Client, fd: i32, stripe: u64, j: usize) -> Result<Vec<u8>, gust_client::Errno> {
-    let (k, _) = c.erasure_code().expect("erasure-coded");
-    let stripe_bytes = k as u64 * c.chunk_size_bytes();
-    let mut data = vec![0u8; stripe_bytes as usize];
-    let mut done = 0;
-    while done < data.len() {
-        let n = c.pread(fd, &mut data[done..], stripe * stripe_bytes + done as u64)?;
-        if n == 0 {
-            break;
-        }
-        done += n;
-    }
-    let mut cell = c.stripe_parity(&data).swap_remove(j);
-    let end = cell.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
-    cell.truncate(end);
-    Ok(cell)
+    cells.filter(|(_, cell)| *cell >= k as usize).map(|(stripe, _)| stripe).collect()
 }
 
 /// Starts D again on its root directory and address: through its node agent

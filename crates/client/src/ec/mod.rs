@@ -112,8 +112,8 @@ impl Client {
     /// the file's stripes at or past `from` (and `also`), with the matching request
     /// on its parity file (a truncate cuts parity past the last stripe kept, a
     /// sync syncs it too); a truncate first zeroes the rest of the stripe it cuts,
-    /// so that its parity loses those bytes too. A daemon found down is passed over and fenced before
-    /// the change counts.
+    /// so that its parity loses those bytes too. A daemon found down is passed
+    /// over and fenced before the change counts.
     pub(crate) fn call_cells(
         &self,
         file_id: u128,
@@ -143,32 +143,31 @@ impl Client {
         if let Some(d) = also.filter(|d| !daemons.contains(d)) {
             daemons.push(d);
         }
+        let (down, live): (Vec<u32>, Vec<u32>) = daemons.into_iter().partition(|d| self.transport.is_down(*d));
         let mut calls = Vec::new();
-        for d in daemons.into_iter().filter(|d| !self.transport.is_down(*d)) {
+        for d in live {
             calls.push(Call { daemon: d, req: req.clone(), bulk: Vec::new() });
             if let Some(p) = &parity {
                 calls.push(Call { daemon: d, req: p.clone(), bulk: Vec::new() });
             }
         }
-        let skipped_before: Vec<u32> =
-            self.chunk_daemons(file_id, from, size).into_iter().filter(|d| self.transport.is_down(*d)).collect();
+        self.send_to_cells(calls, down)
+    }
+
+    /// Sends changes to cells' daemons and checks their answers: a daemon found
+    /// down (now, or before: `down`, passed over) is fenced before the change
+    /// counts (fence.rs; EIO if it cannot be); any other error is the answer.
+    pub(crate) fn send_to_cells(&self, calls: Vec<Call<'_>>, mut down: Vec<u32>) -> Result<()> {
         let daemons: Vec<u32> = calls.iter().map(|c| c.daemon).collect();
         let answers = if calls.is_empty() { Vec::new() } else { self.transport.batch(calls) };
-        self.settle_cells(daemons, answers, skipped_before).map(|_| ())
+        self.settle_cells(&daemons, &answers, &mut down)
     }
 
     /// Checks the answers of changes sent to cells' daemons (`daemons`, in call
-    /// order): a daemon found down (now, or before: `skipped`) is fenced before the
-    /// change counts (fence.rs; EIO if it cannot be); any other error is the answer.
-    pub(crate) fn settle_cells(
-        &self,
-        daemons: Vec<u32>,
-        answers: Vec<Answer>,
-        skipped: Vec<u32>,
-    ) -> Result<Vec<Answer>> {
-        let mut down: Vec<u32> = skipped;
+    /// order), as `send_to_cells` says; `down` the daemons passed over.
+    pub(crate) fn settle_cells(&self, daemons: &[u32], answers: &[Answer], down: &mut Vec<u32>) -> Result<()> {
         let mut first_err = None;
-        for (d, a) in daemons.iter().zip(&answers) {
+        for (d, a) in daemons.iter().zip(answers) {
             match a {
                 Err(Errno(libc::EIO)) | Err(Errno(libc::EHOSTDOWN)) if self.transport.is_down(*d) => down.push(*d),
                 Err(e) => first_err = first_err.or(Some(*e)),
@@ -188,7 +187,7 @@ impl Client {
                 return Err(e);
             }
         }
-        Ok(answers)
+        Ok(())
     }
 
     /// Which cells of the file `file_id` (`size` bytes) daemon `daemon` holds:

@@ -3,8 +3,8 @@
 //! cell), and rebuilt from the first K that answer (gust-ec). A stripe with fewer
 //! than K cells left fails the read with EIO, and `gust_last_error()` says which
 //! daemons it lacked. A cell that answered with a corrupt block is rewritten
-//! from the rebuilt bytes. Also the parity of a stripe from its data, for `gust
-//! repair`.
+//! from the rebuilt bytes. Also a parity cell's bytes encoded from its stripe's
+//! data, for `gust scrub` and `gust repair`.
 
 use crate::error::unexpected;
 use crate::routing::Placed;
@@ -127,47 +127,37 @@ impl Client {
     }
 
     /// Bytes `off..off + len` of the parity cell that `daemon` holds of stripe
-    /// `stripe` of file `file_id`, encoded from the data cells' same bytes (each
-    /// read from its daemon, or rebuilt if that fails).
-    fn parity_bytes(&self, file_id: u128, stripe: u64, daemon: u32, off: u64, len: u32) -> Result<Vec<u8>> {
-        let s = self.stripes().expect("erasure-coded");
-        let k = s.k as usize;
+    /// `stripe` of file `file_id`, encoded from the data cells' same bytes (all
+    /// asked at once; a cell whose daemon fails is rebuilt): what `gust scrub`
+    /// and `gust repair` write where that parity cell is corrupt or lost.
+    pub fn parity_bytes(&self, file_id: u128, stripe: u64, daemon: u32, off: u64, len: u32) -> Result<Vec<u8>> {
+        let s = self.stripes().ok_or(Errno(libc::EINVAL))?;
+        let (k, n) = (s.k as usize, len as usize);
         let j = (0..s.m as usize)
             .find(|j| s.place.cell_daemon(file_id, stripe, (k + j) as u32) == daemon)
             .ok_or(Errno(libc::EINVAL))?;
-        let mut cells = Vec::with_capacity(k);
+        let mut cells = vec![0u8; k * n];
+        let (mut calls, mut dests) = (Vec::new(), Vec::new());
         for cell in 0..k {
             let (d, id, offset) = s.cell_at(file_id, stripe, cell, off);
-            let mut buf = vec![0u8; len as usize];
-            let read = Call {
+            calls.push(Call {
                 daemon: d,
                 req: Request::Read { file_id: id, spans: vec![Span { offset, len }] },
                 bulk: Vec::new(),
-            };
-            let answer = self.transport.batch_into(vec![read], vec![Some(vec![(0, len)])], &mut buf).pop();
-            if !matches!(answer, Some(Ok((Response::Data { .. }, _)))) {
-                buf = self.rebuild_cell(file_id, stripe, cell, off, len)?;
-            }
-            cells.push(buf);
+            });
+            dests.push(Some(vec![(cell * n, len)]));
         }
-        let refs: Vec<&[u8]> = cells.iter().map(|c| &c[..]).collect();
-        let mut parity = vec![vec![0u8; len as usize]; s.m as usize];
+        let answers = self.transport.batch_into(calls, dests, &mut cells);
+        for (cell, a) in answers.into_iter().enumerate() {
+            if !matches!(a, Ok((Response::Data { .. }, _))) {
+                let rebuilt = self.rebuild_cell(file_id, stripe, cell, off, len)?;
+                cells[cell * n..(cell + 1) * n].copy_from_slice(&rebuilt);
+            }
+        }
+        let refs: Vec<&[u8]> = cells.chunks(n).collect();
+        let mut parity = vec![vec![0u8; n]; s.m as usize];
         let mut out: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..]).collect();
         s.code.encode(&refs, &mut out);
         Ok(parity.swap_remove(j))
-    }
-
-    /// The M parity cells of a stripe whose K data cells are `data` (K cells of
-    /// the instance's chunk size, one after the other; zeros past a file's end),
-    /// for `gust repair`. Empty in an instance without erasure codes.
-    pub fn stripe_parity(&self, data: &[u8]) -> Vec<Vec<u8>> {
-        let Some(s) = self.stripes() else { return Vec::new() };
-        let cell = s.cell_bytes as usize;
-        assert_eq!(data.len(), cell * s.k as usize, "a stripe's data");
-        let cells: Vec<&[u8]> = data.chunks(cell).collect();
-        let mut parity = vec![vec![0u8; cell]; s.m as usize];
-        let mut refs: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..]).collect();
-        s.code.encode(&cells, &mut refs);
-        parity
     }
 }

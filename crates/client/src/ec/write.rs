@@ -62,8 +62,8 @@ impl Client {
             Self::note_changes(s, &mut ahead, spans, |i| new(spans, i));
         }
         let mut calls: Vec<Call> = groups.iter().map(|(d, spans)| Self::swap_call(file_id, *d, spans, data)).collect();
-        let (parity_daemons, parity_calls) = self.parity_calls(file_id, s, &ahead);
-        let skipped = self.parity_daemons_down(file_id, s, &ahead);
+        let (parity_calls, mut down) = self.parity_calls(file_id, s, &ahead);
+        let parity_daemons: Vec<u32> = parity_calls.iter().map(|c| c.daemon).collect();
         let (n_swaps, n_parity) = (calls.len(), parity_calls.len());
         calls.extend(parity_calls);
         calls.extend(extra);
@@ -78,10 +78,11 @@ impl Client {
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
-        let parity = self.settle_cells(parity_daemons, parity_answers, skipped).and_then(|_| match after.is_empty() {
-            true => Ok(()),
-            false => self.send_parity(file_id, s, after),
-        });
+        let parity =
+            self.settle_cells(&parity_daemons, &parity_answers, &mut down).and_then(|_| match after.is_empty() {
+                true => Ok(()),
+                false => self.send_parity(file_id, s, after),
+            });
         s.give_back_all(ahead);
         first_err.map_or(parity, Err)
     }
@@ -168,8 +169,8 @@ impl Client {
     }
 
     /// One `xor_chunks` per parity cells' daemon not found down, carrying its
-    /// stripes' changes; with the daemons, in call order.
-    fn parity_calls<'a>(&self, file_id: u128, s: &Stripes, changes: &'a Changes) -> (Vec<u32>, Vec<Call<'a>>) {
+    /// stripes' changes; and the parity cells' daemons found down (passed over).
+    fn parity_calls<'a>(&self, file_id: u128, s: &Stripes, changes: &'a Changes) -> (Vec<Call<'a>>, Vec<u32>) {
         let mut per_daemon: ParityCalls = BTreeMap::new();
         for (stripe, c) in changes {
             for (j, p) in c.parity.iter().enumerate() {
@@ -179,32 +180,23 @@ impl Client {
                 e.2.push(p);
             }
         }
-        per_daemon
+        let (down, live): (Vec<_>, Vec<_>) = per_daemon.into_iter().partition(|(d, _)| self.transport.is_down(*d));
+        let calls = live
             .into_iter()
-            .filter(|(d, _)| !self.transport.is_down(*d))
             .map(|(d, (pid, spans, bulk))| {
                 let sums = spans.iter().zip(&bulk).flat_map(|(sp, b)| piece_sums(sp.offset, b)).collect();
-                (d, Call { daemon: d, bulk, req: Request::XorChunks { file_id: pid, spans, sums } })
+                Call { daemon: d, bulk, req: Request::XorChunks { file_id: pid, spans, sums } }
             })
-            .unzip()
+            .collect();
+        (calls, down.into_iter().map(|(d, _)| d).collect())
     }
 
     /// Sends each parity cell its stripes' changes in a round of its own.
     fn send_parity(&self, file_id: u128, s: &Stripes, changes: Changes) -> Result<()> {
-        let (daemons, calls) = self.parity_calls(file_id, s, &changes);
-        let skipped = self.parity_daemons_down(file_id, s, &changes);
-        let answers = if calls.is_empty() { Vec::new() } else { self.transport.batch(calls) };
+        let (calls, down) = self.parity_calls(file_id, s, &changes);
+        let r = self.send_to_cells(calls, down);
         s.give_back_all(changes);
-        self.settle_cells(daemons, answers, skipped).map(|_| ())
-    }
-
-    /// The parity cells' daemons of these stripes that this client skips now.
-    fn parity_daemons_down(&self, file_id: u128, s: &Stripes, changes: &Changes) -> Vec<u32> {
-        changes
-            .keys()
-            .flat_map(|st| (0..s.m as usize).map(move |j| s.place.cell_daemon(file_id, *st, (s.k as usize + j) as u32)))
-            .filter(|d| self.transport.is_down(*d))
-            .collect()
+        r
     }
 }
 

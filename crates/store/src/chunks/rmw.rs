@@ -12,6 +12,11 @@ use super::ChunkStore;
 use crate::chunk_file::whole_block_sums;
 use crate::Res;
 use gust_proto::Span;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// Checksums of whole blocks, by block (chunk_file.rs's `whole_block_sums`).
+type Sums = BTreeMap<u64, u64>;
 
 impl ChunkStore {
     /// Writes `spans` (their bytes one after the other in `data`, checked against
@@ -22,18 +27,8 @@ impl ChunkStore {
     /// match its sum fails it with EUCLEAN before anything is written: a change
     /// computed from it would carry the damage into the parity.
     pub fn swap(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64], old: &mut Vec<u8>) -> Res<Vec<u32>> {
-        if self.quota.is_some() {
-            return Err(libc::EOPNOTSUPP);
-        }
-        let whole = whole_block_sums(spans, data, given)?;
-        let f = self.file(file_id, true)?.expect("create=true always yields a file");
-        let r = {
-            let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
-            let lens = self.access.read_held(&f, file_id, spans, old)?;
-            self.access.write_summed(&f, file_id, spans, data, m.len(), whole).map(|_| lens)
-        };
-        self.changes.note(file_id);
-        r
+        self.read_modify_write(file_id, spans, data, given, old, |_, _, sums| Ok((Cow::Borrowed(data), sums)))
+            .map(|(lens, _)| lens)
     }
 
     /// XORs `data` (the spans' bytes one after the other, checked against the
@@ -41,33 +36,52 @@ impl ChunkStore {
     /// if absent; holes count as zeros. Returns the bytes written. A block it
     /// changes that does not match its sum fails it with EUCLEAN, nothing written.
     pub fn xor(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64]) -> Res<u64> {
-        if self.quota.is_some() {
-            return Err(libc::EOPNOTSUPP);
-        }
-        // The change arrived intact (EBADMSG otherwise). Where nothing was held
-        // (a parity cell's first write) its sums are those of the bytes written.
-        let sums = whole_block_sums(spans, data, given)?;
-        let f = self.file(file_id, true)?.expect("create=true always yields a file");
-        let r = {
-            let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
-            let mut old = Vec::new();
-            let lens = self.access.read_held(&f, file_id, spans, &mut old)?;
+        let mut old = Vec::new();
+        let r = self.read_modify_write(file_id, spans, data, given, &mut old, |lens, old, sums| {
+            // Where nothing was held (a parity cell's first write) the change's
+            // sums are those of the bytes written.
             if lens.iter().all(|&n| n == 0) {
-                return self.access.write_summed(&f, file_id, spans, data, m.len(), sums).inspect(|_| {
-                    self.changes.note(file_id);
-                });
+                return Ok((Cow::Borrowed(data), sums));
             }
             let mut new = data.to_vec();
             let (mut at, mut pos) = (0usize, 0usize);
-            for (s, &n) in spans.iter().zip(&lens) {
+            for (s, &n) in spans.iter().zip(lens) {
                 let n = n as usize;
                 new[at..at + n].iter_mut().zip(&old[pos..pos + n]).for_each(|(b, o)| *b ^= o);
                 at += s.len as usize;
                 pos += n;
             }
             let whole = whole_block_sums(spans, &new, &[])?;
-            self.access.write_summed(&f, file_id, spans, &new, m.len(), whole)
-        };
+            Ok((Cow::Owned(new), whole))
+        });
+        r.map(|(_, n)| n)
+    }
+
+    /// The steps both share, under the region locks a write takes: `data` checked
+    /// against `given` (EBADMSG), the spans' old bytes read into `old` (verified:
+    /// EUCLEAN), then what `bytes(lens, old, sums of data)` makes of them written
+    /// with its sums. Returns the old bytes' lengths and the bytes written.
+    fn read_modify_write<'d>(
+        &self,
+        file_id: u128,
+        spans: &[Span],
+        data: &'d [u8],
+        given: &[u64],
+        old: &mut Vec<u8>,
+        bytes: impl FnOnce(&[u32], &[u8], Sums) -> Res<(Cow<'d, [u8]>, Sums)>,
+    ) -> Res<(Vec<u32>, u64)> {
+        if self.quota.is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let sums = whole_block_sums(spans, data, given)?;
+        let f = self.file(file_id, true)?.expect("create=true always yields a file");
+        let r = (|| {
+            let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
+            let lens = self.access.read_held(&f, file_id, spans, old)?;
+            let (new, sums) = bytes(&lens, old, sums)?;
+            let n = self.access.write_summed(&f, file_id, spans, &new, m.len(), sums)?;
+            Ok((lens, n))
+        })();
         self.changes.note(file_id);
         r
     }
