@@ -205,3 +205,79 @@ fn one_replica_fails_the_lost_daemons_records_with_eio_within_the_bound() {
     timed("close", || c.close(fd)).unwrap();
     assert_eq!(c.stat(&alive).unwrap().size, 0);
 }
+
+/// Holds `root`'s lock as a daemon does while it serves from it (flock on the
+/// file `lock` in it) until dropped.
+struct HeldRoot(std::fs::File);
+
+impl HeldRoot {
+    fn take(root: &std::path::Path) -> HeldRoot {
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(root.join("lock")).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0, "lock of {root:?}");
+        HeldRoot(f)
+    }
+}
+
+/// `gust repair` of a daemon that does not answer yet (a process still starting on
+/// its root directory) waits for that process instead of emptying the stores it is
+/// opening; a second daemon on a root directory in use is refused with a message
+/// that says so. Once the holder lets go, the repair runs and the daemon serves.
+#[test]
+fn repair_waits_for_the_process_that_holds_the_root_directory() {
+    use std::io::BufRead;
+    let inst = Instance::start_with(3, &["--chunk-size", "4k", "--replicas", "2"]);
+    let c = inst.client();
+    let mut model = BTreeMap::new();
+    for i in 0..12 {
+        let p = format!("/f{i}");
+        put(&c, &p, &content(i)).unwrap();
+        model.insert(p, content(i));
+    }
+    let root = inst.hosts_file().daemons[VICTIM as usize].rootdir.clone();
+    kill9(&inst, VICTIM);
+    let held = HeldRoot::take(&root);
+
+    let hosts = inst.rootdir().join("gust.hosts");
+    let out = std::process::Command::new(gust_e2e::gust_bin())
+        .args(["daemon", "--hosts-file"])
+        .arg(&hosts)
+        .arg("--rootdir")
+        .arg(&root)
+        .args(["--listen", "127.0.0.1:0", "--id", &VICTIM.to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("is in use by another process"), "{err}");
+
+    let mut repair = std::process::Command::new(gust_e2e::gust_bin())
+        .args(["repair", "--id", &VICTIM.to_string()])
+        .env("GUST_HOSTS_FILE", &hosts)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(repair.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("waiting for the process that holds") {
+            break;
+        }
+    }
+    assert!(seen.last().is_some_and(|l| l.contains("waiting")), "repair did not wait: {seen:?}");
+    assert!(root.join("metadata").join("CURRENT").exists(), "the stores were emptied under their holder");
+    drop(held);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(repair.wait().unwrap().success(), "repair: {seen:?} {rest:?}");
+    let out = inst.gust(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("all daemons serving"), "{text}");
+    // Its copies are current: with its peers of each group gone, it serves them.
+    kill9(&inst, 0);
+    let fresh = inst.client_with(ClientOptions { rpc_timeout: RPC_TIMEOUT, force_tcp: false, ..Default::default() });
+    for (p, want) in &model {
+        assert!(get(&fresh, p).unwrap_or_else(|e| panic!("{p}: {e}")) == *want, "{p}");
+    }
+}

@@ -34,6 +34,7 @@ use clap::Args;
 use gust_client::{Client, ClientOptions, FindQuery, Kind, Record};
 use gust_hosts::HostsFile;
 use gust_store::rebuild::Rebuild;
+use gust_store::root_lock::RootLock;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -81,19 +82,13 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
         eprintln!("gust: stopping daemon {} (pid {})", a.id, e.pid);
         c.shutdown_daemon(a.id, true).map_err(|err| format!("cannot stop daemon {}: {err}", a.id))?;
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while gust_launch::proc::pid_alive(e.pid) && !gust_launch::proc::is_zombie(e.pid) {
-        if Instant::now() > deadline {
-            return Err(format!("daemon {} (pid {}) did not stop", a.id, e.pid));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let root = hold_rootdir(&hp, a.id, &e.rootdir)?;
     // A new client: the old one skips D for a while, this one finds it down.
     let c = Client::open_instance(&hp, opts)?;
     // Known down from the start: a listing whose pages of the other daemons came in
     // before D's failure was noticed would drop the records D is first for.
     c.skip_daemon(a.id);
-    let (records, bytes) = rebuild(&c, a.id, &e.rootdir)?;
+    let (records, bytes) = rebuild(&c, a.id, &e.rootdir, root)?;
     eprintln!(
         "gust: daemon {}: {records} records and {} of chunks copied from its replicas",
         a.id,
@@ -116,10 +111,42 @@ pub fn run(a: RepairArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// D's root directory's lock, once no process serves from it: a daemon that
+/// answers (one that was still starting when asked first, or one started since) is
+/// asked to stop, and the lock waited for, at most 20 s.
+fn hold_rootdir(hp: &Path, id: u32, rootdir: &Path) -> Result<RootLock, String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut asked = false;
+    let mut round = 0u32;
+    loop {
+        round += 1;
+        let taken = RootLock::try_take(rootdir).map_err(|err| format!("cannot lock {}: {err}", rootdir.display()))?;
+        if let Some(lock) = taken {
+            return Ok(lock);
+        }
+        if round == 1 {
+            eprintln!("gust: waiting for the process that holds {} (a daemon still starting?)", rootdir.display());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("daemon {id} did not stop: a process still holds {}", rootdir.display()));
+        }
+        if !asked && round % 10 == 1 {
+            // A new client each time: a daemon that did not answer is skipped a while.
+            let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: false, ..Default::default() };
+            let c = Client::open_instance(hp, opts)?;
+            if c.ping(id).is_ok() {
+                eprintln!("gust: stopping daemon {id}, which started meanwhile");
+                asked = c.shutdown_daemon(id, true).is_ok();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Empties D's stores and fills them from the serving copies (gust-store's
 /// `Rebuild`); returns the records and chunk bytes copied.
-fn rebuild(c: &Client, id: u32, rootdir: &Path) -> Result<(usize, u64), String> {
-    let mut store = Rebuild::start(rootdir)?;
+fn rebuild(c: &Client, id: u32, rootdir: &Path, root: RootLock) -> Result<(usize, u64), String> {
+    let mut store = Rebuild::start(rootdir, root)?;
     let mut all: Vec<(String, Record)> = Vec::new();
     c.find_stored("/", &FindQuery::default(), |p, r| all.push((p.to_string(), r.clone())))
         .map_err(|err| format!("cannot list the instance's records: {err}"))?;

@@ -38,6 +38,7 @@ pub mod trace;
 use gust_hosts::{DaemonEntry, HostsFile};
 use gust_store::chunks::ChunkStore;
 use gust_store::metadata::MetadataStore;
+use gust_store::root_lock::RootLock;
 use gust_transport::{Endpoint, Listener};
 use std::fs;
 use std::io;
@@ -192,6 +193,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     unsafe { libc::umask(OWNER_ONLY_UMASK) };
     server::block_termination_signals();
     let rootdir = prepare_rootdir(&cfg)?;
+    let _root = hold_rootdir(&rootdir)?;
     let identity = read_identity(&rootdir)?;
     let (tcp, tcp_addr) = bind_tcp(&cfg.listen)?;
     let (metadata, chunks) = open_stores(&cfg, &rootdir)?;
@@ -245,6 +247,18 @@ fn prepare_rootdir(cfg: &DaemonConfig) -> Result<PathBuf, String> {
     ctx(fs::write(&probe, b"x"), "root directory is not writable:", &cfg.rootdir)?;
     let _ = fs::remove_file(&probe);
     ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)
+}
+
+/// The root directory's lock (gust-store's root_lock.rs), held while the daemon
+/// runs: a second daemon on it, or a `gust repair` rebuilding it, is refused.
+fn hold_rootdir(rootdir: &Path) -> Result<RootLock, String> {
+    match ctx(RootLock::try_take(rootdir), "cannot lock root directory", rootdir)? {
+        Some(lock) => Ok(lock),
+        None => Err(format!(
+            "root directory {} is in use by another process (a daemon serving it, or `gust repair` rebuilding it)",
+            rootdir.display()
+        )),
+    }
 }
 
 /// The TCP listener on `listen` (`--listen`) and the address it is bound to.

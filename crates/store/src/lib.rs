@@ -11,6 +11,7 @@
 //! * `chunks`: the chunk store.
 //! * `sums`: checksums of the chunk store's blocks, verified on every read.
 //! * `rebuild`: a daemon's stores emptied and filled again (`gust repair`).
+//! * `root_lock`: one process at a time owns a root directory (daemon or repair).
 //!
 //! Every operation answers an errno ([`Res`]): the daemon sends it to the client as
 //! is. The formats are documented where they are written (record.rs, keys.rs,
@@ -35,6 +36,7 @@ pub mod metadata;
 #[cfg(feature = "rocksdb")]
 pub mod rebuild;
 pub mod record;
+pub mod root_lock;
 pub mod sums;
 
 /// errno-valued result of every store operation (and of the daemon's requests).

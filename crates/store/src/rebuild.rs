@@ -7,13 +7,15 @@
 //! write batch each, every record new), a small file's record together with its
 //! inline data, chunks where their offsets say; [`Rebuild::finish`] puts what is
 //! left and syncs the metadata store's WAL. Only one process may hold the stores:
-//! RocksDB's lock refuses a second (a daemon still running on the root directory).
+//! the caller holds the root directory's lock ([`RootLock`]) for as long as the
+//! rebuild runs, so no daemon opens the stores meanwhile.
 //!
 //! Not for: deciding what the daemon must hold, or reading it from the other copies
 //! (gust-cli, repair.rs).
 
 use crate::chunks::ChunkStore;
 use crate::metadata::MetadataStore;
+use crate::root_lock::RootLock;
 use crate::{Res, CHUNKS_DIR, METADATA_DIR};
 use gust_proto::{Record, Span};
 use std::path::Path;
@@ -28,12 +30,14 @@ pub struct Rebuild {
     batch: Vec<(String, Record)>,
     records: usize,
     chunk_bytes: u64,
+    _root: RootLock,
 }
 
 impl Rebuild {
-    /// Empties the stores under `rootdir` (the daemon must be stopped) and opens
-    /// them. The error says what failed, in which root directory.
-    pub fn start(rootdir: &Path) -> Result<Rebuild, String> {
+    /// Empties the stores under `rootdir` and opens them, holding `root` (the root
+    /// directory's lock: no daemon serves from it) until `finish`. The error says
+    /// what failed, in which root directory.
+    pub fn start(rootdir: &Path, root: RootLock) -> Result<Rebuild, String> {
         let io = |what: &str, err: std::io::Error| format!("{what} in {}: {err}", rootdir.display());
         for sub in [METADATA_DIR, CHUNKS_DIR] {
             let p = rootdir.join(sub);
@@ -44,7 +48,7 @@ impl Rebuild {
         let metadata = MetadataStore::open(&rootdir.join(METADATA_DIR))?;
         let chunks =
             ChunkStore::open(&rootdir.join(CHUNKS_DIR)).map_err(|err| io("cannot create the chunk store", err))?;
-        Ok(Rebuild { metadata, chunks, batch: Vec::new(), records: 0, chunk_bytes: 0 })
+        Ok(Rebuild { metadata, chunks, batch: Vec::new(), records: 0, chunk_bytes: 0, _root: root })
     }
 
     /// Puts the record of `path` (in the next write batch; at `finish` at the latest).
@@ -122,7 +126,7 @@ mod tests {
             let chunks = ChunkStore::open(&d.path().join(CHUNKS_DIR)).unwrap();
             chunks.write(1, &[Span { offset: 0, len: 3 }], b"old").unwrap();
         }
-        let mut r = Rebuild::start(d.path()).unwrap();
+        let mut r = Rebuild::start(d.path(), RootLock::try_take(d.path()).unwrap().unwrap()).unwrap();
         let n = RECORDS_PER_BATCH + 3;
         for i in 0..n {
             r.put_record(&format!("/f{i}"), &file(4, 100 + i as u128)).unwrap();
