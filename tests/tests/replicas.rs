@@ -208,7 +208,9 @@ fn one_replica_fails_the_lost_daemons_records_with_eio_within_the_bound() {
 
 /// Holds `root`'s lock as a daemon does while it serves from it (flock on the
 /// file `lock` in it) until dropped.
-struct HeldRoot(std::fs::File);
+struct HeldRoot {
+    _file: std::fs::File,
+}
 
 impl HeldRoot {
     fn take(root: &std::path::Path) -> HeldRoot {
@@ -216,7 +218,7 @@ impl HeldRoot {
         let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(root.join("lock")).unwrap();
         // SAFETY: flock on a descriptor this test owns.
         assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0, "lock of {root:?}");
-        HeldRoot(f)
+        HeldRoot { _file: f }
     }
 }
 
