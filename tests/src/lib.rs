@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod mount;
 pub mod sqlite;
 pub mod test_hosts;
+pub mod wire;
 
 /// The `gust` binary of this build (target/<profile>/gust).
 pub fn gust_bin() -> PathBuf {

@@ -2,14 +2,18 @@
 //! daemon's local chunk file, as a failing disk flips it, is never served. Without
 //! a copy the read fails with EIO, and the daemon's log names the file, the chunk
 //! and the bytes; with two replicas the read answers the right bytes from the other
-//! copy, and the corrupt copy is rewritten from it. Real daemons, real files.
+//! copy, and the corrupt copy is rewritten from it. Bytes corrupted on their way
+//! back to the client (a proxy flips them) are caught where they arrive. Real
+//! daemons, real files.
 
 mod common;
 
 use common::{flip, local_file, try_get, try_put};
+use gust_e2e::wire::{hosts_through, marked, CorruptingProxy};
 use gust_e2e::{wait_until, Instance};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn byte_at(path: &Path, at: u64) -> u8 {
@@ -135,4 +139,50 @@ fn gust_scrub_finds_and_repairs_what_no_read_met() {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// A client of `inst` whose connections to the daemons go through `proxies`
+/// (gust-e2e's wire.rs; by daemon id, None: straight), over TCP.
+fn client_through(inst: &Instance, proxies: &[Option<&CorruptingProxy>]) -> gust_client::Client {
+    let hosts = hosts_through(&inst.hosts, proxies);
+    let o = gust_client::ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: true, ..Default::default() };
+    gust_client::Client::open_instance(&hosts, o).unwrap()
+}
+
+/// Bytes flipped on their way back from the daemon (it verified them before they
+/// left) are caught where they arrive: a read asks once more and gets them right;
+/// a way that corrupts every time fails the read with EIO and says why, never
+/// with the bytes; with two replicas the read goes to the other member.
+#[test]
+fn bytes_corrupted_on_the_way_back_are_never_served() {
+    let inst = Instance::start_with(2, &["--chunk-size", "64k", "--replicas", "2"]);
+    let data = marked(600_000);
+    try_put(&inst.client(), "/f", &data).unwrap();
+    let id = inst.client().stat("/f").unwrap().file_id;
+
+    // Once: the second asking is intact.
+    let once = CorruptingProxy::start(&inst.hosts_file().daemons[0].tcp_addr(), 1);
+    let other = CorruptingProxy::start(&inst.hosts_file().daemons[1].tcp_addr(), 1);
+    let c = client_through(&inst, &[Some(&once), Some(&other)]);
+    assert!(try_get(&c, "/f", data.len()).unwrap() == data);
+    assert_eq!(once.flipped.load(Ordering::SeqCst) + other.flipped.load(Ordering::SeqCst), 2, "both corrupted once");
+
+    // Always, on the way from both members: EIO, and the last error says why.
+    let always: Vec<CorruptingProxy> =
+        inst.hosts_file().daemons.iter().map(|d| CorruptingProxy::start(&d.tcp_addr(), usize::MAX)).collect();
+    let c = client_through(&inst, &[Some(&always[0]), Some(&always[1])]);
+    assert_eq!(try_get(&c, "/f", data.len()).unwrap_err(), gust_client::Errno(libc::EIO));
+    let why = c.last_transport_error().unwrap_or_default();
+    assert!(why.contains("corrupted on the way back") && why.contains(&format!("{id:032x}")), "{why}");
+
+    // Always, from one member only: every chunk read from the other.
+    let c = client_through(&inst, &[Some(&always[0]), None]);
+    assert!(try_get(&c, "/f", data.len()).unwrap() == data, "read from the member whose way is intact");
+    // Nothing was wrong on the daemons: a straight client reads the same bytes
+    // from the member whose answers were corrupted, and scrub finds nothing.
+    let straight = inst.client();
+    straight.skip_daemon(1);
+    assert!(try_get(&straight, "/f", data.len()).unwrap() == data);
+    let out = inst.gust(&["scrub", "--json", "--no-repair"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
 }

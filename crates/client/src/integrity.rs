@@ -18,11 +18,20 @@
 //!   the last error names the daemon (whose log names the file, chunk and bytes).
 //!   Applications see EIO, as for a failed disk read (btrfs answers a checksum
 //!   failure so too).
+//! * On the way back: a read's answer carries the sum of each piece of its bytes
+//!   (for a whole block, the sum the daemon stored when it was written), and
+//!   [`Transport::answer_intact`] checks them where the bytes arrived (in the
+//!   application's buffer). A read that arrives corrupt is asked once more on a
+//!   fresh connection (rpc.rs), then answered EBADMSG: with copies replica.rs asks
+//!   the next member, and the caller gets EIO if none answers intact. So a block
+//!   is checked against the sum its writer computed from end to end: the
+//!   writer's sums are checked by the daemon, stored, and checked by the reader.
 //!
 //! Not for: computing or storing sums (gust-store), routing copies (replica.rs).
 
-use crate::rpc::{Call, Transport};
+use crate::rpc::{Bulk, Call, Dest, PlacedAnswer, Transport};
 use crate::{Client, Errno};
+use gust_proto::sums::piece_sums;
 use gust_proto::{CorruptRange, Request, Response, Span, SUM_BLOCK_BYTES};
 
 /// The errno a daemon answers for a block whose bytes do not match its sum.
@@ -52,6 +61,50 @@ impl Transport {
         Errno(libc::EIO)
     }
 
+    /// Whether the bytes of `call`'s answer match the sums the daemon sent with
+    /// them (a `read` answered `Data`: module doc); true for any other answer (a
+    /// `write_swap`'s old bytes are checked by its caller, ec/write.rs). The bytes
+    /// are where they arrived: at `dest`'s places in `buf`, or in the answer's bulk.
+    pub(crate) fn answer_intact(call: &Call<'_>, answer: &PlacedAnswer, dest: Option<&Dest>, buf: &[u8]) -> bool {
+        let Request::Read { spans, .. } = &call.req else { return true };
+        let Ok((Response::Data { span_lens, sums }, bulk)) = answer else { return true };
+        if span_lens.len() != spans.len() {
+            return false;
+        }
+        let offsets = spans.iter().map(|s| s.offset);
+        match (dest, bulk) {
+            (Some(dest), _) => {
+                let parts =
+                    offsets.zip(span_lens).zip(dest).map(|((o, &n), &(at, _))| (o, buf.get(at..at + n as usize)));
+                pieces_match(parts, sums)
+            }
+            (None, Bulk::Vec(v)) => {
+                let mut pos = 0usize;
+                let parts = offsets.zip(span_lens).map(|(o, &n)| {
+                    let part = v.get(pos..pos + n as usize);
+                    pos += n as usize;
+                    (o, part)
+                });
+                pieces_match(parts, sums) && pos == v.len()
+            }
+            // Taken by a batch's placer: not chunk bytes (read_many's files).
+            (None, Bulk::Placed(_)) => true,
+        }
+    }
+
+    /// EBADMSG for a read whose answer from `daemon` arrived twice with bytes
+    /// that do not match their sums (corrupted on the way back); the last error
+    /// says so. replica.rs asks the next member, then answers EIO.
+    pub(crate) fn corrupt_arrival(&self, daemon: u32, file_id: u128) -> Errno {
+        let msg = format!(
+            "the bytes of file {file_id:032x} that daemon {daemon} sent arrived twice not matching their checksums \
+             (corrupted on the way back; the daemon verified them before they left)"
+        );
+        tracing::warn!("{msg}");
+        *self.last_error_slot() = Some(msg);
+        Errno(libc::EBADMSG)
+    }
+
     /// Rewrites the blocks of `req` (a read that `bad` answered EUCLEAN and
     /// `good` answered) on `bad` from `good`'s bytes. Best effort: a failure
     /// leaves the block corrupt on `bad`, where reads keep finding it.
@@ -73,7 +126,7 @@ impl Transport {
     fn rewrite_from(&self, file_id: u128, spans: Vec<Span>, good: u32, bad: u32) -> Result<u64, Errno> {
         let read = Call { daemon: good, req: Request::Read { file_id, spans: spans.clone() }, bulk: Vec::new() };
         let (span_lens, bytes) = match self.send_batch(vec![read], vec![None], &mut []).pop().expect("one answer")? {
-            (Response::Data { span_lens }, bytes) => (span_lens, bytes),
+            (Response::Data { span_lens, .. }, bytes) => (span_lens, bytes),
             _ => return Err(Errno(libc::EPROTO)),
         };
         // What the good copy holds of each span (its tail may be a hole).
@@ -117,6 +170,20 @@ pub struct ScrubPage {
     pub corrupt: Vec<CorruptRange>,
     /// Where the next page starts; None: the daemon is done.
     pub next: Option<u128>,
+}
+
+/// Whether `parts` (each span's file offset and bytes, None where the answer
+/// does not hold them) cut into pieces (gust-proto's `sums::pieces`) have exactly
+/// the sums `sums`, in order.
+pub(crate) fn pieces_match<'a>(parts: impl Iterator<Item = (u64, Option<&'a [u8]>)>, sums: &[u64]) -> bool {
+    let mut want = sums.iter();
+    for (offset, bytes) in parts {
+        let Some(bytes) = bytes else { return false };
+        if !piece_sums(offset, bytes).all(|got| want.next() == Some(&got)) {
+            return false;
+        }
+    }
+    want.next().is_none()
 }
 
 impl Client {
@@ -189,5 +256,38 @@ mod tests {
         // chunk's ends (the local file holds nothing of the next chunk here).
         assert_eq!(t(10_000, 10_001, 5), (10_000, 2_288));
         assert_eq!(t(10_000, 9_000, 900), (8_192, 1_808));
+    }
+
+    /// A read answer's bytes match their sums wherever they arrived (a buffer's
+    /// places or the bulk); a flipped byte, a sum missing or one too many, or
+    /// bytes the sums do not account for do not.
+    #[test]
+    fn an_answer_is_intact_only_if_every_piece_matches() {
+        let data: Vec<u8> = (0..9000u32).map(|i| (i % 251) as u8).collect();
+        let spans = vec![Span { offset: 1000, len: 6000 }, Span { offset: 20_000, len: 4000 }];
+        // The first span whole, the second cut short (the file ends there).
+        let sums: Vec<u64> = piece_sums(1000, &data[..6000]).chain(piece_sums(20_000, &data[6000..9000])).collect();
+        let call = Call { daemon: 0, req: Request::Read { file_id: 1, spans }, bulk: Vec::new() };
+        let answer = |sums: Vec<u64>, bulk: Vec<u8>| -> PlacedAnswer {
+            Ok((Response::Data { span_lens: vec![6000, 3000], sums }, Bulk::Vec(bulk)))
+        };
+        assert!(Transport::answer_intact(&call, &answer(sums.clone(), data.clone()), None, &[]));
+        let mut flipped = data.clone();
+        flipped[7000] ^= 1;
+        assert!(!Transport::answer_intact(&call, &answer(sums.clone(), flipped), None, &[]));
+        assert!(!Transport::answer_intact(&call, &answer(sums[1..].to_vec(), data.clone()), None, &[]));
+        assert!(!Transport::answer_intact(&call, &answer([&sums[..], &[7]].concat(), data.clone()), None, &[]));
+        assert!(!Transport::answer_intact(&call, &answer(sums.clone(), [&data[..], b"x"].concat()), None, &[]));
+        // Delivered into a buffer at the places `dest` gives.
+        let mut buf = vec![0u8; 12_000];
+        buf[0..6000].copy_from_slice(&data[..6000]);
+        buf[8000..11_000].copy_from_slice(&data[6000..]);
+        let dest: Dest = vec![(0, 6000), (8000, 4000)];
+        let placed = Ok((Response::Data { span_lens: vec![6000, 3000], sums }, Bulk::Vec(Vec::new())));
+        assert!(Transport::answer_intact(&call, &placed, Some(&dest), &buf));
+        buf[9000] ^= 4;
+        assert!(!Transport::answer_intact(&call, &placed, Some(&dest), &buf));
+        // Other answers are not chunk bytes.
+        assert!(Transport::answer_intact(&call, &Ok((Response::Ok, Bulk::Vec(Vec::new()))), None, &[]));
     }
 }

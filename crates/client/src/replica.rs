@@ -175,6 +175,15 @@ impl Transport {
             }
             return next;
         }
+        if matches!(a, Err(Errno(libc::EBADMSG))) && r == Copies::First {
+            // Arrived corrupt twice from this member (integrity.rs): its copy may be
+            // fine, the way from it is not. The next member is asked.
+            let next = fan.next_untried(i, |d| self.is_down(d));
+            if next.is_none() && fan.answers[i].is_none() {
+                fan.answers[i] = Some(Err(Errno(libc::EIO)));
+            }
+            return next;
+        }
         if self.unavailable(m, &a) {
             if r == Copies::All {
                 fan.skipped.push((i, m));
@@ -217,8 +226,11 @@ impl Transport {
             }
         }
         for (a, c) in answers.iter_mut().zip(calls) {
-            if matches!(a, Err(Errno(CORRUPT))) {
-                *a = Err(self.corrupt_error(c.daemon, true));
+            match a {
+                Err(Errno(CORRUPT)) => *a = Err(self.corrupt_error(c.daemon, true)),
+                // The last error says why (integrity.rs, `corrupt_arrival`).
+                Err(Errno(libc::EBADMSG)) if matches!(c.req, Request::Read { .. }) => *a = Err(Errno(libc::EIO)),
+                _ => {}
             }
         }
         answers

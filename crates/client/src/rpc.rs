@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::Duration;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// Microseconds a caller polls for a reply before sleeping (GUST_SPIN_US, default 0).
 /// Sleeping costs a wake-up, which on a VM is often a cross-CPU interrupt; polling
@@ -569,7 +569,7 @@ impl Transport {
         let mut body = vec![0u8; h.body_len as usize];
         c.reader.read_exact(&mut body).map_err(|e| (false, format!("truncated reply: {e}")))?;
         let reply: Reply = decode(&body).map_err(|e| (false, e.to_string()))?;
-        if let (Some(dest), Ok(Response::Data { span_lens })) = (dest, &reply) {
+        if let (Some(dest), Ok(Response::Data { span_lens, .. })) = (dest, &reply) {
             read_into_dest(c, span_lens, dest, h.bulk_len as u64, buf)?;
             return Ok((reply, Bulk::Vec(Vec::new()), flags));
         }
@@ -828,9 +828,35 @@ impl Transport {
         }
     }
 
-    /// The answer to one call of a batch, as `send_one` left it: read from its
-    /// connection, or sent again on a fresh one where that is safe.
+    /// The answer to one call of a batch, as `send_one` left it, checked where its
+    /// bytes arrived (integrity.rs): a read whose bytes do not match the sums that
+    /// came with them is asked once more on a fresh connection, then answered
+    /// EBADMSG.
     fn answer_one(
+        &self,
+        call: &Call<'_>,
+        st: Sent,
+        dest: Option<&Dest>,
+        buf: &mut [u8],
+        mut place: Option<(usize, BatchPlacer<'_>)>,
+    ) -> PlacedAnswer {
+        let lent = place.as_mut().map(|(i, p)| (*i, &mut **p as BatchPlacer<'_>));
+        let answer = self.answer_one_raw(call, st, dest, buf, lent);
+        if Transport::answer_intact(call, &answer, dest, buf) {
+            return answer;
+        }
+        let Request::Read { file_id, .. } = call.req else { return answer };
+        warn!(daemon = call.daemon, "a read's bytes arrived not matching their checksums: asking again");
+        let again = self.call_fresh(call, dest, buf, place);
+        match Transport::answer_intact(call, &again, dest, buf) {
+            true => again,
+            false => Err(self.corrupt_arrival(call.daemon, file_id)),
+        }
+    }
+
+    /// `answer_one` before the check: read from its connection, or sent again on a
+    /// fresh one where that is safe.
+    fn answer_one_raw(
         &self,
         call: &Call<'_>,
         st: Sent,

@@ -1024,8 +1024,12 @@ responses! {
     /// Data follows in the bulk section: for each requested span, `span_lens[i]`
     /// bytes (fewer than asked where the daemon's local file ends; the client fills
     /// the rest with zeros, so holes and short chunks never cross the wire).
+    /// `sums`: one per piece of those bytes (a span's bytes between two multiples
+    /// of 4096, in order: `sums::pieces`), which the client checks (the bytes were
+    /// not corrupted on their way); empty: unchecked.
     8 Data {
         span_lens: Vec<u32>,
+        sums: Vec<u64>,
     },
     9 StatFs {
         total_bytes: u64,
@@ -1689,8 +1693,8 @@ mod tests {
             ),
             (Ok(Response::Written(4)), format!("{ok} 07000000  0400000000000000")),
             (
-                Ok(Response::Data { span_lens: vec![8, 0] }),
-                format!("{ok} 08000000  0200000000000000 08000000 00000000"),
+                Ok(Response::Data { span_lens: vec![8, 0], sums: vec![9] }),
+                format!("{ok} 08000000  0200000000000000 08000000 00000000  0100000000000000 0900000000000000"),
             ),
             (
                 Ok(Response::StatFs { total_bytes: 1, free_bytes: 2, avail_bytes: 3, files: 4 }),
@@ -1905,19 +1909,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 1400 0100 0100000000000000 04000000 00000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1500 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1400 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+            show(&hex("47555354 1500 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
         );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 1400 0d00 0807060504030201 30000000 02000000 00000000  \
+        let want = hex("47555354 1500 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1925,7 +1929,7 @@ mod tests {
         let req = sample_lock();
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 1400 3600 0300000000000000 49000000 00000000 00000000  \
+        let want = hex("47555354 1500 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
@@ -1934,13 +1938,13 @@ mod tests {
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1400 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+            show(&hex("47555354 1500 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
         );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
         let want =
-            hex("47555354 1400 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
+            hex("47555354 1500 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -235,21 +235,38 @@ impl Access {
     ///
     /// Every block a span touches is verified against its sum; one that does not
     /// match fails the read with EUCLEAN (and a log line naming the file, chunk and
-    /// bytes): it is never served.
-    pub fn read(&self, f: &Local, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
+    /// bytes): it is never served. `pieces` gets the sum of every piece of the bytes
+    /// returned (gust-proto's `sums::pieces`), for the reader to check them again
+    /// where they arrive: a whole block's is its stored sum, so only the pieces at a
+    /// span's unaligned ends are hashed for it.
+    pub fn read(
+        &self,
+        f: &Local,
+        file_id: u128,
+        spans: &[Span],
+        out: &mut Vec<u8>,
+        pieces: &mut Vec<u64>,
+    ) -> Res<Vec<u32>> {
         let mut buf = Vec::new();
-        self.read_checked(f, spans, out, |offset, bytes| {
-            Ok(self.corrupt_blocks(f, file_id, offset, bytes, &mut buf, "a read")?.is_some())
+        self.read_checked(f, spans, out, pieces, |offset, bytes, pieces| {
+            Ok(self.corrupt_blocks_summed(f, file_id, offset, bytes, &mut buf, "a read", pieces)?.is_some())
         })
     }
 
     /// `read`, for a caller that holds the spans' regions locked already (a
     /// read-modify-write: chunks/rmw.rs): no writer can be between a block and its
     /// sum then, so a mismatch is final and is not looked at again.
-    pub(crate) fn read_held(&self, f: &Local, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
+    pub(crate) fn read_held(
+        &self,
+        f: &Local,
+        file_id: u128,
+        spans: &[Span],
+        out: &mut Vec<u8>,
+        pieces: &mut Vec<u64>,
+    ) -> Res<Vec<u32>> {
         let mut buf = Vec::new();
-        self.read_checked(f, spans, out, |offset, bytes| {
-            let bad = self.span_mismatch(f, offset, bytes, &mut buf)?;
+        self.read_checked(f, spans, out, pieces, |offset, bytes, pieces| {
+            let bad = self.span_mismatch(f, offset, bytes, &mut buf, pieces)?;
             if let Some((first, last)) = bad {
                 self.report(file_id, first, last, "a read-modify-write");
             }
@@ -257,21 +274,24 @@ impl Access {
         })
     }
 
-    /// Reads spans into `out` (cleared first) as `read` does; EUCLEAN as soon as
-    /// `corrupt(offset, bytes)` says the bytes of a span are.
+    /// Reads spans into `out` (cleared first) as `read` does, and their pieces'
+    /// sums into `pieces` (cleared first); EUCLEAN as soon as
+    /// `corrupt(offset, bytes, pieces)` says the bytes of a span are.
     fn read_checked(
         &self,
         f: &Local,
         spans: &[Span],
         out: &mut Vec<u8>,
-        mut corrupt: impl FnMut(u64, &mut [u8]) -> Res<bool>,
+        pieces: &mut Vec<u64>,
+        mut corrupt: impl FnMut(u64, &mut [u8], &mut Vec<u64>) -> Res<bool>,
     ) -> Res<Vec<u32>> {
         out.clear();
+        pieces.clear();
         let lens = self.read_unverified(f, spans, out)?;
         let mut pos = 0;
         for (s, &n) in spans.iter().zip(&lens) {
             let n = n as usize;
-            if n > 0 && corrupt(s.offset, &mut out[pos..pos + n])? {
+            if n > 0 && corrupt(s.offset, &mut out[pos..pos + n], pieces)? {
                 return Err(libc::EUCLEAN);
             }
             pos += n;
@@ -293,12 +313,29 @@ impl Access {
         buf: &mut Vec<u8>,
         what: &str,
     ) -> Res<Option<(u64, u64)>> {
-        if self.span_mismatch(f, offset, bytes, buf)?.is_none() {
+        self.corrupt_blocks_summed(f, file_id, offset, bytes, buf, what, &mut Vec::new())
+    }
+
+    /// `corrupt_blocks`, pushing the sums of the pieces of `bytes` to `pieces`.
+    #[allow(clippy::too_many_arguments)]
+    fn corrupt_blocks_summed(
+        &self,
+        f: &Local,
+        file_id: u128,
+        offset: u64,
+        bytes: &mut [u8],
+        buf: &mut Vec<u8>,
+        what: &str,
+        pieces: &mut Vec<u64>,
+    ) -> Res<Option<(u64, u64)>> {
+        let before = pieces.len();
+        if self.span_mismatch(f, offset, bytes, buf, pieces)?.is_none() {
             return Ok(None);
         }
+        pieces.truncate(before);
         let _regions = self.regions.lock(file_id, [(offset, offset + bytes.len() as u64)].into_iter());
         sums::read_full(&f.data, bytes, offset).map_err(errno)?;
-        let bad = self.span_mismatch(f, offset, bytes, buf)?;
+        let bad = self.span_mismatch(f, offset, bytes, buf, pieces)?;
         if let Some((first, last)) = bad {
             self.report(file_id, first, last, what);
         }
@@ -306,24 +343,33 @@ impl Access {
     }
 
     /// The first and last block, touched by `bytes` read at `offset`, that do not
-    /// match their sums (None if all do or have none). Blocks wholly inside
-    /// `bytes` are summed from them, the edge blocks read whole from the file.
-    fn span_mismatch(&self, f: &Local, offset: u64, bytes: &[u8], buf: &mut Vec<u8>) -> Res<Option<(u64, u64)>> {
+    /// match their sums (None if all do or have none); the sums of the pieces of
+    /// `bytes` pushed to `pieces`. Blocks wholly inside `bytes` are summed from
+    /// them (a piece that is a whole block has the block's sum), the edge blocks
+    /// read whole from the file (their pieces in `bytes` summed on their own).
+    fn span_mismatch(
+        &self,
+        f: &Local,
+        offset: u64,
+        bytes: &[u8],
+        buf: &mut Vec<u8>,
+        pieces: &mut Vec<u64>,
+    ) -> Res<Option<(u64, u64)>> {
         let end = offset + bytes.len() as u64;
         let (first, last) = sums::blocks(offset, end);
         let stored = sums::read_sums(&f.sums, first, last).map_err(errno)?;
-        if stored.iter().all(|&v| v == 0) {
-            return Ok(None);
-        }
         let len = f.data.metadata().map_err(errno)?.len();
         let mut bad: Option<(u64, u64)> = None;
         for (blk, &want) in (first..=last).zip(&stored) {
+            let (bs, be) = sums::block_range(blk, len);
+            let (ps, pe) = (bs.max(offset), ((blk + 1) * sums::SUM_BLOCK_BYTES as u64).min(end));
+            let sum = sums::sum_of(&bytes[(ps - offset) as usize..(pe - offset) as usize]);
+            pieces.push(sum);
             if want == 0 {
                 continue;
             }
-            let (bs, be) = sums::block_range(blk, len);
-            let got = if bs >= offset && be <= end && be > bs {
-                sums::sum_of(&bytes[(bs - offset) as usize..(be - offset) as usize])
+            let got = if ps == bs && pe == be {
+                sum
             } else {
                 sums::read_block(&f.data, blk, len, buf).map_err(errno)?;
                 sums::sum_of(buf)

@@ -490,9 +490,23 @@ impl ChunkStore {
     /// match fails the read with EUCLEAN (and a log line naming the file, chunk and
     /// bytes): it is never served.
     pub fn read(&self, file_id: u128, spans: &[Span], out: &mut Vec<u8>) -> Res<Vec<u32>> {
+        self.read_summed(file_id, spans, out, &mut Vec::new())
+    }
+
+    /// `read`, with the sums of the pieces of the bytes it returns in `pieces`
+    /// (cleared first; gust-proto's `sums::pieces`): what a `read` request's answer
+    /// carries for the client to check.
+    pub fn read_summed(
+        &self,
+        file_id: u128,
+        spans: &[Span],
+        out: &mut Vec<u8>,
+        pieces: &mut Vec<u64>,
+    ) -> Res<Vec<u32>> {
         out.clear();
+        pieces.clear();
         let Some(f) = self.file(file_id, false)? else { return Ok(vec![0; spans.len()]) };
-        self.access.read(&f, file_id, spans, out)
+        self.access.read(&f, file_id, spans, out, pieces)
     }
 
     /// Whether this store bounds its bytes (a declared capacity): then only its own
@@ -684,6 +698,37 @@ mod tests {
         let lens = s.read(1, &[Span { offset: 10, len: 1 }], &mut out).unwrap();
         assert_eq!(lens, vec![0]);
         s.remove(1).unwrap();
+    }
+
+    /// A read's piece sums are those of the bytes it returns, cut at every 4 KiB of
+    /// the file: whole blocks (their stored sums), unaligned ends, spans cut short
+    /// by the file's end, and blocks the store keeps no sum of.
+    #[test]
+    fn a_read_sums_the_pieces_it_returns() {
+        use gust_proto::sums::piece_sums;
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        s.write(3, &[Span { offset: 0, len: data.len() as u32 }], &data).unwrap();
+        let spans =
+            [Span { offset: 100, len: 9000 }, Span { offset: 12_288, len: 4096 }, Span { offset: 19_000, len: 5000 }];
+        let (mut out, mut pieces) = (Vec::new(), Vec::new());
+        let lens = s.read_summed(3, &spans, &mut out, &mut pieces).unwrap();
+        assert_eq!(lens, vec![9000, 4096, 1000]);
+        let mut want = Vec::new();
+        let mut at = 0;
+        for (sp, n) in spans.iter().zip(&lens) {
+            want.extend(piece_sums(sp.offset, &out[at..at + *n as usize]));
+            at += *n as usize;
+        }
+        assert_eq!(pieces, want);
+        assert_eq!(pieces.len(), 3 + 1 + 1);
+        // Without a sidecar (a file written by a build without sums) the pieces are
+        // summed all the same.
+        std::fs::remove_file(s.sum_path(3)).unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        s.read_summed(3, &spans[..1], &mut out, &mut pieces).unwrap();
+        assert_eq!(pieces, piece_sums(100, &out).collect::<Vec<_>>());
     }
 
     /// A chunk punched out (it moved to another daemon) reads as zeros without a

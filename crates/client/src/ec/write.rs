@@ -70,7 +70,7 @@ impl Client {
         let mut answers = self.transport.batch(calls);
         let rest = answers.split_off(n_swaps + n_parity);
         let parity_answers = answers.split_off(n_swaps);
-        let (mut first_err, after) = self.swapped(s, &groups, answers, &new);
+        let (mut first_err, after, stale) = self.swapped(s, &groups, answers, &new);
         for a in rest {
             match a {
                 Ok((Response::Written(_) | Response::Ok | Response::Offset(_), _)) => {}
@@ -84,6 +84,7 @@ impl Client {
                 false => self.send_parity(file_id, s, after),
             });
         s.give_back_all(ahead);
+        let parity = parity.and_then(|_| self.encode_parity_again(file_id, s, &stale));
         first_err.map_or(parity, Err)
     }
 
@@ -94,21 +95,32 @@ impl Client {
         Call { daemon, bulk, req: Request::WriteSwap { file_id, spans: spans.iter().map(|x| x.0).collect(), sums } }
     }
 
-    /// The data cells' answers: the first error, and the parity changes still to
+    /// The data cells' answers: the first error; the parity changes still to
     /// send: the old bytes' part where a cell answered some, the new bytes' part
-    /// taken back where a cell failed (it went out with the first round).
+    /// taken back where a cell failed (it went out with the first round); and the
+    /// spans whose old bytes arrived not matching their sums (corrupted on the
+    /// way back: integrity.rs), whose parity is encoded again from the data.
     fn swapped<'a>(
         &self,
         s: &Stripes,
         groups: &[(u32, Vec<Placed>)],
         answers: Vec<Answer>,
         new: &dyn for<'s> Fn(&'s [Placed], usize) -> &'a [u8],
-    ) -> (Option<Errno>, Changes) {
+    ) -> (Option<Errno>, Changes, Vec<Span>) {
         let mut first_err = None;
         let mut after = Changes::new();
+        let mut stale = Vec::new();
         for ((d, spans), a) in groups.iter().zip(answers) {
             match a {
-                Ok((Response::Data { span_lens }, old)) => {
+                Ok((Response::Data { span_lens, sums }, old)) if !old_intact(spans, &span_lens, &sums, &old) => {
+                    tracing::warn!(
+                        "daemon {d}: the bytes a write replaced arrived not matching their checksums: the \
+                         parity of those stripes is encoded again from the data"
+                    );
+                    stale.extend(spans.iter().map(|(sp, _)| *sp));
+                    continue;
+                }
+                Ok((Response::Data { span_lens, .. }, old)) => {
                     let starts: Vec<usize> = span_lens
                         .iter()
                         .scan(0usize, |pos, &n| Some(std::mem::replace(pos, *pos + n as usize)))
@@ -125,7 +137,40 @@ impl Client {
             }
             Self::note_changes(s, &mut after, spans, |i| new(spans, i));
         }
-        (first_err, after)
+        (first_err, after, stale)
+    }
+
+    /// Writes the parity cells of the bytes of `spans` (file offsets, each within
+    /// a cell) as encoded from the data cells now (`parity_bytes`): for a write
+    /// whose old bytes did not arrive intact, so that its changes could not be
+    /// sent. One round; parity cells' daemons found down are passed over (fenced).
+    fn encode_parity_again(&self, file_id: u128, s: &Stripes, spans: &[Span]) -> Result<()> {
+        if spans.is_empty() {
+            return Ok(());
+        }
+        let mut parts = Vec::new();
+        for sp in spans {
+            let (stripe, _, off) = s.locate(sp.offset);
+            for j in 0..s.m as usize {
+                let (d, pid, offset) = s.cell_at(file_id, stripe, s.k as usize + j, off);
+                let bytes = self.parity_bytes(file_id, stripe, d, off, sp.len)?;
+                parts.push((d, pid, Span { offset, len: sp.len }, bytes));
+            }
+        }
+        let (live, down): (Vec<_>, Vec<_>) = parts.iter().partition(|p| !self.transport.is_down(p.0));
+        let calls = live
+            .into_iter()
+            .map(|(d, pid, span, bytes)| Call {
+                daemon: *d,
+                req: Request::Write {
+                    file_id: *pid,
+                    spans: vec![*span],
+                    sums: piece_sums(span.offset, bytes).collect(),
+                },
+                bulk: vec![&bytes[..]],
+            })
+            .collect();
+        self.send_to_cells(calls, down.into_iter().map(|p| p.0).collect())
     }
 
     /// Adds to `changes` each span's part in its stripe's parity cells, for a
@@ -198,6 +243,18 @@ impl Client {
         s.give_back_all(changes);
         r
     }
+}
+
+/// Whether the old bytes a data cell answered (`old`, `span_lens` of each of
+/// `spans`) match the sums that came with them.
+fn old_intact(spans: &[Placed], span_lens: &[u32], sums: &[u64], old: &[u8]) -> bool {
+    let mut pos = 0usize;
+    let parts = spans.iter().zip(span_lens).map(|((sp, _), &n)| {
+        let part = old.get(pos..pos + n as usize);
+        pos += n as usize;
+        (sp.offset, part)
+    });
+    span_lens.len() == spans.len() && crate::integrity::pieces_match(parts, sums) && pos == old.len()
 }
 
 #[cfg(test)]

@@ -192,7 +192,7 @@ impl Client {
                 groups.iter().map(|(_, spans)| Some(spans.iter().map(|(s, at)| (*at, s.len)).collect())).collect();
             for ((_, spans), a) in groups.iter().zip(self.transport.batch_into(calls, dests, buf)) {
                 match a? {
-                    (Response::Data { span_lens }, _) => short.extend(remainders(spans, &span_lens)),
+                    (Response::Data { span_lens, .. }, _) => short.extend(remainders(spans, &span_lens)),
                     (r, _) => return Err(unexpected(r)),
                 }
             }

@@ -174,11 +174,11 @@ impl Client {
         let local = sources
             .local
             .into_iter()
-            .map(|(spans, r)| (spans, r.map(|span_lens| (Response::Data { span_lens }, Vec::new()))));
+            .map(|(spans, r)| (spans, r.map(|span_lens| (Response::Data { span_lens, sums: Vec::new() }, Vec::new()))));
         let remote = sources.remote.into_iter().map(|(_, spans)| spans).zip(remote_answers);
         for (spans, a) in local.chain(remote) {
             match a {
-                Ok((Response::Data { span_lens }, _)) => {
+                Ok((Response::Data { span_lens, .. }, _)) => {
                     if spills {
                         short.extend(super::remainders(&spans, &span_lens).filter_map(|(s, at)| {
                             let inside = size.saturating_sub(s.offset).min(s.len as u64);

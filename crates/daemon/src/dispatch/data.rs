@@ -29,10 +29,11 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut 
         }
         Request::Read { file_id, spans } => {
             validate_spans(&spans, None)?;
-            let span_lens = state.chunks.read(file_id, &spans, bulk_out)?;
+            let mut sums = Vec::new();
+            let span_lens = state.chunks.read_summed(file_id, &spans, bulk_out, &mut sums)?;
             state.read_log.note(file_id, spans.iter().map(|s| (s.offset, s.offset + s.len as u64)));
             state.metrics.bytes_read.fetch_add(bulk_out.len() as u64, Ordering::Relaxed);
-            Ok(Response::Data { span_lens })
+            Ok(Response::Data { span_lens, sums })
         }
         Request::TruncateChunks { file_id, size } => state.chunks.truncate(file_id, size).map(|_| Response::Ok),
         Request::RemoveChunks { file_id } => state.chunks.remove(file_id).map(|_| Response::Ok),
@@ -79,9 +80,10 @@ fn write(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut Vec<u8>) ->
         // answers what it replaced, and a parity cell's change.
         Request::WriteSwap { file_id, spans, sums } => {
             validate_spans(&spans, Some(bulk_in.len()))?;
-            let span_lens = state.chunks.swap(file_id, &spans, bulk_in, &sums, bulk_out)?;
+            let mut old_sums = Vec::new();
+            let span_lens = state.chunks.swap(file_id, &spans, (bulk_in, &sums), bulk_out, &mut old_sums)?;
             state.metrics.bytes_written.fetch_add(bulk_in.len() as u64, Ordering::Relaxed);
-            Ok(Response::Data { span_lens })
+            Ok(Response::Data { span_lens, sums: old_sums })
         }
         Request::XorChunks { file_id, spans, sums } => {
             validate_spans(&spans, Some(bulk_in.len()))?;

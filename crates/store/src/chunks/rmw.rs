@@ -25,10 +25,18 @@ impl ChunkStore {
     /// before: the bytes held of each span, cut where only a hole followed, whose
     /// lengths it returns. An old block the write keeps in part that does not
     /// match its sum fails it with EUCLEAN before anything is written: a change
-    /// computed from it would carry the damage into the parity.
-    pub fn swap(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64], old: &mut Vec<u8>) -> Res<Vec<u32>> {
-        self.read_modify_write(file_id, spans, data, given, old, |_, _, sums| Ok((Cow::Borrowed(data), sums)))
-            .map(|(lens, _)| lens)
+    /// computed from it would carry the damage into the parity. `pieces` gets the
+    /// sums of the old bytes' pieces, as `read_summed` gives them.
+    pub fn swap(
+        &self,
+        file_id: u128,
+        spans: &[Span],
+        (data, given): (&[u8], &[u64]),
+        old: &mut Vec<u8>,
+        pieces: &mut Vec<u64>,
+    ) -> Res<Vec<u32>> {
+        let keep = |_: &[u32], _: &[u8], sums| Ok((Cow::Borrowed(data), sums));
+        self.read_modify_write(file_id, spans, (data, given), (old, pieces), keep).map(|(lens, _)| lens)
     }
 
     /// XORs `data` (the spans' bytes one after the other, checked against the
@@ -36,8 +44,8 @@ impl ChunkStore {
     /// if absent; holes count as zeros. Returns the bytes written. A block it
     /// changes that does not match its sum fails it with EUCLEAN, nothing written.
     pub fn xor(&self, file_id: u128, spans: &[Span], data: &[u8], given: &[u64]) -> Res<u64> {
-        let mut old = Vec::new();
-        let r = self.read_modify_write(file_id, spans, data, given, &mut old, |lens, old, sums| {
+        let (mut old, mut pieces) = (Vec::new(), Vec::new());
+        let r = self.read_modify_write(file_id, spans, (data, given), (&mut old, &mut pieces), |lens, old, sums| {
             // Where nothing was held (a parity cell's first write) the change's
             // sums are those of the bytes written.
             if lens.iter().all(|&n| n == 0) {
@@ -59,15 +67,15 @@ impl ChunkStore {
 
     /// The steps both share, under the region locks a write takes: `data` checked
     /// against `given` (EBADMSG), the spans' old bytes read into `old` (verified:
-    /// EUCLEAN), then what `bytes(lens, old, sums of data)` makes of them written
-    /// with its sums. Returns the old bytes' lengths and the bytes written.
+    /// EUCLEAN; their pieces' sums into `pieces`), then what `bytes(lens, old, sums
+    /// of data)` makes of them written with its sums. Returns the old bytes'
+    /// lengths and the bytes written.
     fn read_modify_write<'d>(
         &self,
         file_id: u128,
         spans: &[Span],
-        data: &'d [u8],
-        given: &[u64],
-        old: &mut Vec<u8>,
+        (data, given): (&'d [u8], &[u64]),
+        (old, pieces): (&mut Vec<u8>, &mut Vec<u64>),
         bytes: impl FnOnce(&[u32], &[u8], Sums) -> Res<(Cow<'d, [u8]>, Sums)>,
     ) -> Res<(Vec<u32>, u64)> {
         if self.quota.is_some() {
@@ -77,7 +85,7 @@ impl ChunkStore {
         let f = self.file(file_id, true)?.expect("create=true always yields a file");
         let r = (|| {
             let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
-            let lens = self.access.read_held(&f, file_id, spans, old)?;
+            let lens = self.access.read_held(&f, file_id, spans, old, pieces)?;
             let (new, sums) = bytes(&lens, old, sums)?;
             let n = self.access.write_summed(&f, file_id, spans, &new, m.len(), sums)?;
             Ok((lens, n))
@@ -105,19 +113,24 @@ mod tests {
         out
     }
 
-    /// A swap answers what was there (nothing for a hole) and leaves the new bytes.
+    /// A swap answers what was there (nothing for a hole), with the sums of its
+    /// pieces, and leaves the new bytes.
     #[test]
     fn a_swap_answers_the_bytes_it_replaced() {
+        use gust_proto::sums::piece_sums;
         let (_d, s) = store();
-        let mut old = Vec::new();
+        let (mut old, mut pieces) = (Vec::new(), Vec::new());
         let span = [Span { offset: 5000, len: 6 }];
-        assert_eq!(s.swap(7, &span, b"abcdef", &[], &mut old).unwrap(), vec![0]);
-        assert!(old.is_empty());
-        assert_eq!(s.swap(7, &[Span { offset: 5002, len: 2 }], b"XY", &[], &mut old).unwrap(), vec![2]);
+        assert_eq!(s.swap(7, &span, (b"abcdef", &[]), &mut old, &mut pieces).unwrap(), vec![0]);
+        assert!(old.is_empty() && pieces.is_empty());
+        let two = [Span { offset: 5002, len: 2 }];
+        assert_eq!(s.swap(7, &two, (b"XY", &[]), &mut old, &mut pieces).unwrap(), vec![2]);
         assert_eq!(old, b"cd");
+        assert_eq!(pieces, piece_sums(5002, b"cd").collect::<Vec<_>>());
         assert_eq!(read(&s, 7, 5000, 6), b"abXYef");
         // Spans past the end answer short, as reads do.
-        assert_eq!(s.swap(7, &[Span { offset: 5004, len: 4 }], b"1234", &[], &mut old).unwrap(), vec![2]);
+        let past = [Span { offset: 5004, len: 4 }];
+        assert_eq!(s.swap(7, &past, (b"1234", &[]), &mut old, &mut pieces).unwrap(), vec![2]);
         assert_eq!(old, b"ef");
     }
 
