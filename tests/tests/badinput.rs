@@ -391,7 +391,7 @@ fn bad_paths_through_the_client() {
         for e in std::fs::read_dir(&d.rootdir).unwrap() {
             let n = e.unwrap().file_name().into_string().unwrap();
             assert!(
-                ["metadata", "chunks", "instance", "daemon.sock", "daemon.shm", "short-circuit.sock"]
+                ["metadata", "chunks", "instance", "lock", "daemon.sock", "daemon.shm", "short-circuit.sock"]
                     .contains(&n.as_str()),
                 "unexpected {n} in {}",
                 d.rootdir.display()

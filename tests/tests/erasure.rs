@@ -267,3 +267,35 @@ fn parity_takes_half_the_datas_size_again() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--ec 4+2 needs at least 6 daemons"), "{err}");
 }
+
+/// A write's old bytes (a data cell's `write_swap` answer) flipped on their way
+/// back would turn into a wrong parity change: the writer finds them not matching
+/// their sums and encodes those stripes' parity again from the data instead. Every
+/// byte then reads back with any one daemon of a 2+1 code lost.
+#[test]
+fn old_bytes_corrupted_on_the_way_back_do_not_corrupt_the_parity() {
+    use gust_e2e::wire::{hosts_through, marked, CorruptingProxy};
+    let inst = Instance::start_with(3, &["--chunk-size", "4k", "--ec", "2+1"]);
+    let mut want = pattern(5, 60_000);
+    want[10_000..30_000].copy_from_slice(&marked(20_000));
+    put(&client(&inst), "/f", &want);
+
+    let proxies: Vec<CorruptingProxy> =
+        inst.hosts_file().daemons.iter().map(|d| CorruptingProxy::start(&d.tcp_addr(), usize::MAX)).collect();
+    let hosts = hosts_through(&inst.hosts, &proxies.iter().map(Some).collect::<Vec<_>>());
+    let o = ClientOptions { rpc_timeout: Duration::from_secs(5), force_tcp: true, ..Default::default() };
+    let through = Client::open_instance(&hosts, o).unwrap();
+    let new = pattern(6, 20_000);
+    let fd = through.open("/f", libc::O_WRONLY, 0).unwrap();
+    assert_eq!(through.pwrite(fd, &new, 10_000).unwrap(), new.len());
+    through.close(fd).unwrap();
+    want[10_000..30_000].copy_from_slice(&new);
+    let flipped: usize = proxies.iter().map(|p| p.flipped.load(std::sync::atomic::Ordering::SeqCst)).sum();
+    assert!(flipped > 0, "the old bytes passed the proxies unflipped");
+
+    let model = BTreeMap::from([("/f".to_string(), want)]);
+    check(&client(&inst), &model, "all daemons");
+    for d in 0..3 {
+        check(&client_without(&inst, &[d]), &model, &format!("daemon {d} lost"));
+    }
+}
