@@ -8,6 +8,7 @@ use crate::gust_bin;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// Test hosts of `TestHosts::create`.
 pub const HOSTS: u32 = 3;
 pub const PORT: u16 = 7070;
 
@@ -19,6 +20,8 @@ pub fn ip(args: &[&str]) {
 /// Network namespaces, links and daemons of the test; all removed on drop.
 pub struct TestHosts {
     tag: String,
+    /// How many hosts: 0..hosts.
+    pub hosts: u32,
     pub dir: tempfile::TempDir,
     pids: Vec<u32>,
     /// The tests of this file take turns: their hosts use the same addresses.
@@ -40,6 +43,12 @@ impl TestHosts {
     }
 
     pub fn create() -> TestHosts {
+        Self::create_n(HOSTS)
+    }
+
+    /// `n` test hosts (at most 250: addresses 10.77.<i>.2).
+    pub fn create_n(n_hosts: u32) -> TestHosts {
+        assert!(n_hosts <= 250, "at most 250 test hosts");
         // SAFETY: geteuid has no preconditions.
         assert_eq!(unsafe { libc::geteuid() }, 0, "this test creates network namespaces and needs root");
         // Unique per test of this process too (they run in parallel); interface
@@ -50,11 +59,12 @@ impl TestHosts {
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let t = TestHosts {
             _turn: turn,
+            hosts: n_hosts,
             tag,
             dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(),
             pids: Vec::new(),
         };
-        for i in 0..HOSTS {
+        for i in 0..n_hosts {
             let (ns, h, n) = (t.ns(i), t.link(i), format!("gv{}n{i}", t.tag));
             ip(&["netns", "add", &ns]);
             ip(&["link", "add", &h, "type", "veth", "peer", "name", &n]);
@@ -190,7 +200,7 @@ impl TestHosts {
     }
 
     pub fn start_daemons(&mut self) {
-        for i in 0..HOSTS {
+        for i in 0..self.hosts {
             let log = std::fs::File::create(self.dir.path().join(format!("d{i}.log"))).unwrap();
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &self.ns(i)])
@@ -211,9 +221,9 @@ impl TestHosts {
             self.pids.push(child.id());
             std::thread::spawn(move || child.wait());
         }
-        let hosts = self.hosts_file();
+        let (hosts, n) = (self.hosts_file(), self.hosts);
         let up = crate::wait_until(Duration::from_secs(30), || {
-            gust_hosts::HostsFile::load(&hosts).map(|h| h.is_complete(HOSTS as usize)).unwrap_or(false)
+            gust_hosts::HostsFile::load(&hosts).map(|h| h.is_complete(n as usize)).unwrap_or(false)
         });
         assert!(up, "daemons did not register; logs in {}", self.dir.path().display());
     }
@@ -230,7 +240,7 @@ impl Drop for TestHosts {
             // SAFETY: signals to daemons of this test.
             unsafe { libc::kill(*p as i32, libc::SIGKILL) };
         }
-        for i in 0..HOSTS {
+        for i in 0..self.hosts {
             self.reconnect_clients(i);
             let _ = Command::new("ip").args(["link", "del", &self.link(i)]).output();
             let _ = Command::new("ip").args(["netns", "del", &self.ns(i)]).output();
