@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Erasure codes against copies: 4+2 (`gust start --ec 4+2`) against R=1 and R=2, in
-# the same run and build (4+2 also with 256 KiB chunks, whose 1 MiB stripes the
-# 1 MiB writes cover whole); R=1 twice, by default and with GUST_SHORT_CIRCUIT=0 (on
+# Erasure codes against copies: 4+2 (`gust start --ec 4+2`: 256 KiB chunks by
+# default, whose 1 MiB stripes the 1 MiB writes cover whole) against R=1 and R=2,
+# in the same run and build (4+2 also with 512 KiB chunks, the general default,
+# whose 2 MiB stripes a 1 MiB write covers half of); R=1 twice, by default and with GUST_SHORT_CIRCUIT=0 (on
 # one node every daemon is local, and R=1 reads and writes their files itself,
 # which copies and codes do not: the second row is the network path, as it is for
 # the data of other nodes on a cluster), each round a fresh 6-daemon instance on /dev/shm (512 KiB
@@ -47,14 +48,14 @@ timed_dd() {
 }
 
 for run in $(seq 1 "$rounds"); do
-  for way in $(bench_rotate "$run" r1 r1n r2 ec ec256); do
+  for way in $(bench_rotate "$run" r1 r1n r2 ec ec512); do
     short=1
     case $way in
       r1) args=(--replicas 1) ;;
       r1n) args=(--replicas 1) short=0 ;;
       r2) args=(--replicas 2) ;;
       ec) args=(--ec 4+2) ;;
-      ec256) args=(--ec 4+2 --chunk-size 256KiB) ;;
+      ec512) args=(--ec 4+2 --chunk-size 512KiB) ;;
     esac
     inst=$root/$way
     bench_start "$GUST" 6 "$inst" "${args[@]}"
@@ -64,7 +65,7 @@ for run in $(seq 1 "$rounds"); do
     used=$(($(chunk_bytes "$inst") - before))
     r=$(timed_dd "$hosts" /gustfs/f%d /dev/null)
     deg=null
-    if [ "$way" = ec ] || [ "$way" = ec256 ]; then
+    if [ "$way" = ec ] || [ "$way" = ec512 ]; then
       mapfile -t pids < <(bench_daemon_pids "$hosts")
       kill -9 "${pids[1]}" "${pids[4]}"
       deg=$(timed_dd "$hosts" /gustfs/f%d /dev/null)
@@ -85,13 +86,13 @@ mibs = lambda r, s: r["bytes"] / 2**20 / s
 n = len([r for r in rows if r["way"] == "r1"])
 print(f"{'':<16} {'write MiB/s':>12} {'vs R=1':>7} {'vs R=1n':>8} {'read MiB/s':>11} {'vs R=1':>7} {'vs R=1n':>8}"
       f" {'space/data':>11}  (medians of {n}; R=1n: R=1 without short-circuit I/O)")
-for way, name in [("r1", "R=1"), ("r1n", "R=1n"), ("r2", "R=2"), ("ec", "EC 4+2"), ("ec256", "EC 4+2, 256 KiB")]:
+for way, name in [("r1", "R=1"), ("r1n", "R=1n"), ("r2", "R=2"), ("ec", "EC 4+2"), ("ec512", "EC 4+2, 512 KiB")]:
     w, r = med(way, "write_s", mibs), med(way, "read_s", mibs)
     w1, r1 = med("r1", "write_s", mibs), med("r1", "read_s", mibs)
     w1n, r1n = med("r1n", "write_s", mibs), med("r1n", "read_s", mibs)
     print(f"{name:<16} {w:>12.0f} {w / w1:>7.2f} {w / w1n:>8.2f} {r:>11.0f} {r / r1:>7.2f} {r / r1n:>8.2f}"
           f" {med(way, 'chunk_bytes', lambda r, v: v / r['bytes']):>11.3f}")
-for way, name in [("ec", "EC 4+2"), ("ec256", "EC 4+2, 256 KiB chunks")]:
+for way, name in [("ec", "EC 4+2"), ("ec512", "EC 4+2, 512 KiB chunks")]:
     d = med(way, "degraded_read_s", mibs)
     print(f"{name} reads with daemons 1 and 4 killed: {d:.0f} MiB/s, {d / med(way, 'read_s', mibs):.2f} of healthy reads")
 print(f"rounds: {sys.argv[1]}")

@@ -56,6 +56,10 @@ impl InstanceArgs {
     }
 }
 
+/// The chunk size of an instance started without `--chunk-size` (and without
+/// `--ec`).
+const DEFAULT_CHUNK_BYTES: u64 = 512 * 1024;
+
 #[derive(Args)]
 pub struct StartArgs {
     /// Number of daemons to start on this machine [default: 1].
@@ -74,8 +78,10 @@ pub struct StartArgs {
     /// shared file system is assumed.
     #[arg(long)]
     hosts_file: Option<PathBuf>,
-    #[arg(long, value_parser = crate::parse_size, default_value = "512KiB")]
-    chunk_size: u64,
+    /// Bytes per chunk [default: 512KiB; with --ec K+M, 1 MiB / K: a stripe holds
+    /// 1 MiB, so that 1 MiB writes cover whole stripes (256KiB for 4+2)].
+    #[arg(long, value_parser = crate::parse_size)]
+    chunk_size: Option<u64>,
     /// First TCP port; daemons use consecutive ports. Default: free ports.
     #[arg(long)]
     port: Option<u16>,
@@ -176,6 +182,12 @@ struct DaemonOptions {
 }
 
 impl StartArgs {
+    /// `--chunk-size`, or its default: 512 KiB, or with `--ec` a stripe of 1 MiB
+    /// (gust-placement's `Code::default_cell_bytes`).
+    fn chunk_bytes(&self) -> u64 {
+        self.chunk_size.unwrap_or_else(|| self.ec.map_or(DEFAULT_CHUNK_BYTES, |c| c.default_cell_bytes()))
+    }
+
     /// The options of the daemons of a local start: `here` daemons share this
     /// machine's cores.
     fn daemon_options(&self, here: usize) -> Result<DaemonOptions, String> {
@@ -364,7 +376,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             base: a.rootdir.clone().unwrap_or_else(default_rootdir),
             auto_storage: a.rootdir.is_none(),
             mountdir: a.mountdir.clone(),
-            chunk_size_bytes: a.chunk_size,
+            chunk_size_bytes: a.chunk_bytes(),
             check_parent: a.check_parent,
             port: a.port,
             timeout_s: a.timeout,
@@ -393,7 +405,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
     }
     let rootdir = a.rootdir.clone().unwrap_or_else(default_rootdir);
     let hosts_path = a.hosts_file.clone().unwrap_or_else(|| rootdir.join("gust.hosts"));
-    if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX).contains(&a.chunk_size) {
+    if !(gust_placement::CHUNK_SIZE_BYTES_MIN..=gust_placement::CHUNK_SIZE_BYTES_MAX).contains(&a.chunk_bytes()) {
         return Err(format!(
             "--chunk-size must be between {} and {} bytes",
             gust_placement::CHUNK_SIZE_BYTES_MIN,
@@ -474,7 +486,7 @@ pub fn start(a: StartArgs) -> Result<(), String> {
         private_dir(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     // Create the instance (header and secret) before any daemon, so all join it.
-    let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_size, a.mountdir.clone(), a.check_parent);
+    let mut hosts = HostsFile::new(gust_hosts::new_instance_id(), a.chunk_bytes(), a.mountdir.clone(), a.check_parent);
     if let Some(c) = &a.cache_of {
         match store_url(c) {
             Some(url) => {

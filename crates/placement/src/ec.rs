@@ -24,6 +24,20 @@ use xxhash_rust::xxh3::xxh3_64;
 pub const DATA_CELLS_MAX: u32 = 32;
 pub const PARITY_CELLS_MAX: u32 = 8;
 
+/// The data a stripe holds by default: 1 MiB, the transfer size of the writers
+/// erasure codes are for (checkpoints, IOR, dd with 1 MiB blocks). A write that
+/// covers whole stripes sends M/K of its size in parity; one that covers part of
+/// a stripe sends M times that part (each parity cell changes where any data
+/// cell does). With the general 512 KiB chunks a 4+2 stripe held 2 MiB, a 1 MiB
+/// write covered half of it and sent as much parity as data: writes ran at 0.51
+/// of unreplicated ones, 0.68 with stripes of 1 MiB (docs/PERFORMANCE.md,
+/// "Erasure codes"). DAOS picks its default cell size (64 KiB) for the same
+/// reason.
+pub const STRIPE_DATA_BYTES: u64 = 1 << 20;
+
+/// The smallest default cell: more cells per transfer cost more requests.
+pub const CELL_BYTES_MIN: u64 = 64 * 1024;
+
 /// Bit set in a parity file id. File ids of an erasure-coded instance never have
 /// it (gust-placement's `local::file_id` sets it only for homed files, and an
 /// erasure-coded instance refuses node-local placement).
@@ -64,6 +78,14 @@ impl Code {
     /// Cells per stripe.
     pub fn width(self) -> u32 {
         self.k + self.m
+    }
+
+    /// The chunk (cell) size an instance of this code gets unless `--chunk-size`
+    /// says otherwise: [`STRIPE_DATA_BYTES`] / K, in whole 4 KiB blocks (the
+    /// checksum block), at least [`CELL_BYTES_MIN`] (256 KiB for 4+2, 128 KiB for
+    /// 8+2, 64 KiB from 16 data cells on).
+    pub fn default_cell_bytes(self) -> u64 {
+        (STRIPE_DATA_BYTES / self.k as u64 / 4096 * 4096).max(CELL_BYTES_MIN)
     }
 }
 
@@ -143,6 +165,16 @@ mod tests {
             assert!(Code::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Code { k: 8, m: 3 }.to_string(), "8+3");
+    }
+
+    /// A stripe holds 1 MiB by default, in whole 4 KiB blocks, cells no smaller
+    /// than 64 KiB.
+    #[test]
+    fn default_cells_make_stripes_of_a_mebibyte() {
+        let cell = |k| Code { k, m: 2 }.default_cell_bytes();
+        assert_eq!((cell(4), cell(2), cell(8)), (256 << 10, 512 << 10, 128 << 10));
+        assert_eq!(cell(3), 85 * 4096, "1 MiB / 3 rounded down to 4 KiB");
+        assert_eq!(cell(32), 64 << 10);
     }
 
     /// A stripe's cells are on distinct daemons, data cells where
