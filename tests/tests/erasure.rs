@@ -299,3 +299,15 @@ fn old_bytes_corrupted_on_the_way_back_do_not_corrupt_the_parity() {
         check(&client_without(&inst, &[d]), &model, &format!("daemon {d} lost"));
     }
 }
+
+/// Without `--chunk-size`, a stripe holds 1 MiB (256 KiB cells for 4+2, 512 KiB for
+/// 2+1); `--chunk-size` still decides when given; instances without `--ec` keep
+/// 512 KiB chunks.
+#[test]
+fn erasure_coded_instances_default_to_stripes_of_a_mebibyte() {
+    let chunk = |n: u32, args: &[&str]| Instance::start_with(n, args).hosts_file().chunk_size_bytes;
+    assert_eq!(chunk(6, &["--ec", "4+2"]), 256 << 10);
+    assert_eq!(chunk(3, &["--ec", "2+1"]), 512 << 10);
+    assert_eq!(chunk(6, &["--ec", "4+2", "--chunk-size", "64KiB"]), 64 << 10);
+    assert_eq!(chunk(2, &[]), 512 << 10);
+}
