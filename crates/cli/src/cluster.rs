@@ -45,6 +45,8 @@ pub struct Common {
     pub daemon_options: Vec<String>,
     pub placement: gust_hosts::Placement,
     pub replicas: u32,
+    /// `--ec K+M` (records then kept `replicas` = M+1 times).
+    pub ec: Option<(u32, u32)>,
     /// Bring back the instance `gust stop --keep` left under `base` on its nodes.
     pub restart: bool,
     /// Replace a stale hosts file (and the nodes' root directories of that instance).
@@ -112,6 +114,9 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         launcher::Method::Ssh { hosts, .. } => hosts.len(),
         launcher::Method::Srun { nodes, .. } => nodes.len(),
     } as u32;
+    if let Some((k, m)) = o.ec.filter(|(k, m)| k + m > nodes) {
+        return Err(format!("--ec {k}+{m} needs at least {} nodes (a daemon each), and {nodes} were given", k + m));
+    }
     let kind = match method {
         launcher::Method::Ssh { .. } => "ssh",
         launcher::Method::Srun { .. } => "srun",
@@ -125,6 +130,7 @@ pub fn start(c: &ClusterArgs, o: Common) -> Result<(), String> {
         None => gust_hosts::HostsFile {
             placement: o.placement,
             replicas: o.replicas,
+            ec: o.ec,
             cache_of: o.cache_of.clone(),
             daemons_max: Some(o.daemons_max.unwrap_or((4 * nodes).max(64)).max(nodes)),
             ..gust_hosts::HostsFile::new(gust_hosts::new_instance_id(), o.chunk_size_bytes, o.mountdir, o.check_parent)
@@ -246,6 +252,8 @@ pub struct NodeAgentArgs {
     placement: gust_hosts::Placement,
     #[arg(long, default_value_t = 1)]
     replicas: u32,
+    #[arg(long, value_parser = gust_placement::ec::Code::parse)]
+    ec: Option<gust_placement::ec::Code>,
     #[arg(long)]
     port: Option<u16>,
     #[arg(long)]
@@ -277,6 +285,7 @@ pub fn node_agent(a: NodeAgentArgs) -> i32 {
         check_parent: a.check_parent,
         placement: a.placement,
         replicas: a.replicas,
+        ec: a.ec.map(|c| (c.k, c.m)),
         port: a.port,
         network: a.network,
         auto_storage: a.auto_storage,

@@ -330,7 +330,8 @@ fn check_erasure_code(a: &StartArgs) -> Result<(), String> {
         return Err(format!("--ec {code} with --cache-of is not supported yet"));
     }
     if crate::cluster::wanted(&a.cluster, a.local.is_some()) {
-        return Err(format!("--ec {code} is for --local instances in this version"));
+        // The nodes are counted where they are known (cluster.rs).
+        return Ok(());
     }
     let local = a.local.unwrap_or(1);
     if code.width() > local {
@@ -382,7 +383,8 @@ pub fn start(a: StartArgs) -> Result<(), String> {
             timeout_s: a.timeout,
             daemon_options: a.node_daemon_options()?,
             placement: a.placement,
-            replicas: a.replicas,
+            replicas: a.ec.map_or(a.replicas, |c| c.m + 1),
+            ec: a.ec.map(|c| (c.k, c.m)),
             restart: a.restart,
             force: a.force,
             cache_of,

@@ -96,6 +96,8 @@ pub struct AgentArgs {
     pub check_parent: bool,
     pub placement: gust_hosts::Placement,
     pub replicas: u32,
+    /// The erasure code (K, M), if the instance has one.
+    pub ec: Option<(u32, u32)>,
     /// TCP port of the daemon; None: a free port.
     pub port: Option<u16>,
     pub network: Option<String>,
@@ -645,6 +647,7 @@ impl Node {
         let mut h = HostsFile::new(a.instance.clone(), a.chunk_size_bytes, a.mountdir.clone(), a.check_parent);
         h.placement = a.placement;
         h.replicas = a.replicas;
+        h.ec = a.ec;
         h.store(hp).map_err(|e| e.to_string())
     }
 

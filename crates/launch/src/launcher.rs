@@ -143,6 +143,9 @@ fn agent_args(p: &Plan, id: Option<u32>, detach: bool) -> Vec<String> {
     if h.replicas != 1 {
         v.extend(["--replicas".into(), h.replicas.to_string()]);
     }
+    if let Some((k, m)) = h.ec {
+        v.extend(["--ec".into(), format!("{k}+{m}")]);
+    }
     if let Some(port) = p.port {
         v.extend(["--port".into(), port.to_string()]);
     }
