@@ -276,3 +276,59 @@ fn md5_of(data: &[u8]) -> String {
     std::io::Write::write_all(p.stdin.as_mut().unwrap(), data).unwrap();
     text(&p.wait_with_output().unwrap().stdout).split_whitespace().next().unwrap_or_default().to_string()
 }
+
+/// `--ec 2+1` over ssh on three nodes: every node's hosts file says the code, a
+/// file written from here reads back with one node's daemon killed (its cells
+/// rebuilt from the other two), and `gust stop` still leaves nothing. A code
+/// wider than the nodes is refused before anything starts.
+#[test]
+fn ssh_start_with_erasure_codes_survives_a_lost_node() {
+    if let Some(why) = unavailable() {
+        return skip("ssh_start_with_erasure_codes_survives_a_lost_node", &why);
+    }
+    let c = TestCluster::up(19, NODES);
+    c.start_sshd();
+    let base = base("ec");
+    let wide = gust_start(&c, "gnode[0-2]", &base, &["--ec", "4+2"]);
+    assert!(!wide.status.success() && text(&wide.stderr).contains("needs at least 6 nodes"), "{}", text(&wide.stderr));
+    assert!((0..NODES).all(|i| c.processes(i, "/gust").is_empty()), "a refused start left processes");
+
+    let out = gust_start(&c, "gnode[0-2]", &base, &["--ec", "2+1"]);
+    assert!(out.status.success(), "gust start: {}", text(&out.stderr));
+    let hp = format!("{base}/gust.hosts");
+    let h = gust_hosts::HostsFile::load(std::path::Path::new(&hp)).unwrap();
+    assert_eq!((h.ec, h.replicas, h.chunk_size_bytes), (Some((2, 1)), 2, 512 << 10), "the code's defaults");
+    for i in 0..NODES {
+        let t = text(&c.on_node(i, &format!("cat {hp}")).stdout);
+        assert!(t.lines().any(|l| l == "ec 2+1"), "gnode{i}'s hosts file lacks the code:\n{t}");
+    }
+    let data: Vec<u8> = (0..5u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let o = ClientOptions { rpc_timeout: Duration::from_secs(3), ..Default::default() };
+    let cl = Client::open_instance(std::path::Path::new(&hp), o.clone()).unwrap();
+    let fd = cl.open("/data", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    assert_eq!(cl.write(fd, &data).unwrap(), data.len());
+    cl.close(fd).unwrap();
+    drop(cl);
+
+    // SAFETY: a signal to a daemon this test started.
+    unsafe { libc::kill(h.daemons[1].pid as i32, libc::SIGKILL) };
+    assert!(gust_e2e::wait_until(Duration::from_secs(10), || c
+        .processes(1, "/gust")
+        .iter()
+        .all(|p| !p.contains(" daemon "))));
+    let cl = Client::open_instance(std::path::Path::new(&hp), o).unwrap();
+    let fd = cl.open("/data", libc::O_RDONLY, 0).unwrap();
+    let mut got = vec![0u8; data.len() + 1];
+    assert_eq!(cl.pread(fd, &mut got, 0).unwrap(), data.len());
+    assert!(got[..data.len()] == data[..], "/data differs with gnode1's daemon lost");
+    cl.close(fd).unwrap();
+    drop(cl);
+
+    let stop = Command::new(c.gust()).args(["stop", "--hosts-file", &hp]).output().unwrap();
+    assert!(stop.status.success() || text(&stop.stderr).contains("had died"), "gust stop: {}", text(&stop.stderr));
+    let gone = gust_e2e::wait_until(Duration::from_secs(10), || (0..NODES).all(|i| c.processes(i, "/gust").is_empty()));
+    assert!(gone, "processes left after gust stop");
+    for i in 0..NODES {
+        assert_clean(&c, i, &base);
+    }
+}
