@@ -518,7 +518,7 @@ impl Transport {
     /// this node's memory (shared memory, the Unix socket) left a daemon that had
     /// just verified them and met no wire: they are not checked again (the check
     /// cost 8% of the read bandwidth of local daemons on the test machine).
-    fn from_afar(&self, daemon: u32) -> bool {
+    fn came_over_network(&self, daemon: u32) -> bool {
         let via = self.via(daemon);
         via != daemon || self.links.get(via as usize).is_none_or(|l| l.networked.load(Ordering::Relaxed))
     }
@@ -863,7 +863,7 @@ impl Transport {
     ) -> PlacedAnswer {
         let lent = place.as_mut().map(|(i, p)| (*i, &mut **p as BatchPlacer<'_>));
         let answer = self.answer_one_raw(call, st, dest, buf, lent);
-        if !self.from_afar(call.daemon) || Transport::answer_intact(call, &answer, dest, buf) {
+        if !self.came_over_network(call.daemon) || Transport::answer_intact(call, &answer, dest, buf) {
             return answer;
         }
         let Request::Read { file_id, .. } = call.req else { return answer };
