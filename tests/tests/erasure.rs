@@ -75,6 +75,27 @@ fn write_files(c: &Client) -> BTreeMap<String, Vec<u8>> {
     model
 }
 
+/// Overwrites across stripes, a write past the end and a new file, with daemons
+/// lost; `model` follows.
+fn write_degraded(c: &Client, model: &mut BTreeMap<String, Vec<u8>>) {
+    for (p, at, len, seed) in
+        [("/f5", 300_000usize, 50_000usize, 90u64), ("/f3", 0, 40_000, 91), ("/f4", 20_000, 30_000, 92)]
+    {
+        let bytes = pattern(seed, len);
+        let fd = c.open(p, libc::O_WRONLY, 0).unwrap();
+        assert_eq!(c.pwrite(fd, &bytes, at as u64).unwrap_or_else(|e| panic!("write {p}: {e}")), len);
+        c.close(fd).unwrap();
+        let m = model.get_mut(p).unwrap();
+        if m.len() < at + len {
+            m.resize(at + len, 0);
+        }
+        m[at..at + len].copy_from_slice(&bytes);
+    }
+    let data = pattern(93, 200_003);
+    put(c, "/new", &data);
+    model.insert("/new".into(), data);
+}
+
 fn check(c: &Client, model: &BTreeMap<String, Vec<u8>>, why: &str) {
     for (p, want) in model {
         let got = get(c, p);
@@ -139,6 +160,14 @@ fn any_two_lost_daemons_lose_nothing_and_repair_rebuilds_them() {
     kill9(&inst, 4);
     let c2 = client(&inst);
     check(&c2, &model, "daemons 1 and 4 killed");
+    // Writes go on without them (degraded): a lost data cell's old bytes are
+    // rebuilt from its stripe, its change goes into the parity, and the lost
+    // daemons are fenced; `gust repair` below rebuilds their cells, new bytes and
+    // all. A fresh client meets the dead daemons during its first write (which is
+    // then made again without them).
+    let mut model = model;
+    write_degraded(&client(&inst), &mut model);
+    check(&c2, &model, "written with daemons 1 and 4 killed");
     // A third: the stripes with three cells on lost daemons cannot be read, and
     // say why; none reads wrong bytes.
     let lost3 = client_without(&inst, &[2]);

@@ -44,7 +44,7 @@ impl Client {
     /// Bytes `off..off + len` of cell `lost` of stripe `stripe`, rebuilt from the
     /// same bytes of the stripe's other cells (asked at once, the first K to
     /// answer used).
-    fn rebuild_cell(&self, file_id: u128, stripe: u64, lost: usize, off: u64, len: u32) -> Result<Vec<u8>> {
+    pub(super) fn rebuild_cell(&self, file_id: u128, stripe: u64, lost: usize, off: u64, len: u32) -> Result<Vec<u8>> {
         let s = self.stripes().expect("erasure-coded");
         let width = (s.k + s.m) as usize;
         let n = len as usize;

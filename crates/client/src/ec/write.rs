@@ -14,9 +14,10 @@
 //! A write into holes (a file written once, a checkpoint) is thus one round
 //! trip, with its data and, per stripe it covers whole, M/K of it in parity on
 //! the wire (a part of a stripe costs M times that part). A data cell whose
-//! daemon fails is not written (the write fails with EIO); a parity cell whose
-//! daemon is down is passed over, and the daemon fenced before the write returns
-//! (it is rebuilt by `gust repair`). A client that dies between the rounds leaves
+//! daemon is down is not written: its old bytes, rebuilt from the stripe, and its
+//! new ones go into the parity (a degraded write); it and a parity cell whose
+//! daemon is down are passed over, and the daemon fenced before the write returns
+//! (its cells are rebuilt by `gust repair`). A client that dies between the rounds leaves
 //! the stripe's parity off by the old bytes (docs/SEMANTICS.md, "Erasure codes").
 
 use super::Stripes;
@@ -34,6 +35,21 @@ type ParityCalls<'a> = BTreeMap<u32, (u128, Vec<Span>, Vec<&'a [u8]>)>;
 /// Parity changes by stripe.
 pub(crate) type Changes = BTreeMap<u64, StripeChange>;
 
+/// What the data cells' answers to a write's first round leave to do.
+struct Swapped {
+    /// The first error (the write fails with it).
+    first_err: Option<Errno>,
+    /// The parity changes still to send: the old bytes' part where a cell answered
+    /// some, the new bytes' part taken back where a cell failed (it went out with
+    /// the first round).
+    after: Changes,
+    /// Spans whose old bytes arrived not matching their sums (corrupted on the
+    /// way back: integrity.rs): their parity is encoded again from the data.
+    stale: Vec<Span>,
+    /// A data cell's daemon failed and is now known down (its part taken back).
+    lost_now: bool,
+}
+
 /// The parity changes of one stripe: the range of cell offsets the write touched
 /// and, per parity cell, its change over that range.
 pub(crate) struct StripeChange {
@@ -44,21 +60,40 @@ pub(crate) struct StripeChange {
 
 impl Client {
     /// Writes `data` at file offset `at` of the erasure-coded file `file_id`,
-    /// with `extra` calls in the first round (module doc).
+    /// with `extra` calls in the first round (module doc). A data cell whose
+    /// daemon fails during the write has its part taken back out of the parity;
+    /// the write is then made again with that daemon known down (degraded).
     pub(crate) fn write_stripes(&self, file_id: u128, at: u64, data: &[u8], extra: Vec<Call<'_>>) -> Result<()> {
+        if self.write_stripes_once(file_id, at, data, extra)? {
+            return Ok(());
+        }
+        match self.write_stripes_once(file_id, at, data, Vec::new())? {
+            true => Ok(()),
+            false => Err(Errno(libc::EIO)),
+        }
+    }
+
+    /// One try of `write_stripes`: false if a data cell's daemon failed during it
+    /// (nothing else did), so that a second try writes without it. A data cell
+    /// whose daemon is known down is not written: its old bytes, rebuilt from the
+    /// stripe first, and the new ones go into the parity, and the daemon is fenced
+    /// before the write returns (`gust repair` rebuilds the cell with the new
+    /// bytes).
+    fn write_stripes_once(&self, file_id: u128, at: u64, data: &[u8], extra: Vec<Call<'_>>) -> Result<bool> {
         let s = self.stripes().expect("erasure-coded");
-        let groups: Vec<(u32, Vec<Placed>)> =
+        let (lost, groups): (Vec<_>, Vec<_>) =
             group_spans(placed_spans(at, data.len() as u64, s.cell_bytes), s.cell_bytes, |c| {
                 s.place.cell_daemon(file_id, c / s.k, (c % s.k) as u32)
             })
             .into_iter()
-            .collect();
+            .partition(|(d, _)| self.transport.is_down(*d));
+        let lost_old = self.lost_cells_bytes(file_id, s, &lost)?;
         let new = |spans: &[Placed], i: usize| {
             let (sp, rel) = spans[i];
             &data[rel..rel + sp.len as usize]
         };
         let mut ahead = Changes::new();
-        for (_, spans) in &groups {
+        for (_, spans) in groups.iter().chain(&lost) {
             Self::note_changes(s, &mut ahead, spans, |i| new(spans, i));
         }
         let mut calls: Vec<Call> = groups.iter().map(|(d, spans)| Self::swap_call(file_id, *d, spans, data)).collect();
@@ -70,22 +105,37 @@ impl Client {
         let mut answers = self.transport.batch(calls);
         let rest = answers.split_off(n_swaps + n_parity);
         let parity_answers = answers.split_off(n_swaps);
-        let (mut first_err, after, stale) = self.swapped(s, &groups, answers, &new);
+        let mut sw = self.swapped(s, &groups, answers, &new);
         for a in rest {
             match a {
                 Ok((Response::Written(_) | Response::Ok | Response::Offset(_), _)) => {}
-                Ok((r, _)) => first_err = first_err.or(Some(unexpected(r))),
-                Err(e) => first_err = first_err.or(Some(e)),
+                Ok((r, _)) => sw.first_err = sw.first_err.or(Some(unexpected(r))),
+                Err(e) => sw.first_err = sw.first_err.or(Some(e)),
             }
         }
+        for ((d, spans), old) in lost.iter().zip(&lost_old) {
+            Self::note_changes(s, &mut sw.after, spans, |i| &old[i]);
+            down.push(*d);
+        }
         let parity =
-            self.settle_cells(&parity_daemons, &parity_answers, &mut down).and_then(|_| match after.is_empty() {
+            self.settle_cells(&parity_daemons, &parity_answers, &mut down).and_then(|_| match sw.after.is_empty() {
                 true => Ok(()),
-                false => self.send_parity(file_id, s, after),
+                false => self.send_parity(file_id, s, sw.after),
             });
         s.give_back_all(ahead);
-        let parity = parity.and_then(|_| self.encode_parity_again(file_id, s, &stale));
-        first_err.map_or(parity, Err)
+        let parity = parity.and_then(|_| self.encode_parity_again(file_id, s, &sw.stale));
+        sw.first_err.map_or(parity, Err).map(|_| !sw.lost_now)
+    }
+
+    /// The bytes the spans of data cells whose daemons are down hold now, rebuilt
+    /// from their stripes (per group, per span). EIO if a stripe has fewer than K
+    /// cells left.
+    fn lost_cells_bytes(&self, file_id: u128, s: &Stripes, lost: &[(u32, Vec<Placed>)]) -> Result<Vec<Vec<Vec<u8>>>> {
+        let rebuild = |(sp, _): &Placed| {
+            let (stripe, cell, off) = s.locate(sp.offset);
+            self.rebuild_cell(file_id, stripe, cell, off, sp.len)
+        };
+        lost.iter().map(|(_, spans)| spans.iter().map(rebuild).collect()).collect()
     }
 
     /// A data cell's daemon's `write_swap` of its spans of `data`.
@@ -95,21 +145,15 @@ impl Client {
         Call { daemon, bulk, req: Request::WriteSwap { file_id, spans: spans.iter().map(|x| x.0).collect(), sums } }
     }
 
-    /// The data cells' answers: the first error; the parity changes still to
-    /// send: the old bytes' part where a cell answered some, the new bytes' part
-    /// taken back where a cell failed (it went out with the first round); and the
-    /// spans whose old bytes arrived not matching their sums (corrupted on the
-    /// way back: integrity.rs), whose parity is encoded again from the data.
+    /// The data cells' answers (module doc, step 2): what is left to do.
     fn swapped<'a>(
         &self,
         s: &Stripes,
         groups: &[(u32, Vec<Placed>)],
         answers: Vec<Answer>,
         new: &dyn for<'s> Fn(&'s [Placed], usize) -> &'a [u8],
-    ) -> (Option<Errno>, Changes, Vec<Span>) {
-        let mut first_err = None;
-        let mut after = Changes::new();
-        let mut stale = Vec::new();
+    ) -> Swapped {
+        let mut sw = Swapped { first_err: None, after: Changes::new(), stale: Vec::new(), lost_now: false };
         for ((d, spans), a) in groups.iter().zip(answers) {
             match a {
                 Ok((Response::Data { span_lens, sums }, old)) if !old_intact(spans, &span_lens, &sums, &old) => {
@@ -117,7 +161,7 @@ impl Client {
                         "daemon {d}: the bytes a write replaced arrived not matching their checksums: the \
                          parity of those stripes is encoded again from the data"
                     );
-                    stale.extend(spans.iter().map(|(sp, _)| *sp));
+                    sw.stale.extend(spans.iter().map(|(sp, _)| *sp));
                     continue;
                 }
                 Ok((Response::Data { span_lens, .. }, old)) => {
@@ -125,19 +169,22 @@ impl Client {
                         .iter()
                         .scan(0usize, |pos, &n| Some(std::mem::replace(pos, *pos + n as usize)))
                         .collect();
-                    Self::note_changes(s, &mut after, spans, |i| {
+                    Self::note_changes(s, &mut sw.after, spans, |i| {
                         let n = span_lens.get(i).map_or(0, |&n| n as usize).min(spans[i].0.len as usize);
                         &old[starts[i]..starts[i] + n]
                     });
                     continue;
                 }
-                Ok((r, _)) => first_err = first_err.or(Some(unexpected(r))),
-                Err(Errno(libc::EBADMSG)) => first_err = first_err.or(Some(self.transport.corrupt_on_the_way(*d))),
-                Err(e) => first_err = first_err.or(Some(e)),
+                Ok((r, _)) => sw.first_err = sw.first_err.or(Some(unexpected(r))),
+                Err(Errno(libc::EBADMSG)) => {
+                    sw.first_err = sw.first_err.or(Some(self.transport.corrupt_on_the_way(*d)))
+                }
+                Err(Errno(libc::EIO | libc::EHOSTDOWN)) if self.transport.is_down(*d) => sw.lost_now = true,
+                Err(e) => sw.first_err = sw.first_err.or(Some(e)),
             }
-            Self::note_changes(s, &mut after, spans, |i| new(spans, i));
+            Self::note_changes(s, &mut sw.after, spans, |i| new(spans, i));
         }
-        (first_err, after, stale)
+        sw
     }
 
     /// Writes the parity cells of the bytes of `spans` (file offsets, each within
