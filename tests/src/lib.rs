@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 pub mod cluster;
+pub mod frames;
 pub mod mount;
 pub mod sqlite;
 pub mod test_hosts;

@@ -5,40 +5,14 @@
 mod common;
 
 use gust_client::Client;
+use gust_e2e::frames::{call, header, read_reply, send_req};
 use gust_e2e::{wait_until, Instance};
-use gust_proto::frame::{Header, HEADER_BYTES, OP_RESPONSE_BIT};
+use gust_proto::frame::{Header, HEADER_BYTES};
 use gust_proto::handshake::{self, HandshakeError, HELLO_MAGIC, STATUS_BAD_VERSION};
-use gust_proto::{decode, encode, FileKind, Record, Reply, Request, Response, Span, WholeFile, PROTOCOL_VERSION};
+use gust_proto::{encode, FileKind, Record, Request, Response, Span, WholeFile, PROTOCOL_VERSION};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
-
-fn header(op: u16, body_len: u32, bulk_len: u32) -> [u8; HEADER_BYTES] {
-    Header { version: PROTOCOL_VERSION, op, request_id: 7, body_len, bulk_len, generation: 0 }.encode()
-}
-
-fn send_req(s: &mut TcpStream, op: u16, body: &[u8], bulk: &[u8]) {
-    s.write_all(&header(op, body.len() as u32, bulk.len() as u32)).unwrap();
-    s.write_all(body).unwrap();
-    s.write_all(bulk).unwrap();
-}
-
-fn call(s: &mut TcpStream, req: &Request, bulk: &[u8]) -> Reply {
-    send_req(s, req.op(), &encode(req), bulk);
-    read_reply(s, req.op()).expect("a reply")
-}
-
-fn read_reply(s: &mut TcpStream, op: u16) -> Option<Reply> {
-    let mut hb = [0u8; HEADER_BYTES];
-    s.read_exact(&mut hb).ok()?;
-    let h = Header::decode(&hb).unwrap();
-    assert_eq!(h.op, op | OP_RESPONSE_BIT);
-    let mut body = vec![0u8; h.body_len as usize];
-    s.read_exact(&mut body).unwrap();
-    let mut bulk = vec![0u8; h.bulk_len as usize];
-    s.read_exact(&mut bulk).unwrap();
-    Some(decode(&body).unwrap())
-}
 
 /// The daemon closed this connection (EOF or reset) within the read timeout.
 fn assert_closed(s: &mut TcpStream) {

@@ -135,6 +135,9 @@ fn gust_scrub_finds_and_repairs_what_no_read_met() {
     assert_eq!(byte_at(&bad, at), was, "rewritten from the other copy");
     let out = inst.gust(&["scrub", "--json"]);
     assert!(out.status.success() && json(&out)["corrupt"].as_array().unwrap().is_empty());
+    // Stripes are for erasure codes.
+    let out = inst.gust(&["scrub", "--stripes"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("keeps copies, not erasure codes"));
 }
 
 fn text(b: &[u8]) -> String {

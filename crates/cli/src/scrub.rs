@@ -5,6 +5,11 @@
 //! the chunk, the bytes, and whether it was repaired), as JSON with `--json`.
 //! Exits 1 if anything corrupt is left.
 //!
+//! `--stripes` (erasure-coded instances): then every stripe's parity is checked
+//! against its data (gust-client's ec/check.rs: the write hole a writer killed
+//! between its two rounds leaves, which no checksum shows) and rewritten where it
+//! differs; at the same rate, after the checksums.
+//!
 //! Daemon by daemon, a page (`scrub` request) at a time: a page reads about a
 //! second's worth at the rate, and the next one waits until the rate allows it.
 //!
@@ -32,6 +37,33 @@ pub struct ScrubArgs {
     /// Print the result as JSON on stdout (for scripts).
     #[arg(long)]
     json: bool,
+    /// Erasure-coded instances: also check every stripe's parity against its data
+    /// (reads every cell once more) and rewrite parity that differs.
+    #[arg(long)]
+    stripes: bool,
+}
+
+/// A stripe whose parity did not hold what its data encodes to.
+#[derive(Serialize)]
+struct StaleStripe {
+    file_id: String,
+    paths: Vec<String>,
+    stripe: u64,
+    /// The daemons of the parity cells that differed.
+    daemons: Vec<u32>,
+    repaired: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// What `--stripes` found.
+#[derive(Serialize, Default)]
+struct StripeReport {
+    checked: u64,
+    bytes: u64,
+    stale: Vec<StaleStripe>,
+    /// Stripes with a cell that could not be read (its daemon down).
+    unreadable: u64,
 }
 
 /// One corrupt range found, as reported.
@@ -60,6 +92,8 @@ struct Report {
     corrupt: Vec<Found>,
     /// Daemons that could not be scrubbed (down), with why.
     skipped: Vec<(u32, String)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stripes: Option<StripeReport>,
 }
 
 pub fn run(a: ScrubArgs) -> Result<(), String> {
@@ -69,6 +103,9 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
     let rate = a.rate_mib.max(1) << 20;
     let page = rate.min(64 << 20);
     let repair = !a.no_repair && c.replicas() > 1;
+    if a.stripes && c.erasure_code().is_none() {
+        return Err("--stripes: this instance keeps copies, not erasure codes (gust start --ec)".into());
+    }
     let started = Instant::now();
     let mut r = Report {
         daemons: c.daemon_count(),
@@ -77,6 +114,7 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
         seconds: 0.0,
         corrupt: Vec::new(),
         skipped: Vec::new(),
+        stripes: None,
     };
     let bar = Bar::new(!a.json);
     for d in 0..c.daemon_count() {
@@ -107,10 +145,14 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
             }
         }
     }
+    if a.stripes {
+        r.stripes = Some(check_stripes(&c, &bar, rate, !a.no_repair));
+    }
     bar.finish();
     name_files(&c, &mut r.corrupt);
     r.seconds = started.elapsed().as_secs_f64();
-    let left = r.corrupt.iter().filter(|f| !f.repaired).count();
+    let stale_left = r.stripes.as_ref().map_or(0, |s| s.stale.iter().filter(|f| !f.repaired).count());
+    let left = r.corrupt.iter().filter(|f| !f.repaired).count() + stale_left;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
     } else {
@@ -118,11 +160,74 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
     }
     if left > 0 || !r.skipped.is_empty() {
         return Err(format!(
-            "{left} corrupt range(s) left{}",
+            "{left} corrupt range(s) or stale stripe(s) left{}",
             if r.skipped.is_empty() { String::new() } else { format!(", {} daemon(s) not scrubbed", r.skipped.len()) }
         ));
     }
     Ok(())
+}
+
+/// Every stripe of every file, its parity checked against its data at `rate`
+/// bytes a second, rewritten where it differs if `repair`.
+fn check_stripes(c: &Client, bar: &Bar, rate: u64, repair: bool) -> StripeReport {
+    let mut files: HashMap<u128, (Vec<String>, u64)> = HashMap::new();
+    let q = FindQuery { kind: Some(Kind::File), now_ns: gust_client::now_ns(), ..Default::default() };
+    let _ = c.find("/", &q, |p, rec| {
+        let f = files.entry(rec.file_id).or_insert_with(|| (Vec::new(), rec.size));
+        f.0.push(p.to_string());
+    });
+    let mut r = StripeReport::default();
+    let started = Instant::now();
+    for (id, (paths, size)) in files {
+        for stripe in 0..c.stripe_count(size) {
+            match c.stale_parity(id, size, stripe) {
+                Ok((stale, bytes)) => {
+                    r.checked += 1;
+                    r.bytes += bytes;
+                    if !stale.is_empty() {
+                        r.stale.push(stale_stripe(c, id, &paths, size, stripe, &stale, repair));
+                    }
+                }
+                Err(_) => r.unreadable += 1,
+            }
+            bar.show_stripes(r.checked, r.bytes, started.elapsed());
+            let due = Duration::from_secs_f64(r.bytes as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+    r
+}
+
+/// A stripe found with stale parity cells (`stale`: cell, daemon), rewritten
+/// from its data if `repair`.
+fn stale_stripe(
+    c: &Client,
+    id: u128,
+    paths: &[String],
+    size: u64,
+    stripe: u64,
+    stale: &[(usize, u32)],
+    repair: bool,
+) -> StaleStripe {
+    let mut f = StaleStripe {
+        file_id: format!("{id:032x}"),
+        paths: paths.to_vec(),
+        stripe,
+        daemons: stale.iter().map(|(_, d)| *d).collect(),
+        repaired: false,
+        error: None,
+    };
+    let cells: Vec<usize> = stale.iter().map(|(j, _)| *j).collect();
+    match repair {
+        true => match c.rewrite_parity(id, size, stripe, &cells) {
+            Ok(()) => f.repaired = true,
+            Err(e) => f.error = Some(c.last_transport_error().unwrap_or_else(|| e.to_string())),
+        },
+        false => f.error = Some("not repaired (--no-repair)".into()),
+    }
+    f
 }
 
 /// A corrupt range, repaired from a copy if `repair`.
@@ -192,6 +297,27 @@ fn print_report(r: &Report, chunk_bytes: u64) {
     for (d, why) in &r.skipped {
         println!("  daemon {d}: not scrubbed: {why}");
     }
+    if let Some(s) = &r.stripes {
+        println!(
+            "stripes: {} checked ({} read), {} with parity that did not match their data, {} repaired; {} \
+             unreadable (a daemon down)",
+            s.checked,
+            crate::human_size(s.bytes),
+            s.stale.len(),
+            s.stale.iter().filter(|f| f.repaired).count(),
+            s.unreadable
+        );
+        for f in &s.stale {
+            let name = if f.paths.is_empty() { format!("file {}", f.file_id) } else { f.paths.join(", ") };
+            let daemons: Vec<String> = f.daemons.iter().map(|d| d.to_string()).collect();
+            println!(
+                "  {name} stripe {}: parity on daemon(s) {}: {}",
+                f.stripe,
+                daemons.join(", "),
+                if f.repaired { "rewritten from the data".to_string() } else { f.error.clone().unwrap_or_default() }
+            );
+        }
+    }
 }
 
 /// A one-line progress display on a terminal's stderr (nothing otherwise).
@@ -209,6 +335,17 @@ impl Bar {
             let rate = bytes as f64 / spent.as_secs_f64().max(0.001);
             eprint!(
                 "\r\x1b[Kscrub: daemon {daemon}, {files} files, {} verified, {}/s",
+                crate::human_size(bytes),
+                crate::human_size(rate as u64)
+            );
+        }
+    }
+
+    fn show_stripes(&self, stripes: u64, bytes: u64, spent: Duration) {
+        if self.on {
+            let rate = bytes as f64 / spent.as_secs_f64().max(0.001);
+            eprint!(
+                "\r\x1b[Kscrub: {stripes} stripes checked against their parity, {} read, {}/s",
                 crate::human_size(bytes),
                 crate::human_size(rate as u64)
             );

@@ -8,6 +8,7 @@
 //!   stripe need no lock between them.
 //! * `read.rs`: a read whose data cell's daemon fails is answered from any K other
 //!   cells of its stripe, rebuilt here; parity of a stripe for `gust repair`.
+//! * `check.rs`: a stripe's parity against its data (`gust scrub --stripes`).
 //! * here: the stripe geometry, and truncates, removals and syncs of a file's
 //!   cells, which pass over a daemon found down and fence it (fence.rs) before
 //!   they are acknowledged, as a replicated change does.
@@ -17,6 +18,7 @@
 //!
 //! Not for: the code itself (gust-ec), where cells live (gust-placement).
 
+mod check;
 mod read;
 mod write;
 
@@ -199,6 +201,11 @@ impl Client {
             .flat_map(|st| (0..(s.k + s.m) as usize).map(move |c| (st, c)))
             .filter(|&(st, c)| s.place.cell_daemon(file_id, st, c as u32) == daemon)
             .collect()
+    }
+
+    /// How many stripes a file of `size` bytes has (0 without erasure codes).
+    pub fn stripe_count(&self, size: u64) -> u64 {
+        self.stripes().map_or(0, |s| size.div_ceil(s.stripe_bytes()))
     }
 
     /// The erasure code of this instance, (K, M), if any.
