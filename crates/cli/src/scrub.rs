@@ -130,7 +130,7 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
             };
             r.files += p.files;
             r.bytes += p.bytes;
-            bar.show(d, r.files, r.bytes, started.elapsed());
+            bar.show(|| format!("daemon {d}, {} files", r.files), r.bytes, started.elapsed());
             for range in p.corrupt {
                 r.corrupt.push(found(&c, d, &range, repair));
             }
@@ -138,11 +138,7 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
                 Some(n) => after = Some(n),
                 None => break,
             }
-            // Hold the rate: the bytes so far may take this long at most.
-            let due = Duration::from_secs_f64(r.bytes as f64 / rate as f64);
-            if let Some(wait) = due.checked_sub(started.elapsed()) {
-                std::thread::sleep(wait);
-            }
+            hold_rate(r.bytes, rate, started);
         }
     }
     if a.stripes {
@@ -165,6 +161,15 @@ pub fn run(a: ScrubArgs) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Holds the rate: `bytes` read since `started` take `bytes / rate` seconds at
+/// least.
+fn hold_rate(bytes: u64, rate: u64, started: Instant) {
+    let due = Duration::from_secs_f64(bytes as f64 / rate as f64);
+    if let Some(wait) = due.checked_sub(started.elapsed()) {
+        std::thread::sleep(wait);
+    }
 }
 
 /// Every stripe of every file, its parity checked against its data at `rate`
@@ -190,11 +195,8 @@ fn check_stripes(c: &Client, bar: &Bar, rate: u64, repair: bool) -> StripeReport
                 }
                 Err(_) => r.unreadable += 1,
             }
-            bar.show_stripes(r.checked, r.bytes, started.elapsed());
-            let due = Duration::from_secs_f64(r.bytes as f64 / rate as f64);
-            if let Some(wait) = due.checked_sub(started.elapsed()) {
-                std::thread::sleep(wait);
-            }
+            bar.show(|| format!("{} stripes checked against their parity", r.checked), r.bytes, started.elapsed());
+            hold_rate(r.bytes, rate, started);
         }
     }
     r
@@ -330,22 +332,13 @@ impl Bar {
         Bar { on: wanted && std::io::stderr().is_terminal() }
     }
 
-    fn show(&self, daemon: u32, files: u64, bytes: u64, spent: Duration) {
+    /// "scrub: `what`, N read, N/s" over the line before.
+    fn show(&self, what: impl FnOnce() -> String, bytes: u64, spent: Duration) {
         if self.on {
             let rate = bytes as f64 / spent.as_secs_f64().max(0.001);
             eprint!(
-                "\r\x1b[Kscrub: daemon {daemon}, {files} files, {} verified, {}/s",
-                crate::human_size(bytes),
-                crate::human_size(rate as u64)
-            );
-        }
-    }
-
-    fn show_stripes(&self, stripes: u64, bytes: u64, spent: Duration) {
-        if self.on {
-            let rate = bytes as f64 / spent.as_secs_f64().max(0.001);
-            eprint!(
-                "\r\x1b[Kscrub: {stripes} stripes checked against their parity, {} read, {}/s",
+                "\r\x1b[Kscrub: {}, {} read, {}/s",
+                what(),
                 crate::human_size(bytes),
                 crate::human_size(rate as u64)
             );
