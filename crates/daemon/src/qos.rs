@@ -18,6 +18,10 @@
 //!
 //! Threads started later inherit their creator's affinity and niceness, so setting
 //! every thread that exists (from /proc/self/task) covers the daemon.
+//!
+//! And always: a `scrub` page reads at the idle I/O priority ([`IdleIo`]), as
+//! btrfs's scrub does by default, so that the job's own I/O (its writes' writeback
+//! above all) goes first on a disk both use.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -311,6 +315,52 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// The calling thread at the idle I/O priority (`ioprio_set`, class IDLE: served
+/// when the disk has nothing else to do, by schedulers that keep priorities, as
+/// mq-deadline and BFQ do) until dropped, then at the priority it had. Best
+/// effort: a kernel that refuses leaves the priority as it was.
+pub struct IdleIo {
+    before: Option<libc::c_long>,
+}
+
+/// ioprio_set(2)'s constants (linux/ioprio.h): who is a thread (0: the caller).
+const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+const IOPRIO_CLASS_SHIFT: libc::c_long = 13;
+const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+
+impl IdleIo {
+    pub fn new() -> IdleIo {
+        // SAFETY: ioprio_get and ioprio_set take integers only and act on the
+        // calling thread (who = 0).
+        let before = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+        let idle = IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT;
+        // SAFETY: as above.
+        let set = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, idle) } == 0;
+        IdleIo { before: (set && before >= 0).then_some(before) }
+    }
+}
+
+impl Default for IdleIo {
+    fn default() -> IdleIo {
+        IdleIo::new()
+    }
+}
+
+impl Drop for IdleIo {
+    fn drop(&mut self) {
+        if let Some(p) = self.before {
+            // SAFETY: as in `new`.
+            unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, p) };
+        }
+    }
+}
+
+/// The calling thread's I/O priority (ioprio_get), for tests.
+pub fn io_priority() -> libc::c_long {
+    // SAFETY: as in `IdleIo::new`.
+    unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,5 +413,17 @@ mod tests {
         assert!(q.limits_bandwidth());
         assert_eq!(q.apply(Limits { max_bandwidth: Some(0), ..Limits::default() }).unwrap().max_bandwidth, 0);
         assert!(!q.limits_bandwidth());
+    }
+
+    /// A scrub page's thread reads at the idle I/O priority, and has its own back
+    /// after.
+    #[test]
+    fn idle_io_lasts_as_long_as_its_guard() {
+        let before = io_priority();
+        {
+            let _idle = IdleIo::new();
+            assert_eq!(io_priority() >> IOPRIO_CLASS_SHIFT, IOPRIO_CLASS_IDLE);
+        }
+        assert_eq!(io_priority(), before);
     }
 }

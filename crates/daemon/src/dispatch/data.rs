@@ -20,7 +20,10 @@ pub(super) fn serve(state: &State, req: Request, bulk_in: &[u8], bulk_out: &mut 
             // verify it); the others are kept from being handed out while verified.
             let hold =
                 |id| state.grants.hold_data_unless_held(id).map(|c| crate::grants::EndOnDrop(&state.grants, Some(c)));
-            let p = state.chunks.scrub_held(after, max_bytes.clamp(1, SCRUB_PAGE_BYTES_MAX), hold)?;
+            let p = {
+                let _idle = crate::qos::IdleIo::new();
+                state.chunks.scrub_held(after, max_bytes.clamp(1, SCRUB_PAGE_BYTES_MAX), hold)?
+            };
             // Its bytes are known once read: a bandwidth limit (qos.rs) holds the
             // answer back instead, which paces `gust scrub`'s next page the same.
             state.qos.pace(p.bytes);
