@@ -245,3 +245,26 @@ echo grow-done"#;
     eprintln!("{out}");
     j.assert_clean_soon("after a job that shrank and grew its instance");
 }
+
+/// `gust start --ec 2+1` inside a job (srun): every node's hosts file says the
+/// code, and a file written on one node reads back on all three.
+#[test]
+fn an_erasure_coded_instance_in_a_job() {
+    let Some(j) = Jobs::setup(20, NODES, false) else { return };
+    Jobs::chown_nobody(&j.work);
+    let body = r#"set -e
+eval "$(gust start --ec 2+1)"
+srun -N3 --ntasks-per-node=1 sh -c 'grep -qx "ec 2+1" "$GUST_HOSTS_FILE" && echo "$(hostname) coded"'
+gust run -- sh -c 'head -c 3000000 /dev/urandom > /gustfs/f; md5sum /gustfs/f > /gustfs/sum'
+srun -N3 --ntasks-per-node=1 gust run -- sh -c 'cd /gustfs && md5sum -c --quiet sum && echo "$(hostname) sum ok"'
+gust stop
+echo ec-done"#;
+    let id = j.submit("ec", &[&format!("-N{NODES}"), "-t", "5"], body);
+    let st = j.wait_done(&id, Duration::from_secs(120));
+    let out = j.output("ec");
+    assert_eq!(st, "COMPLETED", "{out}");
+    assert_eq!(out.matches(" coded").count(), NODES as usize, "{out}");
+    assert_eq!(out.matches(" sum ok").count(), NODES as usize, "{out}");
+    assert!(out.contains("ec-done"), "{out}");
+    j.assert_clean_soon("after a job with an erasure-coded instance");
+}
