@@ -127,7 +127,7 @@ fn bandwidth_on_six_test_hosts() {
                 }
                 degraded = format!("{:.4}", timed_dd(&hosts, procs, file, |_| "/dev/null".into()));
             }
-            let bytes = (procs as u64) * (mib as u64) << 20;
+            let bytes = (procs as u64 * mib as u64) << 20;
             lines += &format!(
                 "{{\"way\": \"{way}\", \"round\": {round}, \"write_s\": {w:.4}, \"read_s\": {r:.4}, \"degraded_read_s\": {degraded}, \"bytes\": {bytes}}}\n"
             );
