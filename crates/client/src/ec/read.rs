@@ -132,10 +132,18 @@ impl Client {
     /// and `gust repair` write where that parity cell is corrupt or lost.
     pub fn parity_bytes(&self, file_id: u128, stripe: u64, daemon: u32, off: u64, len: u32) -> Result<Vec<u8>> {
         let s = self.stripes().ok_or(Errno(libc::EINVAL))?;
-        let (k, n) = (s.k as usize, len as usize);
         let j = (0..s.m as usize)
-            .find(|j| s.place.cell_daemon(file_id, stripe, (k + j) as u32) == daemon)
+            .find(|j| s.place.cell_daemon(file_id, stripe, (s.k as usize + j) as u32) == daemon)
             .ok_or(Errno(libc::EINVAL))?;
+        Ok(self.stripe_parity(file_id, stripe, off, len)?.swap_remove(j))
+    }
+
+    /// Bytes `off..off + len` of every parity cell of stripe `stripe` of file
+    /// `file_id`, encoded from the data cells' same bytes (all asked at once; a
+    /// cell whose daemon fails is rebuilt).
+    pub(super) fn stripe_parity(&self, file_id: u128, stripe: u64, off: u64, len: u32) -> Result<Vec<Vec<u8>>> {
+        let s = self.stripes().ok_or(Errno(libc::EINVAL))?;
+        let (k, n) = (s.k as usize, len as usize);
         let mut cells = vec![0u8; k * n];
         let (mut calls, mut dests) = (Vec::new(), Vec::new());
         for cell in 0..k {
@@ -158,6 +166,6 @@ impl Client {
         let mut parity = vec![vec![0u8; n]; s.m as usize];
         let mut out: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..]).collect();
         s.code.encode(&refs, &mut out);
-        Ok(parity.swap_remove(j))
+        Ok(parity)
     }
 }

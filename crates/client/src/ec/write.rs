@@ -198,9 +198,8 @@ impl Client {
         let mut parts = Vec::new();
         for sp in spans {
             let (stripe, _, off) = s.locate(sp.offset);
-            for j in 0..s.m as usize {
+            for (j, bytes) in self.stripe_parity(file_id, stripe, off, sp.len)?.into_iter().enumerate() {
                 let (d, pid, offset) = s.cell_at(file_id, stripe, s.k as usize + j, off);
-                let bytes = self.parity_bytes(file_id, stripe, d, off, sp.len)?;
                 parts.push((d, pid, Span { offset, len: sp.len }, bytes));
             }
         }
