@@ -14,15 +14,15 @@
 //! domain sockets (a daemon on the same node), shared-memory rings ([`shm`], a daemon
 //! on the same node without the socket path per request), and an in-memory transport ([`mem`])
 //! whose delivery a seed controls (how writes are cut into reads, and injected
-//! disconnects), so tests replay a fault schedule byte for byte. RDMA (UCX,
-//! libfabric) is meant to plug in as a further kind (docs/PERFORMANCE.md says why
-//! the node-local path does not use them).
+//! disconnects), so tests replay a fault schedule byte for byte, and HPC networks
+//! through libfabric ([`ofi`]: verbs, Slingshot's CXI, EFA, and tcp and shm here).
 //!
 //! Not for: framing and message formats (gust-proto), authentication (the handshake
 //! in gust-proto runs over any stream), retries and connection pools (the client).
 
 pub mod handoff;
 pub mod mem;
+pub mod ofi;
 pub mod shm;
 
 use std::fmt;
@@ -55,6 +55,8 @@ pub enum Endpoint {
     Shm(PathBuf),
     /// An in-memory listener of this process, by name ([`mem`]).
     Mem(String),
+    /// A libfabric endpoint: provider and address ([`ofi`]).
+    Ofi(ofi::OfiAddr),
 }
 
 impl Endpoint {
@@ -65,6 +67,7 @@ impl Endpoint {
             Endpoint::Unix(_) => "unix",
             Endpoint::Shm(_) => "shm",
             Endpoint::Mem(_) => "mem",
+            Endpoint::Ofi(_) => "ofi",
         }
     }
 }
@@ -76,6 +79,7 @@ impl fmt::Display for Endpoint {
             Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
             Endpoint::Shm(p) => write!(f, "shm:{}", p.display()),
             Endpoint::Mem(n) => write!(f, "mem:{n}"),
+            Endpoint::Ofi(a) => write!(f, "ofi:{a}"),
         }
     }
 }
@@ -104,7 +108,7 @@ impl FromStr for Endpoint {
         }
         let (kind, addr) = s
             .split_once(':')
-            .ok_or_else(|| BadEndpoint(format!("'{s}': expected KIND:ADDRESS (tcp:, unix:, shm: or mem:)")))?;
+            .ok_or_else(|| BadEndpoint(format!("'{s}': expected KIND:ADDRESS (tcp:, unix:, shm:, ofi: or mem:)")))?;
         match kind {
             "tcp" => addr
                 .parse::<SocketAddr>()
@@ -115,7 +119,8 @@ impl FromStr for Endpoint {
             "shm" if addr.starts_with('/') => Ok(Endpoint::Shm(PathBuf::from(addr))),
             "shm" => Err(BadEndpoint(format!("'{s}': a shared-memory endpoint's socket path must be absolute"))),
             "mem" if !addr.is_empty() => Ok(Endpoint::Mem(addr.to_string())),
-            _ => Err(BadEndpoint(format!("'{s}': unknown endpoint kind '{kind}' (tcp, unix, shm or mem)"))),
+            "ofi" => ofi::OfiAddr::parse(addr).map(Endpoint::Ofi).map_err(BadEndpoint),
+            _ => Err(BadEndpoint(format!("'{s}': unknown endpoint kind '{kind}' (tcp, unix, shm, ofi or mem)"))),
         }
     }
 }
@@ -201,6 +206,7 @@ pub fn connect(ep: &Endpoint, timeout: Duration) -> io::Result<Box<dyn Stream>> 
         Endpoint::Unix(p) => Ok(Box::new(with_send_buffer(UnixStream::connect(p)?))),
         Endpoint::Shm(p) => Ok(Box::new(shm::connect(p, timeout)?)),
         Endpoint::Mem(n) => mem::connect(n),
+        Endpoint::Ofi(a) => ofi::connect(a, timeout),
     }
 }
 
@@ -218,6 +224,7 @@ enum ListenerKind {
     Unix(UnixListener, PathBuf),
     Shm(shm::ShmListener, PathBuf),
     Mem(mem::MemListener),
+    Ofi(ofi::OfiListener),
 }
 
 /// A bound endpoint accepting streams.
@@ -243,6 +250,11 @@ impl Listener {
             }
             Endpoint::Shm(p) => Listener::bind_shm(p, shm::SHM_CONNECTIONS_MAX_DEFAULT, shm::ring_bytes()),
             Endpoint::Mem(n) => Ok(Listener { kind: ListenerKind::Mem(mem::listen(n)?), local: ep.clone() }),
+            Endpoint::Ofi(a) => {
+                let l = ofi::OfiListener::bind(a)?;
+                let local = Endpoint::Ofi(l.local().clone());
+                Ok(Listener { kind: ListenerKind::Ofi(l), local })
+            }
         }
     }
 
@@ -263,7 +275,7 @@ impl Listener {
         match &self.kind {
             ListenerKind::Tcp(l) => Some(l.as_raw_fd()),
             ListenerKind::Unix(l, _) => Some(l.as_raw_fd()),
-            ListenerKind::Shm(..) | ListenerKind::Mem(_) => None,
+            ListenerKind::Shm(..) | ListenerKind::Mem(_) | ListenerKind::Ofi(_) => None,
         }
     }
 
@@ -274,6 +286,7 @@ impl Listener {
             ListenerKind::Unix(l, _) => l.set_nonblocking(on),
             ListenerKind::Shm(..) => Err(io::Error::new(io::ErrorKind::Unsupported, "shared-memory listeners block")),
             ListenerKind::Mem(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "in-memory listeners block")),
+            ListenerKind::Ofi(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "fabric listeners block")),
         }
     }
 
@@ -289,6 +302,7 @@ impl Listener {
             ListenerKind::Unix(l, _) => Ok(Box::new(with_send_buffer(l.accept()?.0))),
             ListenerKind::Shm(l, _) => l.accept(),
             ListenerKind::Mem(l) => l.accept(),
+            ListenerKind::Ofi(l) => l.accept(),
         }
     }
 
@@ -321,7 +335,7 @@ impl Drop for Listener {
                 let _ = std::fs::remove_file(p);
             }
             ListenerKind::Mem(_) => mem::unlisten(&self.local),
-            ListenerKind::Tcp(_) => {}
+            ListenerKind::Tcp(_) | ListenerKind::Ofi(_) => {}
         }
     }
 }
@@ -357,13 +371,30 @@ mod tests {
 
     #[test]
     fn endpoints_parse_and_print_back() {
-        for s in ["tcp:127.0.0.1:7000", "tcp:[::1]:80", "unix:/tmp/x/daemon.sock", "shm:/tmp/x/daemon.shm", "mem:d3"] {
+        for s in [
+            "tcp:127.0.0.1:7000",
+            "tcp:[::1]:80",
+            "unix:/tmp/x/daemon.sock",
+            "shm:/tmp/x/daemon.shm",
+            "mem:d3",
+            "ofi:tcp;ofi_rxm/10.0.0.7:7100",
+            "ofi:shm/fi_shm://4242",
+        ] {
             let e: Endpoint = s.parse().unwrap();
             assert_eq!(e.to_string(), s);
         }
-        for bad in
-            ["", "tcp", "tcp:host", "tcp:1.2.3.4", "unix:rel/path", "shm:rel", "mem:", "rdma:x", &"x".repeat(600)]
-        {
+        for bad in [
+            "",
+            "tcp",
+            "tcp:host",
+            "tcp:1.2.3.4",
+            "unix:rel/path",
+            "shm:rel",
+            "mem:",
+            "rdma:x",
+            "ofi:tcp",
+            &"x".repeat(600),
+        ] {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(!e.0.is_empty(), "{bad}");
         }

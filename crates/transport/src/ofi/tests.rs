@@ -1,0 +1,137 @@
+use super::*;
+use std::io::{Read, Write};
+
+/// Providers whose endpoints tests here may open: tcp through rxm on loopback
+/// (never another address), and shared memory.
+fn bindable(provider: &str) -> Option<OfiAddr> {
+    if let Some(why) = unavailable() {
+        eprintln!("skipping: {why}");
+        return None;
+    }
+    let address = if provider == "shm" { "-" } else { "127.0.0.1" };
+    Some(OfiAddr { provider: provider.into(), address: address.into() })
+}
+
+#[test]
+fn addresses_parse_and_encode_both_ways() {
+    let a = OfiAddr::parse("tcp;ofi_rxm/127.0.0.1:7100").unwrap();
+    assert_eq!(a.provider, "tcp;ofi_rxm");
+    assert_eq!(a.to_string(), "tcp;ofi_rxm/127.0.0.1:7100");
+    for bad in ["tcp", "/x", "tcp/", "tc p/1.2.3.4:5", "tcp/1.2.3.4 :5"] {
+        assert!(OfiAddr::parse(bad).is_err(), "{bad}");
+    }
+    for text in ["127.0.0.1:7100", "[::1]:9"] {
+        let b = encode(AddrKind::Socket, text).unwrap();
+        assert_eq!(decode(AddrKind::Socket, &b), text);
+    }
+    assert_eq!(encode(AddrKind::Text, "fi_shm://77").unwrap(), b"fi_shm://77\0");
+    assert_eq!(decode(AddrKind::Text, b"fi_shm://77\0\0"), "fi_shm://77");
+    assert_eq!(encode(AddrKind::Opaque, "0x0aff").unwrap(), vec![0x0a, 0xff]);
+    assert_eq!(decode(AddrKind::Opaque, &[0x0a, 0xff]), "0x0aff");
+    assert!(encode(AddrKind::Opaque, "0x0g").is_err());
+    assert!(encode(AddrKind::Socket, "fi_shm://1").is_err());
+}
+
+/// A request out, a reply of several pieces back, many connections at once, and
+/// end of stream when the other side closes.
+fn exchange(provider: &str) {
+    let Some(at) = bindable(provider) else { return };
+    let l = OfiListener::bind(&at).unwrap();
+    let local = l.local().clone();
+    assert_eq!(local.provider, provider);
+    let server = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let mut s = l.accept().unwrap();
+            std::thread::spawn(move || {
+                let mut n = [0u8; 8];
+                s.read_exact(&mut n).unwrap();
+                let n = u64::from_le_bytes(n) as usize;
+                let reply: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+                s.write_all(&reply).unwrap();
+                s.shutdown();
+            });
+        }
+    });
+    let sizes = [5usize, 300_000, 3 << 20];
+    let clients: Vec<_> = sizes
+        .iter()
+        .map(|&n| {
+            let local = local.clone();
+            std::thread::spawn(move || {
+                let mut c = connect(&local, Duration::from_secs(10)).unwrap();
+                c.set_timeout(Some(Duration::from_secs(30))).unwrap();
+                c.write_all(&(n as u64).to_le_bytes()).unwrap();
+                let mut all = Vec::new();
+                c.read_to_end(&mut all).unwrap();
+                assert_eq!(all.len(), n);
+                assert!(all.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8), "bytes arrive in order");
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    server.join().unwrap();
+}
+
+#[test]
+fn tcp_through_rxm_carries_streams() {
+    exchange("tcp;ofi_rxm");
+}
+
+#[test]
+fn shared_memory_carries_streams() {
+    exchange("shm");
+}
+
+#[test]
+fn connecting_to_nothing_times_out_with_the_address() {
+    let Some(at) = bindable("tcp;ofi_rxm") else { return };
+    // A port no one listens on, on loopback.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let to = OfiAddr { provider: at.provider, address: format!("127.0.0.1:{port}") };
+    let t = std::time::Instant::now();
+    let e = connect(&to, Duration::from_secs(2)).err().expect("nobody listens");
+    assert!(e.to_string().contains(&to.to_string()), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn an_unknown_provider_is_named_in_the_error() {
+    if unavailable().is_some() {
+        return;
+    }
+    let e = OfiListener::bind(&OfiAddr { provider: "no-such-provider".into(), address: "127.0.0.1".into() })
+        .err()
+        .expect("no such provider");
+    assert!(e.to_string().contains("no-such-provider"), "{e}");
+}
+
+/// An endpoint with nothing to do waits on its queue instead of polling it: its
+/// progress thread takes (almost) no CPU.
+#[test]
+fn an_idle_endpoint_takes_no_cpu() {
+    for provider in ["tcp;ofi_rxm", "shm"] {
+        let Some(at) = bindable(provider) else { return };
+        let _l = OfiListener::bind(&at).unwrap();
+        // The CPU time of the endpoints' progress threads (other tests run beside).
+        let cpu = || {
+            let mut ticks = 0u64;
+            for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                if comm.starts_with("fabric-") {
+                    let f: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+                    ticks += f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+                }
+            }
+            // SAFETY: sysconf has no preconditions.
+            Duration::from_secs_f64(ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
+        };
+        let (t0, c0) = (std::time::Instant::now(), cpu());
+        std::thread::sleep(Duration::from_secs(1));
+        let used = cpu() - c0;
+        let wall = t0.elapsed();
+        assert!(used < wall / 10, "{provider}: {used:?} of CPU in {wall:?} idle");
+    }
+}
