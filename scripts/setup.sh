@@ -10,11 +10,13 @@
 # (tests/tests/install.rs); perl runs on GustFS in the preload library's tests;
 # the lock tests run SQLite through python3's sqlite3 module (its standard library);
 # rsync -aH copies hard links and python3-h5py (for /usr/bin/python3) opens HDF5 files
-# with file locking in tests/tests/posix_conformance.rs.
+# with file locking in tests/tests/posix_conformance.rs; libfabric-dev gives the
+# headers the ofi endpoint kind compiles against (crates/transport/build.rs) and
+# libfabric1 the library it opens at run time (tests/tests/netns_fabric.rs).
 set -euo pipefail
 pkgs=(libclang-dev clang g++ pkg-config fuse3 libfuse3-dev fio strace gdb attr git tar rsync perl python3 python3-venv python3-h5py python3-h5py-mpi openmpi-bin libopenmpi-dev libc6-dev iproute2 util-linux
   openssh-server openssh-client munge slurmctld slurmd slurm-client bc prometheus fonts-dejavu-core
-  podman runc)
+  podman runc libfabric-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

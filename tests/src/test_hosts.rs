@@ -24,6 +24,8 @@ pub struct TestHosts {
     pub hosts: u32,
     pub dir: tempfile::TempDir,
     pids: Vec<u32>,
+    /// Arguments every daemon started from now on gets too (`--fabric tcp;ofi_rxm`).
+    pub daemon_args: Vec<String>,
     /// The tests of this file take turns: their hosts use the same addresses.
     _turn: std::sync::MutexGuard<'static, ()>,
 }
@@ -63,6 +65,7 @@ impl TestHosts {
             tag,
             dir: tempfile::Builder::new().prefix("gust-netns").tempdir_in("/tmp").unwrap(),
             pids: Vec::new(),
+            daemon_args: Vec::new(),
         };
         for i in 0..n_hosts {
             let (ns, h, n) = (t.ns(i), t.link(i), format!("gv{}n{i}", t.tag));
@@ -214,6 +217,7 @@ impl TestHosts {
                 .arg(format!("{}:{PORT}", Self::addr(i)))
                 .arg("--id")
                 .arg(i.to_string())
+                .args(&self.daemon_args)
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log);

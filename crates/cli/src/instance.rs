@@ -108,6 +108,11 @@ pub struct StartArgs {
     /// core, 8 to 64; with --local N, that divided by N, at least 2).
     #[arg(long)]
     threads: Option<usize>,
+    /// Each daemon listens on this libfabric provider too ("tcp;ofi_rxm",
+    /// "verbs;ofi_rxm", cxi, efa; shm for tests on one node), and clients on other
+    /// nodes reach it there before TCP (docs/GUIDE.md, "HPC networks").
+    #[arg(long, value_name = "PROVIDER")]
+    fabric: Option<String>,
     /// Bound on each daemon's memory for requests in flight, all connections
     /// together (default 512MiB); a connection whose next frame does not fit waits.
     #[arg(long, value_parser = crate::parse_size)]
@@ -231,6 +236,9 @@ impl StartArgs {
         if let Some(t) = self.threads.or(shared) {
             v.extend(["--threads".to_string(), t.to_string()]);
         }
+        if let Some(p) = &self.fabric {
+            v.extend(["--fabric".to_string(), p.clone()]);
+        }
         if let Some(m) = self.request_memory {
             v.extend(["--request-memory".to_string(), m.to_string()]);
         }
@@ -351,6 +359,9 @@ use gust_launch::proc::{is_zombie, pid_alive};
 
 pub fn start(a: StartArgs) -> Result<(), String> {
     check_erasure_code(&a)?;
+    if let (Some(p), Some(why)) = (&a.fabric, gust_transport::ofi::unavailable()) {
+        return Err(format!("--fabric {p}: {why}"));
+    }
     if a.replicas > 1 && a.placement == gust_hosts::Placement::Capacity {
         // A copy refused for space would have to move on while its sibling stays:
         // the copies would differ. Not built yet (docs/DESIGN.md).

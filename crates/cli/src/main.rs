@@ -76,6 +76,10 @@ enum Cmd {
         /// TCP address to serve; port 0 picks a free port.
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
+        /// Listen on this libfabric provider too (e.g. "tcp;ofi_rxm", "verbs;ofi_rxm",
+        /// cxi, efa, shm); clients on other nodes use it before TCP.
+        #[arg(long, value_name = "PROVIDER")]
+        fabric: Option<String>,
         /// Chunk size of a new instance (must match an existing one).
         #[arg(long, value_parser = parse_size)]
         chunk_size: Option<u64>,
@@ -232,6 +236,7 @@ fn main() -> ExitCode {
             mountdir,
             hosts_file,
             listen,
+            fabric,
             chunk_size,
             clean_rootdir,
             id,
@@ -260,6 +265,7 @@ fn main() -> ExitCode {
                 mountdir,
                 hosts_file,
                 listen,
+                fabric,
                 chunk_size_bytes: chunk_size,
                 clean_rootdir,
                 id,

@@ -239,6 +239,7 @@ mod tests {
                 crate::rpc::TransportOptions {
                     timeout: std::time::Duration::from_secs(1),
                     force_tcp: true,
+                    fabric: false,
                     replicas: 2,
                     proxy: false,
                     grants: false,

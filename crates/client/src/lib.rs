@@ -123,8 +123,13 @@ pub use traced::flush_trace;
 pub struct ClientOptions {
     /// Bound on any one RPC; a dead daemon surfaces as EIO within it.
     pub rpc_timeout: Duration,
-    /// Use TCP even to daemons on this host (benchmarks, tests).
+    /// Reach even daemons on this host over the network (benchmarks, tests):
+    /// `GUST_TRANSPORT=tcp` over TCP, `GUST_TRANSPORT=fabric` over the daemons'
+    /// fabric endpoints.
     pub force_tcp: bool,
+    /// Reach daemons of other nodes at their fabric endpoint (`gust start
+    /// --fabric`) before TCP; `GUST_TRANSPORT=tcp` turns it off.
+    pub fabric: bool,
     /// Take grants and answer lookups from them (grants.rs); `GUST_GRANTS=0` turns
     /// it off (benchmarks compare, tests count requests).
     pub grants: bool,
@@ -141,6 +146,7 @@ impl Default for ClientOptions {
         ClientOptions {
             rpc_timeout: Duration::from_secs(30),
             force_tcp: false,
+            fabric: true,
             grants: true,
             check_permissions: true,
             short_circuit: true,
@@ -154,7 +160,9 @@ impl ClientOptions {
         if let Some(ms) = std::env::var("GUST_RPC_TIMEOUT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
             o.rpc_timeout = Duration::from_millis(ms.max(1));
         }
-        o.force_tcp = std::env::var("GUST_TRANSPORT").map(|v| v == "tcp").unwrap_or(false);
+        let transport = std::env::var("GUST_TRANSPORT").unwrap_or_default();
+        o.force_tcp = transport == "tcp" || transport == "fabric";
+        o.fabric = transport != "tcp";
         o.grants = std::env::var("GUST_GRANTS").map_or(true, |v| v != "0");
         o.short_circuit = std::env::var("GUST_SHORT_CIRCUIT").map_or(true, |v| v != "0");
         o
@@ -230,6 +238,7 @@ impl Client {
             rpc::TransportOptions {
                 timeout: opts.rpc_timeout,
                 force_tcp: opts.force_tcp,
+                fabric: opts.fabric,
                 replicas: hosts.replicas,
                 proxy: false,
                 grants: opts.grants && hosts.cache_of.is_none(),

@@ -163,6 +163,8 @@ pub(crate) struct Transport {
     /// Re-read when a daemon cannot be reached: it may have restarted on a new address.
     hosts_path: Option<PathBuf>,
     force_tcp: bool,
+    /// Daemons of other nodes are tried at their fabric endpoint first.
+    fabric: bool,
     this_host: String,
     secret: Vec<u8>,
     timeout: Duration,
@@ -200,8 +202,10 @@ pub(crate) struct Transport {
 pub(crate) struct TransportOptions {
     /// Bound on any one call.
     pub timeout: Duration,
-    /// TCP even to daemons on this host.
+    /// The network even to daemons on this host.
     pub force_tcp: bool,
+    /// Fabric endpoints before TCP for daemons of other nodes.
+    pub fabric: bool,
     /// Copies of every record and chunk (replica.rs).
     pub replicas: u32,
     /// Requests for other nodes' daemons go through this node's (when the hosts
@@ -288,8 +292,17 @@ impl Bulk {
 
 impl Transport {
     pub fn new(entries: Vec<DaemonEntry>, hosts_path: Option<PathBuf>, secret: Vec<u8>, o: TransportOptions) -> Self {
-        let TransportOptions { timeout, force_tcp, replicas, proxy, grants, chunk_bytes, short_circuit, erasure_coded } =
-            o;
+        let TransportOptions {
+            timeout,
+            force_tcp,
+            fabric,
+            replicas,
+            proxy,
+            grants,
+            chunk_bytes,
+            short_circuit,
+            erasure_coded,
+        } = o;
         register_fork_handler();
         // This node's daemon: on this host, with its socket here (test hosts in one
         // machine share host names only when they share the file system too).
@@ -317,6 +330,7 @@ impl Transport {
             links,
             hosts_path,
             force_tcp,
+            fabric,
             this_host,
             secret,
             timeout,
@@ -440,19 +454,23 @@ impl Transport {
         let on_this_node = !self.force_tcp && entry.host == self.this_host;
         let here = |e: &&Endpoint| on_this_node && matches!(e, Endpoint::Unix(p) | Endpoint::Shm(p) if p.exists());
         let shm = entry.shared_memory().filter(|e| use_shm() && here(e));
+        // A daemon of another node: its fabric endpoint (gust start --fabric) first.
+        let fabric = entry.fabric().filter(|_| self.fabric && !on_this_node);
         let fallback = entry.node_local().filter(here).or_else(|| entry.network());
         let connect_timeout = self.timeout.min(Duration::from_secs(5));
-        let shm_stream = shm.and_then(|ep| match gust_transport::connect(ep, connect_timeout) {
-            Ok(s) => Some(s),
+        let first = shm.or(fabric).and_then(|ep| match gust_transport::connect(ep, connect_timeout) {
+            Ok(s) => Some((s, ep)),
             Err(e) => {
-                // Busy (the daemon's bound), or gone: the socket path always works.
+                // Shared memory busy (the daemon's bound), a fabric this process
+                // cannot open, or gone: the socket path always works.
                 debug!(daemon, "connect {ep}: {e}; using the next endpoint");
                 None
             }
         });
-        let mut stream = match shm_stream {
-            Some(s) => {
-                self.links[daemon as usize].networked.store(false, Ordering::Relaxed);
+        let mut stream = match first {
+            Some((s, ep)) => {
+                let networked = matches!(ep, Endpoint::Ofi(_));
+                self.links[daemon as usize].networked.store(networked, Ordering::Relaxed);
                 s
             }
             None => {

@@ -54,6 +54,9 @@ pub struct DaemonConfig {
     pub hosts_file: PathBuf,
     /// TCP address to listen on; port 0 picks a free port.
     pub listen: String,
+    /// A libfabric provider to listen on as well (`--fabric tcp;ofi_rxm`), at the
+    /// address of `listen` where the provider addresses by IP.
+    pub fabric: Option<String>,
     /// None: take the instance's chunk size (or the default for a new instance).
     pub chunk_size_bytes: Option<u64>,
     pub clean_rootdir: bool,
@@ -196,10 +199,12 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let _root = hold_rootdir(&rootdir)?;
     let identity = read_identity(&rootdir)?;
     let (tcp, tcp_addr) = bind_tcp(&cfg.listen)?;
+    let fabric = cfg.fabric.as_deref().map(|p| bind_fabric(p, tcp_addr)).transpose()?;
     let (metadata, chunks) = open_stores(&cfg, &rootdir)?;
     let sockets = SocketPaths::in_rootdir(&rootdir);
     let (uds, shm) = bind_node_local(&sockets)?;
     let endpoints = std::iter::once(tcp.local().clone())
+        .chain(fabric.as_ref().map(|f| f.local().clone()))
         .chain(uds.as_ref().map(|u| u.local().clone()))
         .chain(shm.as_ref().map(|u| u.local().clone()))
         .collect();
@@ -212,7 +217,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     // Short-circuit I/O for clients on this node (short_circuit.rs), beside the
     // Unix socket they ask it on.
     let short_circuit = uds.is_some().then_some(sockets.short_circuit.as_path());
-    let listeners = std::iter::once(tcp).chain(uds).chain(shm).collect();
+    let listeners = std::iter::once(tcp).chain(fabric).chain(uds).chain(shm).collect();
     let fds = start_services(&cfg, &state, &hosts, &rootdir, listeners, short_circuit)?;
     tracing::info!(
         "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes, \
@@ -291,6 +296,17 @@ fn open_stores(cfg: &DaemonConfig, rootdir: &Path) -> Result<(MetadataStore, Chu
         chunks.declare_capacity(c);
     }
     Ok((metadata, chunks))
+}
+
+/// The libfabric endpoint of `provider` (gust-transport's ofi.rs): bound to the TCP
+/// listener's address for providers that address by IP (a daemon listening on every
+/// address lets the provider pick one), to a name of the provider's choosing for
+/// the others (shm).
+fn bind_fabric(provider: &str, tcp: std::net::SocketAddr) -> Result<Listener, String> {
+    let by_ip = !provider.split(';').any(|p| p == "shm");
+    let node = if by_ip && !tcp.ip().is_unspecified() { tcp.ip().to_string() } else { "-".to_string() };
+    let ep = Endpoint::Ofi(gust_transport::ofi::OfiAddr { provider: provider.to_string(), address: node });
+    Listener::bind(&ep).map_err(|e| format!("cannot listen on fabric {provider}: {e}"))
 }
 
 /// The sockets of clients on this node, in the root directory; removed when the

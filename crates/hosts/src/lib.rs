@@ -114,10 +114,20 @@ pub struct DaemonEntry {
 }
 
 impl DaemonEntry {
-    /// The endpoint other processes reach the daemon at: the first that is not
-    /// local to its node (`mem:` names a daemon inside the test's own process).
+    /// The endpoint other processes reach the daemon at over TCP (`mem:` names a
+    /// daemon inside the test's own process).
     pub fn network(&self) -> Option<&Endpoint> {
-        self.endpoints.iter().find(|e| !matches!(e, Endpoint::Unix(_) | Endpoint::Shm(_)))
+        self.endpoints.iter().find(|e| matches!(e, Endpoint::Tcp(_) | Endpoint::Mem(_)))
+    }
+
+    /// The daemon's libfabric endpoint (`gust start --fabric`), if it has one.
+    pub fn fabric(&self) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| matches!(e, Endpoint::Ofi(_)))
+    }
+
+    /// What processes of other nodes try, in order: the fabric endpoint, then TCP.
+    pub fn remote(&self) -> impl Iterator<Item = &Endpoint> {
+        self.fabric().into_iter().chain(self.network())
     }
 
     /// The endpoint for clients on the daemon's own node, if it has one.

@@ -8,16 +8,20 @@
 //! receiver's connection:
 //!
 //! ```text
-//!  0      1          8                 16
-//!  | kind | reserved | connection (le)  | payload ...
+//!  0      1          4                8                 16
+//!  | kind | reserved | sequence (le)  | connection (le)  | payload ...
 //! ```
 //!
 //! * CONNECT (connection 0): payload = the caller's connection id (8 bytes) and the
 //!   caller's fabric address. A listening endpoint answers ACCEPT; others drop it.
 //! * ACCEPT: payload = the listener's id for the new connection.
-//! * DATA: payload = the next bytes of the stream. Sends are ordered (FI_ORDER_SAS),
-//!   so pieces arrive in the order they were sent.
-//! * CLOSE: the peer closed; reads see end of stream once what arrived is read.
+//! * DATA: payload = the next bytes of the stream, numbered per connection. The
+//!   receiver puts pieces back in order by their numbers: rxm announces
+//!   send-after-send order (FI_ORDER_SAS) but a small eager message can overtake a
+//!   large one sent before it by rendezvous (seen here: a 1 MiB write whose last
+//!   piece was short arrived corrupt before the numbers).
+//! * CLOSE: the peer closed after the pieces numbered before its own number; reads
+//!   see end of stream once those are read.
 //!
 //! Connection ids are random 64-bit numbers; a message naming no connection of this
 //! endpoint is dropped. Authentication is the handshake that runs over every stream.
@@ -46,11 +50,18 @@ const KIND_CLOSE: u8 = 4;
 pub const PIECE_BYTES_MAX: usize = 256 << 10;
 /// Receive buffers posted at once (each of a piece and a header): 4 MiB a process.
 const RECV_BUFFERS: usize = 16;
+/// Pieces a connection keeps that arrived ahead of one still missing; a piece
+/// numbered further ahead is dropped (a peer's bug: a writer never has more than
+/// CONN_IN_FLIGHT_MAX bytes out).
+const EARLY_PIECES_MAX: u32 = 1 << 16;
 /// Longest fabric address taken from a peer (sockaddr_in6 is 28 bytes, shm's
 /// strings under 100, CXI's and EFA's a few dozen).
 const ADDRESS_BYTES_MAX: usize = 255;
 /// Connections an endpoint keeps at most; CONNECTs past it are dropped.
 const CONNECTIONS_MAX: usize = 1 << 16;
+/// Bytes a connection may have posted and not yet completed; a writer past it
+/// waits (the provider buffers what it has not sent).
+const CONN_IN_FLIGHT_MAX: usize = 8 << 20;
 /// Longest pause between polls of a queue that cannot be waited on: the most an
 /// idle connection's first message waits, against about 4,000 wake-ups a second
 /// (1-2% of a core) for an idle endpoint.
@@ -75,10 +86,33 @@ fn header(kind: u8, conn: u64) -> Vec<u8> {
 #[derive(Default)]
 struct Inbox {
     pieces: VecDeque<Vec<u8>>,
+    /// The number of the next piece to read, and pieces that arrived before it.
+    next: u32,
+    early: std::collections::BTreeMap<u32, Vec<u8>>,
+    /// The peer's CLOSE came, numbered: the stream ends once the pieces before it
+    /// are in (a CLOSE overtakes data as a short piece does).
+    close_at: Option<u32>,
     /// Bytes of the front piece already read.
     offset: usize,
     /// The peer closed (or this side did).
     closed: bool,
+}
+
+impl Inbox {
+    /// Moves the pieces that are next in order to the readable ones; ends the
+    /// stream where the peer's CLOSE says.
+    fn drain_early(&mut self) {
+        loop {
+            let n = self.next;
+            let Some(p) = self.early.remove(&n) else { break };
+            self.pieces.push_back(p);
+            self.next = n.wrapping_add(1);
+        }
+        if self.close_at == Some(self.next) {
+            self.closed = true;
+            self.early.clear();
+        }
+    }
 }
 
 /// One connection: the peer's address handle and connection id, and its inbox.
@@ -89,6 +123,10 @@ pub struct Conn {
     peer_conn: AtomicU64,
     inbox: Mutex<Inbox>,
     arrived: Condvar,
+    sending: Mutex<Sending>,
+    sent: Condvar,
+    /// The number of the next piece this side sends.
+    next_seq: Mutex<u32>,
 }
 
 impl Conn {
@@ -125,11 +163,23 @@ impl Conn {
         Ok(n)
     }
 
-    fn deliver(&self, piece: Vec<u8>) {
+    fn deliver(&self, seq: u32, piece: Vec<u8>) {
         let mut b = lock(&self.inbox);
-        if !b.closed {
-            b.pieces.push_back(piece);
+        if b.closed || seq.wrapping_sub(b.next) > EARLY_PIECES_MAX {
+            // Closed, or a number already used or absurdly far ahead: a peer's bug.
+            return;
         }
+        b.early.insert(seq, piece);
+        b.drain_early();
+        drop(b);
+        self.arrived.notify_all();
+    }
+
+    /// The peer closed after sending pieces up to `seq` (not included).
+    fn close_after(&self, seq: u32) {
+        let mut b = lock(&self.inbox);
+        b.close_at = Some(seq);
+        b.drain_early();
         drop(b);
         self.arrived.notify_all();
     }
@@ -158,18 +208,19 @@ fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>, deadline: Option<Instant>) ->
     }
 }
 
-/// The sends of one write: how many are still in flight, and the first error.
+/// A connection's sends that the provider has not completed yet.
 #[derive(Default)]
-struct Batch {
-    state: Mutex<(usize, Option<i32>)>,
-    done: Condvar,
+struct Sending {
+    bytes: usize,
+    /// The first send that failed: every later write reports it.
+    error: Option<i32>,
 }
 
-/// A posted send: its bytes (which must live until its completion) and the write it
-/// belongs to (None for control messages the progress thread sent).
+/// A posted send: its bytes (which must live until its completion) and the
+/// connection it counts against (None for control messages).
 struct InFlight {
-    _bytes: Vec<u8>,
-    batch: Option<Arc<Batch>>,
+    bytes: Vec<u8>,
+    conn: Option<Arc<Conn>>,
 }
 
 struct RecvBuffer(UnsafeCell<Box<[u8]>>);
@@ -187,6 +238,9 @@ struct Routes {
 /// One endpoint of this process on one provider.
 pub struct Fabric {
     pub(super) ep: RawEndpoint,
+    /// The process that opened it: a forked child has its memory but not its
+    /// progress thread, and shares its sockets with the parent.
+    pid: u32,
     name: Vec<u8>,
     piece: usize,
     routes: Mutex<Routes>,
@@ -212,6 +266,7 @@ impl Fabric {
             (0..RECV_BUFFERS).map(|_| RecvBuffer(UnsafeCell::new(vec![0u8; piece + HEADER_BYTES].into()))).collect();
         let f = Arc::new(Fabric {
             ep,
+            pid: std::process::id(),
             name,
             piece,
             routes: Mutex::default(),
@@ -292,6 +347,9 @@ impl Fabric {
             peer_conn: AtomicU64::new(peer_conn),
             inbox: Mutex::default(),
             arrived: Condvar::new(),
+            sending: Mutex::default(),
+            sent: Condvar::new(),
+            next_seq: Mutex::new(0),
         });
         r.conns.insert(id, c.clone());
         c
@@ -306,7 +364,8 @@ impl Fabric {
         msg.extend_from_slice(&c.id.to_le_bytes());
         msg.extend_from_slice(&self.name);
         let deadline = Instant::now() + timeout;
-        let answered = self.send_all(peer, vec![msg], Some(deadline)).and_then(|()| self.accepted_by(&c, deadline));
+        let answered =
+            self.post(peer, msg, Some(c.clone()), Some(deadline)).and_then(|()| self.accepted_by(&c, deadline));
         if let Err(e) = answered {
             self.forget(&c);
             return Err(e);
@@ -324,50 +383,55 @@ impl Fabric {
         Ok(())
     }
 
-    /// Sends `bytes` on `c` as pieces, returning once the provider completed them
-    /// (or `timeout` passed).
-    pub fn write(&self, c: &Conn, bytes: &[u8], timeout: Option<Duration>) -> io::Result<()> {
+    /// Sends `bytes` on `c` as pieces. Returns once they are posted, as a socket's
+    /// write returns once the kernel has the bytes: the provider completes them in
+    /// the background, a failure is reported by the next write, and a connection
+    /// with more than [`CONN_IN_FLIGHT_MAX`] bytes not yet completed waits (up to
+    /// `timeout`) before posting more.
+    pub fn write(self: &Arc<Self>, c: &Arc<Conn>, bytes: &[u8], timeout: Option<Duration>) -> io::Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        {
+            let mut s = lock(&c.sending);
+            loop {
+                if let Some(err) = s.error {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        format!("fabric send failed: {}", RawEndpoint::describe(err)),
+                    ));
+                }
+                if s.bytes <= CONN_IN_FLIGHT_MAX {
+                    break;
+                }
+                s = wait(&c.sent, s, deadline)?;
+            }
+        }
         if c.closed() {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "fabric connection closed"));
         }
         let to = c.peer_conn.load(Ordering::Acquire);
-        let msgs = bytes
-            .chunks(self.piece)
-            .map(|p| {
-                let mut m = header(KIND_DATA, to);
-                m.extend_from_slice(p);
-                m
-            })
-            .collect();
-        self.send_all(c.peer, msgs, timeout.map(|t| Instant::now() + t))
-    }
-
-    fn send_all(&self, dest: u64, msgs: Vec<Vec<u8>>, deadline: Option<Instant>) -> io::Result<()> {
-        let batch = Arc::new(Batch::default());
-        lock(&batch.state).0 = msgs.len();
-        for m in msgs {
+        // Numbered and posted under one lock: another thread's write on the same
+        // connection comes wholly before or after.
+        let mut seq = lock(&c.next_seq);
+        for p in bytes.chunks(self.piece) {
+            let mut m = header(KIND_DATA, to);
+            m[4..8].copy_from_slice(&seq.to_le_bytes());
+            m.extend_from_slice(p);
             // On an error the pieces posted before complete on their own; the
             // stream is unusable after a partial write, as a socket's would be.
-            self.post(dest, m, Some(batch.clone()), deadline)?;
+            self.post(c.peer, m, Some(c.clone()), deadline)?;
+            *seq = seq.wrapping_add(1);
         }
-        let mut s = lock(&batch.state);
-        while s.0 > 0 {
-            s = wait(&batch.done, s, deadline)?;
-        }
-        match s.1 {
-            None => Ok(()),
-            Some(err) => Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                format!("fabric send failed: {}", RawEndpoint::describe(err)),
-            )),
-        }
+        Ok(())
     }
 
     /// Posts one message, retrying while the provider's queue is full.
-    fn post(&self, dest: u64, bytes: Vec<u8>, batch: Option<Arc<Batch>>, deadline: Option<Instant>) -> io::Result<()> {
+    fn post(&self, dest: u64, bytes: Vec<u8>, conn: Option<Arc<Conn>>, deadline: Option<Instant>) -> io::Result<()> {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        lock(&self.in_flight).insert(token, InFlight { _bytes: bytes, batch });
+        if let Some(c) = &conn {
+            lock(&c.sending).bytes += len;
+        }
+        lock(&self.in_flight).insert(token, InFlight { bytes, conn });
         let mut pause = Duration::from_micros(1);
         loop {
             // SAFETY: the bytes live in `in_flight` (a Vec's heap buffer does not
@@ -377,17 +441,31 @@ impl Fabric {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        lock(&self.in_flight).remove(&token);
+                        self.unpost(token);
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "fabric send queue stayed full"));
                     }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_micros(200));
+                    // Full until completions are read (rxm's credits come back
+                    // with them): read some here rather than wait for the
+                    // progress thread, and pause only when there were none.
+                    if self.drive() == 0 {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_micros(200));
+                    }
                 }
                 Err(e) => {
-                    lock(&self.in_flight).remove(&token);
+                    self.unpost(token);
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// Takes back a send the provider refused.
+    fn unpost(&self, token: u64) {
+        let Some(f) = lock(&self.in_flight).remove(&token) else { return };
+        if let Some(c) = f.conn {
+            let mut s = lock(&c.sending);
+            s.bytes = s.bytes.saturating_sub(f.bytes.len());
         }
     }
 
@@ -395,13 +473,20 @@ impl Fabric {
     /// it are dropped from now on.
     pub fn close(&self, c: &Conn) {
         c.close();
+        if std::process::id() != self.pid {
+            // A forked child dropping its parent's connections: a CLOSE sent from
+            // here would end the parent's. Left alone (the child opens its own).
+            return;
+        }
         let to = c.peer_conn.load(Ordering::Acquire);
         if to != 0 {
             // Posted from this thread: the progress thread may be waiting on the
             // queue (shm's wait does not end at its timeout), and a close must not
             // wait for the next completion. Best effort: a peer that is gone
             // learns nothing either way.
-            let _ = self.post(c.peer, header(KIND_CLOSE, to), None, Some(Instant::now() + CLOSE_WAIT));
+            let mut m = header(KIND_CLOSE, to);
+            m[4..8].copy_from_slice(&lock(&c.next_seq).to_le_bytes());
+            let _ = self.post(c.peer, m, None, Some(Instant::now() + CLOSE_WAIT));
         }
         self.forget(c);
     }
@@ -438,12 +523,23 @@ impl Fabric {
         }
     }
 
+    /// Reads and handles the completions there are, without waiting (any thread
+    /// may: the queue is thread safe, and each completion goes to one reader).
+    fn drive(&self) -> usize {
+        let mut ev = [Event::default(); 16];
+        let n = self.ep.poll(&mut ev, 0).unwrap_or(0);
+        for e in &ev[..n] {
+            self.complete(e);
+        }
+        n
+    }
+
     fn flush_outbox(&self) {
         loop {
             let Some((dest, msg)) = lock(&self.outbox).pop_front() else { return };
             let token = self.next_token.fetch_add(1, Ordering::Relaxed);
             let (ptr, len) = (msg.as_ptr(), msg.len());
-            lock(&self.in_flight).insert(token, InFlight { _bytes: msg, batch: None });
+            lock(&self.in_flight).insert(token, InFlight { bytes: msg, conn: None });
             // SAFETY: as in `post`.
             match unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), dest, token) } {
                 Ok(()) => {}
@@ -452,7 +548,7 @@ impl Fabric {
                     if e.kind() == io::ErrorKind::WouldBlock {
                         // Full: the next turn tries again, after reading completions.
                         if let Some(f) = back {
-                            lock(&self.outbox).push_front((dest, f._bytes));
+                            lock(&self.outbox).push_front((dest, f.bytes));
                         }
                         return;
                     }
@@ -479,14 +575,14 @@ impl Fabric {
             return;
         }
         let Some(f) = lock(&self.in_flight).remove(&e.token) else { return };
-        if let Some(b) = f.batch {
-            let mut s = lock(&b.state);
-            s.0 = s.0.saturating_sub(1);
-            if e.err != 0 && s.1.is_none() {
-                s.1 = Some(e.err);
+        if let Some(c) = f.conn {
+            let mut s = lock(&c.sending);
+            s.bytes = s.bytes.saturating_sub(f.bytes.len());
+            if e.err != 0 && s.error.is_none() {
+                s.error = Some(e.err);
             }
             drop(s);
-            b.done.notify_all();
+            c.sent.notify_all();
         }
     }
 
@@ -510,12 +606,13 @@ impl Fabric {
             }
             KIND_DATA => {
                 if let Some(c) = lock(&self.routes).conns.get(&conn).cloned() {
-                    c.deliver(body.to_vec());
+                    let seq = u32::from_le_bytes(m[4..8].try_into().expect("4 bytes"));
+                    c.deliver(seq, body.to_vec());
                 }
             }
             KIND_CLOSE => {
-                if let Some(c) = lock(&self.routes).conns.remove(&conn) {
-                    c.close();
+                if let Some(c) = lock(&self.routes).conns.get(&conn).cloned() {
+                    c.close_after(u32::from_le_bytes(m[4..8].try_into().expect("4 bytes")));
                 }
             }
             _ => {}

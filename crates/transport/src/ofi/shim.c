@@ -259,7 +259,7 @@ ssize_t gust_ofi_poll(struct gust_ofi *o, struct gust_ofi_event *ev, size_t n, i
     if (n > 16)
         n = 16;
     ssize_t got = o->waits && timeout_ms > 0 ? fi_cq_sread(o->cq, e, n, NULL, timeout_ms) : fi_cq_read(o->cq, e, n);
-    if (got == -FI_EAGAIN)
+    if (got == -FI_EAGAIN || got == -FI_EINTR)
         return 0;
     if (got == -FI_EAVAIL) {
         struct fi_cq_err_entry ee = {0};
