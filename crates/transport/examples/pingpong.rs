@@ -1,9 +1,11 @@
-//! The floor under one request on a node, through gust-transport's own streams:
-//! PAIRS client processes each do ITERS request/response round trips of 64 bytes
-//! with a server thread per connection in this process, over the Unix socket or the
-//! shared-memory rings (what bench/uds_pingpong.c measures for bare sockets).
+//! The floor under one request, through gust-transport's own streams: PAIRS client
+//! processes each do ITERS round trips (a request of BYTES, default 64, and a
+//! 64-byte answer) with a server thread per connection in this process, over the
+//! Unix socket, the shared-memory rings, TCP on loopback, or a libfabric endpoint
+//! (what bench/uds_pingpong.c measures for bare sockets).
 //!
-//!   cargo run --release --example pingpong -- KIND PAIRS ITERS     (KIND: unix, shm)
+//!   cargo run --release --example pingpong -- KIND PAIRS ITERS [BYTES]
+//!   KIND: unix, shm, tcp, ofi-tcp (tcp;ofi_rxm on loopback), ofi-shm (libfabric's shm)
 //!
 //! Prints round trips per second (wall clock) and CPU microseconds per round trip
 //! (user + system of every process, from getrusage): the second is what a busy
@@ -14,7 +16,7 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const MESSAGE_BYTES: usize = 64;
+const ANSWER_BYTES: usize = 64;
 
 fn cpu_seconds(who: i32) -> f64 {
     // SAFETY: getrusage into a struct we own.
@@ -29,37 +31,44 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--client") {
         let ep: Endpoint = args[2].parse().expect("endpoint");
         let iters: u64 = args[3].parse().expect("iterations");
+        let bytes: usize = args[4].parse().expect("request bytes");
         let mut s = connect(&ep, Duration::from_secs(5)).expect("connect");
-        let mut buf = [0u8; MESSAGE_BYTES];
+        let mut buf = vec![0u8; bytes.max(ANSWER_BYTES)];
         for _ in 0..iters {
-            s.write_all(&buf).expect("send");
-            s.read_exact(&mut buf).expect("receive");
+            s.write_all(&buf[..bytes]).expect("send");
+            s.read_exact(&mut buf[..ANSWER_BYTES]).expect("receive");
         }
         return;
     }
-    let usage = "usage: pingpong unix|shm PAIRS ITERS";
+    let usage = "usage: pingpong unix|shm|tcp|ofi-tcp|ofi-shm PAIRS ITERS [BYTES]";
     let kind = args.get(1).expect(usage).clone();
     let pairs: usize = args.get(2).and_then(|a| a.parse().ok()).expect(usage);
     let iters: u64 = args.get(3).and_then(|a| a.parse().ok()).expect(usage);
+    let bytes: usize = args.get(4).map_or(Some(ANSWER_BYTES), |a| a.parse().ok()).expect(usage);
     let t0 = Instant::now();
     let (cpu_self0, cpu_children0) = (cpu_seconds(libc::RUSAGE_SELF), cpu_seconds(libc::RUSAGE_CHILDREN));
     let mut clients = Vec::new();
     let mut servers = Vec::new();
     for i in 0..pairs {
         let path = std::env::temp_dir().join(format!("gust-pingpong-{}-{i}.{kind}", std::process::id()));
-        let ep = match kind.as_str() {
+        let ep: Endpoint = match kind.as_str() {
             "unix" => Endpoint::Unix(path),
             "shm" => Endpoint::Shm(path),
+            "tcp" => "tcp:127.0.0.1:0".parse().expect("endpoint"),
+            "ofi-tcp" => "ofi:tcp;ofi_rxm/127.0.0.1".parse().expect("endpoint"),
+            "ofi-shm" => "ofi:shm/-".parse().expect("endpoint"),
             _ => panic!("{usage}"),
         };
         let l = Listener::bind(&ep).expect("bind");
+        let at = l.local().to_string();
         let exe = std::env::current_exe().expect("own path");
-        clients.push(Command::new(exe).args(["--client", &ep.to_string(), &iters.to_string()]).spawn().expect("spawn"));
+        let client_args = ["--client", &at, &iters.to_string(), &bytes.to_string()];
+        clients.push(Command::new(exe).args(client_args).spawn().expect("spawn"));
         servers.push(std::thread::spawn(move || {
             let mut s = l.accept().expect("accept");
-            let mut buf = [0u8; MESSAGE_BYTES];
-            while s.read_exact(&mut buf).is_ok() {
-                if s.write_all(&buf).is_err() {
+            let mut buf = vec![0u8; bytes.max(ANSWER_BYTES)];
+            while s.read_exact(&mut buf[..bytes]).is_ok() {
+                if s.write_all(&buf[..ANSWER_BYTES]).is_err() {
                     break;
                 }
             }

@@ -26,17 +26,19 @@
 //! Connection ids are random 64-bit numbers; a message naming no connection of this
 //! endpoint is dropped. Authentication is the handshake that runs over every stream.
 //!
-//! One thread per endpoint reads the completion queue (waiting on it where the
-//! provider gives a wait object that does not spin, otherwise polling with a backoff of
-//! at most 250 µs: shm),
-//! copies each received piece to its connection and posts the buffer again.
+//! The threads that wait on connections read the completion queue themselves, one
+//! at a time, and a background thread does when none has for 10 ms
+//! (progress.rs); whoever reads it copies each received piece to its connection
+//! and posts the buffer again.
 
+use super::conn::{lock, Conn, Inbox};
 use super::ffi::{Event, RawEndpoint};
+use super::progress::Progress;
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const HEADER_BYTES: usize = 16;
@@ -50,10 +52,6 @@ const KIND_CLOSE: u8 = 4;
 pub const PIECE_BYTES_MAX: usize = 256 << 10;
 /// Receive buffers posted at once (each of a piece and a header): 4 MiB a process.
 const RECV_BUFFERS: usize = 16;
-/// Pieces a connection keeps that arrived ahead of one still missing; a piece
-/// numbered further ahead is dropped (a peer's bug: a writer never has more than
-/// CONN_IN_FLIGHT_MAX bytes out).
-const EARLY_PIECES_MAX: u32 = 1 << 16;
 /// Longest fabric address taken from a peer (sockaddr_in6 is 28 bytes, shm's
 /// strings under 100, CXI's and EFA's a few dozen).
 const ADDRESS_BYTES_MAX: usize = 255;
@@ -62,158 +60,16 @@ const CONNECTIONS_MAX: usize = 1 << 16;
 /// Bytes a connection may have posted and not yet completed; a writer past it
 /// waits (the provider buffers what it has not sent).
 const CONN_IN_FLIGHT_MAX: usize = 8 << 20;
-/// Longest pause between polls of a queue that cannot be waited on: the most an
-/// idle connection's first message waits, against about 4,000 wake-ups a second
-/// (1-2% of a core) for an idle endpoint.
-const POLL_PAUSE_MAX: Duration = Duration::from_micros(250);
 /// How long a close tries to hand its message to a full send queue.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Receive tokens carry this bit; send tokens never do.
 const RECV_TOKEN: u64 = 1 << 63;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn header(kind: u8, conn: u64) -> Vec<u8> {
     let mut h = vec![0u8; HEADER_BYTES];
     h[0] = kind;
     h[8..16].copy_from_slice(&conn.to_le_bytes());
     h
-}
-
-/// What a connection has received and not yet read.
-#[derive(Default)]
-struct Inbox {
-    pieces: VecDeque<Vec<u8>>,
-    /// The number of the next piece to read, and pieces that arrived before it.
-    next: u32,
-    early: std::collections::BTreeMap<u32, Vec<u8>>,
-    /// The peer's CLOSE came, numbered: the stream ends once the pieces before it
-    /// are in (a CLOSE overtakes data as a short piece does).
-    close_at: Option<u32>,
-    /// Bytes of the front piece already read.
-    offset: usize,
-    /// The peer closed (or this side did).
-    closed: bool,
-}
-
-impl Inbox {
-    /// Moves the pieces that are next in order to the readable ones; ends the
-    /// stream where the peer's CLOSE says.
-    fn drain_early(&mut self) {
-        loop {
-            let n = self.next;
-            let Some(p) = self.early.remove(&n) else { break };
-            self.pieces.push_back(p);
-            self.next = n.wrapping_add(1);
-        }
-        if self.close_at == Some(self.next) {
-            self.closed = true;
-            self.early.clear();
-        }
-    }
-}
-
-/// One connection: the peer's address handle and connection id, and its inbox.
-pub struct Conn {
-    id: u64,
-    peer: u64,
-    /// The peer's id for this connection; 0 until a CONNECT is accepted.
-    peer_conn: AtomicU64,
-    inbox: Mutex<Inbox>,
-    arrived: Condvar,
-    sending: Mutex<Sending>,
-    sent: Condvar,
-    /// The number of the next piece this side sends.
-    next_seq: Mutex<u32>,
-}
-
-impl Conn {
-    /// Whether bytes (or the end of the stream) wait to be read.
-    pub fn readable_now(&self) -> bool {
-        let b = lock(&self.inbox);
-        !b.pieces.is_empty() || b.closed
-    }
-
-    /// Reads what arrived into `buf`, waiting up to `timeout` for the first byte.
-    /// 0 at the end of the stream.
-    pub fn read(&self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut b = lock(&self.inbox);
-        while b.pieces.is_empty() {
-            if b.closed {
-                return Ok(0);
-            }
-            b = wait(&self.arrived, b, deadline)?;
-        }
-        let mut n = 0;
-        let inbox = &mut *b;
-        while n < buf.len() {
-            let Some(front) = inbox.pieces.front() else { break };
-            let take = (front.len() - inbox.offset).min(buf.len() - n);
-            buf[n..n + take].copy_from_slice(&front[inbox.offset..inbox.offset + take]);
-            n += take;
-            inbox.offset += take;
-            if inbox.offset == front.len() {
-                inbox.pieces.pop_front();
-                inbox.offset = 0;
-            }
-        }
-        Ok(n)
-    }
-
-    fn deliver(&self, seq: u32, piece: Vec<u8>) {
-        let mut b = lock(&self.inbox);
-        if b.closed || seq.wrapping_sub(b.next) > EARLY_PIECES_MAX {
-            // Closed, or a number already used or absurdly far ahead: a peer's bug.
-            return;
-        }
-        b.early.insert(seq, piece);
-        b.drain_early();
-        drop(b);
-        self.arrived.notify_all();
-    }
-
-    /// The peer closed after sending pieces up to `seq` (not included).
-    fn close_after(&self, seq: u32) {
-        let mut b = lock(&self.inbox);
-        b.close_at = Some(seq);
-        b.drain_early();
-        drop(b);
-        self.arrived.notify_all();
-    }
-
-    fn close(&self) {
-        lock(&self.inbox).closed = true;
-        self.arrived.notify_all();
-    }
-
-    fn closed(&self) -> bool {
-        lock(&self.inbox).closed
-    }
-}
-
-/// Waits on `cv` until notified or `deadline` passes (TimedOut then).
-fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>, deadline: Option<Instant>) -> io::Result<MutexGuard<'a, T>> {
-    match deadline {
-        None => Ok(cv.wait(g).unwrap_or_else(|e| e.into_inner())),
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "fabric connection timed out"));
-            }
-            Ok(cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0)
-        }
-    }
-}
-
-/// A connection's sends that the provider has not completed yet.
-#[derive(Default)]
-struct Sending {
-    bytes: usize,
-    /// The first send that failed: every later write reports it.
-    error: Option<i32>,
 }
 
 /// A posted send: its bytes (which must live until its completion) and the
@@ -224,8 +80,8 @@ struct InFlight {
 }
 
 struct RecvBuffer(UnsafeCell<Box<[u8]>>);
-// SAFETY: a buffer is touched by the provider while posted and by the progress
-// thread alone once its completion is read, never by two at a time.
+// SAFETY: a buffer is touched by the provider while posted and, once its
+// completion is read, by the one thread that read it, never by two at a time.
 unsafe impl Sync for RecvBuffer {}
 
 #[derive(Default)]
@@ -238,6 +94,10 @@ struct Routes {
 /// One endpoint of this process on one provider.
 pub struct Fabric {
     pub(super) ep: RawEndpoint,
+    /// Whether polls can wait on the queue (not shm's, which spins).
+    pub(super) waits: bool,
+    /// Which thread reads the queue (progress.rs).
+    pub(super) progress: Progress,
     /// The process that opened it: a forked child has its memory but not its
     /// progress thread, and shares its sockets with the parent.
     pid: u32,
@@ -260,12 +120,15 @@ impl Fabric {
         // shm's completion queues spin when waited on (a core per idle process):
         // polled instead, with a backoff.
         let ep = RawEndpoint::open(provider, node, !provider.split(';').any(|p| p == "shm"))?;
+        let waits = ep.waits();
         let name = ep.name()?;
         let piece = (ep.max_msg() as usize).saturating_sub(HEADER_BYTES).clamp(1, PIECE_BYTES_MAX);
         let buffers =
             (0..RECV_BUFFERS).map(|_| RecvBuffer(UnsafeCell::new(vec![0u8; piece + HEADER_BYTES].into()))).collect();
         let f = Arc::new(Fabric {
             ep,
+            waits,
+            progress: Progress::new(),
             pid: std::process::id(),
             name,
             piece,
@@ -281,7 +144,7 @@ impl Fabric {
             f.post_recv(i)?;
         }
         let run = f.clone();
-        std::thread::Builder::new().name(format!("fabric-{provider}")).spawn(move || run.progress())?;
+        std::thread::Builder::new().name(format!("fabric-{provider}")).spawn(move || run.background())?;
         Ok(f)
     }
 
@@ -292,7 +155,7 @@ impl Fabric {
 
     fn post_recv(&self, i: usize) -> io::Result<()> {
         // SAFETY: buffer i is not posted (never yet, or its completion was just
-        // handled by the progress thread, the only caller afterwards); it lives as
+        // read by the calling thread, the only one that has it); it lives as
         // long as the fabric, and fabrics are never dropped while their thread runs.
         unsafe {
             let b = &mut *self.buffers[i].0.get();
@@ -341,16 +204,7 @@ impl Fabric {
                 break id;
             }
         };
-        let c = Arc::new(Conn {
-            id,
-            peer,
-            peer_conn: AtomicU64::new(peer_conn),
-            inbox: Mutex::default(),
-            arrived: Condvar::new(),
-            sending: Mutex::default(),
-            sent: Condvar::new(),
-            next_seq: Mutex::new(0),
-        });
+        let c = Arc::new(Conn::new(id, peer, peer_conn));
         r.conns.insert(id, c.clone());
         c
     }
@@ -374,13 +228,17 @@ impl Fabric {
     }
 
     /// Waits for the ACCEPT of `c` until `deadline`.
-    fn accepted_by(&self, c: &Conn, deadline: Instant) -> io::Result<()> {
-        let mut b = lock(&c.inbox);
-        while c.peer_conn.load(Ordering::Acquire) == 0 {
-            b = wait(&c.arrived, b, Some(deadline))
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer from the fabric endpoint"))?;
-        }
-        Ok(())
+    fn accepted_by(&self, c: &Arc<Conn>, deadline: Instant) -> io::Result<()> {
+        self.wait_for(c, Some(deadline), |_| c.peer_conn.load(Ordering::Acquire) != 0)
+            .map(drop)
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer from the fabric endpoint"))
+    }
+
+    /// Reads what arrived on `c` into `buf`, waiting up to `timeout` for the first
+    /// byte. 0 at the end of the stream.
+    pub fn read(&self, c: &Arc<Conn>, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
+        let mut b = self.wait_for(c, timeout.map(|t| Instant::now() + t), Inbox::readable)?;
+        Ok(b.take(buf))
     }
 
     /// Sends `bytes` on `c` as pieces. Returns once they are posted, as a socket's
@@ -390,21 +248,8 @@ impl Fabric {
     /// `timeout`) before posting more.
     pub fn write(self: &Arc<Self>, c: &Arc<Conn>, bytes: &[u8], timeout: Option<Duration>) -> io::Result<()> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        {
-            let mut s = lock(&c.sending);
-            loop {
-                if let Some(err) = s.error {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        format!("fabric send failed: {}", RawEndpoint::describe(err)),
-                    ));
-                }
-                if s.bytes <= CONN_IN_FLIGHT_MAX {
-                    break;
-                }
-                s = wait(&c.sent, s, deadline)?;
-            }
-        }
+        drop(self.wait_for(c, deadline, |_| c.send_state(CONN_IN_FLIGHT_MAX).is_some())?);
+        c.send_state(CONN_IN_FLIGHT_MAX).unwrap_or(Ok(()))?;
         if c.closed() {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "fabric connection closed"));
         }
@@ -435,7 +280,7 @@ impl Fabric {
         let mut pause = Duration::from_micros(1);
         loop {
             // SAFETY: the bytes live in `in_flight` (a Vec's heap buffer does not
-            // move with the Vec) until the progress thread reads this completion.
+            // move with the Vec) until this send's completion is read.
             let rc = unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), dest, token) };
             match rc {
                 Ok(()) => return Ok(()),
@@ -445,8 +290,8 @@ impl Fabric {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "fabric send queue stayed full"));
                     }
                     // Full until completions are read (rxm's credits come back
-                    // with them): read some here rather than wait for the
-                    // progress thread, and pause only when there were none.
+                    // with them): read some here rather than wait for another
+                    // thread to, and pause only when there were none.
                     if self.drive() == 0 {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_micros(200));
@@ -464,8 +309,7 @@ impl Fabric {
     fn unpost(&self, token: u64) {
         let Some(f) = lock(&self.in_flight).remove(&token) else { return };
         if let Some(c) = f.conn {
-            let mut s = lock(&c.sending);
-            s.bytes = s.bytes.saturating_sub(f.bytes.len());
+            c.sent(f.bytes.len(), 0);
         }
     }
 
@@ -480,9 +324,8 @@ impl Fabric {
         }
         let to = c.peer_conn.load(Ordering::Acquire);
         if to != 0 {
-            // Posted from this thread: the progress thread may be waiting on the
-            // queue (shm's wait does not end at its timeout), and a close must not
-            // wait for the next completion. Best effort: a peer that is gone
+            // Posted from this thread: a close must not wait for whichever thread
+            // reads the queue next. Best effort: a peer that is gone
             // learns nothing either way.
             let mut m = header(KIND_CLOSE, to);
             m[4..8].copy_from_slice(&lock(&c.next_seq).to_le_bytes());
@@ -493,34 +336,6 @@ impl Fabric {
 
     fn forget(&self, c: &Conn) {
         lock(&self.routes).conns.remove(&c.id);
-    }
-
-    /// The progress thread: completions in, pieces to their connections, buffers
-    /// posted again, control messages out.
-    fn progress(self: Arc<Self>) {
-        let mut ev = [Event::default(); 16];
-        let waits = self.ep.waits();
-        let mut idle = Duration::ZERO;
-        loop {
-            self.flush_outbox();
-            let n = match self.ep.poll(&mut ev, if waits { 100 } else { 0 }) {
-                Ok(n) => n,
-                Err(e) => {
-                    eprintln!("gustfs: fabric completion queue: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                    0
-                }
-            };
-            for e in &ev[..n] {
-                self.complete(e);
-            }
-            if n == 0 && !waits {
-                std::thread::sleep(idle);
-                idle = (idle * 2).clamp(Duration::from_micros(1), POLL_PAUSE_MAX);
-            } else {
-                idle = Duration::ZERO;
-            }
-        }
     }
 
     /// Reads and handles the completions there are, without waiting (any thread
@@ -534,7 +349,7 @@ impl Fabric {
         n
     }
 
-    fn flush_outbox(&self) {
+    pub(super) fn flush_outbox(&self) {
         loop {
             let Some((dest, msg)) = lock(&self.outbox).pop_front() else { return };
             let token = self.next_token.fetch_add(1, Ordering::Relaxed);
@@ -557,7 +372,7 @@ impl Fabric {
         }
     }
 
-    fn complete(&self, e: &Event) {
+    pub(super) fn complete(&self, e: &Event) {
         if e.token & RECV_TOKEN != 0 {
             let i = (e.token & !RECV_TOKEN) as usize;
             if i >= self.buffers.len() {
@@ -576,13 +391,7 @@ impl Fabric {
         }
         let Some(f) = lock(&self.in_flight).remove(&e.token) else { return };
         if let Some(c) = f.conn {
-            let mut s = lock(&c.sending);
-            s.bytes = s.bytes.saturating_sub(f.bytes.len());
-            if e.err != 0 && s.error.is_none() {
-                s.error = Some(e.err);
-            }
-            drop(s);
-            c.sent.notify_all();
+            c.sent(f.bytes.len(), e.err);
         }
     }
 
@@ -600,8 +409,7 @@ impl Fabric {
                 if let Some(c) = lock(&self.routes).conns.get(&conn).cloned() {
                     let theirs = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
                     c.peer_conn.store(theirs, Ordering::Release);
-                    drop(lock(&c.inbox));
-                    c.arrived.notify_all();
+                    c.notify();
                 }
             }
             KIND_DATA => {

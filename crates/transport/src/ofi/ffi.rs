@@ -50,6 +50,7 @@ mod sys {
         pub fn gust_ofi_addr_kind(o: *const Raw) -> c_int;
         pub fn gust_ofi_max_msg(o: *const Raw) -> u64;
         pub fn gust_ofi_waits(o: *const Raw) -> c_int;
+        pub fn gust_ofi_signal(o: *mut Raw);
         pub fn gust_ofi_name(o: *mut Raw, buf: *mut c_void, len: *mut usize) -> c_int;
         pub fn gust_ofi_insert(o: *mut Raw, addr: *const c_void, handle: *mut u64) -> c_int;
         pub fn gust_ofi_send(o: *mut Raw, buf: *const c_void, len: usize, dest: u64, token: u64) -> isize;
@@ -137,6 +138,12 @@ impl RawEndpoint {
     pub fn waits(&self) -> bool {
         // SAFETY: an open endpoint.
         unsafe { sys::gust_ofi_waits(self.raw) != 0 }
+    }
+
+    /// Wakes a thread waiting in [`poll`](Self::poll).
+    pub fn signal(&self) {
+        // SAFETY: an open endpoint.
+        unsafe { sys::gust_ofi_signal(self.raw) }
     }
 
     /// This endpoint's address, as the provider encodes it.
@@ -242,6 +249,9 @@ impl RawEndpoint {
         match self.never {}
     }
     pub fn waits(&self) -> bool {
+        match self.never {}
+    }
+    pub fn signal(&self) {
         match self.never {}
     }
     pub fn name(&self) -> io::Result<Vec<u8>> {

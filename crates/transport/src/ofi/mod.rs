@@ -18,11 +18,14 @@
 //! without the library or the provider, gets an error that says which, and clients
 //! then use the daemon's TCP endpoint.
 
+mod conn;
 pub mod fabric;
 pub mod ffi;
+mod progress;
 
 use crate::Stream;
-use fabric::{Conn, Fabric};
+use conn::Conn;
+use fabric::Fabric;
 use ffi::AddrKind;
 use std::collections::HashMap;
 use std::fmt;
@@ -240,7 +243,7 @@ impl OfiStream {
 
 impl Read for OfiStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.conn.read(buf, self.timeout())
+        self.0.fabric.read(&self.0.conn, buf, self.timeout())
     }
 }
 

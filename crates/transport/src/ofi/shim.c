@@ -207,6 +207,13 @@ int gust_ofi_waits(const struct gust_ofi *o) {
     return o->waits;
 }
 
+/* Wakes a thread waiting in gust_ofi_poll (a waiting reader takes over from the
+ * background thread). */
+void gust_ofi_signal(struct gust_ofi *o) {
+    if (o->waits)
+        fi_cq_signal(o->cq);
+}
+
 /* This endpoint's address in `buf` (its length in *len, in and out). */
 int gust_ofi_name(struct gust_ofi *o, void *buf, size_t *len) {
     return fi_getname(&o->ep->fid, buf, len);
