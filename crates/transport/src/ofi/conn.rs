@@ -53,8 +53,9 @@ impl Inbox {
         }
     }
 
-    /// Copies what is readable into `buf`; its byte count.
-    pub(super) fn take(&mut self, buf: &mut [u8]) -> usize {
+    /// Copies what is readable into `buf`; its byte count. Pieces read to their
+    /// end go to `done` (their buffers are used again).
+    pub(super) fn take(&mut self, buf: &mut [u8], done: &mut Vec<Vec<u8>>) -> usize {
         let mut n = 0;
         while n < buf.len() {
             let Some(front) = self.pieces.front() else { break };
@@ -63,7 +64,7 @@ impl Inbox {
             n += take;
             self.offset += take;
             if self.offset == front.len() {
-                self.pieces.pop_front();
+                done.extend(self.pieces.pop_front());
                 self.offset = 0;
             }
         }
