@@ -60,6 +60,9 @@ const CONNECTIONS_MAX: usize = 1 << 16;
 /// Bytes a connection may have posted and not yet completed; a writer past it
 /// waits (the provider buffers what it has not sent).
 const CONN_IN_FLIGHT_MAX: usize = 8 << 20;
+/// How long a sender whose send queue is full waits on the completion queue at a
+/// time before trying again.
+const SEND_QUEUE_WAIT: Duration = Duration::from_millis(1);
 /// How long a close tries to hand its message to a full send queue.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Receive tokens carry this bit; send tokens never do.
@@ -335,11 +338,16 @@ impl Fabric {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "fabric send queue stayed full"));
                     }
                     // Full until completions are read (rxm's credits come back
-                    // with them): read some here rather than wait for another
-                    // thread to, and pause only when there were none.
+                    // with them, a rendezvous goes on when its peer answers):
+                    // read them here, waiting on the queue if no other thread
+                    // does, rather than sleep until another thread has.
                     if self.drive() == 0 {
-                        std::thread::sleep(pause);
-                        pause = (pause * 2).min(Duration::from_micros(200));
+                        if self.try_lead(false) {
+                            self.poll_as_leader(Some(Instant::now() + SEND_QUEUE_WAIT));
+                        } else {
+                            std::thread::sleep(pause);
+                            pause = (pause * 2).min(Duration::from_micros(200));
+                        }
                     }
                 }
                 Err(e) => {

@@ -106,7 +106,7 @@ impl Fabric {
         }
     }
 
-    fn try_lead(&self, background: bool) -> bool {
+    pub(super) fn try_lead(&self, background: bool) -> bool {
         let mut l = lock(&self.progress.lead);
         if l.polling {
             return false;
@@ -133,7 +133,7 @@ impl Fabric {
 
     /// Polls once (up to `deadline`, at most POLL_WAIT), handles what came, and
     /// gives the turn on.
-    fn poll_as_leader(&self, deadline: Option<Instant>) {
+    pub(super) fn poll_as_leader(&self, deadline: Option<Instant>) {
         let wait = deadline.map_or(POLL_WAIT, |d| d.saturating_duration_since(Instant::now()).min(POLL_WAIT));
         let mut ev = [Event::default(); 16];
         let n = if self.waits { self.poll_waiting(&mut ev, wait) } else { self.poll_pausing(&mut ev, wait) };
