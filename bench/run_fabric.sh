@@ -6,7 +6,7 @@
 # fabric is tcp;ofi_rxm (sockets under libfabric's reliable-datagram layer) or shm,
 # so this measures what the layer costs, not what verbs, CXI or EFA would give.
 # Usage: bench/run_fabric.sh [rounds] [provider]   (GUST: the binary). Output: the
-# rates per round on stdout and in bench/results/fabric-<date>.txt.
+# rates per round on stdout and in bench/results/fabric-<provider>-<date>.txt.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -14,7 +14,7 @@ cd "$BENCH_ROOT"
 rounds=${1:-3} provider=${2:-tcp;ofi_rxm}
 base=${BENCH_DIR:-/dev/shm}/gust-fabric.$$
 bench_scratch "$base"
-out=$(bench_result fabric .txt)
+out=$(bench_result "fabric-${provider//[^a-z0-9]/-}" .txt)
 bench_start "$GUST" 4 "$base/fs" --fabric "$provider"
 export GUST_HOSTS_FILE="$base/fs/gust.hosts"
 for round in $(seq 1 "$rounds"); do
