@@ -32,7 +32,7 @@
 //! and posts the buffer again.
 
 use super::conn::{lock, Conn, Inbox};
-use super::ffi::{Event, RawEndpoint};
+use super::ffi::{AddrKind, Event, RawEndpoint};
 use super::progress::Progress;
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
@@ -42,10 +42,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const HEADER_BYTES: usize = 16;
-const KIND_CONNECT: u8 = 1;
-const KIND_ACCEPT: u8 = 2;
-const KIND_DATA: u8 = 3;
-const KIND_CLOSE: u8 = 4;
+pub(super) const KIND_CONNECT: u8 = 1;
+pub(super) const KIND_ACCEPT: u8 = 2;
+pub(super) const KIND_DATA: u8 = 3;
+pub(super) const KIND_CLOSE: u8 = 4;
 
 /// Bytes of stream per message: a 1 MiB request goes as four messages. Larger
 /// pieces would cost every process RECV_BUFFERS times more memory.
@@ -68,7 +68,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Receive tokens carry this bit; send tokens never do.
 const RECV_TOKEN: u64 = 1 << 63;
 
-fn header(kind: u8, conn: u64) -> Vec<u8> {
+pub(super) fn header(kind: u8, conn: u64) -> Vec<u8> {
     let mut h = vec![0u8; HEADER_BYTES];
     h[0] = kind;
     h[8..16].copy_from_slice(&conn.to_le_bytes());
@@ -132,6 +132,17 @@ impl Pool {
     }
 }
 
+/// A control message waiting to be sent (an ACCEPT), until `until`.
+struct Control {
+    dest: u64,
+    bytes: Vec<u8>,
+    until: Instant,
+}
+
+/// How long an ACCEPT is tried: a peer that cannot be reached in that time (gone,
+/// or an address that leads nowhere) is given up, and never holds up the others.
+const CONTROL_WAIT: Duration = Duration::from_secs(10);
+
 /// One endpoint of this process on one provider.
 pub struct Fabric {
     pool: Pool,
@@ -151,7 +162,7 @@ pub struct Fabric {
     accepted: Condvar,
     in_flight: Mutex<HashMap<u64, InFlight>>,
     /// Control messages the progress thread sends when the provider takes them.
-    outbox: Mutex<VecDeque<(u64, Vec<u8>)>>,
+    outbox: Mutex<VecDeque<Control>>,
     next_token: AtomicU64,
     buffers: Vec<RecvBuffer>,
 }
@@ -366,6 +377,14 @@ impl Fabric {
         }
     }
 
+    /// Sends `bytes` as one message to the endpoint at `addr`, outside any
+    /// connection: for tests that play a peer sending damaged messages.
+    #[cfg(test)]
+    pub(super) fn send_raw(&self, addr: &[u8], bytes: Vec<u8>) -> io::Result<()> {
+        let peer = self.peer(addr)?;
+        self.post(peer, bytes, None, Some(Instant::now() + Duration::from_secs(5)))
+    }
+
     /// Ends `c`: the peer is told (when it knows the connection), and messages for
     /// it are dropped from now on.
     pub fn close(&self, c: &Conn) {
@@ -402,24 +421,24 @@ impl Fabric {
         n
     }
 
+    /// Sends the control messages waiting, each once: one the provider cannot
+    /// take yet goes to the back (a peer being connected to, or one that cannot
+    /// be, must not hold up the others), one past its time is dropped.
     pub(super) fn flush_outbox(&self) {
-        loop {
-            let Some((dest, msg)) = lock(&self.outbox).pop_front() else { return };
+        let waiting = lock(&self.outbox).len();
+        for _ in 0..waiting {
+            let Some(m) = lock(&self.outbox).pop_front() else { return };
+            if Instant::now() >= m.until {
+                continue;
+            }
             let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-            let (ptr, len) = (msg.as_ptr(), msg.len());
-            lock(&self.in_flight).insert(token, InFlight { bytes: msg, conn: None });
+            let (ptr, len) = (m.bytes.as_ptr(), m.bytes.len());
+            lock(&self.in_flight).insert(token, InFlight { bytes: m.bytes, conn: None });
             // SAFETY: as in `post`.
-            match unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), dest, token) } {
-                Ok(()) => {}
-                Err(e) => {
-                    let back = lock(&self.in_flight).remove(&token);
-                    if e.kind() == io::ErrorKind::WouldBlock {
-                        // Full: the next turn tries again, after reading completions.
-                        if let Some(f) = back {
-                            lock(&self.outbox).push_front((dest, f.bytes));
-                        }
-                        return;
-                    }
+            if let Err(e) = unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), m.dest, token) } {
+                let back = lock(&self.in_flight).remove(&token);
+                if let (io::ErrorKind::WouldBlock, Some(f)) = (e.kind(), back) {
+                    lock(&self.outbox).push_back(Control { dest: m.dest, bytes: f.bytes, until: m.until });
                 }
             }
         }
@@ -483,16 +502,33 @@ impl Fabric {
         }
     }
 
+    /// Whether a peer's address is in this provider's format at all: a socket
+    /// address of its family's length, a NUL-terminated string, or bytes as many
+    /// as this endpoint's own address.
+    fn plausible(&self, name: &[u8]) -> bool {
+        match self.ep.addr_kind() {
+            AddrKind::Socket => {
+                let family = name.get(0..2).map(|f| u16::from_ne_bytes([f[0], f[1]]) as i32);
+                matches!((family, name.len()), (Some(libc::AF_INET), 16) | (Some(libc::AF_INET6), 28))
+            }
+            AddrKind::Text => name.len() > 1 && name.ends_with(&[0]) && !name[..name.len() - 1].contains(&0),
+            AddrKind::Opaque => name.len() == self.name.len(),
+        }
+    }
+
     fn connect_from(&self, body: &[u8]) {
         if body.len() <= 8 || lock(&self.accepts).is_none() || lock(&self.routes).conns.len() >= CONNECTIONS_MAX {
             return;
         }
         let theirs = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        if !self.plausible(&body[8..]) {
+            return;
+        }
         let Ok(peer) = self.peer(&body[8..]) else { return };
         let c = self.new_conn(peer, theirs);
         let mut reply = header(KIND_ACCEPT, theirs);
         reply.extend_from_slice(&c.id.to_le_bytes());
-        lock(&self.outbox).push_back((peer, reply));
+        lock(&self.outbox).push_back(Control { dest: peer, bytes: reply, until: Instant::now() + CONTROL_WAIT });
         if let Some(q) = lock(&self.accepts).as_mut() {
             q.push_back(c);
         }

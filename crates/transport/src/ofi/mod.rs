@@ -196,7 +196,9 @@ pub struct OfiListener {
 impl OfiListener {
     /// Binds `a` (see the module's documentation for the node it names).
     pub fn bind(a: &OfiAddr) -> io::Result<OfiListener> {
-        let f = fabric(&a.provider, a.bind_node())?;
+        // An endpoint of its own (not this process's shared one for connecting):
+        // two listeners must not take each other's connections.
+        let f = Fabric::open(&a.provider, a.bind_node().as_deref())?;
         f.listen();
         let local = OfiAddr { provider: a.provider.clone(), address: decode(f.ep.addr_kind(), f.name()) };
         Ok(OfiListener { fabric: f, local })

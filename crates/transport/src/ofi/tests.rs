@@ -108,3 +108,61 @@ fn an_unknown_provider_is_named_in_the_error() {
         .expect("no such provider");
     assert!(e.to_string().contains("no-such-provider"), "{e}");
 }
+
+/// A peer that sends damaged messages (too short, unknown kinds, CONNECTs with no
+/// or a bogus address or one nothing listens at, data and closes for connections
+/// that do not exist, pieces numbered far ahead) is ignored: the listener goes on
+/// serving a proper client.
+#[test]
+fn damaged_messages_from_a_peer_are_dropped() {
+    use fabric::{header, KIND_ACCEPT, KIND_CLOSE, KIND_CONNECT, KIND_DATA};
+    let Some(at) = bindable("tcp;ofi_rxm") else { return };
+    let l = OfiListener::bind(&at).unwrap();
+    let local = l.local().clone();
+    // Another endpoint of this process, outside the registry: the damaging peer.
+    let evil = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let to = encode(evil.ep.addr_kind(), &local.address).unwrap();
+    let with = |mut h: Vec<u8>, body: &[u8]| {
+        h.extend_from_slice(body);
+        h
+    };
+    let mut far = header(KIND_DATA, 7);
+    far[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let damaged = vec![
+        vec![1u8],
+        vec![0u8; 15],
+        header(99, 0),
+        header(KIND_CONNECT, 0),
+        with(header(KIND_CONNECT, 0), &[1, 2, 3]),
+        with(header(KIND_CONNECT, 0), &[0u8; 8]),
+        with(header(KIND_CONNECT, 0), &[7u8; 400]),
+        with(with(header(KIND_CONNECT, 0), &5u64.to_le_bytes()), &[0xffu8; 3]),
+        // Well formed, but nothing listens there: its ACCEPT cannot go out.
+        with(with(header(KIND_CONNECT, 0), &6u64.to_le_bytes()), &sockaddr("127.0.0.1:1".parse().unwrap())),
+        with(header(KIND_ACCEPT, 42), &[1, 2]),
+        with(header(KIND_DATA, 42), b"for no one"),
+        with(far, b"far ahead"),
+        header(KIND_CLOSE, 42),
+    ];
+    for m in damaged {
+        evil.send_raw(&to, m).unwrap();
+    }
+    // Each connection served on its own, as the daemon does: the damaged CONNECT
+    // that named an unreachable address was accepted too, and sends nothing.
+    std::thread::spawn(move || loop {
+        let mut s = l.accept().unwrap();
+        std::thread::spawn(move || {
+            s.set_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut b = [0u8; 5];
+            if s.read_exact(&mut b).is_ok() && &b == b"hello" {
+                s.write_all(b"world").unwrap();
+            }
+        });
+    });
+    let mut c = connect(&local, Duration::from_secs(10)).unwrap();
+    c.set_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"hello").unwrap();
+    let mut b = [0u8; 5];
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"world");
+}
