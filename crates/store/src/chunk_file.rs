@@ -155,6 +155,7 @@ impl Access {
                 *ok = self.block_matches(f, file_id, blk, old_len, &mut buf)?;
             }
         }
+        Self::unsum(f, spans, old_len)?;
         let n = Self::write_spans(&f.data, spans, data)?;
         let mut new_sums: BTreeMap<u64, u64> = whole.into_iter().filter(|(blk, _)| !edges.contains_key(blk)).collect();
         let len_now = f.data.metadata().map_err(errno)?.len();
@@ -168,6 +169,33 @@ impl Access {
         }
         self.store_sums(f, &new_sums)?;
         Ok(n)
+    }
+
+    /// Takes the sums off the blocks that hold bytes already and that `spans` will
+    /// change, before the data is written: a daemon killed between its data and
+    /// its sums leaves those blocks unverified (sum 0) rather than failing their
+    /// check, which would make the bytes of earlier, acknowledged writes in them
+    /// unreadable (an append's last block). The new sums are stored after the
+    /// data. A poisoned block keeps its mark.
+    pub(crate) fn unsum(f: &Local, spans: &[Span], old_len: u64) -> Res<()> {
+        if old_len == 0 {
+            return Ok(());
+        }
+        let old_last = (old_len - 1) / sums::SUM_BLOCK_BYTES as u64;
+        for s in spans.iter().filter(|s| s.len > 0) {
+            let (first, last) = sums::blocks(s.offset, s.offset + s.len as u64);
+            if first > old_last {
+                continue;
+            }
+            let last = last.min(old_last);
+            let stored = sums::read_sums(&f.sums, first, last).map_err(errno)?;
+            if stored.iter().all(|&v| v == 0) {
+                continue;
+            }
+            let cleared: Vec<u64> = stored.iter().map(|&v| if v == sums::POISONED { v } else { 0 }).collect();
+            sums::write_sums(&f.sums, first, &cleared).map_err(errno)?;
+        }
+        Ok(())
     }
 
     /// Writes `sums` (block, value) in runs of consecutive blocks.

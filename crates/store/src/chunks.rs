@@ -860,6 +860,29 @@ mod tests {
         s.read(file_id, &[Span { offset, len }], &mut out).map(|_| out)
     }
 
+    /// A daemon killed after a write's data and before its sums (simulated: the
+    /// write's first step, then its bytes put in place, and no sums): the block's
+    /// earlier, acknowledged bytes read back (unverified) instead of failing their
+    /// check, and a poisoned block stays poisoned. Without the first step the read
+    /// fails with EUCLEAN.
+    #[test]
+    fn a_write_cut_between_data_and_sums_leaves_earlier_bytes_readable() {
+        let d = tempfile::tempdir().unwrap();
+        let s = ChunkStore::open(d.path()).unwrap();
+        let first = bytes(6000, 3);
+        s.write(9, &[Span { offset: 0, len: 6000 }], &first).unwrap();
+        let f = s.file(9, false).unwrap().unwrap();
+        let append = Span { offset: 6000, len: 1000 };
+        crate::chunk_file::Access::unsum(&f, &[append], 6000).unwrap();
+        f.data.write_all_at(&bytes(1000, 4), 6000).unwrap();
+        let back = read(&s, 9, 0, 7000).unwrap();
+        assert_eq!(&back[..6000], &first[..], "the acknowledged bytes read back");
+        // A poisoned block keeps its mark through the first step.
+        sums::write_sums(&f.sums, 0, &[sums::POISONED]).unwrap();
+        crate::chunk_file::Access::unsum(&f, &[Span { offset: 0, len: 10 }], 7000).unwrap();
+        assert_eq!(sums::read_sums(&f.sums, 0, 1).unwrap(), vec![sums::POISONED, 0]);
+    }
+
     /// A flipped bit is never served: a read of any range that touches its block
     /// fails with EUCLEAN, whole or in part; the other blocks read as written.
     #[test]

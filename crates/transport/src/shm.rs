@@ -743,6 +743,10 @@ mod tests {
     fn a_damaged_ring_is_an_error_not_a_crash_and_timeouts_hold() {
         let p = sock_path("damage");
         let l = Listener::bind_shm(&p, 4, RING_BYTES_MIN).unwrap();
+        // The steps in order whatever the machine's load: the server's timed-out
+        // read, then the damage, then the server's reads of the damaged rings.
+        let (timed_out, told) = std::sync::mpsc::channel();
+        let (damaged, see) = std::sync::mpsc::channel::<()>();
         let server = std::thread::spawn(move || {
             let mut s = l.accept().unwrap();
             s.set_timeout(Some(Duration::from_millis(300))).unwrap();
@@ -750,7 +754,9 @@ mod tests {
             let mut b = [0u8; 16];
             let e = s.read(&mut b).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
-            assert!(t.elapsed() >= Duration::from_millis(250) && t.elapsed() < Duration::from_secs(3));
+            assert!(t.elapsed() >= Duration::from_millis(250), "the timeout held: {:?}", t.elapsed());
+            timed_out.send(()).unwrap();
+            see.recv().unwrap();
             s.set_timeout(Some(Duration::from_secs(10))).unwrap();
             let e = s.read(&mut b).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
@@ -760,9 +766,10 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         });
         let shm = connect(&p, Duration::from_secs(5)).unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        told.recv().unwrap();
         shm.scribble_for_tests(ring_control(0) + R_HEAD, u64::MAX / 2);
         shm.scribble_for_tests(ring_control(1) + R_TAIL, 1 << 40);
+        damaged.send(()).unwrap();
         server.join().unwrap();
     }
 

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -95,6 +96,14 @@ pub struct Conn {
     pub(super) next_seq: Mutex<u32>,
     /// A thread waits on this connection for its turn to poll (progress.rs).
     pub(super) wants_turn: AtomicBool,
+    /// When the peer was last heard from (ms on `clock`; keepalive.rs).
+    heard_ms: AtomicU64,
+}
+
+/// Milliseconds since this process first asked.
+fn clock() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 impl Conn {
@@ -108,7 +117,18 @@ impl Conn {
             sending: Mutex::default(),
             next_seq: Mutex::new(0),
             wants_turn: AtomicBool::new(false),
+            heard_ms: AtomicU64::new(clock()),
         }
+    }
+
+    /// A message from the peer arrived.
+    pub(super) fn heard(&self) {
+        self.heard_ms.store(clock(), Ordering::Relaxed);
+    }
+
+    /// Whether the peer was heard from within `d`.
+    pub(super) fn heard_within(&self, d: std::time::Duration) -> bool {
+        clock().saturating_sub(self.heard_ms.load(Ordering::Relaxed)) < d.as_millis() as u64
     }
 
     /// Whether bytes (or the end of the stream) wait to be read.
@@ -167,7 +187,8 @@ impl Conn {
         (s.bytes <= max).then_some(Ok(()))
     }
 
-    /// A send of `len` bytes completed (`err` 0, or a libfabric error).
+    /// A send of `len` bytes completed (`err` 0, or a libfabric error: the peer
+    /// cannot be reached, and reads end too).
     pub(super) fn sent(&self, len: usize, err: i32) {
         let mut s = lock(&self.sending);
         s.bytes = s.bytes.saturating_sub(len);
@@ -175,6 +196,9 @@ impl Conn {
             s.error = Some(err);
         }
         drop(s);
+        if err != 0 {
+            lock(&self.inbox).closed = true;
+        }
         self.notify();
     }
 }

@@ -46,6 +46,10 @@ pub(super) const KIND_CONNECT: u8 = 1;
 pub(super) const KIND_ACCEPT: u8 = 2;
 pub(super) const KIND_DATA: u8 = 3;
 pub(super) const KIND_CLOSE: u8 = 4;
+/// A sign of life asked for on a connection silent for a while (keepalive.rs),
+/// and the answer.
+pub(super) const KIND_PING: u8 = 5;
+pub(super) const KIND_PONG: u8 = 6;
 
 /// Bytes of stream per message: a 1 MiB request goes as four messages. Larger
 /// pieces would cost every process RECV_BUFFERS times more memory.
@@ -133,10 +137,10 @@ impl Pool {
 }
 
 /// A control message waiting to be sent (an ACCEPT), until `until`.
-struct Control {
-    dest: u64,
-    bytes: Vec<u8>,
-    until: Instant,
+pub(super) struct Control {
+    pub(super) dest: u64,
+    pub(super) bytes: Vec<u8>,
+    pub(super) until: Instant,
 }
 
 /// How long an ACCEPT is tried: a peer that cannot be reached in that time (gone,
@@ -151,6 +155,8 @@ pub struct Fabric {
     pub(super) waits: bool,
     /// Which thread reads the queue (progress.rs).
     pub(super) progress: Progress,
+    /// When the next keepalive round is due (keepalive.rs).
+    pub(super) next_keepalive: Mutex<Instant>,
     /// The process that opened it: a forked child has its memory but not its
     /// progress thread, and shares its sockets with the parent.
     pid: u32,
@@ -162,7 +168,7 @@ pub struct Fabric {
     accepted: Condvar,
     in_flight: Mutex<HashMap<u64, InFlight>>,
     /// Control messages the progress thread sends when the provider takes them.
-    outbox: Mutex<VecDeque<Control>>,
+    pub(super) outbox: Mutex<VecDeque<Control>>,
     next_token: AtomicU64,
     buffers: Vec<RecvBuffer>,
 }
@@ -183,6 +189,7 @@ impl Fabric {
             ep,
             waits,
             progress: Progress::new(),
+            next_keepalive: Mutex::new(Instant::now()),
             pid: std::process::id(),
             name,
             piece,
@@ -330,24 +337,16 @@ impl Fabric {
 
     /// Posts one message, retrying while the provider's queue is full.
     fn post(&self, dest: u64, bytes: Vec<u8>, conn: Option<Arc<Conn>>, deadline: Option<Instant>) -> io::Result<()> {
-        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        if let Some(c) = &conn {
-            lock(&c.sending).bytes += len;
-        }
-        lock(&self.in_flight).insert(token, InFlight { bytes, conn });
         let mut pause = Duration::from_micros(1);
+        let mut bytes = bytes;
         loop {
-            // SAFETY: the bytes live in `in_flight` (a Vec's heap buffer does not
-            // move with the Vec) until this send's completion is read.
-            let rc = unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), dest, token) };
-            match rc {
+            match self.post_once(dest, bytes, conn.clone()) {
                 Ok(()) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err((e, back)) if e.kind() == io::ErrorKind::WouldBlock => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        self.unpost(token);
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "fabric send queue stayed full"));
                     }
+                    bytes = back;
                     // Full until completions are read (rxm's credits come back
                     // with them, a rendezvous goes on when its peer answers):
                     // read them here, waiting on the queue if no other thread
@@ -361,20 +360,39 @@ impl Fabric {
                         }
                     }
                 }
-                Err(e) => {
-                    self.unpost(token);
-                    return Err(e);
-                }
+                Err((e, _)) => return Err(e),
             }
         }
     }
 
-    /// Takes back a send the provider refused.
-    fn unpost(&self, token: u64) {
-        let Some(f) = lock(&self.in_flight).remove(&token) else { return };
+    /// Posts one message once; on an error, the message back with it.
+    pub(super) fn post_once(
+        &self,
+        dest: u64,
+        bytes: Vec<u8>,
+        conn: Option<Arc<Conn>>,
+    ) -> Result<(), (io::Error, Vec<u8>)> {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (ptr, len) = (bytes.as_ptr(), bytes.len());
+        if let Some(c) = &conn {
+            lock(&c.sending).bytes += len;
+        }
+        lock(&self.in_flight).insert(token, InFlight { bytes, conn });
+        // SAFETY: the bytes live in `in_flight` (a Vec's heap buffer does not move
+        // with the Vec) until this send's completion is read.
+        match unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), dest, token) } {
+            Ok(()) => Ok(()),
+            Err(e) => Err((e, self.unpost(token))),
+        }
+    }
+
+    /// Takes back a send the provider refused; its bytes.
+    fn unpost(&self, token: u64) -> Vec<u8> {
+        let Some(f) = lock(&self.in_flight).remove(&token) else { return Vec::new() };
         if let Some(c) = f.conn {
             c.sent(f.bytes.len(), 0);
         }
+        f.bytes
     }
 
     /// Sends `bytes` as one message to the endpoint at `addr`, outside any
@@ -406,7 +424,12 @@ impl Fabric {
         self.forget(c);
     }
 
-    fn forget(&self, c: &Conn) {
+    /// Every connection of this endpoint.
+    pub(super) fn connections(&self) -> Vec<Arc<Conn>> {
+        lock(&self.routes).conns.values().cloned().collect()
+    }
+
+    pub(super) fn forget(&self, c: &Conn) {
         lock(&self.routes).conns.remove(&c.id);
     }
 
@@ -431,14 +454,9 @@ impl Fabric {
             if Instant::now() >= m.until {
                 continue;
             }
-            let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-            let (ptr, len) = (m.bytes.as_ptr(), m.bytes.len());
-            lock(&self.in_flight).insert(token, InFlight { bytes: m.bytes, conn: None });
-            // SAFETY: as in `post`.
-            if let Err(e) = unsafe { self.ep.send(std::slice::from_raw_parts(ptr, len), m.dest, token) } {
-                let back = lock(&self.in_flight).remove(&token);
-                if let (io::ErrorKind::WouldBlock, Some(f)) = (e.kind(), back) {
-                    lock(&self.outbox).push_back(Control { dest: m.dest, bytes: f.bytes, until: m.until });
+            if let Err((e, bytes)) = self.post_once(m.dest, m.bytes, None) {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    lock(&self.outbox).push_back(Control { dest: m.dest, bytes, until: m.until });
                 }
             }
         }
@@ -475,30 +493,27 @@ impl Fabric {
             return;
         }
         let conn = u64::from_le_bytes(m[8..16].try_into().expect("8 bytes"));
+        let seq = u32::from_le_bytes(m[4..8].try_into().expect("4 bytes"));
         let body = &m[HEADER_BYTES..];
+        if m[0] == KIND_CONNECT {
+            return self.connect_from(body);
+        }
+        let Some(c) = lock(&self.routes).conns.get(&conn).cloned() else { return };
+        c.heard();
         match m[0] {
-            KIND_CONNECT => self.connect_from(body),
             KIND_ACCEPT if body.len() >= 8 => {
-                if let Some(c) = lock(&self.routes).conns.get(&conn).cloned() {
-                    let theirs = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
-                    c.peer_conn.store(theirs, Ordering::Release);
-                    c.notify();
-                }
+                let theirs = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+                c.peer_conn.store(theirs, Ordering::Release);
+                c.notify();
             }
             KIND_DATA => {
-                if let Some(c) = lock(&self.routes).conns.get(&conn).cloned() {
-                    let seq = u32::from_le_bytes(m[4..8].try_into().expect("4 bytes"));
-                    let mut piece = self.pool.take(body.len());
-                    piece.extend_from_slice(body);
-                    c.deliver(seq, piece);
-                }
+                let mut piece = self.pool.take(body.len());
+                piece.extend_from_slice(body);
+                c.deliver(seq, piece);
             }
-            KIND_CLOSE => {
-                if let Some(c) = lock(&self.routes).conns.get(&conn).cloned() {
-                    c.close_after(u32::from_le_bytes(m[4..8].try_into().expect("4 bytes")));
-                }
-            }
-            _ => {}
+            KIND_CLOSE => c.close_after(seq),
+            KIND_PING => self.answer_ping(&c),
+            _ => {} // KIND_PONG: heard, nothing else
         }
     }
 

@@ -21,6 +21,7 @@
 mod conn;
 pub mod fabric;
 pub mod ffi;
+mod keepalive;
 mod progress;
 
 use crate::Stream;

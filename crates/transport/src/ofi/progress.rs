@@ -202,18 +202,17 @@ impl Fabric {
     /// The background thread: polls when no other thread has for BACKGROUND_AFTER.
     pub(super) fn background(self: Arc<Self>) {
         loop {
-            {
+            loop {
+                self.keepalive_due();
                 let mut l = lock(&self.progress.lead);
-                loop {
-                    let idle_for = l.last_release.elapsed();
-                    if !l.polling && !l.waiting() && idle_for >= BACKGROUND_AFTER {
-                        break;
-                    }
-                    let pause = BACKGROUND_AFTER.saturating_sub(idle_for).max(BACKGROUND_AFTER);
-                    l = self.progress.idle.wait_timeout(l, pause).unwrap_or_else(|e| e.into_inner()).0;
+                let idle_for = l.last_release.elapsed();
+                if !l.polling && !l.waiting() && idle_for >= BACKGROUND_AFTER {
+                    l.polling = true;
+                    l.background = true;
+                    break;
                 }
-                l.polling = true;
-                l.background = true;
+                let pause = BACKGROUND_AFTER.saturating_sub(idle_for).max(BACKGROUND_AFTER);
+                drop(self.progress.idle.wait_timeout(l, pause).unwrap_or_else(|e| e.into_inner()));
             }
             self.poll_as_leader(None);
         }
