@@ -19,6 +19,13 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::MutexGuard;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: this thread's writes stop after their data, before their sums, as a
+    /// daemon killed there would.
+    pub(crate) static CUT_BEFORE_SUMS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// How one process reads and writes local files: their regions' locks, and what
 /// its log lines and hole cuts need.
 pub struct Access {
@@ -155,8 +162,14 @@ impl Access {
                 *ok = self.block_matches(f, file_id, blk, old_len, &mut buf)?;
             }
         }
-        Self::unsum(f, spans, old_len)?;
+        // The blocks whose old bytes stay and matched their sums lose the sums until
+        // the new ones are stored (`unsum`).
+        Self::unsum(f, edges.iter().filter(|(&blk, &ok)| ok && !renewed(blk)).map(|(&blk, _)| blk))?;
         let n = Self::write_spans(&f.data, spans, data)?;
+        #[cfg(test)]
+        if CUT_BEFORE_SUMS.with(|c| c.get()) {
+            return Ok(n); // a daemon killed here
+        }
         let mut new_sums: BTreeMap<u64, u64> = whole.into_iter().filter(|(blk, _)| !edges.contains_key(blk)).collect();
         let len_now = f.data.metadata().map_err(errno)?.len();
         for (&blk, &ok) in &edges {
@@ -171,29 +184,28 @@ impl Access {
         Ok(n)
     }
 
-    /// Takes the sums off the blocks that hold bytes already and that `spans` will
-    /// change, before the data is written: a daemon killed between its data and
-    /// its sums leaves those blocks unverified (sum 0) rather than failing their
-    /// check, which would make the bytes of earlier, acknowledged writes in them
-    /// unreadable (an append's last block). The new sums are stored after the
-    /// data. A poisoned block keeps its mark.
-    pub(crate) fn unsum(f: &Local, spans: &[Span], old_len: u64) -> Res<()> {
-        if old_len == 0 {
-            return Ok(());
+    /// Takes the sums off `blocks` (a write's partly covered blocks whose old
+    /// bytes stay and matched their sums) before the data is written: a daemon
+    /// killed between its data and its sums then leaves them unverified (sum 0)
+    /// rather than failing their check, which would make the earlier, acknowledged
+    /// bytes in them unreadable (an append's last block). The new sums are stored
+    /// after the data. Blocks the write covers whole hold no earlier bytes: a kill
+    /// there leaves the write's own, unacknowledged range failing its check, as a
+    /// torn write. A corrupt block keeps its sum (and is poisoned after).
+    pub(crate) fn unsum(f: &Local, blocks: impl Iterator<Item = u64>) -> Res<()> {
+        let mut run: Option<(u64, usize)> = None;
+        for blk in blocks {
+            run = match run {
+                Some((first, n)) if first + n as u64 == blk => Some((first, n + 1)),
+                Some((first, n)) => {
+                    sums::write_sums(&f.sums, first, &vec![0; n]).map_err(errno)?;
+                    Some((blk, 1))
+                }
+                None => Some((blk, 1)),
+            };
         }
-        let old_last = (old_len - 1) / sums::SUM_BLOCK_BYTES as u64;
-        for s in spans.iter().filter(|s| s.len > 0) {
-            let (first, last) = sums::blocks(s.offset, s.offset + s.len as u64);
-            if first > old_last {
-                continue;
-            }
-            let last = last.min(old_last);
-            let stored = sums::read_sums(&f.sums, first, last).map_err(errno)?;
-            if stored.iter().all(|&v| v == 0) {
-                continue;
-            }
-            let cleared: Vec<u64> = stored.iter().map(|&v| if v == sums::POISONED { v } else { 0 }).collect();
-            sums::write_sums(&f.sums, first, &cleared).map_err(errno)?;
+        if let Some((first, n)) = run {
+            sums::write_sums(&f.sums, first, &vec![0; n]).map_err(errno)?;
         }
         Ok(())
     }

@@ -860,27 +860,30 @@ mod tests {
         s.read(file_id, &[Span { offset, len }], &mut out).map(|_| out)
     }
 
-    /// A daemon killed after a write's data and before its sums (simulated: the
-    /// write's first step, then its bytes put in place, and no sums): the block's
-    /// earlier, acknowledged bytes read back (unverified) instead of failing their
-    /// check, and a poisoned block stays poisoned. Without the first step the read
-    /// fails with EUCLEAN.
+    /// A daemon killed after a write's data and before its sums: the earlier,
+    /// acknowledged bytes of the block an append changed read back (unverified)
+    /// instead of failing their check; a block that was corrupt before such a
+    /// write still fails its reads. Without `unsum` the first read fails with
+    /// EUCLEAN.
     #[test]
     fn a_write_cut_between_data_and_sums_leaves_earlier_bytes_readable() {
+        use crate::chunk_file::CUT_BEFORE_SUMS;
         let d = tempfile::tempdir().unwrap();
         let s = ChunkStore::open(d.path()).unwrap();
         let first = bytes(6000, 3);
         s.write(9, &[Span { offset: 0, len: 6000 }], &first).unwrap();
-        let f = s.file(9, false).unwrap().unwrap();
-        let append = Span { offset: 6000, len: 1000 };
-        crate::chunk_file::Access::unsum(&f, &[append], 6000).unwrap();
-        f.data.write_all_at(&bytes(1000, 4), 6000).unwrap();
+        CUT_BEFORE_SUMS.with(|c| c.set(true));
+        s.write(9, &[Span { offset: 6000, len: 1000 }], &bytes(1000, 4)).unwrap();
+        CUT_BEFORE_SUMS.with(|c| c.set(false));
         let back = read(&s, 9, 0, 7000).unwrap();
         assert_eq!(&back[..6000], &first[..], "the acknowledged bytes read back");
-        // A poisoned block keeps its mark through the first step.
-        sums::write_sums(&f.sums, 0, &[sums::POISONED]).unwrap();
-        crate::chunk_file::Access::unsum(&f, &[Span { offset: 0, len: 10 }], 7000).unwrap();
-        assert_eq!(sums::read_sums(&f.sums, 0, 1).unwrap(), vec![sums::POISONED, 0]);
+        // Corrupt before a cut write into its block: still refused.
+        s.write(10, &[Span { offset: 0, len: 6000 }], &first).unwrap();
+        flip(&s, 10, 5000);
+        CUT_BEFORE_SUMS.with(|c| c.set(true));
+        s.write(10, &[Span { offset: 6000, len: 1000 }], &bytes(1000, 4)).unwrap();
+        CUT_BEFORE_SUMS.with(|c| c.set(false));
+        assert_eq!(read(&s, 10, 4096, 100), Err(libc::EUCLEAN));
     }
 
     /// A flipped bit is never served: a read of any range that touches its block
