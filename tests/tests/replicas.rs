@@ -213,11 +213,15 @@ struct HeldRoot {
 }
 
 impl HeldRoot {
+    /// Takes the lock once the killed daemon has let go of it: its main thread
+    /// shows as a zombie (what `kill9` waits for) while its other threads may still
+    /// be exiting with the descriptor table, and the lock, in hand.
     fn take(root: &std::path::Path) -> HeldRoot {
         use std::os::unix::io::AsRawFd;
         let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(root.join("lock")).unwrap();
         // SAFETY: flock on a descriptor this test owns.
-        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0, "lock of {root:?}");
+        let taken = || unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        assert!(gust_e2e::wait_until(Duration::from_secs(10), taken), "lock of {root:?} not let go");
         HeldRoot { _file: f }
     }
 }
