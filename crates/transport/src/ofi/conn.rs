@@ -131,6 +131,11 @@ impl Conn {
         clock().saturating_sub(self.heard_ms.load(Ordering::Relaxed)) < d.as_millis() as u64
     }
 
+    /// Marks this connection as waiting for its turn (true if it was not yet).
+    pub(super) fn want_turn(&self) -> bool {
+        !self.wants_turn.swap(true, Ordering::AcqRel)
+    }
+
     /// Whether bytes (or the end of the stream) wait to be read.
     pub fn readable_now(&self) -> bool {
         lock(&self.inbox).readable()
@@ -222,11 +227,4 @@ pub(super) fn wait_until<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>, until: Optio
 /// Whether a wait's `deadline` has passed.
 pub(super) fn past(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
-}
-
-impl Conn {
-    /// Marks this connection as waiting for its turn (true if it was not yet).
-    pub(super) fn want_turn(&self) -> bool {
-        !self.wants_turn.swap(true, Ordering::AcqRel)
-    }
 }

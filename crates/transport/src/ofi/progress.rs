@@ -18,7 +18,7 @@ use super::ffi::Event;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The longest one poll waits on the queue: a leader whose connection's deadline
@@ -51,8 +51,6 @@ impl Lead {
 /// An endpoint's turn-taking.
 pub(super) struct Progress {
     lead: Mutex<Lead>,
-    /// The background thread waits here (timed: nothing notifies it).
-    idle: Condvar,
 }
 
 impl Progress {
@@ -64,7 +62,6 @@ impl Progress {
                 queue: VecDeque::new(),
                 last_release: Instant::now(),
             }),
-            idle: Condvar::new(),
         }
     }
 }
@@ -211,8 +208,9 @@ impl Fabric {
                     l.background = true;
                     break;
                 }
-                let pause = BACKGROUND_AFTER.saturating_sub(idle_for).max(BACKGROUND_AFTER);
-                drop(self.progress.idle.wait_timeout(l, pause).unwrap_or_else(|e| e.into_inner()));
+                // Nothing wakes it: it looks again after BACKGROUND_AFTER.
+                drop(l);
+                std::thread::sleep(BACKGROUND_AFTER);
             }
             self.poll_as_leader(None);
         }
