@@ -229,7 +229,10 @@ impl TestHosts {
         let up = crate::wait_until(Duration::from_secs(30), || {
             gust_hosts::HostsFile::load(&hosts).map(|h| h.is_complete(n as usize)).unwrap_or(false)
         });
-        assert!(up, "daemons did not register; logs in {}", self.dir.path().display());
+        if !up {
+            let logs: String = (0..self.hosts).map(|i| format!("\n--- daemon {i}:\n{}", self.daemon_log(i))).collect();
+            panic!("daemons did not register within 30 s{logs}");
+        }
     }
 }
 

@@ -34,6 +34,7 @@
 use super::conn::{lock, Conn, Inbox};
 use super::ffi::{AddrKind, Event, RawEndpoint};
 use super::progress::Progress;
+use super::shm;
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -161,6 +162,8 @@ pub struct Fabric {
     /// progress thread, and shares its sockets with the parent.
     pid: u32,
     name: Vec<u8>,
+    /// shm: the lock that tells sweepers the region is in use (shm.rs).
+    _region: Option<nix::fcntl::Flock<std::fs::File>>,
     piece: usize,
     routes: Mutex<Routes>,
     /// Connections accepted and not yet taken; None while nothing listens.
@@ -178,9 +181,17 @@ impl Fabric {
     pub fn open(provider: &str, node: Option<&str>) -> io::Result<Arc<Fabric>> {
         // shm's completion queues spin when waited on (a core per idle process):
         // polled instead, with a backoff.
-        let ep = RawEndpoint::open(provider, node, !provider.split(';').any(|p| p == "shm"))?;
+        let shm = shm::is_shm(provider);
+        let named = if shm && node.is_none() {
+            shm::sweep_stale();
+            Some(shm::node_name())
+        } else {
+            None
+        };
+        let ep = RawEndpoint::open(provider, node.or(named.as_deref()), !shm)?;
         let waits = ep.waits();
         let name = ep.name()?;
+        let region = if shm { shm::hold(&super::decode(ep.addr_kind(), &name)) } else { None };
         let piece = (ep.max_msg() as usize).saturating_sub(HEADER_BYTES).clamp(1, PIECE_BYTES_MAX);
         let buffers =
             (0..RECV_BUFFERS).map(|_| RecvBuffer(UnsafeCell::new(vec![0u8; piece + HEADER_BYTES].into()))).collect();
@@ -192,6 +203,7 @@ impl Fabric {
             next_keepalive: Mutex::new(Instant::now()),
             pid: std::process::id(),
             name,
+            _region: region,
             piece,
             routes: Mutex::default(),
             accepts: Mutex::new(None),

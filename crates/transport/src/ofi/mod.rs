@@ -23,6 +23,7 @@ pub mod fabric;
 pub mod ffi;
 mod keepalive;
 mod progress;
+mod shm;
 
 use crate::Stream;
 use conn::Conn;
