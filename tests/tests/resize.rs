@@ -57,10 +57,17 @@ fn check_all(c: &Client, files: usize, when: &str) {
 
 /// Runs `gust ARGS` and returns its JSON summary (stdout), asserting success.
 fn resize(inst: &Instance, args: &[&str]) -> serde_json::Value {
+    resize_said(inst, args).0
+}
+
+/// `resize`, and what the command said on stderr.
+fn resize_said(inst: &Instance, args: &[&str]) -> (serde_json::Value, String) {
     let out = inst.gust(args);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "gust {args:?} failed: {err}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("gust {args:?} printed no summary ({e}): {err}"))
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("gust {args:?} printed no summary ({e}): {err}"));
+    (v, err)
 }
 
 fn n(v: &serde_json::Value, key: &str) -> f64 {
@@ -495,12 +502,10 @@ fn the_placement_changes_while_the_instance_runs() {
     let used_after = used(&c);
     assert!(used_after[2] > 1.5 * used_before[2], "daemon 2's usage, before {used_before:?}, after {used_after:?}");
 
-    // Refused, with the reason: the same placement, local placement, a grow of a
-    // capacity instance.
+    // Refused, with the reason: the same placement, local placement.
     for (args, says) in [
         (vec!["tune", "--placement", "capacity"], "already"),
         (vec!["tune", "--placement", "local"], "local placement"),
-        (vec!["expand", "--local", "1"], "only wide placement moves"),
     ] {
         let out = inst.gust(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -513,4 +518,42 @@ fn the_placement_changes_while_the_instance_runs() {
     let again = share(&stored_bytes(&inst));
     assert!(again.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.06), "wide again: equal shares, {again:?}");
     eprintln!("shares of chunk bytes: wide {before:.3?}, capacity {weighted:.3?}, wide again {again:.3?}");
+}
+
+/// A capacity-placed instance grows and shrinks: a daemon joining with twice the
+/// others' capacity takes half of the chunks (weighted rendezvous hashing moves
+/// chunks only to it) and a third of the records (metadata is jump-hashed), sent
+/// by a first pass; every file reads back; the shrink moves exactly those back.
+#[test]
+fn a_capacity_placed_instance_grows_and_shrinks() {
+    let inst =
+        Instance::start_with(2, &["--chunk-size", CHUNK, "--placement", "capacity", "--declare-capacity", "256MiB"]);
+    let c = inst.client();
+    let files = 900;
+    write_all(&c, files);
+    let records = (files + 11) as f64;
+    let chunks: f64 = (0..files).map(|i| content(i).len().div_ceil(16 << 10) as f64).sum();
+    let share = |b: &[f64]| -> Vec<f64> { b.iter().map(|x| x / b.iter().sum::<f64>()).collect() };
+
+    let (grown, said) = resize_said(&inst, &["expand", "--local", "1", "--declare-capacity", "512MiB"]);
+    assert_eq!((n(&grown, "daemons"), grown["placement"].as_str()), (3.0, Some("capacity")), "{grown}");
+    assert!(!said.contains("its copy sends"), "a first pass ran on every daemon: {said}");
+    assert!(n(&grown, "first_pass_seconds") > 0.0, "{grown}");
+    let (fr, fc) = (n(&grown, "records_moved") / records, n(&grown, "chunks_moved") / chunks);
+    assert!((fr - 1.0 / 3.0).abs() < 5.0 * (2.0 / 9.0 / records).sqrt(), "moved {fr:.3} of the records: {grown}");
+    assert!((fc - 0.5).abs() < 5.0 * (0.25 / chunks).sqrt(), "moved {fc:.3} of the chunks: {grown}");
+    assert_eq!(inst.hosts_file().daemons[2].capacity_bytes, Some(512 << 20));
+    let weighted = share(&stored_bytes(&inst));
+    for (s, want) in weighted.iter().zip([0.25, 0.25, 0.5]) {
+        assert!((s - want).abs() < 0.06, "shares {weighted:?}, want 1:1:2");
+    }
+    check_all(&c, files, "after the capacity grow");
+    check_all(&inst.client(), files, "after the capacity grow, new client");
+
+    let shrunk = resize(&inst, &["shrink", "--count", "1"]);
+    assert_eq!(n(&shrunk, "chunks_moved"), n(&grown, "chunks_moved"), "{shrunk} after {grown}");
+    assert_eq!(n(&shrunk, "records_moved"), n(&grown, "records_moved"), "{shrunk} after {grown}");
+    check_all(&c, files, "after the capacity shrink");
+    let even = share(&stored_bytes(&inst));
+    assert!(even.iter().all(|s| (s - 0.5).abs() < 0.06), "two equal daemons again: {even:?}");
 }

@@ -633,20 +633,22 @@ fn launch(
     Ok(())
 }
 
-/// Starts more daemons for an instance that runs (`gust expand`), as `launch`.
+/// Starts more daemons for an instance that runs (`gust expand`), as `launch`;
+/// `capacities` as `--declare-capacity` (one for all, or by daemon id).
 pub(crate) fn launch_more(
     plan: &[(u32, PathBuf, String)],
     mountdir: &str,
     hosts_path: &Path,
     log_dir: &Path,
     timeout_s: u64,
+    capacities: Vec<u64>,
 ) -> Result<(), String> {
     let options = DaemonOptions {
         tuning: Vec::new(),
         metrics: None,
         events_cap: None,
         trace: Vec::new(),
-        capacities: Vec::new(),
+        capacities,
         joining: true,
     };
     launch(plan, mountdir, hosts_path, log_dir, timeout_s, true, &options)

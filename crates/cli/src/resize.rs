@@ -51,6 +51,10 @@ pub struct ExpandArgs {
     /// Seconds to wait for the new daemons to answer.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// Declare the new daemons' capacity, one size for all or one per new daemon
+    /// (as `gust start --declare-capacity`): capacity placement weighs them by it.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', value_parser = crate::parse_size)]
+    pub declare_capacity: Vec<u64>,
 }
 
 #[derive(Args)]
@@ -87,12 +91,12 @@ fn check(h: &HostsFile, resume: bool) -> Result<(), String> {
     if h.replicas > 1 {
         return Err("an instance with --replicas above 1 cannot grow or shrink yet (docs/DESIGN.md)".into());
     }
-    // (A move under way may be a change of placement: it resumes whatever it is.)
-    if h.placement != Placement::Wide && !resume {
-        return Err(format!(
-            "placement {} cannot grow or shrink yet: only wide placement moves (docs/DESIGN.md)",
-            h.placement.name()
-        ));
+    if h.placement == Placement::Local {
+        return Err(
+            "placement local cannot grow or shrink: a file's chunks live on the daemon of its creator's node, \
+             which no move changes (docs/DESIGN.md)"
+                .into(),
+        );
     }
     check_where(h)
 }
@@ -155,13 +159,24 @@ pub fn expand(a: ExpandArgs) -> Result<(), String> {
         plan.push((i, droot, "127.0.0.1:0".to_string()));
     }
     let log_dir = p.parent().map(Path::to_path_buf).unwrap_or_else(|| data_dir.clone());
-    if let Err(e) = crate::instance::launch_more(&plan, &h.mountdir, &p, &log_dir, a.timeout) {
+    let capacities = new_capacities(&a.declare_capacity, n, add)?;
+    if let Err(e) = crate::instance::launch_more(&plan, &h.mountdir, &p, &log_dir, a.timeout, capacities) {
         // The instance goes on as it was: the daemons that did start leave again.
         let c = Client::open_instance(&p, ClientOptions::default()).ok();
         send_away_joining(c.as_ref(), &p, n)?;
         return Err(format!("{e}; the instance goes on with its {n} daemons"));
     }
     drive(&p, Some(n + add), None)
+}
+
+/// `--declare-capacity` of `add` daemons joining `n`, by daemon id (one size: for
+/// all of them).
+fn new_capacities(sizes: &[u64], n: u32, add: u32) -> Result<Vec<u64>, String> {
+    match sizes.len() {
+        0 | 1 => Ok(sizes.to_vec()),
+        k if k == add as usize => Ok(std::iter::repeat_n(0, n as usize).chain(sizes.iter().copied()).collect()),
+        k => Err(format!("--declare-capacity lists {k} sizes for {add} new daemons (give one for all, or one each)")),
+    }
 }
 
 pub fn shrink(a: ShrinkArgs) -> Result<(), String> {
@@ -571,7 +586,11 @@ fn expand_remote(a: &ExpandArgs, p: &Path, h: &HostsFile, method: launcher::Meth
         auto_storage: None,
         timeout: Duration::from_secs(a.timeout),
         gust_exe: std::env::current_exe().map_err(|e| format!("cannot find the gust binary: {e}"))?,
-        daemon_options: Vec::new(),
+        daemon_options: match a.declare_capacity[..] {
+            [] => Vec::new(),
+            [c] => vec!["--capacity".to_string(), c.to_string()],
+            _ => return Err("--declare-capacity: on other nodes give one size, for every new daemon".into()),
+        },
         restart: None,
         join: Some((h.clone(), secret)),
     };

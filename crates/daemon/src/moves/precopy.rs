@@ -26,8 +26,8 @@ use super::copy::{batches, destination, read_chunk, send_records, write_chunk, P
 use super::sent::{self, Log, Sent};
 use super::{errno_text, Peers};
 use crate::state::State;
-use gust_hosts::{HostsFile, Placement};
-use gust_placement::{Distributor, WideStriping};
+use gust_hosts::HostsFile;
+use gust_placement::Distributor;
 use gust_proto::Span;
 use gust_store::metadata::RawRecord;
 use std::collections::BTreeMap;
@@ -46,19 +46,20 @@ pub(super) fn run(state: &State, hosts: &HostsFile, generation: u32) -> (Sent, R
 }
 
 fn pass(state: &State, hosts: &HostsFile, sent: &mut Sent) -> Result<(), String> {
-    if hosts.placement != Placement::Wide {
-        return Err(format!("placement {} has no first pass", hosts.placement.name()));
-    }
     let started = Instant::now();
     let n = hosts.daemons.len() as u32;
-    let target = WideStriping::new(n);
+    // The layout over every listed daemon (wide or capacity; a local placement
+    // does not move).
+    let mut all = hosts.clone();
+    all.placed = Some(n);
+    let target = super::distributor(&all)?;
     sent.layout = n;
     let placed = hosts.placed_count();
     let path = sent::log_path(&state.rootdir);
     let mut log = Log::create(&path, sent.generation).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     state.chunks.track_changes();
     let mut peers = Peers::new(hosts, &state.secret);
-    let mut w = Walk { state, target: &target, placed, peers: &mut peers, log: &mut log, sent, pace: Pace::new() };
+    let mut w = Walk { state, target: &*target, placed, peers: &mut peers, log: &mut log, sent, pace: Pace::new() };
     w.records()?;
     w.chunks(hosts.chunk_size_bytes)?;
     w.log.flush().map_err(log_err)?;
