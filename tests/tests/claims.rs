@@ -277,3 +277,66 @@ fn a_daemon_paused_past_a_lease_still_recalls_a_claim() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     assert_eq!(common::get(&b, "/d/second"), b"queued", "a file whose create returned before the pause");
 }
+
+/// Kills daemon `d`, makes a path operation of `a` (which sends what `a` deferred)
+/// while it is down, and starts it again once `a` tried to send.
+fn kill_while_deferred(inst: &Instance, a: &'static Client, d: u32) {
+    let tried_before = a.deferred_resends();
+    // SAFETY: a signal to a daemon this test started.
+    unsafe { libc::kill(inst.daemon_pid(d) as i32, libc::SIGKILL) };
+    assert!(gust_e2e::wait_until(std::time::Duration::from_secs(10), || inst.daemon_gone(d)));
+    let looker = std::thread::spawn(move || a.stat("/").map(|_| ()));
+    let tried = gust_e2e::wait_until(std::time::Duration::from_secs(20), || a.deferred_resends() > tried_before);
+    assert!(tried, "the next path operation sent the queue to the daemon that is down, and sends it again");
+    inst.restart_daemon(d);
+    looker.join().unwrap().expect("the stat after the queue");
+    // A failed deferred change would be reported by the next close.
+    let fd = a.open("/", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+    assert_eq!(a.close(fd).map_err(|e| e.0), Ok(()), "nothing deferred failed");
+}
+
+/// What a process deferred under a claim reaches the claim's daemon after it was
+/// killed and started again: queued unlinks, then queued creates, sent at the
+/// process's next path operation while the daemon is down, go again until it
+/// answers (deferred.rs). Before, they failed at once: the process's own stat
+/// found the files it had unlinked, and missed those it had made.
+#[test]
+fn what_was_deferred_reaches_a_daemon_killed_and_started_again() {
+    let inst = Instance::start(2);
+    let a = inst.claiming_client(ClientOptions::default());
+    let b = &inst.client();
+    claim_dir(a, "/k");
+    let d = a.record_holders("/k/first")[0];
+    let more = names_with_daemon_of(a, "/k", "/k/first", 3);
+    for p in &more {
+        let fd = a.open_deferred(p, libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        a.close(fd).unwrap();
+    }
+    // Sends those creates; their batch's reply grants the records.
+    a.stat("/k").unwrap();
+    let before = common::daemon_requests(b);
+    for p in &more {
+        a.unlink(p).unwrap();
+    }
+    assert_eq!(common::daemon_requests(b), before, "the unlinks wait in the process");
+    kill_while_deferred(&inst, a, d);
+    for p in &more {
+        assert_eq!(common::errno_of(a.stat(p)), libc::ENOENT, "{p}: this process's own stat after its unlink");
+        assert_eq!(common::errno_of(b.stat(p)), libc::ENOENT, "{p}: another process's stat");
+    }
+
+    claim_dir(a, "/m");
+    let d = a.record_holders("/m/first")[0];
+    let made = names_with_daemon_of(a, "/m", "/m/first", 3);
+    let before = common::daemon_requests(b);
+    for p in &made {
+        let fd = a.open_deferred(p, libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        assert_eq!(a.write(fd, p.as_bytes()).unwrap(), p.len());
+        a.close(fd).unwrap();
+    }
+    assert_eq!(common::daemon_requests(b), before, "the creates wait in the process");
+    kill_while_deferred(&inst, a, d);
+    for p in &made {
+        assert_eq!(common::get(b, p), p.as_bytes(), "{p}");
+    }
+}

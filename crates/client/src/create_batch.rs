@@ -83,6 +83,9 @@ pub(crate) struct CreateBatch {
     queued: AtomicUsize,
     failed: Mutex<Vec<(String, Errno)>>,
     failed_count: AtomicUsize,
+    /// Rounds in which a deferred batch went again (deferred.rs), creates and
+    /// removes: `Client::deferred_resends`.
+    pub(crate) resends: AtomicUsize,
 }
 
 impl CreateBatch {
@@ -207,7 +210,22 @@ impl Client {
         if items.is_empty() {
             return;
         }
-        // Per daemon, in the order they were queued.
+        let mut resend = crate::deferred::Resend::new();
+        let mut items = items;
+        // Its requests are not those of the operation that sends the queue.
+        crate::layout::apart(|| loop {
+            items = self.send_creates(items, &mut resend);
+            if items.is_empty() {
+                return;
+            }
+            resend.pause(self);
+        })
+    }
+
+    /// One round of `flush_creates`: `items` to their metadata daemons, one
+    /// request per daemon, in the order they were queued. Returns those that go
+    /// again (deferred.rs).
+    fn send_creates(&self, items: Vec<Queued>, resend: &mut crate::deferred::Resend) -> Vec<Queued> {
         let mut by_daemon: BTreeMap<u32, Vec<Queued>> = BTreeMap::new();
         for it in items {
             by_daemon.entry(self.md_daemon(&it.path)).or_default().push(it);
@@ -225,10 +243,15 @@ impl Client {
             .collect();
         let tickets: Vec<_> = groups.iter().map(|(d, _)| self.lookup_ticket(*d)).collect();
         let answers = self.transport.batch(calls);
+        let mut again = Vec::new();
         for (i, ((daemon, group), answer)) in groups.into_iter().zip(answers).enumerate() {
             let errnos: Vec<i32> = match answer {
                 Ok((Response::Staged(outs), _)) if outs.len() == group.len() => outs.iter().map(|o| o.errno).collect(),
                 Ok(_) => vec![libc::EIO; group.len()],
+                Err(e) if resend.goes_again(self, e) => {
+                    again.extend(group);
+                    continue;
+                }
                 Err(Errno(e)) => vec![e; group.len()],
             };
             // Granted (all of them made): this process knows them, data and all.
@@ -241,6 +264,8 @@ impl Client {
             for (it, errno) in group.into_iter().zip(errnos) {
                 let r = match errno {
                     0 => Ok(()),
+                    // Sent again: made by the first send, whose answer was lost.
+                    libc::EEXIST if resend.again && self.made_by(&it) => Ok(()),
                     libc::EEXIST if !it.exclusive => self.create_over_existing(&it),
                     e => Err(Errno(e)),
                 };
@@ -249,6 +274,12 @@ impl Client {
                 }
             }
         }
+        again
+    }
+
+    /// Whether the file at `it`'s path is the one `it` creates.
+    fn made_by(&self, it: &Queued) -> bool {
+        self.get_stored_record(&it.path).is_ok_and(|r| r.file_id == it.record.file_id)
     }
 
     /// A queued non-exclusive create found its path taken: what its open would have

@@ -28,6 +28,16 @@ pub(crate) fn note_served() {
     SERVED.with(|s| s.set(true));
 }
 
+/// Runs `f`, whose requests are not part of this thread's operation (what the
+/// process deferred, sent before it): served, they do not keep the operation
+/// from running again under a new layout.
+pub(crate) fn apart<T>(f: impl FnOnce() -> T) -> T {
+    let outer = SERVED.with(|s| s.get());
+    let r = f();
+    SERVED.with(|s| s.set(outer));
+    r
+}
+
 /// Whether a placement spills chunks to the next daemon when one is full (its
 /// readers look past a hole there: daemons and short-circuit reads cut spans at
 /// holes).

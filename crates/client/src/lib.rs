@@ -40,6 +40,7 @@ mod cache;
 mod claims;
 mod create_batch;
 mod credentials;
+mod deferred;
 mod ec;
 mod error;
 mod events;

@@ -134,6 +134,21 @@ impl Client {
         let taken = self.removes.queue.take_and(|| self.removes.count.store(0, Ordering::Release));
         // None: inherited from the parent, which sends them.
         let Some(Queue { paths, .. }) = taken else { return };
+        let mut resend = crate::deferred::Resend::new();
+        let mut paths = paths;
+        // Its requests are not those of the operation that sends the queue.
+        crate::layout::apart(|| loop {
+            paths = self.send_removes(paths, &mut resend);
+            if paths.is_empty() {
+                return;
+            }
+            resend.pause(self);
+        })
+    }
+
+    /// One round of `flush_removes`: `paths` to their metadata daemons. Returns
+    /// those that go again (deferred.rs).
+    fn send_removes(&self, paths: Vec<String>, resend: &mut crate::deferred::Resend) -> Vec<String> {
         let mut by_daemon: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         for p in paths {
             by_daemon.entry(self.md_daemon(&p)).or_default().push(p);
@@ -147,15 +162,22 @@ impl Client {
             .map(|(d, ps)| Call { daemon: *d, req: Request::RemoveBatch { paths: ps.clone() }, bulk: Vec::new() })
             .collect();
         let answers = self.transport.batch(calls);
+        let mut again = Vec::new();
         for ((_, ps), answer) in groups.into_iter().zip(answers) {
             let outcomes: Vec<RemoveOutcome> = match answer {
                 Ok((Response::RemovedBatch(outs), _)) if outs.len() == ps.len() => outs,
                 Ok(_) => vec![RemoveOutcome::Failed(libc::EIO); ps.len()],
+                Err(e) if resend.goes_again(self, e) => {
+                    again.extend(ps);
+                    continue;
+                }
                 Err(Errno(e)) => vec![RemoveOutcome::Failed(e); ps.len()],
             };
             for (p, out) in ps.into_iter().zip(outcomes) {
                 let r = match out {
                     RemoveOutcome::Removed { record, inline } => self.name_removed(&record, inline),
+                    // Sent again: removed by the first send, whose answer was lost.
+                    RemoveOutcome::Failed(libc::ENOENT) if resend.again => Ok(()),
                     RemoveOutcome::Failed(e) => Err(Errno(e)),
                 };
                 if let Err(e) = r {
@@ -163,5 +185,6 @@ impl Client {
                 }
             }
         }
+        again
     }
 }
