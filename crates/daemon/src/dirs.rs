@@ -53,7 +53,7 @@ impl DirTable {
 
     /// One request in directory `dir`.
     pub fn note(&self, dir: &str) {
-        let h = xxhash_rust::xxh3::xxh3_64(dir.as_bytes()) | 1;
+        let h = twox_hash::XxHash3_64::oneshot(dir.as_bytes()) | 1;
         let base = (h >> 1) as usize % DIR_SLOTS;
         for i in 0..PROBES {
             let s = &self.slots[(base + i) % DIR_SLOTS];

@@ -334,7 +334,7 @@ pub(crate) fn hash(state: &State, items: Vec<StageHash>) -> Res<Response> {
 }
 
 fn hash_one(state: &State, i: &StageHash) -> Res<Vec<u64>> {
-    use xxhash_rust::xxh3::xxh3_64;
+    use twox_hash::XxHash3_64;
     let mut out = Vec::with_capacity(i.spans.len());
     match &i.source {
         HashSource::Chunks(file_id) => {
@@ -342,7 +342,7 @@ fn hash_one(state: &State, i: &StageHash) -> Res<Vec<u64>> {
             for s in &i.spans {
                 state.chunks.read(*file_id, std::slice::from_ref(s), &mut buf)?;
                 buf.resize(s.len as usize, 0); // holes and a short local file are zeros
-                out.push(xxh3_64(&buf));
+                out.push(XxHash3_64::oneshot(&buf));
             }
         }
         HashSource::Inline(path) => {
@@ -357,7 +357,7 @@ fn hash_one(state: &State, i: &StageHash) -> Res<Vec<u64>> {
             for s in &i.spans {
                 let start = (s.offset as usize).min(data.len());
                 let end = (s.offset as usize).saturating_add(s.len as usize).min(data.len());
-                out.push(xxh3_64(&data[start..end]));
+                out.push(XxHash3_64::oneshot(&data[start..end]));
             }
         }
         HashSource::External(p) => {
@@ -376,7 +376,7 @@ fn hash_one(state: &State, i: &StageHash) -> Res<Vec<u64>> {
                     }
                 }
                 buf.truncate(done);
-                out.push(xxh3_64(&buf));
+                out.push(XxHash3_64::oneshot(&buf));
             }
         }
     }

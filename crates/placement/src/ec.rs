@@ -17,7 +17,7 @@
 //! (the client's replica groups), so that they survive what the data survives.
 
 use crate::{chunk_hash, jump_hash, Distributor};
-use xxhash_rust::xxh3::xxh3_64;
+use twox_hash::XxHash3_64;
 
 /// Bounds on K and M (`gust start --ec K+M`): a stripe's cells are distinct
 /// daemons, and the codes (gust-ec) take up to 255 cells.
@@ -124,7 +124,7 @@ impl Distributor for ErasureCoded {
         self.daemons
     }
     fn locate_metadata(&self, path: &str) -> u32 {
-        jump_hash(xxh3_64(path.as_bytes()), self.daemons)
+        jump_hash(XxHash3_64::oneshot(path.as_bytes()), self.daemons)
     }
     fn locate_chunk(&self, file_id: u128, chunk: u64) -> u32 {
         let k = self.code.k as u64;

@@ -21,7 +21,7 @@ pub mod local;
 pub use capacity::CapacityWeighted;
 pub use ec::ErasureCoded;
 pub use local::NodeLocal;
-use xxhash_rust::xxh3::xxh3_64;
+use twox_hash::XxHash3_64;
 
 /// Default chunk size: 512 KiB, as in GekkoFS.
 pub const CHUNK_SIZE_BYTES_DEFAULT: u64 = 512 * 1024;
@@ -191,7 +191,7 @@ pub fn chunk_hash(file_id: u128, chunk: u64) -> u64 {
     let mut buf = [0u8; 24];
     buf[..16].copy_from_slice(&file_id.to_le_bytes());
     buf[16..].copy_from_slice(&chunk.to_le_bytes());
-    xxh3_64(&buf)
+    XxHash3_64::oneshot(&buf)
 }
 
 impl Distributor for WideStriping {
@@ -199,7 +199,7 @@ impl Distributor for WideStriping {
         self.daemons
     }
     fn locate_metadata(&self, path: &str) -> u32 {
-        jump_hash(xxh3_64(path.as_bytes()), self.daemons)
+        jump_hash(XxHash3_64::oneshot(path.as_bytes()), self.daemons)
     }
     fn locate_chunk(&self, file_id: u128, chunk: u64) -> u32 {
         jump_hash(chunk_hash(file_id, chunk), self.daemons)
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn jump_hash_is_in_range_and_stable_under_growth() {
-        let keys: Vec<u64> = (0..10_000u64).map(|i| xxh3_64(&i.to_le_bytes())).collect();
+        let keys: Vec<u64> = (0..10_000u64).map(|i| XxHash3_64::oneshot(&i.to_le_bytes())).collect();
         for n in 1..20u32 {
             let mut moved = 0;
             for &k in &keys {
@@ -259,7 +259,7 @@ mod tests {
         let n = 8;
         let mut counts = vec![0u32; n as usize];
         for i in 0..80_000u64 {
-            counts[jump_hash(xxh3_64(&i.to_le_bytes()), n) as usize] += 1;
+            counts[jump_hash(XxHash3_64::oneshot(&i.to_le_bytes()), n) as usize] += 1;
         }
         for c in counts {
             assert!((9_000..11_000).contains(&c), "uneven: {c}");

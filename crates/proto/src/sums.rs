@@ -6,7 +6,7 @@
 //! whole block has the sum the daemon stores for that block, so the daemon checks
 //! those at no extra cost; it hashes only the pieces at a span's unaligned ends.
 
-use xxhash_rust::xxh3::xxh3_64;
+use twox_hash::XxHash3_64;
 
 /// The sum of a block that was corrupt when a write changed part of it (see
 /// gust-store's sums.rs): it matches no bytes.
@@ -14,7 +14,7 @@ pub const POISONED: u64 = u64::MAX;
 
 /// The sum of `bytes`: xxh3-64, never 0 (which stands for "none") nor `POISONED`.
 pub fn sum_of(bytes: &[u8]) -> u64 {
-    match xxh3_64(bytes) {
+    match XxHash3_64::oneshot(bytes) {
         0 => 1,
         POISONED => POISONED - 1,
         s => s,
@@ -53,6 +53,17 @@ mod tests {
         assert_eq!(v, vec![(0, 96), (96, 4096), (4192, 4096), (8288, 1712)]);
         assert_eq!(pieces(8192, 4096).collect::<Vec<_>>(), vec![(0, 4096)]);
         assert_eq!(pieces(5, 0).count(), 0);
+    }
+
+    /// The sums stored on disk are xxh3-64: these values are what the xxhash
+    /// reference gives (and the xxhash-rust crate GustFS used before twox-hash), so
+    /// blocks summed by an older build still check.
+    #[test]
+    fn sums_are_the_reference_xxh3() {
+        let block: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(sum_of(b""), 0x2d06800538d394c2);
+        assert_eq!(sum_of(&block), 0x5d9027c84d5f33f7);
+        assert_eq!(sum_of(&block[..1000]), 0xd1eb8367bf3294e7);
     }
 
     #[test]

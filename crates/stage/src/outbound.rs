@@ -29,7 +29,7 @@ pub(crate) fn partial_name(dest: &str) -> String {
     if name.len() + 12 <= 255 {
         format!("{dir}/.{name}.gust-stage")
     } else {
-        format!("{dir}/.gust-stage-{:016x}", xxhash_rust::xxh3::xxh3_64(name.as_bytes()))
+        format!("{dir}/.gust-stage-{:016x}", twox_hash::XxHash3_64::oneshot(name.as_bytes()))
     }
 }
 

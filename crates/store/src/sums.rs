@@ -29,7 +29,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::{Mutex, MutexGuard};
-use xxhash_rust::xxh3::xxh3_64;
+use twox_hash::XxHash3_64;
 
 pub use gust_proto::SUM_BLOCK_BYTES;
 
@@ -120,7 +120,7 @@ impl Regions {
     }
 
     fn stripe(file_id: u128, region: u64) -> usize {
-        let h = xxh3_64(&[file_id.to_le_bytes().as_slice(), &region.to_le_bytes()].concat());
+        let h = XxHash3_64::oneshot(&[file_id.to_le_bytes().as_slice(), &region.to_le_bytes()].concat());
         (h % STRIPES as u64) as usize
     }
 

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use xxhash_rust::xxh3::Xxh3;
+use twox_hash::XxHash3_128;
 
 /// The log's first bytes, then the generation (u32, little-endian).
 const MAGIC: &[u8; 8] = b"GUSTPRE1";
@@ -54,18 +54,18 @@ impl Sent {
 
 /// The hash a record is compared by: its value and inline data.
 pub fn record_hash(value: &[u8], inline: Option<&[u8]>) -> u128 {
-    let mut h = Xxh3::new();
-    h.update(&(value.len() as u64).to_le_bytes());
-    h.update(value);
+    let mut h = XxHash3_128::new();
+    h.write(&(value.len() as u64).to_le_bytes());
+    h.write(value);
     match inline {
         Some(d) => {
-            h.update(&[1]);
-            h.update(d);
+            h.write(&[1]);
+            h.write(d);
         }
-        None => h.update(&[0]),
+        None => h.write(&[0]),
     }
     // 0 means "maybe not there": never a real hash.
-    h.digest128().max(1)
+    h.finish_128().max(1)
 }
 
 /// Where the log of a daemon's root directory is.

@@ -19,7 +19,7 @@ impl MetadataStore {
     /// Locks the stripes of `keys`, each once, in sorted order.
     pub(crate) fn lock_stripes(&self, keys: &[Vec<u8>]) -> Vec<MutexGuard<'_, ()>> {
         let mut stripes: Vec<usize> =
-            keys.iter().map(|k| xxhash_rust::xxh3::xxh3_64(k) as usize % LOCK_STRIPES).collect();
+            keys.iter().map(|k| twox_hash::XxHash3_64::oneshot(k) as usize % LOCK_STRIPES).collect();
         stripes.sort_unstable();
         stripes.dedup();
         stripes.iter().map(|&i| self.locks[i].lock().unwrap_or_else(|e| e.into_inner())).collect()

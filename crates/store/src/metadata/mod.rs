@@ -168,7 +168,7 @@ impl MetadataStore {
     }
 
     pub(crate) fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        let h = xxhash_rust::xxh3::xxh3_64(key) as usize % LOCK_STRIPES;
+        let h = twox_hash::XxHash3_64::oneshot(key) as usize % LOCK_STRIPES;
         self.locks[h].lock().unwrap_or_else(|e| e.into_inner())
     }
 
