@@ -28,8 +28,10 @@
 //! request's fixed part plus 64 RocksDB writes, and at most 1 MiB of data is held.
 //!
 //! Errors: a queued create that fails at the flush (ENOSPC from a full daemon,
-//! EEXIST for an O_EXCL create whose path appeared meanwhile, a lost daemon) cannot
-//! be reported by its close, which has returned. It is logged on stderr with its path
+//! EEXIST for an O_EXCL create whose path appeared meanwhile, a daemon down for
+//! longer than the RPC timeout: deferred.rs sends a batch again to a daemon not
+//! reached, and under a new layout) cannot be reported by its close, which has
+//! returned. It is logged on stderr with its path
 //! at once and kept, and the next `close` or `fsync` of any descriptor of this
 //! client returns its errno, once (as a page cache reports a write-back error at the
 //! next fsync). A non-exclusive create whose path exists by then is no error: its

@@ -23,9 +23,11 @@
 //! * this process makes any other path operation, forks, execs or exits, or a daemon
 //!   recalls the claim.
 //!
-//! Errors: a queued remove that fails when sent (a lost daemon) cannot be reported by
-//! its unlink, which has returned. It is logged with its path and reported by the
-//! next `close` or `fsync`, as a failed queued create is (create_batch.rs).
+//! Errors: a queued remove that fails when sent cannot be reported by its unlink,
+//! which has returned. A daemon that cannot be reached, or that answers `MOVED`, is
+//! sent the remove again (deferred.rs); what still fails is logged with its path and
+//! reported by the next `close` or `fsync`, as a failed queued create is
+//! (create_batch.rs).
 //!
 //! Not for: directories (rmdir is never deferred), renames.
 
