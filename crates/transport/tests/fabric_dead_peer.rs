@@ -74,24 +74,31 @@ fn regions(prefix: &str) -> Vec<std::path::PathBuf> {
     all.filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).map(|e| e.path()).collect()
 }
 
-#[test]
-fn a_process_that_exits_removes_its_region() {
+/// In the parent with libfabric: an shm listener and a child connected to it
+/// (which exits after a byte if `exits`, else waits to be killed), past its hello.
+fn shm_child(exits: bool) -> Option<(OfiListener, std::process::Child, Box<dyn gust_transport::Stream>)> {
     if std::env::var(CHILD).is_ok() {
-        return;
+        return None;
     }
     if let Some(why) = unavailable() {
         eprintln!("skipping: {why}");
-        return;
+        return None;
     }
     let l = OfiListener::bind(&OfiAddr { provider: "shm".into(), address: "-".into() }).unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture"])
-        .env(CHILD, l.local().to_string())
-        .env(CHILD_EXITS, "1")
-        .spawn()
-        .unwrap();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child", "--nocapture"]).env(CHILD, l.local().to_string());
+    if exits {
+        cmd.env(CHILD_EXITS, "1");
+    }
+    let child = cmd.spawn().unwrap();
     let mut s = l.accept().unwrap();
     s.read_exact(&mut [0u8; 2]).unwrap();
+    Some((l, child, s))
+}
+
+#[test]
+fn a_process_that_exits_removes_its_region() {
+    let Some((_l, mut child, mut s)) = shm_child(true) else { return };
     let made = format!("gust-{}-", child.id());
     assert_eq!(regions(&made).len(), 1, "the child has its region while it runs");
     s.write_all(b"!").unwrap();
@@ -101,21 +108,7 @@ fn a_process_that_exits_removes_its_region() {
 
 #[test]
 fn a_killed_process_region_is_swept_by_the_next_endpoint() {
-    if std::env::var(CHILD).is_ok() {
-        return;
-    }
-    if let Some(why) = unavailable() {
-        eprintln!("skipping: {why}");
-        return;
-    }
-    let l = OfiListener::bind(&OfiAddr { provider: "shm".into(), address: "-".into() }).unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture"])
-        .env(CHILD, l.local().to_string())
-        .spawn()
-        .unwrap();
-    let mut s = l.accept().unwrap();
-    s.read_exact(&mut [0u8; 2]).unwrap();
+    let Some((_l, mut child, _s)) = shm_child(false) else { return };
     let left = format!("gust-{}-", child.id());
     child.kill().unwrap();
     child.wait().unwrap();
