@@ -11,6 +11,12 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 . scripts/env.sh
 ./scripts/prune-target.sh
+# A build of the workspace's test binaries takes 15-20 GB: say so before the
+# linker dies of a full disk half an hour in.
+free_gib=$(df -P -BG "$CARGO_TARGET_DIR" 2>/dev/null | awk 'NR==2 {print $4+0}')
+if [ -n "$free_gib" ] && [ "$free_gib" -lt 25 ]; then
+  echo "test.sh: only ${free_gib} GiB free for $CARGO_TARGET_DIR; the build needs about 20" >&2
+fi
 cargo fmt --all -- --check
 (cd fuzz && cargo fmt -- --check)
 cargo build --release --workspace --all-targets

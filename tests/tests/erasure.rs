@@ -390,3 +390,39 @@ fn scrub_stripes_finds_and_rewrites_parity_behind_its_data() {
     let out = inst.gust(&["scrub", "--json", "--stripes"]);
     assert!(out.status.success() && json(&out)["stripes"]["stale"].as_array().unwrap().is_empty());
 }
+
+/// With capacity placement (`--ec 2+1 --placement capacity`), a stripe's cells go
+/// to the first three daemons of its capacity-weighted ranking: a daemon declared
+/// eight times the others' size holds cells of about 96% of the stripes, each
+/// other one about 41% (an exponential race: module doc of gust-placement's
+/// capacity.rs), and with that daemon killed every file still reads back. Local
+/// placement is refused with the reason.
+#[test]
+fn capacity_placement_weights_the_stripes_and_loses_nothing() {
+    let sizes = "64MiB,64MiB,64MiB,64MiB,64MiB,512MiB";
+    let inst = Instance::start_with(
+        6,
+        &["--chunk-size", "4k", "--ec", "2+1", "--placement", "capacity", "--declare-capacity", sizes],
+    );
+    let c = client(&inst);
+    let model = write_files(&c);
+    for i in 0..40u64 {
+        let data = pattern(200 + i, 64 << 10);
+        put(&c, &format!("/w{i}"), &data);
+    }
+    let bytes: Vec<u64> = inst.hosts_file().daemons.iter().map(|d| chunk_bytes(&d.rootdir)).collect();
+    let others = bytes[..5].iter().sum::<u64>() as f64 / 5.0;
+    assert!(bytes[5] as f64 > 1.8 * others, "the large daemon holds about 2.4 times each other's: {bytes:?}");
+    assert!(bytes[..5].iter().all(|&b| b > 0), "every daemon holds cells: {bytes:?}");
+
+    kill9(&inst, 5);
+    check(&client_without(&inst, &[5]), &model, "the large daemon lost");
+
+    let out = std::process::Command::new(gust_e2e::gust_bin())
+        .args(["start", "--local", "3", "--ec", "2+1", "--placement", "local", "--rootdir"])
+        .arg(inst.rootdir().join("other"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--placement local"), "{err}");
+}

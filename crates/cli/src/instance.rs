@@ -331,8 +331,10 @@ fn check_erasure_code(a: &StartArgs) -> Result<(), String> {
             gust_placement::REPLICAS_MAX - 1
         ));
     }
-    if a.placement != gust_hosts::Placement::Wide {
-        return Err(format!("--ec {code} with --placement {} is not supported yet", a.placement.name()));
+    if a.placement == gust_hosts::Placement::Local {
+        return Err(format!(
+            "--ec {code} with --placement local: a stripe's cells are on K+M distinct daemons, not on the writer's node"
+        ));
     }
     if a.cache_of.is_some() {
         return Err(format!("--ec {code} with --cache-of is not supported yet"));

@@ -41,26 +41,40 @@ pub(crate) fn apart<T>(f: impl FnOnce() -> T) -> T {
 /// Whether a placement spills chunks to the next daemon when one is full (its
 /// readers look past a hole there: daemons and short-circuit reads cut spans at
 /// holes).
-pub(crate) fn spills(p: gust_hosts::Placement) -> bool {
-    matches!(p, gust_hosts::Placement::Capacity | gust_hosts::Placement::Local)
+/// An erasure-coded instance does not: a stripe's cells stay on their daemons.
+pub(crate) fn spills(h: &HostsFile) -> bool {
+    h.ec.is_none() && matches!(h.placement, gust_hosts::Placement::Capacity | gust_hosts::Placement::Local)
 }
 
 /// The placement of `hosts`' placed daemons.
 pub(crate) fn distributor(hosts: &HostsFile) -> Box<dyn Distributor> {
     let n = hosts.placed_count();
     if let Some((k, m)) = hosts.ec.filter(|(k, m)| k + m <= n) {
-        return Box::new(gust_placement::ErasureCoded::new(n, gust_placement::ec::Code { k, m }));
+        return Box::new(erasure_coded(hosts, gust_placement::ec::Code { k, m }));
     }
     match hosts.placement {
         gust_hosts::Placement::Wide => Box::new(WideStriping::new(n)),
-        gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(
-            &hosts.daemons[..n as usize].iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect::<Vec<_>>(),
-        )),
+        gust_hosts::Placement::Capacity => Box::new(CapacityWeighted::new(&capacities(hosts))),
         gust_hosts::Placement::Local => {
             crate::home::choose(&hosts.daemons[..n as usize]);
             Box::new(gust_placement::NodeLocal::new(n))
         }
     }
+}
+
+/// The stripes of an erasure-coded instance over its placed daemons: by capacity
+/// with capacity placement, else spread evenly.
+pub(crate) fn erasure_coded(hosts: &HostsFile, code: gust_placement::ec::Code) -> gust_placement::ErasureCoded {
+    let n = hosts.placed_count();
+    match hosts.placement {
+        gust_hosts::Placement::Capacity => gust_placement::ErasureCoded::weighted(&capacities(hosts), code),
+        _ => gust_placement::ErasureCoded::new(n, code),
+    }
+}
+
+/// The capacities the placed daemons registered (0 where none).
+pub(crate) fn capacities(hosts: &HostsFile) -> Vec<u64> {
+    hosts.daemons[..hosts.placed_count() as usize].iter().map(|d| d.capacity_bytes.unwrap_or(0)).collect()
 }
 
 /// A distributor that can be replaced while other threads route by it.
@@ -141,7 +155,7 @@ impl Client {
         // A placement changed at run time (`gust tune --placement`): local reads
         // cut spans at holes as the daemons now do.
         if let Some(t) = self.transport.grants.short_circuit() {
-            t.access.set_trim_holes(spills(h.placement));
+            t.access.set_trim_holes(spills(&h));
         }
         tracing::info!(generation = h.generation, daemons = h.placed_count(), "routing by the instance's new layout");
         Ok(())

@@ -246,13 +246,16 @@ impl Client {
                 chunk_bytes: hosts.chunk_size_bytes,
                 // Cut read spans where a hole follows, as the daemons of placements
                 // that spill do (gust-daemon's lib.rs).
-                short_circuit: opts.short_circuit.then_some(layout::spills(hosts.placement)),
+                short_circuit: opts.short_circuit.then_some(layout::spills(&hosts)),
                 erasure_coded: hosts.ec.is_some(),
             },
         );
         let dist = layout::Layout::new(layout::distributor(&hosts));
         let ec = match hosts.ec {
-            Some((k, m)) => Some(ec::Stripes::new(n, k, m, hosts.chunk_size_bytes)?),
+            Some((k, m)) => {
+                let weights = (hosts.placement == gust_hosts::Placement::Capacity).then(|| layout::capacities(&hosts));
+                Some(ec::Stripes::new(n, k, m, hosts.chunk_size_bytes, weights.as_deref())?)
+            }
             None => None,
         };
         transport.set_layout(hosts.generation, n);

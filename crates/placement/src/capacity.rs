@@ -53,6 +53,21 @@ impl CapacityWeighted {
         CapacityWeighted { weights, metadata: WideStriping::new(capacities.len() as u32) }
     }
 
+    /// The daemons by score for chunk `chunk` of `file_id`, highest first; ties
+    /// (practically impossible) by id, so every client agrees.
+    fn scored(&self, file_id: u128, chunk: u64) -> Vec<(f64, u32)> {
+        let key = chunk_hash(file_id, chunk);
+        let mut scored: Vec<(f64, u32)> = (0..self.daemon_count()).map(|d| (self.score(key, d), d)).collect();
+        scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored
+    }
+
+    /// The `rank`-th daemon (0: the first) of the order of chunk `chunk` of
+    /// `file_id`: an erasure-coded stripe's cell `rank` (ec.rs).
+    pub fn ranked(&self, file_id: u128, chunk: u64, rank: u32) -> u32 {
+        self.scored(file_id, chunk)[rank as usize].1
+    }
+
     /// The score of daemon `d` for a chunk whose hash is `key`: `-w / ln(u)`, u in
     /// (0, 1) from the top 53 bits of the mix.
     fn score(&self, key: u64, d: u32) -> f64 {
@@ -81,13 +96,8 @@ impl Distributor for CapacityWeighted {
         best.0
     }
     fn chunk_order(&self, file_id: u128, chunk: u64, out: &mut Vec<u32>) {
-        let key = chunk_hash(file_id, chunk);
-        let mut scored: Vec<(f64, u32)> = (0..self.daemon_count()).map(|d| (self.score(key, d), d)).collect();
-        // Highest score first; ties (practically impossible) by id, so every client
-        // agrees.
-        scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         out.clear();
-        out.extend(scored.into_iter().map(|(_, d)| d));
+        out.extend(self.scored(file_id, chunk).into_iter().map(|(_, d)| d));
     }
     fn spill_daemons(&self) -> u32 {
         SPILL_DAEMONS_MAX.min(self.daemon_count() - 1)

@@ -6,7 +6,9 @@
 //! * Stripe `s` of file `f` holds chunks `s*K .. s*K + K`; its first cell is on
 //!   daemon `jump_hash(xxh3(f, s), n)`, cell `c` (0..K data, K..K+M parity) on the
 //!   `c`-th daemon after it, wrapping around. Consecutive ids are distinct as long
-//!   as `K + M <= n`, which `gust start` checks.
+//!   as `K + M <= n`, which `gust start` checks. With capacity placement
+//!   ([`ErasureCoded::weighted`]), cell `c` is on the `c`-th daemon of the stripe's
+//!   capacity-weighted rendezvous ranking instead (capacity.rs).
 //! * A data cell is the chunk itself, where wide striping would keep it: at its
 //!   file offset in the daemon's local file of `f`.
 //! * Parity cell `j` of stripe `s` sits at offset `s * chunk_size` in the daemon's
@@ -16,7 +18,7 @@
 //! Metadata stays wide-striped by path; its records are replicated M + 1 times
 //! (the client's replica groups), so that they survive what the data survives.
 
-use crate::{chunk_hash, jump_hash, Distributor};
+use crate::{chunk_hash, jump_hash, CapacityWeighted, Distributor};
 use twox_hash::XxHash3_64;
 
 /// Bounds on K and M (`gust start --ec K+M`): a stripe's cells are distinct
@@ -100,12 +102,26 @@ impl std::fmt::Display for Code {
 pub struct ErasureCoded {
     daemons: u32,
     code: Code,
+    /// With capacity placement: a stripe's cells on the K + M daemons its
+    /// weighted rendezvous ranking puts first, in that order.
+    weighted: Option<CapacityWeighted>,
 }
 
 impl ErasureCoded {
     pub fn new(daemons: u32, code: Code) -> Self {
         assert!(code.width() <= daemons, "an erasure-coded stripe needs K+M distinct daemons");
-        ErasureCoded { daemons, code }
+        ErasureCoded { daemons, code, weighted: None }
+    }
+
+    /// Stripes over daemons of these capacities (capacity placement): a daemon
+    /// holds cells of a stripe as often as it ranks among the stripe's first
+    /// K + M by capacity-weighted rendezvous hashing. A stripe's cells stay on
+    /// distinct daemons, so a daemon of much more capacity than the others holds
+    /// at most one cell of every stripe, not its share by capacity.
+    pub fn weighted(capacities: &[u64], code: Code) -> Self {
+        let mut ec = ErasureCoded::new(capacities.len() as u32, code);
+        ec.weighted = Some(CapacityWeighted::new(capacities));
+        ec
     }
 
     pub fn code(&self) -> Code {
@@ -114,6 +130,9 @@ impl ErasureCoded {
 
     /// The daemon of cell `cell` (0..K data, K..K+M parity) of stripe `stripe`.
     pub fn cell_daemon(&self, file_id: u128, stripe: u64, cell: u32) -> u32 {
+        if let Some(w) = &self.weighted {
+            return w.ranked(file_id, stripe, cell);
+        }
         let first = jump_hash(chunk_hash(file_id, stripe), self.daemons);
         (first + cell) % self.daemons
     }
@@ -199,6 +218,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Weighted by capacity: a stripe's cells are still distinct daemons, found
+    /// by `daemons_for_chunks`; a daemon of four times the others' capacity holds
+    /// a cell of nearly every stripe, the others proportionally fewer.
+    #[test]
+    fn weighted_stripes_stay_distinct_and_favour_capacity() {
+        let ec = ErasureCoded::weighted(&[1, 1, 1, 1, 4], Code { k: 2, m: 1 });
+        let mut cells = [0u32; 5];
+        for f in 1..400u128 {
+            let f = f.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834);
+            let s = f as u64 % 7;
+            let c: Vec<u32> = (0..3).map(|c| ec.cell_daemon(f, s, c)).collect();
+            let mut d = c.clone();
+            d.sort_unstable();
+            d.dedup();
+            assert_eq!(d.len(), 3, "{c:?}");
+            assert_eq!(ec.daemons_for_chunks(f, s * 2, s * 2 + 1), d);
+            assert_eq!(ec.locate_chunk(f, s * 2 + 1), c[1]);
+            for x in c {
+                cells[x as usize] += 1;
+            }
+        }
+        // Daemon 4 ranks among the first three of five in 93% of stripes (an
+        // exponential race: 4/8 + 4/8 * 4/7 + 4/8 * 3/7 * 4/6), each other daemon
+        // in 52%.
+        assert!(cells[4] > 340, "{cells:?}");
+        assert!(cells[..4].iter().all(|&n| n > 160 && n < 250), "{cells:?}");
     }
 
     #[test]

@@ -43,13 +43,24 @@ pub(crate) struct Stripes {
 const POOL_BUFFERS_MAX: usize = 16;
 
 impl Stripes {
-    pub(crate) fn new(daemons: u32, k: u32, m: u32, cell_bytes: u64) -> std::result::Result<Stripes, String> {
+    /// Stripes over `daemons` daemons, weighted by `capacities` (one per daemon)
+    /// with capacity placement.
+    pub(crate) fn new(
+        daemons: u32,
+        k: u32,
+        m: u32,
+        cell_bytes: u64,
+        capacities: Option<&[u64]>,
+    ) -> std::result::Result<Stripes, String> {
         if k + m > daemons {
             return Err(format!("erasure code {k}+{m} needs {} daemons, and {daemons} are registered", k + m));
         }
         let code = gust_placement::ec::Code { k, m };
         Ok(Stripes {
-            place: ErasureCoded::new(daemons, code),
+            place: match capacities {
+                Some(c) => ErasureCoded::weighted(c, code),
+                None => ErasureCoded::new(daemons, code),
+            },
             code: gust_ec::Code::new(k, m)?,
             k: k as u64,
             m: m as u64,

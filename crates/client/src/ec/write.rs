@@ -311,7 +311,7 @@ mod tests {
     /// widening either way without moving what is there.
     #[test]
     fn a_stripes_change_widens_in_place() {
-        let s = Stripes::new(6, 4, 2, 4096).unwrap();
+        let s = Stripes::new(6, 4, 2, 4096, None).unwrap();
         let mut c = StripeChange { lo: 0, hi: 0, parity: vec![Vec::new(); 2] };
         Client::widen(&s, &mut c, 100, 110);
         c.parity[0][0] = 7;

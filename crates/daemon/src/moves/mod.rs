@@ -319,7 +319,7 @@ fn adopt(state: &State, generation: u32) -> Result<(), i32> {
     state.metrics.forget_chunk_usage();
     m.generation.store(generation, Ordering::SeqCst);
     // The placement may be another (`gust tune --placement`).
-    state.chunks.set_trim_holes(spills(hosts.placement));
+    state.chunks.set_trim_holes(spills(&hosts));
     m.frozen.store(false, Ordering::SeqCst);
     state.grants.pause(false);
     m.set_step(MoveStep::Adopt, generation);
@@ -411,8 +411,8 @@ fn forget_first_pass(state: &State) {
 
 /// Whether chunks of a placement spill to the next daemon when one is full (then
 /// reads cut spans at holes: the reader looks for the rest there).
-pub fn spills(p: Placement) -> bool {
-    matches!(p, Placement::Capacity | Placement::Local)
+pub fn spills(h: &HostsFile) -> bool {
+    h.ec.is_none() && matches!(h.placement, Placement::Capacity | Placement::Local)
 }
 
 /// The placement of `hosts`' layout (wide or capacity; a local placement keeps

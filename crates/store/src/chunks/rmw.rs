@@ -5,10 +5,10 @@
 //! locks a write takes, so that two writers of the same bytes each get their own
 //! old bytes and their parity changes add up, in whatever order they arrive.
 //!
-//! Not with a declared capacity (EOPNOTSUPP): an erasure-coded instance refuses
-//! capacity placement, and its accounting lives in `write_checked`.
+//! With a declared capacity (`gust start --declare-capacity`), what a cell's write
+//! allocates counts against it as an ordinary write's does (ENOSPC past it).
 
-use super::ChunkStore;
+use super::{allocated, hole_bytes, ChunkStore};
 use crate::chunk_file::whole_block_sums;
 use crate::Res;
 use gust_proto::Span;
@@ -78,17 +78,31 @@ impl ChunkStore {
         (old, pieces): (&mut Vec<u8>, &mut Vec<u64>),
         bytes: impl FnOnce(&[u32], &[u8], Sums) -> Res<(Cow<'d, [u8]>, Sums)>,
     ) -> Res<(Vec<u32>, u64)> {
-        if self.quota.is_some() {
-            return Err(libc::EOPNOTSUPP);
-        }
         let sums = whole_block_sums(spans, data, given)?;
         let f = self.file(file_id, true)?.expect("create=true always yields a file");
         let r = (|| {
             let (_regions, m) = self.access.lock_write(&f, file_id, spans)?;
-            let lens = self.access.read_held(&f, file_id, spans, old, pieces)?;
-            let (new, sums) = bytes(&lens, old, sums)?;
-            let n = self.access.write_summed(&f, file_id, spans, &new, m.len(), sums)?;
-            Ok((lens, n))
+            // A declared capacity counts what the write allocates, as
+            // `write_unnoted` does.
+            let mut used = self.quota.as_ref().map(|q| (q, q.used_bytes.lock().unwrap_or_else(|e| e.into_inner())));
+            if let Some((q, used)) = &used {
+                let need: u64 =
+                    spans.iter().map(|s| hole_bytes(&f.data, s.offset, s.offset + s.len as u64, m.len())).sum();
+                if need > 0 && **used + need > q.capacity_bytes {
+                    return Err(libc::ENOSPC);
+                }
+            }
+            let written = (|| {
+                let lens = self.access.read_held(&f, file_id, spans, old, pieces)?;
+                let (new, sums) = bytes(&lens, old, sums)?;
+                let n = self.access.write_summed(&f, file_id, spans, &new, m.len(), sums)?;
+                Ok((lens, n))
+            })();
+            if let Some((_, used)) = &mut used {
+                let after = f.data.metadata().map(|a| allocated(&a)).unwrap_or(allocated(&m));
+                **used = (**used + after).saturating_sub(allocated(&m));
+            }
+            written
         })();
         self.changes.note(file_id);
         r
@@ -111,6 +125,29 @@ mod tests {
         out.resize(len as usize, 0);
         assert!(lens[0] <= len);
         out
+    }
+
+    /// Under a declared capacity, a cell's swap and a parity cell's XOR count what
+    /// they allocate, refuse what does not fit (ENOSPC, nothing written), and
+    /// overwrite held bytes when full.
+    #[test]
+    fn cell_writes_count_against_a_declared_capacity() {
+        let (_d, mut s) = store();
+        s.declare_capacity(3 * 4096);
+        let used = |s: &ChunkStore| s.declared().unwrap().1;
+        let (mut old, mut pieces) = (Vec::new(), Vec::new());
+        let block = |o: u64| [Span { offset: o, len: 4096 }];
+        s.swap(1, &block(0), (&[1; 4096], &[]), &mut old, &mut pieces).unwrap();
+        s.xor(2, &block(0), &[2; 4096], &[]).unwrap();
+        assert_eq!(used(&s), 2 * 4096);
+        s.swap(1, &block(8192), (&[3; 4096], &[]), &mut old, &mut pieces).unwrap();
+        assert_eq!(used(&s), 3 * 4096);
+        assert_eq!(s.xor(2, &block(4096), &[4; 4096], &[]), Err(libc::ENOSPC));
+        assert_eq!(s.swap(3, &block(0), (&[5; 4096], &[]), &mut old, &mut pieces), Err(libc::ENOSPC));
+        assert_eq!(used(&s), 3 * 4096, "a refused write takes nothing");
+        s.xor(2, &block(0), &[2; 4096], &[]).unwrap();
+        assert_eq!(read(&s, 2, 0, 4096), vec![0; 4096], "held bytes overwritten when full");
+        assert_eq!(used(&s), 3 * 4096);
     }
 
     /// A swap answers what was there (nothing for a hole), with the sums of its
