@@ -481,7 +481,7 @@ fn new_state(
 ) -> Result<Arc<state::State>, String> {
     let secret = gust_hosts::load_secret(&cfg.hosts_file).map_err(|e| e.to_string())?;
     // Placements that spill: reads probe the next daemon past a hole (client io/chunks.rs).
-    chunks.set_trim_holes(moves::spills(&hosts));
+    chunks.set_trim_holes(moves::spills(hosts));
     chunks.set_identity(format!("daemon {daemon_id}"), hosts.chunk_size_bytes);
 
     let state =
