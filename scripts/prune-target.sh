@@ -2,11 +2,11 @@
 # Keeps the shared target directory ($CARGO_TARGET_DIR, outside the clone) from
 # filling the disk. Every clone of the repository builds the workspace's own
 # crates under new hashes (the path is part of them), so each CI run leaves a full
-# set of test binaries and gust-* libraries behind (about 15-20 GB with debug
-# info, RocksDB linked into each); dependencies keep their hashes and are reused.
-# This removes, per name, all but the KEEP newest (default 1) of the workspace's
-# test binaries and libraries, so that a run needs room for two sets, not three: with
-# 2 kept, a CI run on a disk with 18 GB free ran out of space while linking
+# set of test binaries and gust-* libraries behind (about 6 GB with debug info,
+# RocksDB linked into each); dependencies keep their hashes and are reused. This
+# removes, per name, all but the KEEP newest (default 1) of the workspace's test
+# binaries and libraries: with 2 kept, a day of clones (CI runs, worktrees for A/B
+# builds) filled a disk that had 18 GB free, and a CI run died in the linker
 # (2026-11-28). Nothing a build needs is lost: cargo relinks what is missing (the
 # developer's checkout relinks its binaries after a CI run, in a minute or two).
 # Usage: scripts/prune-target.sh [--dry-run]

@@ -11,11 +11,11 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 . scripts/env.sh
 ./scripts/prune-target.sh
-# A build of the workspace's test binaries takes 15-20 GB: say so before the
-# linker dies of a full disk half an hour in.
+# A build of the workspace's test binaries takes about 6 GB, more with a cold
+# dependency cache: say so before the linker dies of a full disk.
 free_gib=$(df -P -BG "$CARGO_TARGET_DIR" 2>/dev/null | awk 'NR==2 {print $4+0}')
 if [ -n "$free_gib" ] && [ "$free_gib" -lt 25 ]; then
-  echo "test.sh: only ${free_gib} GiB free for $CARGO_TARGET_DIR; the build needs about 20" >&2
+  echo "test.sh: only ${free_gib} GiB free for $CARGO_TARGET_DIR; a cold build needs about 20" >&2
 fi
 cargo fmt --all -- --check
 (cd fuzz && cargo fmt -- --check)

@@ -25,7 +25,7 @@ use crate::{Client, Errno};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Times a batch goes again under a new layout before its paths fail.
+/// Rounds in which batches go again under a new layout before their paths fail.
 const REROUTES_MAX: u32 = 8;
 /// First and longest pause before a batch goes again to a daemon not reached.
 const PAUSE_FIRST: Duration = Duration::from_millis(20);
@@ -35,6 +35,9 @@ const PAUSE_MAX: Duration = Duration::from_millis(500);
 pub(crate) struct Resend {
     started: Instant,
     reroutes: u32,
+    /// This round's answer to `MOVED` (the layout is read again once a round,
+    /// however many daemons answered it).
+    rerouted: Option<bool>,
     pause: Duration,
     /// Some batch went again: answers may tell of the first send's effect.
     pub(crate) again: bool,
@@ -42,17 +45,17 @@ pub(crate) struct Resend {
 
 impl Resend {
     pub(crate) fn new() -> Resend {
-        Resend { started: Instant::now(), reroutes: 0, pause: PAUSE_FIRST, again: false }
+        Resend { started: Instant::now(), reroutes: 0, rerouted: None, pause: PAUSE_FIRST, again: false }
     }
 
     /// Whether a batch whose call failed with `e` goes again (a `MOVED` refreshes
     /// the layout it is grouped by).
     pub(crate) fn goes_again(&mut self, c: &Client, e: Errno) -> bool {
         match e.0 {
-            gust_proto::errno::MOVED => {
+            gust_proto::errno::MOVED => *self.rerouted.get_or_insert_with(|| {
                 self.reroutes += 1;
                 self.reroutes <= REROUTES_MAX && c.refresh_layout().is_ok()
-            }
+            }),
             libc::EIO => self.started.elapsed() < c.transport.timeout(),
             _ => false,
         }
@@ -64,6 +67,7 @@ impl Resend {
         std::thread::sleep(self.pause);
         self.pause = (self.pause * 2).min(PAUSE_MAX);
         self.again = true;
+        self.rerouted = None;
     }
 }
 

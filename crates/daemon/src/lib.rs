@@ -254,10 +254,15 @@ fn prepare_rootdir(cfg: &DaemonConfig) -> Result<PathBuf, String> {
     ctx(fs::canonicalize(&cfg.rootdir), "cannot resolve", &cfg.rootdir)
 }
 
+/// How long a daemon waits for its root directory's lock: a predecessor killed a
+/// moment ago lets go of it within that (a restart right after a kill -9).
+const ROOT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The root directory's lock (gust-store's root_lock.rs), held while the daemon
-/// runs: a second daemon on it, or a `gust repair` rebuilding it, is refused.
+/// runs: a second daemon on it, or a `gust repair` rebuilding it, is refused (after
+/// `ROOT_LOCK_WAIT`).
 fn hold_rootdir(rootdir: &Path) -> Result<RootLock, String> {
-    match ctx(RootLock::try_take(rootdir), "cannot lock root directory", rootdir)? {
+    match ctx(RootLock::take_within(rootdir, ROOT_LOCK_WAIT), "cannot lock root directory", rootdir)? {
         Some(lock) => Ok(lock),
         None => Err(format!(
             "root directory {} is in use by another process (a daemon serving it, or `gust repair` rebuilding it)",

@@ -43,6 +43,23 @@ impl RootLock {
     }
 }
 
+impl RootLock {
+    /// `try_take`, waiting up to `wait` for a holder to let go: a daemon killed a
+    /// moment ago still holds the lock while its threads exit (its main thread
+    /// already shows as a zombie), and one started again at once on its root
+    /// directory would be refused.
+    pub fn take_within(rootdir: &Path, wait: std::time::Duration) -> std::io::Result<Option<RootLock>> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match RootLock::try_take(rootdir)? {
+                Some(lock) => return Ok(Some(lock)),
+                None if std::time::Instant::now() >= deadline => return Ok(None),
+                None => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +73,24 @@ mod tests {
         assert!(RootLock::try_take(d.path()).unwrap().is_none(), "held by the first");
         drop(first);
         assert!(RootLock::try_take(d.path()).unwrap().is_some(), "free after the drop");
+    }
+
+    /// A holder that lets go while another waits: the waiter takes the lock then.
+    #[test]
+    fn a_waiter_takes_the_lock_once_let_go() {
+        let d = tempfile::tempdir().unwrap();
+        let first = RootLock::try_take(d.path()).unwrap().expect("free at first");
+        let short = std::time::Duration::from_millis(30);
+        assert!(RootLock::take_within(d.path(), short).unwrap().is_none(), "held for longer than the wait");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = d.path().to_path_buf();
+        let waiter = std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            RootLock::take_within(&path, std::time::Duration::from_secs(30)).unwrap()
+        });
+        rx.recv().unwrap();
+        drop(first);
+        assert!(waiter.join().unwrap().is_some(), "taken once let go");
     }
 
     /// A root directory that does not exist is an error, not "held".
