@@ -62,6 +62,17 @@ def move(args):
     return t0, t1, json.loads(r.stdout)
 
 
+def capacities(hosts):
+    """The capacity each daemon of the hosts file registered (0 where none), by id."""
+    caps = {}
+    for line in open(hosts):
+        f = line.split()
+        if f and f[0] == "daemon":
+            cap = [int(t[len("capacity:"):]) for t in f[5:] if t.startswith("capacity:")]
+            caps[int(f[1])] = cap[0] if cap else 0
+    return [caps[i] for i in sorted(caps)]
+
+
 def rate(windows, a, b):
     ops = sum(n for (s, e, n) in windows if s >= a and e <= b)
     return ops / max(b - a, 1e-9)
@@ -77,6 +88,7 @@ for p in ps:
     p.start()
 time.sleep(3)
 e0, e1, grown = move(["expand", "--local", str(add)])
+caps = capacities(os.environ["GUST_HOSTS_FILE"])
 time.sleep(3)
 s0, s1, shrunk = move(["shrink", "--count", str(add)])
 time.sleep(3)
@@ -93,11 +105,14 @@ records = files + big + 101
 chunks = big * 16  # 4 KiB files are inline: no chunks
 daemons_after = grown["daemons"]
 ideal = add / daemons_after
+# Capacity placement: the new daemons' share of the registered capacities.
+ideal_chunks = sum(caps[-add:]) / sum(caps) if len(caps) == daemons_after and all(caps) else ideal
 print(json.dumps({
     "files": files, "big_files": big, "bytes": files * 4096 + big * (8 << 20), "fill_seconds": fill_s,
     "load_processes": procs, "daemons": [daemons_after - add, daemons_after],
     "expand": grown, "shrink": shrunk,
     "ideal_fraction": ideal,
+    "ideal_chunks_fraction": ideal_chunks,
     "expand_records_fraction": grown["records_moved"] / records,
     "expand_chunks_fraction": grown["chunks_moved"] / chunks,
     "expand_bytes_fraction": grown["bytes_moved"] / (big * (8 << 20)),
