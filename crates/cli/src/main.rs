@@ -31,7 +31,7 @@ struct Cli {
     cmd: Cmd,
 }
 
-/// Parses sizes like 4096, 4k, 512KiB, 1M, 2g.
+/// Parses sizes like 4096, 4k, 512KiB, 1M, 2g, 2TiB.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -42,7 +42,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("bad size unit in '{s}' (use k, m, g)")),
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("bad size unit in '{s}' (use k, m, g, t)")),
     };
     n.checked_mul(mult).ok_or(format!("size '{s}' too large"))
 }
@@ -312,5 +313,23 @@ fn main() -> ExitCode {
             }
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    /// Sizes as people write them, binary units, and clear errors.
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert!(parse_size("3 parsecs").is_err());
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999t").is_err(), "too large");
     }
 }
