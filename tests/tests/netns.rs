@@ -37,8 +37,10 @@ fn daemons_on_separate_hosts_and_a_network_partition() {
     let opts = ClientOptions { rpc_timeout: Duration::from_secs(2), force_tcp: true, ..Default::default() };
     let c = Client::open_instance(&hosts.hosts_file(), opts).unwrap();
 
-    // Data spread over all hosts: 8 MiB in 512 KiB chunks, and many small files.
-    let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 253) as u8).collect();
+    // Data spread over all hosts: 32 MiB in 512 KiB chunks (64 chunks: that a host
+    // gets none has a chance of 3 * (2/3)^64; with 8 MiB it was 1 in 200, and CI
+    // met it), and many small files.
+    let big: Vec<u8> = (0..32 << 20).map(|i: u32| (i % 253) as u8).collect();
     put(&c, "/big", &big).unwrap();
     assert!(get(&c, "/big", big.len()).unwrap() == big);
     for d in 0..HOSTS {
