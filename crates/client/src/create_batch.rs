@@ -212,16 +212,7 @@ impl Client {
         if items.is_empty() {
             return;
         }
-        let mut resend = crate::deferred::Resend::new();
-        let mut items = items;
-        // Its requests are not those of the operation that sends the queue.
-        crate::layout::apart(|| loop {
-            items = self.send_creates(items, &mut resend);
-            if items.is_empty() {
-                return;
-            }
-            resend.pause(self);
-        })
+        crate::deferred::send_in_rounds(self, items, |items, resend| self.send_creates(items, resend));
     }
 
     /// One round of `flush_creates`: `items` to their metadata daemons, one

@@ -71,6 +71,20 @@ impl Resend {
     }
 }
 
+/// Sends `items` in rounds (`round` sends them and returns those that go again)
+/// until none is left, pausing between rounds; its requests are not those of the
+/// operation that sends the queue (`layout::apart`).
+pub(crate) fn send_in_rounds<T>(c: &Client, mut items: Vec<T>, mut round: impl FnMut(Vec<T>, &mut Resend) -> Vec<T>) {
+    let mut resend = Resend::new();
+    crate::layout::apart(|| loop {
+        items = round(items, &mut resend);
+        if items.is_empty() {
+            return;
+        }
+        resend.pause(c);
+    })
+}
+
 impl Client {
     /// Rounds in which this process sent a deferred batch again (tests, `gust bench`).
     pub fn deferred_resends(&self) -> usize {

@@ -136,16 +136,7 @@ impl Client {
         let taken = self.removes.queue.take_and(|| self.removes.count.store(0, Ordering::Release));
         // None: inherited from the parent, which sends them.
         let Some(Queue { paths, .. }) = taken else { return };
-        let mut resend = crate::deferred::Resend::new();
-        let mut paths = paths;
-        // Its requests are not those of the operation that sends the queue.
-        crate::layout::apart(|| loop {
-            paths = self.send_removes(paths, &mut resend);
-            if paths.is_empty() {
-                return;
-            }
-            resend.pause(self);
-        })
+        crate::deferred::send_in_rounds(self, paths, |paths, resend| self.send_removes(paths, resend));
     }
 
     /// One round of `flush_removes`: `paths` to their metadata daemons. Returns
