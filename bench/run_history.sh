@@ -13,7 +13,9 @@
 # summary on stdout. Exit status as gust bench history's: 0 linearizable, 1 a
 # violation, 2 undecided, 3 the run failed.
 # Storage: BENCH_DIR (default /dev/shm). Seed: SEED (default 20261126). Faults:
-# FAULTS (default kill,stop,daemon-stop,daemon-kill).
+# FAULTS (default kill,stop,daemon-stop,daemon-kill). NODE_CACHE=1: workers
+# without claims whose stats the node cache answers, on PATHS (default 512) shared
+# paths.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -25,10 +27,18 @@ root=${BENCH_DIR:-/dev/shm}/gust-history.$$
 bench_scratch "$root"
 out=$(bench_result history)
 kept=${out%.json}.jsonl
+# NODE_CACHE=1: workers without claims, whose stats the node cache answers
+# (`--node-cache`), on more shared paths (each changed now and then).
+node_cache=()
+paths=${PATHS:-8}
+if [ "${NODE_CACHE:-0}" = 1 ]; then
+  node_cache=(--node-cache)
+  paths=${PATHS:-512}
+fi
 bench_start "$GUST" 4 "$root"
 rc=0
-GUST_HOSTS_FILE="$root/gust.hosts" "$GUST" bench history --workers 4 --seconds "$seconds" --paths 8 \
-  --seed "$seed" --dir /history --faults "$faults" --json --keep-history "$kept" > "$out" || rc=$?
+GUST_HOSTS_FILE="$root/gust.hosts" "$GUST" bench history --workers 4 --seconds "$seconds" --paths "$paths" \
+  --seed "$seed" --dir /history --faults "$faults" "${node_cache[@]}" --json --keep-history "$kept" > "$out" || rc=$?
 [ "$rc" = 1 ] || rm -f "$kept"
 bench_py - "$out" "$rc" <<'PY'
 import sys
@@ -46,6 +56,7 @@ print(f"history: {r['verdict']}: {r['operations']} operations in {r.get('rounds'
       f"{r['indeterminate']} errors outside the model, {r['violations']} violations, "
       f"{r.get('batches', {}).get('create_inline_batch', 0)} create and "
       f"{r.get('batches', {}).get('remove_batch', 0)} remove batches under claims, "
+      f"{r.get('node_cache_hits', 0)} lookups from the node cache, "
       f"checked in {r['check_seconds']:.1f} s; report {path}")
 PY
 exit "$rc"

@@ -116,3 +116,41 @@ fn the_checker_catches_stale_cached_stats() {
     }
     panic!("stale stats went unnoticed in 10 runs: {reports:?}");
 }
+
+/// With `--node-cache` the workers take no claims and look up with `stat_data`,
+/// so the node cache's holder takes what they read and they answer lookups from
+/// it: on many shared paths, each changed now and then, the history stays
+/// linearizable.
+#[test]
+fn lookups_from_the_node_cache_are_linearizable() {
+    let inst = Instance::start(4);
+    let args = ["--workers", "4", "--ops", "4000", "--paths", "512", "--seed", "7", "--dir", "/h", "--node-cache"];
+    let (code, report) = history(&inst, &args);
+    assert_eq!(code, 0, "not linearizable or failed: {report}");
+    assert_eq!(count(&report, "violations"), 0, "{report}");
+    assert!(count(&report, "node_cache_hits") > 0, "no lookup came from the node cache: {report}");
+}
+
+/// The same with the holder never taking a recalled entry out of its table
+/// (GUST_DEBUG_NODE_CACHE_NO_RECALL=1 in the daemon it runs in): workers read what
+/// the node cache held after a change returned, and the checker must say so.
+#[test]
+fn the_checker_catches_a_node_cache_that_keeps_recalled_entries() {
+    let inst = Instance::start_with_env(4, &[], &[("GUST_DEBUG_NODE_CACHE_NO_RECALL", "1")]);
+    let mut reports = Vec::new();
+    for seed in 3..8 {
+        let dir = format!("/h{seed}");
+        let seed = seed.to_string();
+        let (code, report) = history(
+            &inst,
+            &["--workers", "4", "--ops", "4000", "--paths", "512", "--seed", &seed, "--dir", &dir, "--node-cache"],
+        );
+        assert!(code == 0 || code == 1, "exit {code}: {report}");
+        if code == 1 {
+            assert!(count(&report, "violations") >= 1, "{report}");
+            return;
+        }
+        reports.push(report);
+    }
+    panic!("stale entries of the node cache went unnoticed in 5 runs: {reports:?}");
+}

@@ -138,6 +138,11 @@ pub struct HistoryArgs {
     /// Shared paths (few paths: more contention).
     #[arg(long, default_value_t = 8)]
     paths: u32,
+    /// Workers take no claims and make their stats with `stat_data`: each tells
+    /// the node cache's holder what it looked up, and answers lookups from what
+    /// the holder took for the others (docs/DESIGN.md, "The node cache").
+    #[arg(long)]
+    node_cache: bool,
     /// Seed of the operation sequences (and of the faults' times and victims).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -205,6 +210,9 @@ pub struct WorkerArgs {
     /// `ready.<process>` there and waits for `go`.
     #[arg(long)]
     start: PathBuf,
+    /// As the coordinator's --node-cache.
+    #[arg(long)]
+    node_cache: bool,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the machine.
@@ -227,16 +235,23 @@ fn worker_seed(seed: u64, process: u32) -> u64 {
 
 /// The next operation: 38% stat, 5% a listing of the directory (what it says of
 /// every shared path), 15% create, 14% chmod, 7% setxattr and 7% getxattr of
-/// `user.h`, 14% unlink; three in four on a shared path.
+/// `user.h`, 14% unlink; three in four on a shared path. With --node-cache, 85%
+/// stats and no listings.
 fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
-    let mut kind = match rng.gen_range(0..100) {
-        0..=37 => OpKind::Stat,
-        38..=42 => OpKind::Listed,
-        43..=57 => OpKind::Create,
-        58..=71 => OpKind::Chmod,
-        72..=78 => OpKind::Setxattr,
-        79..=85 => OpKind::Getxattr,
-        _ => OpKind::Unlink,
+    let roll = rng.gen_range(0..100);
+    let mut kind = if a.node_cache {
+        // A data set read by many and changed by few; no listings (of many paths:
+        // one operation per path).
+        match roll {
+            0..=84 => OpKind::Stat,
+            85..=87 => OpKind::Create,
+            88..=92 => OpKind::Chmod,
+            93..=94 => OpKind::Setxattr,
+            95..=96 => OpKind::Getxattr,
+            _ => OpKind::Unlink,
+        }
+    } else {
+        pick_kind(roll)
     };
     let path = match rng.gen_range(0..8) {
         0..=4 => format!("{}/s{}", a.base, rng.gen_range(0..a.paths)),
@@ -263,6 +278,19 @@ fn pick(rng: &mut StdRng, a: &WorkerArgs) -> (OpKind, String, u32) {
         OpKind::Unlink | OpKind::Stat | OpKind::Listed | OpKind::Getxattr => 0,
     };
     (kind, path, arg)
+}
+
+/// The kind of the default mix for a roll of 0..100.
+fn pick_kind(roll: u32) -> OpKind {
+    match roll {
+        0..=37 => OpKind::Stat,
+        38..=42 => OpKind::Listed,
+        43..=57 => OpKind::Create,
+        58..=71 => OpKind::Chmod,
+        72..=78 => OpKind::Setxattr,
+        79..=85 => OpKind::Getxattr,
+        _ => OpKind::Unlink,
+    }
 }
 
 /// The directory only worker `process` creates in.
@@ -336,7 +364,7 @@ fn list(c: &Client, a: &WorkerArgs) -> Vec<(String, Outcome)> {
 }
 
 /// Makes one call through the client core and says what it returned.
-fn call(c: &Client, kind: OpKind, path: &str, arg: u32) -> Outcome {
+fn call(c: &Client, kind: OpKind, path: &str, arg: u32, node_cache: bool) -> Outcome {
     let r: Result<Outcome, Errno> = match kind {
         OpKind::Create => c.open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, arg).map(|fd| {
             // The create took effect with the open; a failed close changes nothing
@@ -354,6 +382,8 @@ fn call(c: &Client, kind: OpKind, path: &str, arg: u32) -> Outcome {
         }),
         OpKind::Chmod => c.chmod(path, arg).map(|_| Outcome::Ok),
         OpKind::Unlink => c.unlink(path).map(|_| Outcome::Ok),
+        // The record with the file's data: a lookup the node cache answers.
+        OpKind::Stat if node_cache => c.stat_data(path).map(|(r, _)| Outcome::Mode(r.mode & 0o7777)),
         OpKind::Stat => c.stat(path).map(|s| Outcome::Mode(s.mode & 0o7777)),
         OpKind::Setxattr => c.setxattr(path, XATTR_NAME, arg.to_string().as_bytes(), 0, true).map(|_| Outcome::Ok),
         OpKind::Getxattr => c.getxattr(path, XATTR_NAME, true).map(|v| {
@@ -377,9 +407,12 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     if a.ops.is_none() && a.until_ns.is_none() {
         return Err("history-worker needs --ops or --until-ns".into());
     }
-    // As the preload library's: it lives as long as the process and takes claims.
+    // As the preload library's: it lives as long as the process and takes claims
+    // (unless it reads through the node cache, which a process with claims does not).
     let client: &'static Client = Box::leak(Box::new(Client::open_instance(&a.hosts_file, ClientOptions::from_env())?));
-    client.arm_claims();
+    if !a.node_cache {
+        client.arm_claims();
+    }
     // Its daemon may be down (`--faults daemon-kill`) for a while.
     let up_by = Instant::now() + START_WAIT;
     loop {
@@ -443,6 +476,11 @@ pub fn worker(a: WorkerArgs) -> Result<(), String> {
     // What is still deferred goes out before the process ends (the preload library
     // does this in its exit handler).
     client.settle_all();
+    if a.node_cache {
+        let hits = a.out.with_extension("hits");
+        std::fs::write(&hits, client.node_cache_hits().to_string())
+            .map_err(|e| format!("cannot write {}: {e}", hits.display()))?;
+    }
     Ok(())
 }
 
@@ -461,7 +499,7 @@ fn record(
 ) -> Result<(), String> {
     let inv = Line::invocation(a.process, seq, kind, path, arg, monotonic_ns());
     write_line(out, &inv, &a.out)?;
-    let result = call(client, kind, path, arg);
+    let result = call(client, kind, path, arg, a.node_cache);
     write_line(out, &inv.completed(monotonic_ns(), result), &a.out)?;
     if result == Outcome::Errno(libc::EIO) {
         if let Some(why) = client.last_transport_error() {
@@ -530,6 +568,9 @@ struct RunStats {
     /// went through. A lower bound with `daemon-kill`: a restarted daemon counts
     /// from 0.
     batches: [u64; 2],
+    /// Lookups the workers answered from the node cache (`--node-cache`; workers
+    /// killed before their end are not counted).
+    node_cache_hits: u64,
 }
 
 /// The batch ops counted in `RunStats::batches`.
@@ -780,6 +821,15 @@ fn run_rounds(a: &HistoryArgs, t: &mut Totals) -> Result<(), String> {
     r
 }
 
+/// The node cache hits the workers of a round wrote at their end (`--node-cache`).
+fn node_cache_hits(local: &Path) -> u64 {
+    let Ok(dir) = std::fs::read_dir(local) else { return 0 };
+    dir.flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "hits"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse::<u64>().ok())
+        .sum()
+}
+
 /// Starts, faults and waits for the workers, round after round.
 struct Coordinator<'a> {
     a: &'a HistoryArgs,
@@ -924,6 +974,7 @@ impl Coordinator<'_> {
                 Err(e) => read = Err(e),
             }
         }
+        self.st.node_cache_hits += node_cache_hits(&r.local);
         let _ = std::fs::remove_dir_all(&r.local);
         self.st.rounds += 1;
         read?;
@@ -1063,6 +1114,9 @@ impl Coordinator<'_> {
         }
         if let Some(t) = r.until_ns {
             cmd.args(["--until-ns", &t.to_string()]);
+        }
+        if self.a.node_cache {
+            cmd.arg("--node-cache");
         }
         match cmd.spawn() {
             Ok(child) => running.push(Running { process, child, out, ops, stopped_until: None }),
@@ -1228,6 +1282,7 @@ fn print_json(a: &HistoryArgs, t: &Totals) {
         out["workers_failed"] = s.failed.clone().into();
         out["workers_timed_out"] = s.timed_out.into();
         out["batches"] = serde_json::json!({BATCH_OPS[0]: s.batches[0], BATCH_OPS[1]: s.batches[1]});
+        out["node_cache_hits"] = s.node_cache_hits.into();
     }
     println!("{}", serde_json::to_string_pretty(&out).expect("a report always serializes"));
 }
@@ -1255,6 +1310,9 @@ fn print_summary(a: &HistoryArgs, t: &Totals) {
                 "deferred under claims: {} create batches, {} remove batches reached the daemons",
                 s.batches[0], s.batches[1]
             );
+            if a.node_cache {
+                println!("node cache: {} lookups answered from it by workers that ended", s.node_cache_hits);
+            }
             for f in &s.failed {
                 println!("worker failed: {f}");
             }

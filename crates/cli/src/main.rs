@@ -31,22 +31,7 @@ struct Cli {
     cmd: Cmd,
 }
 
-/// Parses sizes like 4096, 4k, 512KiB, 1M, 2g, 2TiB.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
-    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("bad size unit in '{s}' (use k, m, g, t)")),
-    };
-    n.checked_mul(mult).ok_or(format!("size '{s}' too large"))
-}
+pub use gust_hosts::parse_size;
 
 /// A byte count for people: 4 KiB, 64 MiB, 1.5 GiB.
 pub fn human_size(b: u64) -> String {
@@ -260,7 +245,7 @@ fn main() -> ExitCode {
                     .filter(|s| s.is_finite() && *s > 0.0)
                     .map_or(defaults.stall_timeout, |s| std::time::Duration::from_secs_f64(s.min(86_400.0))),
             };
-            gust_daemon::run(gust_daemon::DaemonConfig {
+            let config = gust_daemon::DaemonConfig {
                 server,
                 rootdir,
                 mountdir,
@@ -277,6 +262,18 @@ fn main() -> ExitCode {
                 trace,
                 capacity_bytes: capacity,
                 limits: limits.limits(),
+            };
+            // The node cache's holder runs in the node's first daemon (gust-client's
+            // node_cache), a client of the instance beside the daemon it serves.
+            gust_daemon::run_with(config, |s| {
+                let serving = gust_client::node_cache::Serving {
+                    daemon_id: s.daemon_id,
+                    rootdir: s.rootdir,
+                    hosts_file: s.hosts_file,
+                };
+                if let Err(e) = gust_client::node_cache::serve(serving) {
+                    tracing::warn!("node cache: not started: {e}");
+                }
             })
         }
         Cmd::Start(a) => instance::start(a),

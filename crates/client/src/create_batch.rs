@@ -180,6 +180,12 @@ impl Client {
         })
     }
 
+    /// Whether anything is deferred and not sent yet: creates open or queued,
+    /// unlinks queued.
+    pub(crate) fn queued_anything(&self) -> bool {
+        self.creates.queued.load(Ordering::Acquire) > 0 || self.removes_queued() || !self.pending.snapshot().is_empty()
+    }
+
     /// Whether `path` is queued (a deferred open of it sends the queue first, so
     /// that the daemons see the creates in the order this process made them).
     pub(crate) fn create_queued(&self, path: &str) -> bool {

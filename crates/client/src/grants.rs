@@ -128,6 +128,9 @@ struct DaemonGrants {
     retry_at_ms: AtomicU64,
 }
 
+/// Told the daemon whose grants were all forgotten (`Cache::on_daemon_forgotten`).
+type DaemonListener = Arc<dyn Fn(u32) + Send + Sync>;
+
 /// Told each path a daemon recalls, after this process forgot it and before the
 /// recall is answered (`Client::on_recall`).
 pub type RecallListener = Arc<dyn Fn(&str) + Send + Sync>;
@@ -166,6 +169,9 @@ struct Records {
     short: Option<crate::short_circuit::Table>,
     /// Sizes held back (size_cache.rs), once the client registered itself.
     sizes: RwLock<Option<Arc<dyn SizeHolder>>>,
+    /// Told when every grant of a daemon is forgotten (a node cache's holder
+    /// empties its table of that daemon's entries: node_cache/holder.rs).
+    daemon_listener: RwLock<Option<DaemonListener>>,
 }
 
 /// A directory's names under listing grants of every daemon.
@@ -224,6 +230,12 @@ impl Records {
         // Every listing has names of every daemon.
         self.forget_listings();
         self.generation.fetch_add(1, Ordering::SeqCst);
+        // After the generation moved: an install racing this either sees it moved
+        // or is taken out by the listener.
+        let listener = self.daemon_listener.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(tell) = listener {
+            tell(daemon);
+        }
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
         if m.is_empty() {
             return;
@@ -295,6 +307,9 @@ pub(crate) struct Cache {
     /// Lookups of a daemon before a callback connection to it (`CALLBACK_AFTER`;
     /// 0 for a process that lives long, `Client::set_long_lived`).
     callback_after: AtomicU32,
+    /// What this client caches serves other processes too (a node cache's
+    /// holder): its callback connections say so.
+    shared: AtomicBool,
 }
 
 fn new_id() -> u64 {
@@ -322,6 +337,7 @@ impl Cache {
             starting_over: Mutex::new(()),
             epoch: Instant::now(),
             callback_after: AtomicU32::new(CALLBACK_AFTER),
+            shared: AtomicBool::new(false),
         }
     }
 
@@ -635,7 +651,8 @@ impl Cache {
         opts.on_end = Some(Arc::new(move |_| link_ended(&records, &locks, &up, &ended_fds, daemon)));
         let opened = gust_rpc::Connection::open(ep, secret, opts).and_then(|c| {
             let claims = self.records.claims.armed();
-            match c.call(&Request::Callback { client: self.client_id(), claims }, &[], timeout) {
+            let shared = self.shared.load(Ordering::Relaxed);
+            match c.call(&Request::Callback { client: self.client_id(), claims, shared }, &[], timeout) {
                 Ok((Ok(Response::Ok), _)) => Ok(c),
                 Ok((r, _)) => Err(gust_rpc::Error::Malformed(format!("callback refused: {r:?}"))),
                 Err(e) => Err(e),
@@ -767,6 +784,29 @@ impl Cache {
         Some(id)
     }
 
+    /// This client's grants serve other processes (a node cache's holder): the
+    /// daemons wait out its lease however its callback connections end.
+    pub(crate) fn set_shared(&self) {
+        self.shared.store(true, Ordering::Relaxed);
+    }
+
+    /// Sets who is told when every grant of a daemon is forgotten.
+    pub(crate) fn on_daemon_forgotten(&self, tell: impl Fn(u32) + Send + Sync + 'static) {
+        *self.records.daemon_listener.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(tell));
+    }
+
+    /// What is left of the lease of `daemon`'s grants, if they may be used.
+    pub(crate) fn lease_left(&self, daemon: u32) -> Option<Duration> {
+        self.usable(daemon)?;
+        let until = self.daemons[daemon as usize].valid_until_ms.load(Ordering::Acquire);
+        Some(Duration::from_millis(until.saturating_sub(self.now_ms())))
+    }
+
+    /// Whether nothing was forgotten since `t` was taken.
+    pub(crate) fn unchanged_since(&self, t: Ticket) -> bool {
+        self.records.generation.load(Ordering::SeqCst) == t.generation
+    }
+
     /// Records cached now (tests, `gust bench` reports).
     pub(crate) fn len(&self) -> usize {
         self.records.map.read().unwrap_or_else(|e| e.into_inner()).len()
@@ -860,6 +900,13 @@ impl crate::Client {
     /// holds a usable grant on it: no request. Renews the daemon's lease when half
     /// of it is gone.
     pub(crate) fn granted_record(&self, p: &str, with_data: bool) -> Option<(Record, Option<Arc<[u8]>>)> {
+        // Else another process of this node may have read it: the node cache.
+        self.held_record(p, with_data).or_else(|| self.node_cached(p, with_data))
+    }
+
+    /// `granted_record` from this process's own grants alone: what it may tell a
+    /// cache in front of it about (a FUSE kernel), since recalls of them come here.
+    pub(crate) fn held_record(&self, p: &str, with_data: bool) -> Option<(Record, Option<Arc<[u8]>>)> {
         let held = self.transport.grants.get(p, with_data)?;
         if held.renew {
             // Any leased reply renews; if this fails, the lease runs out by itself.
@@ -975,10 +1022,10 @@ impl crate::Client {
     pub fn granted_lstat(&self, path: &str) -> Option<(crate::Stat, Duration)> {
         let p = crate::normalize(path).ok()?;
         let g = &self.transport.grants;
-        let (mut record, _) = self.granted_record(&p, false)?;
+        let (mut record, _) = self.held_record(&p, false)?;
         let mut left = g.left(&p);
         if let Some(link) = record.linked_to().map(str::to_string) {
-            record = self.granted_record(&link, false)?.0;
+            record = self.held_record(&link, false)?.0;
             left = left.min(g.left(&link));
         }
         (!left.is_zero()).then(|| (crate::Stat::from_record(&record, self.chunk_size), left))

@@ -379,6 +379,7 @@ impl Client {
         match self.transport.batch(vec![call]).pop().expect("one answer")? {
             (Response::RecordData { record, inline }, data) => {
                 self.lookup_answered(ticket, daemon, p, &record, Some(inline.then_some(&data[..])));
+                self.node_missed(p);
                 Ok((record, inline.then_some(data)))
             }
             (r, _) => Err(unexpected(r)),
@@ -402,6 +403,23 @@ impl Client {
         if self.transport.replicas > 1 || self.hosts.cache_of.is_some() {
             return Ok(WholeFile::Other(None));
         }
+        // Held under a grant (this process's or the node cache's): no request.
+        if let Some((record, data)) = self.granted_record(&p, true) {
+            if record.linked_to().is_some() || record.unfetched_object().is_some() {
+                return Ok(WholeFile::Other(None));
+            }
+            return Ok(match data {
+                Some(data) => match place(&record) {
+                    Some(buf) if buf.len() >= data.len() => {
+                        buf[..data.len()].copy_from_slice(&data);
+                        WholeFile::Placed { len: data.len(), record }
+                    }
+                    _ => WholeFile::Other(Some(record)),
+                },
+                None => WholeFile::Other(Some(record)),
+            });
+        }
+        self.node_missed(&p);
         let call = Call { daemon: self.md_daemon(&p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() };
         // A view's placeholder has no data yet: the ordinary path fetches it.
         let mut placer = |r: &Response, len: usize| {

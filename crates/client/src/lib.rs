@@ -59,6 +59,7 @@ mod links;
 mod listing;
 mod locks;
 mod namespace;
+pub mod node_cache;
 mod objects;
 mod open_files;
 mod permissions;
@@ -208,6 +209,8 @@ pub struct Client {
     permissions_owner: Option<u32>,
     /// The erasure code's layout, in an erasure-coded instance (ec/).
     ec: Option<ec::Stripes>,
+    /// This node's cache of what its processes read (node_cache/).
+    node: node_cache::Reader,
 }
 
 /// Lexically normalizes an absolute path ([`path::normalize`], errors as [`Errno`]).
@@ -288,6 +291,7 @@ impl Client {
                 std::fs::metadata(hosts_path).map_or(0, |m| m.uid())
             }),
             ec,
+            node: node_cache::Reader::new(opts.grants),
         })
     }
 

@@ -78,6 +78,11 @@ impl Client {
         self.removes.entries_max.store(entries_max.min(REMOVE_BATCH_ENTRIES_MAX), Ordering::Relaxed);
     }
 
+    /// Whether any unlink is queued.
+    pub(crate) fn removes_queued(&self) -> bool {
+        self.removes.count.load(Ordering::Acquire) > 0
+    }
+
     /// Whether `p` (normalized) is queued for removal: it is gone for this process.
     pub(crate) fn remove_queued(&self, p: &str) -> bool {
         self.removes.count.load(Ordering::Acquire) > 0 && self.removes.queue.with(|q| q.queued.contains(p))
@@ -92,7 +97,7 @@ impl Client {
         if max == 0 || self.ending() || self.transport.grants.claims().len() == 0 {
             return false;
         }
-        let Some((r, _)) = self.granted_record(p, false) else { return false };
+        let Some((r, _)) = self.held_record(p, false) else { return false };
         if r.kind == FileKind::Dir
             || r.linked_to().is_some()
             || r.size > INLINE_BYTES_MAX as u64

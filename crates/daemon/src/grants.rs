@@ -98,6 +98,9 @@ pub struct Holder {
     link: Mutex<Option<Arc<gust_rpc::Connection>>>,
     /// Its callback connection said it takes claims (claims.rs).
     pub claims: std::sync::atomic::AtomicBool,
+    /// Its callback connection said its grants serve other processes (a node
+    /// cache's holder): its end waits out the lease, however it came.
+    pub shared: std::sync::atomic::AtomicBool,
 }
 
 impl Holder {
@@ -468,6 +471,7 @@ impl Grants {
             last_seen_ms: AtomicU64::new(self.now_ms()),
             link: Mutex::new(None),
             claims: std::sync::atomic::AtomicBool::new(false),
+            shared: std::sync::atomic::AtomicBool::new(false),
         });
         t.clients.insert(id, h.clone());
         Some(h)
@@ -1012,7 +1016,7 @@ impl Grants {
         if let Some(sizes) = answer {
             return sizes;
         }
-        if link.as_ref().is_some_and(|c| c.ended_by_peer()) {
+        if link.as_ref().is_some_and(|c| c.ended_by_peer()) && !h.shared.load(Ordering::Relaxed) {
             // Its process closed the connection (it ended): nothing of it is cached.
             let mut t = lock(&self.table);
             self.drop_client_grants(&mut t, h.id);

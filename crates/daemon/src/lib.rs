@@ -187,6 +187,20 @@ fn read_identity(rootdir: &Path) -> Result<Option<(String, u32)>, String> {
 /// Runs a daemon until SIGTERM or SIGINT. Returns an error message fit for a
 /// terminal if it cannot start.
 pub fn run(cfg: DaemonConfig) -> Result<(), String> {
+    run_with(cfg, |_| {})
+}
+
+/// What a daemon tells `run_with`'s caller once it serves.
+pub struct Serving {
+    pub daemon_id: u32,
+    /// Its root directory, canonical.
+    pub rootdir: PathBuf,
+    pub hosts_file: PathBuf,
+}
+
+/// `run`, calling `serving` once the daemon is registered and serves: what runs
+/// beside it in its process (the node cache's holder, gust-client's node_cache).
+pub fn run_with(cfg: DaemonConfig, serving: impl FnOnce(Serving)) -> Result<(), String> {
     // Everything the daemon puts on the node (root directory, RocksDB's files, chunk
     // files, the Unix socket, a hosts file and secret it creates) is for the instance's
     // owner alone, whatever umask the daemon was started with. RocksDB takes no file
@@ -219,6 +233,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let short_circuit = uds.is_some().then_some(sockets.short_circuit.as_path());
     let listeners = std::iter::once(tcp).chain(fabric).chain(uds).chain(shm).collect();
     let fds = start_services(&cfg, &state, &hosts, &rootdir, listeners, short_circuit)?;
+    serving(Serving { daemon_id, rootdir: rootdir.clone(), hosts_file: cfg.hosts_file.clone() });
     tracing::info!(
         "daemon {daemon_id} of instance {} (pid {}) serving {} (tcp {tcp_addr}), chunk size {} bytes, \
          {} worker threads, up to {} connections (descriptor limit {fds})",

@@ -611,6 +611,23 @@ pub fn load_secret(hosts_path: &Path) -> Result<Vec<u8>, HostsError> {
     })
 }
 
+/// Parses sizes like 4096, 4k, 512KiB, 1M, 2g, 2TiB.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("bad size unit in '{s}' (use k, m, g, t)")),
+    };
+    n.checked_mul(mult).ok_or(format!("size '{s}' too large"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,7 +32,7 @@ pub fn now_ns() -> i64 {
 /// Protocol version carried in every frame header and in the handshake. Bump it on
 /// any change of the encoding and record the change in docs/PROTOCOL.md ("Version
 /// history"); the golden-bytes tests in `msg` fail until then.
-pub const PROTOCOL_VERSION: u16 = 21;
+pub const PROTOCOL_VERSION: u16 = 22;
 /// Magic at the start of every frame header: "GUST" little endian.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"GUST");
 /// Largest serialized message body. Paths are at most 4 KiB and readdir pages are

@@ -578,8 +578,10 @@ requests! {
     /// daemon sends `recall` requests on it from now on, and the client only answers
     /// them. Answered with `Ok`. Any further request from the client ends it.
     /// `claims`: the client takes claims on directories (`REPLY_CLAIMED`) and
-    /// settles what it deferred under one when it is recalled.
-    52 OP_CALLBACK "callback" Callback { client: u64, claims: bool } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
+    /// settles what it deferred under one when it is recalled. `shared`: what it
+    /// caches serves other processes (a node cache's holder), so the end of this
+    /// connection, however it comes, leaves its grants until its lease is over.
+    52 OP_CALLBACK "callback" Callback { client: u64, claims: bool, shared: bool } idempotent(true) copies(Addressed) recovering(Serves) trace(Untraced),
     /// Daemon to client, on its `callback` connection: forget the cached records of
     /// `paths` (another client is about to change them). Answered with `Ok` once
     /// they are forgotten; until then the change waits (at most the client's lease).
@@ -1440,7 +1442,7 @@ mod tests {
             ),
             (Request::Multiplex, "32000000".into()),
             (Request::Hello { client: 0x0807060504030201 }, "33000000  0102030405060708".into()),
-            (Request::Callback { client: 9, claims: true }, "34000000  0900000000000000 01".into()),
+            (Request::Callback { client: 9, claims: true, shared: false }, "34000000  0900000000000000 01 00".into()),
             (Request::Recall { paths: vec!["/a".into()] }, "35000000  0100000000000000 0200000000000000 2f61".into()),
             (
                 sample_lock(),
@@ -1909,19 +1911,19 @@ mod tests {
     fn golden_frames() {
         let mut out = Vec::new();
         crate::write_frame(&mut out, Request::Ping.op(), 1, &encode(&Request::Ping), &[]).unwrap();
-        assert_eq!(show(&out), show(&hex("47555354 1500 0100 0100000000000000 04000000 00000000 00000000  01000000")));
+        assert_eq!(show(&out), show(&hex("47555354 1600 0100 0100000000000000 04000000 00000000 00000000  01000000")));
         let mut out = Vec::new();
         let reply: Reply = Ok(Response::Ok);
         crate::write_frame(&mut out, Request::Ping.op() | crate::frame::OP_RESPONSE_BIT, 1, &encode(&reply), &[])
             .unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1500 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
+            show(&hex("47555354 1600 0180 0100000000000000 08000000 00000000 00000000  00000000 00000000"))
         );
         let req = Request::Write { file_id: 7, spans: vec![Span { offset: 0, len: 2 }], sums: vec![] };
         out.clear();
         crate::write_frame(&mut out, req.op(), 0x0102030405060708, &encode(&req), b"hi").unwrap();
-        let want = hex("47555354 1500 0d00 0807060504030201 30000000 02000000 00000000  \
+        let want = hex("47555354 1600 0d00 0807060504030201 30000000 02000000 00000000  \
              0d000000 07000000000000000000000000000000 0100000000000000 0000000000000000 02000000 \
              0000000000000000  6869");
         assert_eq!(show(&out), show(&want));
@@ -1929,7 +1931,7 @@ mod tests {
         let req = sample_lock();
         out.clear();
         crate::write_frame(&mut out, req.op(), 3, &encode(&req), &[]).unwrap();
-        let want = hex("47555354 1500 3600 0300000000000000 49000000 00000000 00000000  \
+        let want = hex("47555354 1600 3600 0300000000000000 49000000 00000000 00000000  \
              36000000 07000000000000000000000000000000 0900000000000000 0100000000000000 2a000000 \
              00000000 02000000 0a00000000000000 ffffffffffffffff 01 0500000000000000");
         assert_eq!(show(&out), show(&want));
@@ -1938,13 +1940,13 @@ mod tests {
         crate::write_frame(&mut out, req.op() | crate::frame::OP_RESPONSE_BIT, 3, &encode(&reply), &[]).unwrap();
         assert_eq!(
             show(&out),
-            show(&hex("47555354 1500 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
+            show(&hex("47555354 1600 3680 0300000000000000 08000000 00000000 00000000  00000000 16000000"))
         );
         out.clear();
         let granted = Request::LockGranted { token: 5, errno: 0 };
         crate::write_frame(&mut out, granted.op(), 1, &encode(&granted), &[]).unwrap();
         let want =
-            hex("47555354 1500 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
+            hex("47555354 1600 3900 0100000000000000 10000000 00000000 00000000  39000000 0500000000000000 00000000");
         assert_eq!(show(&out), show(&want));
     }
 

@@ -89,6 +89,7 @@ impl Client {
         let mut calls = Vec::new();
         let mut dests = Vec::new();
         if held.is_none() {
+            self.node_missed(&path);
             // StatData, not Stat: a file with inline data answers with it (the chunk
             // reads then find nothing), for the same cost when it has none.
             calls.push(Call { daemon: self.md_daemon(&path), req: Request::StatData { path }, bulk: Vec::new() });

@@ -546,9 +546,9 @@ impl Session {
                 self.client = state.grants.hello(client);
                 return Flow::Continue;
             }
-            Request::Callback { client, claims } => {
+            Request::Callback { client, claims, shared } => {
                 state.metrics.count_op(op);
-                return self.become_callback(state, op, id, client, claims);
+                return self.become_callback(state, op, id, client, claims, shared);
             }
             _ => state.metrics.count_op(op),
         }

@@ -8,7 +8,15 @@ use gust_proto::{encode, Reply, Response};
 use std::sync::Arc;
 
 impl Session {
-    pub(super) fn become_callback(&mut self, state: &State, op: u16, id: u64, client: u64, claims: bool) -> Flow {
+    pub(super) fn become_callback(
+        &mut self,
+        state: &State,
+        op: u16,
+        id: u64,
+        client: u64,
+        claims: bool,
+        shared: bool,
+    ) -> Flow {
         let refuse = |s: &mut Session, errno: i32| {
             let reply: Reply = Err(errno);
             let mut w = Worker::new();
@@ -23,6 +31,7 @@ impl Session {
         }
         let Some(holder) = state.grants.hello(client) else { return refuse(self, libc::EBUSY) };
         holder.claims.store(claims, std::sync::atomic::Ordering::Relaxed);
+        holder.shared.store(shared, std::sync::atomic::Ordering::Relaxed);
         let Ok(s) = self.stream.try_clone() else { return Flow::Stop(Outcome::Close) };
         // Blocking from now on, every write bounded (a recall's caller bounds its wait).
         if s.set_nonblocking(false).is_err() || s.set_timeout(Some(crate::grants::LEASE)).is_err() {
@@ -32,7 +41,9 @@ impl Session {
         let mut opts = gust_rpc::Options::new(crate::grants::LEASE);
         opts.name = "gust-callback";
         opts.on_end = Some(Arc::new(move |by_peer| {
-            grants.link_ended(client, by_peer);
+            // A shared holder's grants serve processes that may still read them:
+            // they are waited out like a silent holder's.
+            grants.link_ended(client, by_peer && !shared);
             // Locks last as long as the connection, whoever ended it.
             locks.link_ended(client);
         }));
