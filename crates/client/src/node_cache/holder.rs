@@ -15,6 +15,7 @@ use super::{hint_paths, ANSWER_BYTES, ANSWER_MAGIC, HINT_BYTES_MAX, SOCKET_NAME}
 use crate::rpc::Call;
 use crate::{Client, ClientOptions};
 use gust_proto::{Request, Response};
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Paths looked up in one batch.
 const FETCH_BATCH: usize = 64;
@@ -33,6 +34,12 @@ const QUEUE_MESSAGES: usize = 1024;
 const CONNECTIONS_MAX: usize = 1024;
 /// How often the leases are published and renewed.
 const LEASE_TICK: Duration = Duration::from_millis(50);
+/// A path recalled from the holder, or not granted to it, is not looked up again
+/// for this long: one that others keep changing would cost a lookup and a recall
+/// each time and serve nobody.
+const CONTENDED_FOR: Duration = Duration::from_secs(5);
+/// Bound on the paths remembered as contended (past it, the oldest go).
+const CONTENDED_MAX: usize = 1 << 16;
 
 /// What a daemon tells the holder when it serves.
 pub struct Serving {
@@ -41,11 +48,35 @@ pub struct Serving {
     pub hosts_file: PathBuf,
 }
 
+/// Paths recalled from the holder or not granted to it lately.
+#[derive(Default)]
+struct Contended {
+    map: Mutex<HashMap<String, Instant>>,
+}
+
+impl Contended {
+    fn note(&self, p: &str) {
+        let mut m = lock(&self.map);
+        if m.len() >= CONTENDED_MAX {
+            m.retain(|_, t| t.elapsed() < CONTENDED_FOR);
+            if m.len() >= CONTENDED_MAX {
+                m.clear();
+            }
+        }
+        m.insert(p.to_string(), Instant::now());
+    }
+
+    fn recent(&self, p: &str) -> bool {
+        lock(&self.map).get(p).is_some_and(|t| t.elapsed() < CONTENDED_FOR)
+    }
+}
+
 /// The holder, shared by its threads.
 struct Holder {
     hosts_file: PathBuf,
     client: OnceLock<&'static Client>,
     writer: Arc<Mutex<Writer>>,
+    contended: Arc<Contended>,
     fd: OwnedFd,
     bytes: u64,
 }
@@ -75,6 +106,7 @@ pub fn serve(serving: Serving) -> io::Result<Option<PathBuf>> {
         hosts_file: serving.hosts_file,
         client: OnceLock::new(),
         writer: Arc::new(Mutex::new(Writer::new(table))),
+        contended: Arc::default(),
         fd,
         bytes,
     });
@@ -117,10 +149,12 @@ impl Holder {
         // For the test that shows the history checker sees a holder that keeps
         // what was recalled (tests/tests/history.rs), never for use.
         let keep_recalled = std::env::var("GUST_DEBUG_NODE_CACHE_NO_RECALL").is_ok_and(|v| v == "1");
+        let contended = self.contended.clone();
         client.on_recall(move |p| {
             if !keep_recalled {
                 lock(&writer).remove(p)
             }
+            contended.note(p);
         });
         let writer = self.writer.clone();
         client.transport.grants.on_daemon_forgotten(move |d| lock(&writer).remove_daemon(d));
@@ -207,16 +241,17 @@ fn fetch_loop(holder: &Arc<Holder>, rx: Receiver<Vec<String>>) {
         let Some(client) = holder.client() else { continue };
         paths.sort();
         paths.dedup();
-        paths.retain(|p| !lock(&holder.writer).contains(p));
+        paths.retain(|p| !holder.contended.recent(p) && !lock(&holder.writer).contains(p));
         for batch in paths.chunks(FETCH_BATCH) {
-            fetch(client, &holder.writer, batch);
+            fetch(client, holder, batch);
         }
     }
 }
 
 /// `stat_data` of `paths` in one batch; what came back granted goes in the table,
 /// unless a recall came in between (the grants' generation moved).
-fn fetch(client: &Client, writer: &Mutex<Writer>, paths: &[String]) {
+fn fetch(client: &Client, holder: &Holder, paths: &[String]) {
+    let writer = &holder.writer;
     let daemons: Vec<u32> = paths.iter().map(|p| client.md_daemon(p)).collect();
     // Callback connections first (opening one forgets what an earlier one held,
     // which moves the generation), then the ticket the replies install with.
@@ -237,6 +272,9 @@ fn fetch(client: &Client, writer: &Mutex<Writer>, paths: &[String]) {
     let grants = &client.transport.grants;
     for (i, (answer, p)) in answers.into_iter().zip(paths).enumerate() {
         if crate::grants::batch_flags(i) & gust_proto::frame::REPLY_GRANTED == 0 {
+            if answer.is_ok() {
+                holder.contended.note(p); // contended at its daemon
+            }
             continue;
         }
         let Ok((Response::RecordData { record, inline }, data)) = answer else { continue };

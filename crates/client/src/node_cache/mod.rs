@@ -55,6 +55,11 @@ const HINT_PATHS: usize = 32;
 pub(crate) const HINT_BYTES_MAX: usize = 64 << 10;
 /// After a failed connection, no other attempt for this long.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A path told to the holder is not told again for this long (a lookup of it that
+/// still misses: the holder did not get it, or lost it to a change).
+const TELL_AGAIN_AFTER: Duration = Duration::from_secs(5);
+/// Bound on the paths remembered as told.
+const TOLD_MAX: usize = 1 << 14;
 
 /// The answer to a process's connection: magic, then the table's size (u64 LE);
 /// the table's descriptor comes with it.
@@ -87,6 +92,8 @@ struct Link {
     /// The socket, with the fork generation that opened it.
     sock: Option<(u64, UnixStream)>,
     pending: Vec<String>,
+    /// Paths told lately, and when (ms of the grants clock).
+    told: std::collections::HashMap<String, u64>,
 }
 
 impl Reader {
@@ -145,7 +152,20 @@ impl Client {
             // read-only and stays).
             link.sock = None;
             link.pending.clear();
+            link.told.clear();
         }
+        let now = self.transport.grants.clock_ms();
+        let again = TELL_AGAIN_AFTER.as_millis() as u64;
+        if link.told.get(p).is_some_and(|&at| now < at + again) {
+            return;
+        }
+        if link.told.len() >= TOLD_MAX {
+            link.told.retain(|_, at| now < *at + again);
+            if link.told.len() >= TOLD_MAX {
+                link.told.clear();
+            }
+        }
+        link.told.insert(p.to_string(), now);
         if link.pending.len() < HINT_PATHS {
             link.pending.push(p.to_string());
         }
