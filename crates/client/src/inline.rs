@@ -386,6 +386,29 @@ impl Client {
         }
     }
 
+    /// What `read_whole_into` gives for `p` (normalized) from a grant this process
+    /// holds or the node cache, with no request; None if neither has it.
+    pub(crate) fn held_whole<'p>(
+        &self,
+        p: &str,
+        place: &mut dyn FnMut(&Record) -> Option<&'p mut [u8]>,
+    ) -> Option<WholeFile> {
+        let (record, data) = self.granted_record(p, true)?;
+        if record.linked_to().is_some() || record.unfetched_object().is_some() {
+            return Some(WholeFile::Other(None));
+        }
+        Some(match data {
+            Some(data) => match place(&record) {
+                Some(buf) if buf.len() >= data.len() => {
+                    buf[..data.len()].copy_from_slice(&data);
+                    WholeFile::Placed { len: data.len(), record }
+                }
+                _ => WholeFile::Other(Some(record)),
+            },
+            None => WholeFile::Other(Some(record)),
+        })
+    }
+
     /// The whole content of a small file in one request, read from the connection
     /// straight into the buffer `place` returns for the file's record (at least
     /// `record.size` bytes; called at most once, when the record arrived and the
@@ -404,20 +427,8 @@ impl Client {
             return Ok(WholeFile::Other(None));
         }
         // Held under a grant (this process's or the node cache's): no request.
-        if let Some((record, data)) = self.granted_record(&p, true) {
-            if record.linked_to().is_some() || record.unfetched_object().is_some() {
-                return Ok(WholeFile::Other(None));
-            }
-            return Ok(match data {
-                Some(data) => match place(&record) {
-                    Some(buf) if buf.len() >= data.len() => {
-                        buf[..data.len()].copy_from_slice(&data);
-                        WholeFile::Placed { len: data.len(), record }
-                    }
-                    _ => WholeFile::Other(Some(record)),
-                },
-                None => WholeFile::Other(Some(record)),
-            });
+        if let Some(held) = self.held_whole(&p, place) {
+            return Ok(held);
         }
         self.node_missed(&p);
         let call = Call { daemon: self.md_daemon(&p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() };

@@ -65,6 +65,13 @@ impl Client {
         for (i, p) in paths.iter().enumerate() {
             match self.norm(p) {
                 Ok(p) => {
+                    // Held under a grant (this process's or the node cache's): no
+                    // request for it.
+                    if let Some(held) = self.held_whole(&p, &mut |r| place(first + i, r)) {
+                        found.push(Some(Ok(held)));
+                        continue;
+                    }
+                    self.node_missed(&p);
                     by_daemon.entry(self.md_daemon(&p)).or_default().push((i, p));
                     found.push(None);
                 }

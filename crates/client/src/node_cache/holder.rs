@@ -75,6 +75,8 @@ impl Contended {
 struct Holder {
     hosts_file: PathBuf,
     client: OnceLock<&'static Client>,
+    /// One thread opens the client.
+    opening: Mutex<()>,
     writer: Arc<Mutex<Writer>>,
     contended: Arc<Contended>,
     fd: OwnedFd,
@@ -105,6 +107,7 @@ pub fn serve(serving: Serving) -> io::Result<Option<PathBuf>> {
     let holder = Arc::new(Holder {
         hosts_file: serving.hosts_file,
         client: OnceLock::new(),
+        opening: Mutex::new(()),
         writer: Arc::new(Mutex::new(Writer::new(table))),
         contended: Arc::default(),
         fd,
@@ -129,8 +132,14 @@ impl Holder {
         if let Some(c) = self.client.get() {
             return Some(c);
         }
+        let _one = lock(&self.opening);
+        if let Some(c) = self.client.get() {
+            return Some(c);
+        }
         let mut opts = ClientOptions { short_circuit: false, ..ClientOptions::default() };
-        opts.rpc_timeout = Duration::from_secs(10);
+        // Lookups are hints and renewals are due within a lease: a stopped daemon
+        // holds neither up longer than that.
+        opts.rpc_timeout = crate::grants::LEASE;
         let client = match Client::open_instance(&self.hosts_file, opts) {
             Ok(c) => c,
             Err(e) => {
@@ -297,23 +306,33 @@ fn fetch(client: &Client, holder: &Holder, paths: &[String]) {
 
 /// Publishes every daemon's lease in the table, and renews those half gone.
 fn lease_loop(holder: &Holder, client: &Client) {
-    let n = client.transport.links_len();
+    let mut renew = Vec::new();
     loop {
         std::thread::sleep(LEASE_TICK);
-        for d in 0..n {
+        // Read each time: the instance may have grown.
+        for d in 0..client.transport.links_len() {
+            // The clock read before the lease: a pause of this process (its daemon
+            // stopped) between the two must not carry the lease past its end, as
+            // the clock read after it would.
+            let now = mono_ns();
             let left = client.transport.grants.lease_left(d);
             let w = lock(&holder.writer);
             match left {
                 // A millisecond off, for the rounding of the client's clock.
                 Some(left) if left > Duration::from_millis(1) => {
-                    w.set_lease(d, mono_ns() + (left - Duration::from_millis(1)).as_nanos() as u64)
+                    w.set_lease(d, now + (left - Duration::from_millis(1)).as_nanos() as u64)
                 }
                 _ => w.set_lease(d, 0),
             }
             drop(w);
             if left.is_some_and(|l| l < crate::grants::LEASE / 2) {
-                let _ = client.transport.call(d, Request::Ping);
+                renew.push(Call { daemon: d, req: Request::Ping, bulk: Vec::new() });
             }
+        }
+        // All at once: a stopped daemon holds the others' renewals up for one RPC
+        // timeout (the holder's is a lease), not one each.
+        if !renew.is_empty() {
+            let _ = client.transport.batch(std::mem::take(&mut renew));
         }
     }
 }
