@@ -103,13 +103,21 @@ fn read_many_answers_each_file_as_reading_it_alone_one_request_per_daemon() {
         want_requests += per_daemon.values().map(|n| n.div_ceil(gust_proto::READ_MANY_ENTRIES_MAX)).sum::<usize>();
     }
     assert!(want_requests < paths.len() / 16, "{want_requests} requests for {} files", paths.len());
-    let sent = c.rpcs_sent();
-    let many = read_many(&c, &paths);
-    assert_eq!(c.rpcs_sent() - sent, want_requests as u64, "one request per daemon and READ_MANY_ENTRIES_MAX files");
+    // Another process, which holds no grant on what `c` wrote, and does not look
+    // in the node cache (its holder would take what it reads).
+    let r = inst.client_with(gust_client::ClientOptions { node_cache: false, ..Default::default() });
+    let sent = r.rpcs_sent();
+    let many = read_many(&r, &paths);
+    assert_eq!(r.rpcs_sent() - sent, want_requests as u64, "one request per daemon and READ_MANY_ENTRIES_MAX files");
 
     for (p, g) in paths.iter().zip(&many) {
-        assert_eq!(*g, read_one(&c, p), "{p}");
+        assert_eq!(*g, read_one(&r, p), "{p}");
     }
+    // The writer holds grants on what it wrote, with the data: the same answers,
+    // fewer requests.
+    let sent = c.rpcs_sent();
+    assert_eq!(read_many(&c, &paths), many);
+    assert!(c.rpcs_sent() - sent < want_requests as u64, "the writer's grants answered none of its files");
     // And what they are, not only that both ways agree.
     for (p, g) in paths.iter().zip(&many) {
         if let Some(i) = p.strip_prefix("/d/f").and_then(|i| i.parse::<usize>().ok()) {

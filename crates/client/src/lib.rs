@@ -141,6 +141,10 @@ pub struct ClientOptions {
     /// Read and write the chunks a daemon of this node holds in its local file
     /// itself (short_circuit.rs); `GUST_SHORT_CIRCUIT=0` turns it off.
     pub short_circuit: bool,
+    /// Answer lookups from the node cache and tell its holder what this process
+    /// read (node_cache/); `GUST_NODE_CACHE=0` turns it off (tests that count
+    /// requests).
+    pub node_cache: bool,
 }
 
 impl Default for ClientOptions {
@@ -152,6 +156,7 @@ impl Default for ClientOptions {
             grants: true,
             check_permissions: true,
             short_circuit: true,
+            node_cache: true,
         }
     }
 }
@@ -167,6 +172,7 @@ impl ClientOptions {
         o.fabric = transport != "tcp";
         o.grants = std::env::var("GUST_GRANTS").map_or(true, |v| v != "0");
         o.short_circuit = std::env::var("GUST_SHORT_CIRCUIT").map_or(true, |v| v != "0");
+        o.node_cache = node_cache::bytes_from_env() != 0;
         o
     }
 }
@@ -291,7 +297,7 @@ impl Client {
                 std::fs::metadata(hosts_path).map_or(0, |m| m.uid())
             }),
             ec,
-            node: node_cache::Reader::new(opts.grants),
+            node: node_cache::Reader::new(opts.grants && opts.node_cache),
         })
     }
 

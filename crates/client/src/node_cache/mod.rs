@@ -99,7 +99,7 @@ struct Link {
 impl Reader {
     pub(crate) fn new(on: bool) -> Reader {
         Reader {
-            on: on && bytes_from_env() != 0,
+            on,
             table: RwLock::new(None),
             link: Mutex::new(Link::default()),
             retry_at_ms: AtomicU64::new(0),
