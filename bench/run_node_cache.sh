@@ -12,7 +12,8 @@
 # Usage: bench/run_node_cache.sh [ROUNDS]   (default 3)
 # Output: tables of medians on stdout (files/s and GustFS/local per epoch; md
 # phases' ops/s and node/off), raw JSON lines in bench/results/node-cache-<date>.json.
-# Knobs: BENCH_FILES (default 4000), MD_FILES (default 5000), BENCH_DIR.
+# Knobs: BENCH_FILES (default 4000), BENCH_EPOCHS (default 3), MD_FILES (default
+# 5000), BENCH_DIR.
 # shellcheck source=lib.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -28,7 +29,7 @@ mkdir -p "$base/local"
 out=$(bench_result node-cache .json)
 : >"$out"
 made_local=0
-read_args=(--manifest-dir "$base/local" --workers 4 --epochs 2)
+read_args=(--manifest-dir "$base/local" --workers 4 --epochs "${BENCH_EPOCHS:-3}")
 for round in $(seq 1 "$rounds"); do
   for way in $(bench_abba "$round" node off); do
     nc=1G

@@ -14,7 +14,7 @@ use super::table::{mono_ns, Table, Writer, BYTES_MIN};
 use super::{hint_paths, ANSWER_BYTES, ANSWER_MAGIC, HINT_BYTES_MAX, SOCKET_NAME};
 use crate::rpc::Call;
 use crate::{Client, ClientOptions};
-use gust_proto::{Request, Response};
+use gust_proto::{Record, Request, Response};
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -257,28 +257,110 @@ fn fetch_loop(holder: &Arc<Holder>, rx: Receiver<Vec<String>>) {
     }
 }
 
-/// `stat_data` of `paths` in one batch; what came back granted goes in the table,
-/// unless a recall came in between (the grants' generation moved).
-fn fetch(client: &Client, holder: &Holder, paths: &[String]) {
-    let writer = &holder.writer;
-    let daemons: Vec<u32> = paths.iter().map(|p| client.md_daemon(p)).collect();
-    // Callback connections first (opening one forgets what an earlier one held,
-    // which moves the generation), then the ticket the replies install with.
-    let mut asked: Vec<u32> = daemons.clone();
+/// Callback connections to `daemons` first (opening one forgets what an earlier
+/// one held, which moves the generation), then the ticket replies install with.
+fn ticket_for(client: &Client, daemons: &[u32]) -> Option<crate::grants::Ticket> {
+    let mut asked: Vec<u32> = daemons.to_vec();
     asked.sort_unstable();
     asked.dedup();
     let mut ticket = None;
     for &d in &asked {
         ticket = client.lookup_ticket(d);
     }
-    let Some(ticket) = ticket else { return };
+    ticket
+}
+
+/// Writes one looked-up entry, unless a recall came in between (the grants'
+/// generation moved since `ticket`) or `daemon`'s lease is over.
+fn keep(
+    client: &Client,
+    holder: &Holder,
+    ticket: crate::grants::Ticket,
+    daemon: u32,
+    p: &str,
+    record: &Record,
+    data: Option<&[u8]>,
+) {
+    if record.linked_to().is_some() || record.unfetched_object().is_some() {
+        return;
+    }
+    let grants = &client.transport.grants;
+    let encoded = gust_proto::encode(record);
+    // Before the writer's lock: a lease found over forgets the daemon's grants,
+    // whose listener takes that lock.
+    let leased = grants.lease(daemon).is_some();
+    let mut w = lock(&holder.writer);
+    // Under the writer's lock: a recall that forgot anything since the request
+    // went out either moved the generation already, or removes this entry after
+    // it is written (the listener takes the same lock).
+    if leased && grants.unchanged_since(ticket) {
+        w.put(p, daemon, &encoded, data);
+    }
+}
+
+/// `read_many` of `paths`, one request per daemon and `READ_MANY_ENTRIES_MAX`
+/// paths: a daemon grants such a request of a holder whole or not at all. The
+/// paths of a request not granted (one of them contended) are looked up one by
+/// one (`fetch_each`).
+fn fetch(client: &Client, holder: &Holder, paths: &[String]) {
+    let mut by_daemon: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
+    for p in paths {
+        by_daemon.entry(client.md_daemon(p)).or_default().push(p.clone());
+    }
+    let daemons: Vec<u32> = by_daemon.keys().copied().collect();
+    let Some(ticket) = ticket_for(client, &daemons) else { return };
+    let mut groups = Vec::new();
+    for (d, ps) in by_daemon {
+        for part in ps.chunks(gust_proto::READ_MANY_ENTRIES_MAX) {
+            groups.push((d, part.to_vec()));
+        }
+    }
+    let calls: Vec<Call<'_>> = groups
+        .iter()
+        .map(|(d, ps)| Call { daemon: *d, req: Request::ReadMany { paths: ps.clone() }, bulk: Vec::new() })
+        .collect();
+    let answers = client.transport.batch(calls);
+    let mut one_by_one = Vec::new();
+    for (k, (answer, (daemon, ps))) in answers.into_iter().zip(groups).enumerate() {
+        let granted = crate::grants::batch_flags(k) & gust_proto::frame::REPLY_GRANTED != 0;
+        match answer {
+            Ok((Response::Files(files), bulk)) if granted && files.len() == ps.len() => {
+                let mut at = 0usize;
+                for (f, p) in files.into_iter().zip(&ps) {
+                    let gust_proto::WholeFile::Found { record, inline_len } = f else { continue };
+                    let data = match inline_len {
+                        Some(n) => match bulk.get(at..at + n as usize) {
+                            Some(d) => {
+                                at += n as usize;
+                                Some(d)
+                            }
+                            None => break, // a reply that does not add up: the rest is not kept
+                        },
+                        None => None,
+                    };
+                    keep(client, holder, ticket, daemon, p, &record, data);
+                }
+            }
+            Ok(_) => one_by_one.extend(ps),
+            Err(_) => {}
+        }
+    }
+    if !one_by_one.is_empty() {
+        fetch_each(client, holder, &one_by_one);
+    }
+}
+
+/// `stat_data` of `paths` in one batch; what came back granted goes in the
+/// table, and what did not is contended for a while.
+fn fetch_each(client: &Client, holder: &Holder, paths: &[String]) {
+    let daemons: Vec<u32> = paths.iter().map(|p| client.md_daemon(p)).collect();
+    let Some(ticket) = ticket_for(client, &daemons) else { return };
     let calls: Vec<Call<'_>> = paths
         .iter()
         .zip(&daemons)
         .map(|(p, &daemon)| Call { daemon, req: Request::StatData { path: p.clone() }, bulk: Vec::new() })
         .collect();
     let answers = client.transport.batch(calls);
-    let grants = &client.transport.grants;
     for (i, (answer, p)) in answers.into_iter().zip(paths).enumerate() {
         if crate::grants::batch_flags(i) & gust_proto::frame::REPLY_GRANTED == 0 {
             if answer.is_ok() {
@@ -287,20 +369,7 @@ fn fetch(client: &Client, holder: &Holder, paths: &[String]) {
             continue;
         }
         let Ok((Response::RecordData { record, inline }, data)) = answer else { continue };
-        if record.linked_to().is_some() || record.unfetched_object().is_some() {
-            continue;
-        }
-        let encoded = gust_proto::encode(&record);
-        // Before the writer's lock: a lease found over forgets the daemon's
-        // grants, whose listener takes that lock.
-        let leased = grants.lease(daemons[i]).is_some();
-        let mut w = lock(writer);
-        // Under the writer's lock: a recall that forgot anything since the request
-        // went out either moved the generation already, or removes this entry
-        // after it is written (the listener takes the same lock).
-        if leased && grants.unchanged_since(ticket) {
-            w.put(p, daemons[i], &encoded, inline.then_some(&data[..]));
-        }
+        keep(client, holder, ticket, daemons[i], p, &record, inline.then_some(&data[..]));
     }
 }
 

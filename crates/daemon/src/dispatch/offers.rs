@@ -1,7 +1,8 @@
 //! What a request of a client that said `hello` may bring it besides the reply
 //! (crate::grants): its record granted (stat, `stat_data`, create), a directory's
 //! names (a listing's first page), a listing's records, the records of its
-//! deferred creates, the claim on a directory. Decided in two steps around the
+//! deferred creates, the claim on a directory, and for a node cache's holder the
+//! records of a `read_many`. Decided in two steps around the
 //! request: what must be registered before the store is read, and what the reply
 //! then allows, which becomes the reply's flags.
 
@@ -21,6 +22,27 @@ pub(super) struct Offers {
     /// A listing's first page: the directory's names here, granted before they are
     /// read.
     names: Option<(String, Grant)>,
+    /// A `read_many` of a node cache's holder (`callback`'s `shared`): every path,
+    /// granted before the records are read, or none.
+    many: Option<Vec<(String, Grant)>>,
+}
+
+/// Grants every one of `paths` to `h`, or none (a path contended, changing or past
+/// a bound takes back what this call granted).
+fn grant_every(state: &State, paths: &[String], h: &Holder) -> Option<Vec<(String, Grant)>> {
+    let mut granted = Vec::with_capacity(paths.len());
+    for p in paths {
+        let g = if validate_path(p).is_ok() { state.grants.grant(p, h) } else { Grant::No };
+        if g == Grant::No {
+            granted
+                .iter()
+                .filter(|(_, g)| *g == Grant::New)
+                .for_each(|(p, _): &(String, Grant)| state.grants.ungrant(p, h));
+            return None;
+        }
+        granted.push((p.clone(), g));
+    }
+    Some(granted)
 }
 
 impl Offers {
@@ -66,7 +88,13 @@ impl Offers {
             }
             _ => None,
         };
-        Offers { batch, created, granted, listed, names }
+        let many = match req {
+            Request::ReadMany { paths } if leased && h.shared.load(std::sync::atomic::Ordering::Relaxed) => {
+                grant_every(state, paths, h)
+            }
+            _ => None,
+        };
+        Offers { batch, created, granted, listed, names, many }
     }
 
     /// Given the reply: keeps what it allows (a failed request takes back what it
@@ -98,6 +126,20 @@ impl Offers {
             let made: Vec<String> = paths.into_iter().zip(outs).filter(|(_, o)| o.errno == 0).map(|(p, _)| p).collect();
             if made.len() == outs.len() && state.grants.grant_all(&made, h) {
                 flags |= REPLY_GRANTED;
+            }
+        }
+        if let Some(many) = self.many {
+            match reply {
+                // Granted whole: a file not found (or failed) lets go of its grant.
+                Ok(Response::Files(files)) => {
+                    for ((path, g), f) in many.iter().zip(files) {
+                        if matches!(f, gust_proto::WholeFile::Failed(_)) && *g == Grant::New {
+                            state.grants.ungrant(path, h);
+                        }
+                    }
+                    flags |= REPLY_GRANTED;
+                }
+                _ => many.iter().filter(|(_, g)| *g == Grant::New).for_each(|(p, _)| state.grants.ungrant(p, h)),
             }
         }
         if let (Some(path), true) = (self.created, reply.is_ok()) {
