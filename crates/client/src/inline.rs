@@ -379,7 +379,7 @@ impl Client {
         match self.transport.batch(vec![call]).pop().expect("one answer")? {
             (Response::RecordData { record, inline }, data) => {
                 self.lookup_answered(ticket, daemon, p, &record, Some(inline.then_some(&data[..])));
-                self.node_missed(p);
+                self.node_missed(p, record.size);
                 Ok((record, inline.then_some(data)))
             }
             (r, _) => Err(unexpected(r)),
@@ -430,13 +430,16 @@ impl Client {
         if let Some(held) = self.held_whole(&p, place) {
             return Ok(held);
         }
-        self.node_missed(&p);
         let call = Call { daemon: self.md_daemon(&p), req: Request::StatData { path: p.clone() }, bulk: Vec::new() };
         // A view's placeholder has no data yet: the ordinary path fetches it.
         let mut placer = |r: &Response, len: usize| {
             inline_file(r, len).filter(|r| r.unfetched_object().is_none()).and_then(&mut *place)
         };
-        match self.transport.call_placed(call, &mut placer)? {
+        let answer = self.transport.call_placed(call, &mut placer)?;
+        if let (Response::RecordData { record, .. }, _) = &answer {
+            self.node_missed(&p, record.size);
+        }
+        match answer {
             (Response::RecordData { record, .. }, Bulk::Placed(len)) => Ok(WholeFile::Placed { record, len }),
             // A name of a linked file: its attributes are elsewhere (links.rs).
             (Response::RecordData { record, .. }, Bulk::Vec(_))

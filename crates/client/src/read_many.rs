@@ -71,7 +71,7 @@ impl Client {
                         found.push(Some(Ok(held)));
                         continue;
                     }
-                    self.node_missed(&p);
+                    self.node_missed(&p, u64::MAX);
                     by_daemon.entry(self.md_daemon(&p)).or_default().push((i, p));
                     found.push(None);
                 }

@@ -89,10 +89,9 @@ impl Client {
         let mut calls = Vec::new();
         let mut dests = Vec::new();
         if held.is_none() {
-            self.node_missed(&path);
             // StatData, not Stat: a file with inline data answers with it (the chunk
             // reads then find nothing), for the same cost when it has none.
-            calls.push(Call { daemon: self.md_daemon(&path), req: Request::StatData { path }, bulk: Vec::new() });
+            calls.push(Call { daemon: self.md_daemon(&path), req: Request::StatData { path: path.clone() }, bulk: Vec::new() });
             dests.push(None);
         }
         for (d, spans) in &sources.remote {
@@ -107,7 +106,11 @@ impl Client {
         let mut answers = self.transport.batch_into(calls, dests, buf).into_iter();
         let (size, inline) = match held {
             Some((record, _)) => (record.size, None),
-            None => self.size_answered(f, answers.next().expect("stat answer")?)?,
+            None => {
+                let answered = self.size_answered(f, answers.next().expect("stat answer")?)?;
+                self.node_missed(&path, answered.0);
+                answered
+            }
         };
         let spills = inline.is_none() && self.dist.spill_daemons() > 0;
         // Erasure-coded: spans whose daemon failed are rebuilt from their stripes (ec/).

@@ -138,11 +138,14 @@ impl Client {
         self.transport.grants.claims().len() > 0 || self.queued_anything()
     }
 
-    /// A lookup of `p`'s data went to its daemon: the holder is told, so the next
-    /// process that reads it finds it in the table.
-    pub(crate) fn node_missed(&self, p: &str) {
+    /// A lookup of `p`'s data went to its daemon (and found `size` bytes): the
+    /// holder is told, so the next process that reads it finds it in the table.
+    /// Not for an empty file: its record alone is what the process's own grants
+    /// keep, and reads of many empty files once each (mdtest's read phase) would
+    /// only make the holder work.
+    pub(crate) fn node_missed(&self, p: &str, size: u64) {
         let n = &self.node;
-        if !n.on || !self.transport.grants.on() {
+        if !n.on || size == 0 || !self.transport.grants.on() {
             return;
         }
         let mut link = n.link.lock().unwrap_or_else(|e| e.into_inner());
