@@ -91,7 +91,11 @@ impl Client {
         if held.is_none() {
             // StatData, not Stat: a file with inline data answers with it (the chunk
             // reads then find nothing), for the same cost when it has none.
-            calls.push(Call { daemon: self.md_daemon(&path), req: Request::StatData { path: path.clone() }, bulk: Vec::new() });
+            calls.push(Call {
+                daemon: self.md_daemon(&path),
+                req: Request::StatData { path: path.clone() },
+                bulk: Vec::new(),
+            });
             dests.push(None);
         }
         for (d, spans) in &sources.remote {
