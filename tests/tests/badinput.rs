@@ -365,8 +365,17 @@ fn bad_paths_through_the_client() {
         for e in std::fs::read_dir(&d.rootdir).unwrap() {
             let n = e.unwrap().file_name().into_string().unwrap();
             assert!(
-                ["metadata", "chunks", "instance", "lock", "daemon.sock", "daemon.shm", "short-circuit.sock"]
-                    .contains(&n.as_str()),
+                [
+                    "metadata",
+                    "chunks",
+                    "instance",
+                    "lock",
+                    "daemon.sock",
+                    "daemon.shm",
+                    "short-circuit.sock",
+                    "node-cache.sock"
+                ]
+                .contains(&n.as_str()),
                 "unexpected {n} in {}",
                 d.rootdir.display()
             );

@@ -242,6 +242,12 @@ impl Client {
         self.core.chunk_size_bytes()
     }
 
+    /// Lookups this process answered from the node cache (tests, benchmarks).
+    #[getter]
+    fn node_cache_hits(&self) -> u64 {
+        self.core.node_cache_hits()
+    }
+
     /// The path inside the file system that `path` names.
     fn internal_path(&self, path: &str) -> PyResult<String> {
         let p = self.map(path)?;

@@ -444,6 +444,12 @@ class Client:
         return self._c.hosts_file
 
     @property
+    def node_cache_hits(self):
+        """Lookups this process answered from its node's cache (what another
+        process of the node read: docs/DESIGN.md, "The node cache")."""
+        return self._c.node_cache_hits
+
+    @property
     def mountdir(self):
         return self._c.mountdir
 
