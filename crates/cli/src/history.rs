@@ -138,9 +138,10 @@ pub struct HistoryArgs {
     /// Shared paths (few paths: more contention).
     #[arg(long, default_value_t = 8)]
     paths: u32,
-    /// Workers take no claims and make their stats with `stat_data`: each tells
-    /// the node cache's holder what it looked up, and answers lookups from what
-    /// the holder took for the others (docs/DESIGN.md, "The node cache").
+    /// Workers take no claims, write a byte into each file they create, and make
+    /// their stats with `stat_data`: each tells the node cache's holder what it
+    /// looked up, and answers lookups from what the holder took for the others
+    /// (docs/DESIGN.md, "The node cache").
     #[arg(long)]
     node_cache: bool,
     /// Seed of the operation sequences (and of the faults' times and victims).
@@ -367,6 +368,14 @@ fn list(c: &Client, a: &WorkerArgs) -> Vec<(String, Outcome)> {
 fn call(c: &Client, kind: OpKind, path: &str, arg: u32, node_cache: bool) -> Outcome {
     let r: Result<Outcome, Errno> = match kind {
         OpKind::Create => c.open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, arg).map(|fd| {
+            // With --node-cache a file has data, as a data set's files do: processes
+            // tell the node cache's holder of files with data only. The model sees
+            // modes, not sizes.
+            if node_cache {
+                if let Err(e) = c.write(fd, b"x") {
+                    eprintln!("gust bench history-worker: write after creating {path}: {e}");
+                }
+            }
             // The create took effect with the open; a failed close changes nothing
             // of what the model sees, but a person should know.
             if let Err(e) = c.close(fd) {
