@@ -183,7 +183,7 @@ impl Client {
     /// Whether anything is deferred and not sent yet: creates open or queued,
     /// unlinks queued.
     pub(crate) fn queued_anything(&self) -> bool {
-        self.creates.queued.load(Ordering::Acquire) > 0 || self.removes_queued() || !self.pending.snapshot().is_empty()
+        self.creates.queued.load(Ordering::Acquire) > 0 || self.removes_queued() || !self.pending.is_empty()
     }
 
     /// Whether `path` is queued (a deferred open of it sends the queue first, so

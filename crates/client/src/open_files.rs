@@ -580,6 +580,11 @@ impl FileSet {
         }
     }
 
+    /// Whether no file is in the set (no lock taken).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+
     /// The files still open, none if the set is empty (no lock taken then).
     pub(crate) fn snapshot(&self) -> Vec<Arc<OpenFile>> {
         if self.count.load(Ordering::Acquire) == 0 {

@@ -62,18 +62,9 @@ pub(crate) fn start(state: Arc<State>, path: &Path, replicas: u32) -> io::Result
 
 /// One client's connection: its asks, one at a time, until it closes.
 fn serve(state: &State, conn: UnixStream, replicas: u32) {
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    match handoff::peer_uid(&conn) {
-        Ok(uid) if uid == me => {}
-        Ok(uid) => {
-            tracing::warn!("short-circuit: refused a process of user {uid} (the instance is user {me}'s)");
-            return;
-        }
-        Err(e) => {
-            tracing::warn!("short-circuit: cannot tell who connected: {e}");
-            return;
-        }
+    if let Err(why) = handoff::same_user(&conn) {
+        tracing::warn!("short-circuit: {why}");
+        return;
     }
     let mut buf = [0u8; sc::ASK_BYTES];
     loop {

@@ -57,6 +57,19 @@ pub fn peer_uid(sock: &UnixStream) -> io::Result<u32> {
     Ok(getsockopt(sock, sockopt::PeerCredentials)?.uid())
 }
 
+/// Whether the process at the other end runs as this process's user: what a
+/// daemon's node-local sockets serve (short-circuit I/O, the node cache). Why
+/// not, for a log line, if not.
+pub fn same_user(sock: &UnixStream) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    match peer_uid(sock) {
+        Ok(uid) if uid == me => Ok(()),
+        Ok(uid) => Err(format!("refused a process of user {uid} (the instance is user {me}'s)")),
+        Err(e) => Err(format!("cannot tell who connected: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

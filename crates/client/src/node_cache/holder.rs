@@ -11,11 +11,10 @@
 //! Not for: what readers do (mod.rs), the table's layout (table.rs).
 
 use super::table::{mono_ns, Table, Writer, BYTES_MIN};
-use super::{hint_paths, ANSWER_BYTES, ANSWER_MAGIC, HINT_BYTES_MAX, SOCKET_NAME};
+use super::{hint_paths, Recent, ANSWER_BYTES, ANSWER_MAGIC, HINT_BYTES_MAX, SOCKET_NAME};
 use crate::rpc::Call;
 use crate::{Client, ClientOptions};
 use gust_proto::{Record, Request, Response};
-use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -23,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Paths looked up in one batch.
 const FETCH_BATCH: usize = 64;
@@ -48,29 +47,6 @@ pub struct Serving {
     pub hosts_file: PathBuf,
 }
 
-/// Paths recalled from the holder or not granted to it lately.
-#[derive(Default)]
-struct Contended {
-    map: Mutex<HashMap<String, Instant>>,
-}
-
-impl Contended {
-    fn note(&self, p: &str) {
-        let mut m = lock(&self.map);
-        if m.len() >= CONTENDED_MAX {
-            m.retain(|_, t| t.elapsed() < CONTENDED_FOR);
-            if m.len() >= CONTENDED_MAX {
-                m.clear();
-            }
-        }
-        m.insert(p.to_string(), Instant::now());
-    }
-
-    fn recent(&self, p: &str) -> bool {
-        lock(&self.map).get(p).is_some_and(|t| t.elapsed() < CONTENDED_FOR)
-    }
-}
-
 /// The holder, shared by its threads.
 struct Holder {
     hosts_file: PathBuf,
@@ -78,7 +54,8 @@ struct Holder {
     /// One thread opens the client.
     opening: Mutex<()>,
     writer: Arc<Mutex<Writer>>,
-    contended: Arc<Contended>,
+    /// Paths recalled from the holder or not granted to it lately.
+    contended: Arc<Mutex<Recent>>,
     fd: OwnedFd,
     bytes: u64,
 }
@@ -109,7 +86,7 @@ pub fn serve(serving: Serving) -> io::Result<Option<PathBuf>> {
         client: OnceLock::new(),
         opening: Mutex::new(()),
         writer: Arc::new(Mutex::new(Writer::new(table))),
-        contended: Arc::default(),
+        contended: Arc::new(Mutex::new(Recent::new(CONTENDED_FOR, CONTENDED_MAX))),
         fd,
         bytes,
     });
@@ -163,7 +140,7 @@ impl Holder {
             if !keep_recalled {
                 lock(&writer).remove(p)
             }
-            contended.note(p);
+            lock(&contended).note(p);
         });
         let writer = self.writer.clone();
         client.transport.grants.on_daemon_forgotten(move |d| lock(&writer).remove_daemon(d));
@@ -184,15 +161,9 @@ fn accept_loop(holder: &Arc<Holder>, listener: UnixListener, tx: SyncSender<Vec<
         if served.load(Ordering::Relaxed) >= CONNECTIONS_MAX {
             continue; // dropped: the process asks its daemons
         }
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        match gust_transport::handoff::peer_uid(&conn) {
-            Ok(uid) if uid == me => {}
-            Ok(uid) => {
-                tracing::warn!("node cache: refused a process of user {uid} (the instance is user {me}'s)");
-                continue;
-            }
-            Err(_) => continue,
+        if let Err(why) = gust_transport::handoff::same_user(&conn) {
+            tracing::warn!("node cache: {why}");
+            continue;
         }
         if holder.client().is_none() {
             continue;
@@ -250,7 +221,7 @@ fn fetch_loop(holder: &Arc<Holder>, rx: Receiver<Vec<String>>) {
         let Some(client) = holder.client() else { continue };
         paths.sort();
         paths.dedup();
-        paths.retain(|p| !holder.contended.recent(p) && !lock(&holder.writer).contains(p));
+        paths.retain(|p| !lock(&holder.contended).contains(p) && !lock(&holder.writer).contains(p));
         for batch in paths.chunks(FETCH_BATCH) {
             fetch(client, holder, batch);
         }
@@ -364,7 +335,7 @@ fn fetch_each(client: &Client, holder: &Holder, paths: &[String]) {
     for (i, (answer, p)) in answers.into_iter().zip(paths).enumerate() {
         if crate::grants::batch_flags(i) & gust_proto::frame::REPLY_GRANTED == 0 {
             if answer.is_ok() {
-                holder.contended.note(p); // contended at its daemon
+                lock(&holder.contended).note(p); // contended at its daemon
             }
             continue;
         }

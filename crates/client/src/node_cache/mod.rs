@@ -75,6 +75,42 @@ pub fn bytes_from_env() -> u64 {
     }
 }
 
+/// Paths seen lately, each for `window` after it was noted: the holder's
+/// contended paths, a process's paths told to the holder. Bounded: past `max`
+/// paths the expired ones go, and if that is not enough, all.
+pub(crate) struct Recent {
+    map: std::collections::HashMap<String, std::time::Instant>,
+    window: Duration,
+    max: usize,
+}
+
+impl Recent {
+    pub(crate) fn new(window: Duration, max: usize) -> Recent {
+        Recent { map: Default::default(), window, max }
+    }
+
+    /// Whether `p` was noted within the window.
+    pub(crate) fn contains(&self, p: &str) -> bool {
+        self.map.get(p).is_some_and(|t| t.elapsed() < self.window)
+    }
+
+    /// Notes `p` now.
+    pub(crate) fn note(&mut self, p: &str) {
+        if self.map.len() >= self.max {
+            let window = self.window;
+            self.map.retain(|_, t| t.elapsed() < window);
+            if self.map.len() >= self.max {
+                self.map.clear();
+            }
+        }
+        self.map.insert(p.to_string(), std::time::Instant::now());
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
 /// This process's view of its node's cache.
 pub(crate) struct Reader {
     on: bool,
@@ -87,13 +123,12 @@ pub(crate) struct Reader {
     pub(crate) hits: AtomicU64,
 }
 
-#[derive(Default)]
 struct Link {
     /// The socket, with the fork generation that opened it.
     sock: Option<(u64, UnixStream)>,
     pending: Vec<String>,
-    /// Paths told lately, and when (ms of the grants clock).
-    told: std::collections::HashMap<String, u64>,
+    /// Paths told lately.
+    told: Recent,
 }
 
 impl Reader {
@@ -101,7 +136,7 @@ impl Reader {
         Reader {
             on,
             table: RwLock::new(None),
-            link: Mutex::new(Link::default()),
+            link: Mutex::new(Link { sock: None, pending: Vec::new(), told: Recent::new(TELL_AGAIN_AFTER, TOLD_MAX) }),
             retry_at_ms: AtomicU64::new(0),
             connected: AtomicBool::new(false),
             hits: AtomicU64::new(0),
@@ -157,18 +192,10 @@ impl Client {
             link.pending.clear();
             link.told.clear();
         }
-        let now = self.transport.grants.clock_ms();
-        let again = TELL_AGAIN_AFTER.as_millis() as u64;
-        if link.told.get(p).is_some_and(|&at| now < at + again) {
+        if link.told.contains(p) {
             return;
         }
-        if link.told.len() >= TOLD_MAX {
-            link.told.retain(|_, at| now < *at + again);
-            if link.told.len() >= TOLD_MAX {
-                link.told.clear();
-            }
-        }
-        link.told.insert(p.to_string(), now);
+        link.told.note(p);
         if link.pending.len() < HINT_PATHS {
             link.pending.push(p.to_string());
         }
@@ -260,6 +287,20 @@ pub(crate) fn hint_paths(body: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recent_paths_expire_and_stay_bounded() {
+        let mut r = Recent::new(Duration::from_secs(60), 2);
+        r.note("/a");
+        r.note("/b");
+        assert!(r.contains("/a") && r.contains("/b") && !r.contains("/c"));
+        // Past the bound with nothing expired: all go, the new one stays.
+        r.note("/c");
+        assert!(!r.contains("/a") && !r.contains("/b") && r.contains("/c"));
+        let mut gone = Recent::new(Duration::ZERO, 2);
+        gone.note("/a");
+        assert!(!gone.contains("/a"), "past its window");
+    }
 
     #[test]
     fn hint_messages_carry_their_paths_and_nothing_else() {
